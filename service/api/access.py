@@ -1,0 +1,59 @@
+"""Who may see which dataset, job and model. Invisible things answer 404, never 403."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.api.auth import Principal
+from service.api.errors import not_found
+from service.db.models import Dataset, Grant, Job, TrainedModel
+
+
+def is_owner(principal: Principal, dataset: Dataset) -> bool:
+    return principal.is_admin or dataset.owner == principal.name
+
+
+def is_granted(session: Session, principal: Principal, dataset: Dataset) -> bool:
+    if is_owner(principal, dataset):
+        return True
+    return (
+        session.scalar(
+            select(Grant.id).where(
+                Grant.dataset_id == dataset.id, Grant.principal == principal.name
+            )
+        )
+        is not None
+    )
+
+
+def visible_dataset(
+    session: Session, principal: Principal, dataset_id: str, field: str | None = None
+) -> Dataset:
+    """The dataset if the principal owns it or was granted it, else 404."""
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None or not is_granted(session, principal, dataset):
+        raise not_found(f"Dataset {dataset_id!r}", field)
+    return dataset
+
+
+def owned_dataset(session: Session, principal: Principal, dataset_id: str) -> Dataset:
+    """The dataset if the principal owns it (or is admin), else 404."""
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None or not is_owner(principal, dataset):
+        raise not_found(f"Dataset {dataset_id!r}")
+    return dataset
+
+
+def visible_job(session: Session, principal: Principal, job_id: str) -> Job:
+    job = session.get(Job, job_id)
+    if job is None or not (principal.is_admin or job.principal == principal.name):
+        raise not_found(f"Job {job_id!r}")
+    return job
+
+
+def visible_model(session: Session, principal: Principal, model_id: str) -> TrainedModel:
+    model = session.get(TrainedModel, model_id)
+    if model is None or not (principal.is_admin or model.principal == principal.name):
+        raise not_found(f"Model {model_id!r}")
+    return model

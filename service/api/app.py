@@ -1,0 +1,67 @@
+"""The app factory: the only place that holds state (engine, sessions, dispatcher)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from sqlalchemy.orm import Session, sessionmaker
+
+from service import __version__
+from service.api import catalog, datasets, jobs, models
+from service.api.errors import install_error_handlers
+from service.db.session import make_engine, session_factory
+from service.settings import Settings
+from service.workers.dispatch import DaskDispatcher, Dispatcher, recover_unfinished
+
+logger = logging.getLogger("dpfit")
+
+DispatcherFactory = Callable[[Settings, sessionmaker[Session]], Dispatcher]
+
+DESCRIPTION = """\
+Fit machine-learning models to sensitive data under differential privacy.
+
+Owners register datasets by reference with a total budget (ε, δ); analysts submit jobs naming a
+dataset, a model and a private optimizer; a ledger charges every job atomically; only noised
+models leave the service. Authenticate with `Authorization: Bearer <api key>`. Errors are
+`application/problem+json` with the `field` at fault.
+"""
+
+
+def create_app(
+    settings: Settings | None = None, dispatcher_factory: DispatcherFactory | None = None
+) -> FastAPI:
+    """Build the app. Starting it (lifespan) connects the database and the workers and
+    re-dispatches jobs that were accepted but not finished."""
+    settings = settings or Settings.from_env()
+    factory: DispatcherFactory = dispatcher_factory or DaskDispatcher
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        engine = make_engine(settings.database_url)
+        app.state.engine = engine
+        app.state.sessions = session_factory(engine)
+        app.state.dispatcher = factory(settings, app.state.sessions)
+        recovered = recover_unfinished(app.state.sessions, app.state.dispatcher, settings.max_attempts)
+        if recovered:
+            logger.warning("re-dispatched %d unfinished job(s)", len(recovered))
+        try:
+            yield
+        finally:
+            app.state.dispatcher.close()
+            engine.dispose()
+
+    app = FastAPI(
+        title="dpfit",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.dispatcher = None
+    install_error_handlers(app)
+    for module in (datasets, jobs, models, catalog):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,99 @@
+"""RFC 9457 problem+json errors, with the field at fault.
+
+Messages never contain data values: validation errors quote only the request's own field paths
+and pydantic's message, never the offending input; unexpected exceptions become a bare 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_JSON = "application/problem+json"
+logger = logging.getLogger("dpfit.api")
+
+
+class FieldError(dict[str, str]):
+    """{"field": dotted path, "message": why}."""
+
+
+class ProblemError(Exception):
+    """An error the API reports as problem+json."""
+
+    def __init__(
+        self,
+        status: int,
+        title: str,
+        detail: str,
+        field: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.field = field
+        self.extra = extra or {}
+
+
+def not_found(what: str, field: str | None = None) -> ProblemError:
+    return ProblemError(404, "Not found", f"{what} does not exist or is not visible to you.", field)
+
+
+def invalid(field: str, message: str) -> ProblemError:
+    return ProblemError(422, "Invalid request", message, field)
+
+
+def problem_response(
+    status: int, title: str, detail: str, field: str | None = None, **extra: Any
+) -> JSONResponse:
+    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    if field is not None:
+        body["field"] = field
+        body.setdefault("errors", [{"field": field, "message": detail}])
+    body.update(extra)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:] if parts[0] == "body" else parts
+    # Discriminated unions add the tag ("logistic_regression") to the path; keep it, it helps.
+    return ".".join(parts) or "body"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ProblemError)
+    async def _problem(_: Request, exc: ProblemError) -> JSONResponse:
+        return problem_response(exc.status, exc.title, exc.detail, exc.field, **exc.extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"field": _dotted(tuple(e.get("loc", ()))), "message": str(e.get("msg", "invalid"))}
+            for e in exc.errors()
+        ]
+        first = errors[0] if errors else {"field": "body", "message": "invalid request"}
+        return problem_response(
+            422,
+            "Invalid request",
+            f"{first['field']}: {first['message']}",
+            first["field"],
+            errors=errors,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return problem_response(exc.status_code, str(exc.detail), str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        logger.error("unhandled %s", type(exc).__name__)
+        return problem_response(500, "Internal error", "The server failed; nothing was charged twice.")

@@ -1,0 +1,195 @@
+"""Jobs: submission (plan → atomic admission → dispatch), status, cancellation."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Response
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from service.api.access import visible_dataset, visible_job
+from service.api.deps import AnyRole, AppDispatcher, Sessions
+from service.api.errors import ProblemError, invalid, not_found
+from service.db.models import Charge, Job
+from service.ids import new_id
+from service.ledger.accounting import rdp_curve
+from service.ledger.admission import (
+    BudgetExceeded,
+    IdempotencyConflict,
+    JobCharge,
+    admit_job,
+    cancel_or_refund_unread,
+)
+from service.optimizers.base import InfeasibleSpec, PrivacyTarget
+from service.optimizers.planning import plan_job, plan_to_json
+from service.schemas import JobCreate, JobOut
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+logger = logging.getLogger("dpfit.api")
+
+
+def job_out(session: Session, job: Job) -> JobOut:
+    refunded = (
+        session.scalar(select(Charge.id).where(Charge.job_id == job.id, Charge.kind == "refund"))
+        is not None
+    )
+    public_plan = {k: v for k, v in job.plan.items() if k != "event"}
+    public_plan["event"] = job.plan.get("event")
+    return JobOut.model_validate(
+        {
+            "id": job.id,
+            "dataset_id": job.dataset_id,
+            "status": job.status,
+            "progress": {"step": job.progress_step, "total": job.progress_total},
+            "model": job.spec["model"],
+            "optimizer": job.spec["optimizer"],
+            "privacy": job.spec["privacy"],
+            "plan": public_plan,
+            "model_id": job.model_id,
+            "error": job.error,
+            "refunded": refunded,
+            "created_at": job.created_at,
+            "started_at": job.started_at,
+            "finished_at": job.finished_at,
+        }
+    )
+
+
+def _request_hash(body: JobCreate) -> str:
+    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=JobOut,
+    summary="Submit a training job",
+    responses={
+        404: {"description": "Unknown or not-granted dataset"},
+        409: {"description": "The dataset's budget does not allow this job"},
+        422: {"description": "Invalid or infeasible spec; `field` names the part at fault"},
+    },
+)
+def create_job(
+    body: JobCreate,
+    principal: AnyRole,
+    sessions: Sessions,
+    dispatcher: AppDispatcher,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", max_length=200)
+    ] = None,
+) -> JobOut:
+    """Plan the job from public information, charge its RDP curve atomically, dispatch it.
+
+    The answer is 202 with status ``queued``: the charge is already on the ledger. Retrying
+    with the same ``Idempotency-Key`` returns the same job and charges once.
+    """
+    with sessions() as session:
+        dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
+        n_rows, n_features, dataset_delta = dataset.n_rows, dataset.n_features, dataset.delta
+    if dataset_delta == 0 and body.privacy.delta > 0:
+        raise invalid(
+            "privacy.delta",
+            "this dataset's budget has δ = 0 (pure ε-DP); submit the job with privacy.delta = 0",
+        )
+    target = PrivacyTarget(epsilon=body.privacy.epsilon, delta=body.privacy.delta)
+    try:
+        planned = plan_job(
+            body.model, body.optimizer.name, body.optimizer.params, n_rows, n_features, target
+        )
+        curve = rdp_curve(planned.plan.event)
+    except InfeasibleSpec as exc:
+        raise invalid(exc.field, exc.message) from None
+    except ValueError as exc:
+        raise invalid("optimizer.name", f"this job cannot be accounted: {exc}") from None
+
+    spec = body.model_dump(mode="json")
+    spec["optimizer"]["params"] = planned.params.model_dump(mode="json")
+    job = Job(
+        id=new_id("job"),
+        dataset_id=body.dataset_id,
+        principal=principal.name,
+        spec=spec,
+        plan=plan_to_json(planned.plan),
+        status="queued",
+        progress_step=0,
+        progress_total=planned.plan.total_steps,
+        attempt=1,
+        cancel_requested=False,
+        idempotency_key=idempotency_key,
+        request_hash=_request_hash(body),
+    )
+    charge = JobCharge(
+        epsilon=target.epsilon,
+        delta=target.delta,
+        rdp=curve,
+        pure_epsilon=target.epsilon if target.delta == 0 else None,
+        event=job.plan["event"],
+    )
+    new_job_id = job.id
+    try:
+        with sessions.begin() as session:
+            admitted = admit_job(session, body.dataset_id, job, charge)
+            out = job_out(session, admitted)
+    except BudgetExceeded as exc:
+        raise ProblemError(
+            409,
+            "Budget exceeded",
+            exc.reason,
+            "privacy.epsilon",
+            extra={"epsilon_remaining": exc.remaining},
+        ) from None
+    except IdempotencyConflict:
+        raise invalid(
+            "Idempotency-Key", "this Idempotency-Key was already used with a different request"
+        ) from None
+    except LookupError:
+        raise not_found(f"Dataset {body.dataset_id!r}", "dataset_id") from None
+    if out.id == new_job_id:
+        try:
+            dispatcher.submit(out.id, 1)
+        except Exception as exc:  # noqa: BLE001 - the job stays queued; recovery dispatches it
+            logger.error("dispatch of %s failed: %s", out.id, type(exc).__name__)
+    else:
+        response.headers["Idempotent-Replayed"] = "true"
+    return out
+
+
+@router.get("", response_model=list[JobOut], summary="List your jobs")
+def list_jobs(principal: AnyRole, sessions: Sessions) -> list[JobOut]:
+    with sessions() as session:
+        query = select(Job).order_by(Job.created_at)
+        if not principal.is_admin:
+            query = query.where(Job.principal == principal.name)
+        return [job_out(session, j) for j in session.scalars(query)]
+
+
+@router.get("/{job_id}", response_model=JobOut, summary="Get a job")
+def get_job(job_id: str, principal: AnyRole, sessions: Sessions) -> JobOut:
+    with sessions() as session:
+        return job_out(session, visible_job(session, principal, job_id))
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut, summary="Cancel a job")
+def cancel_job(job_id: str, principal: AnyRole, sessions: Sessions) -> JobOut:
+    """Cancel a queued or running job. Refunded only if no worker read the data (DESIGN §1)."""
+    with sessions.begin() as session:
+        job = visible_job(session, principal, job_id)
+        if job.status in ("succeeded", "failed", "cancelled"):
+            raise ProblemError(
+                409, "Conflict", f"The job has already finished with status {job.status!r}."
+            )
+        if not cancel_or_refund_unread(session, job_id, "cancelled", None):
+            session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.status.in_(("queued", "running")))
+                .values(status="cancelled", cancel_requested=True)
+            )
+    with sessions() as session:
+        return job_out(session, visible_job(session, principal, job_id))

@@ -1,0 +1,109 @@
+"""`dpfit serve | migrate | keys create | openapi`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import yaml
+
+from service.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def migrate(database_url: str) -> None:
+    """Upgrade the database to the newest Alembic revision."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config(str(ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(ROOT / "alembic"))
+    config.attributes["url"] = database_url
+    command.upgrade(config, "head")
+
+
+def create_key_cli(database_url: str, name: str, role: str) -> str:
+    from service.api.auth import create_key
+    from service.db.session import make_engine, session_factory
+
+    engine = make_engine(database_url)
+    try:
+        with session_factory(engine).begin() as session:
+            _, key = create_key(session, name, role)
+    finally:
+        engine.dispose()
+    return key
+
+
+def openapi_yaml() -> str:
+    """The OpenAPI document of the app, as YAML (what openapi.yaml holds)."""
+    from service.api.app import create_app
+
+    app = create_app(Settings(database_url="sqlite://", data_roots=(), workers=1, dask_scheduler=None))
+    return yaml.safe_dump(app.openapi(), sort_keys=False, allow_unicode=True, width=100)
+
+
+def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> None:
+    import uvicorn
+
+    from service.api.app import create_app
+
+    if run_migrations:
+        migrate(settings.database_url)
+    shown = "http://localhost" if host in ("0.0.0.0", "::") else f"http://{host}"
+    print(f"dpfit listening on {shown}:{port}  (API docs: {shown}:{port}/docs)", flush=True)
+    print(f"database: {settings.database_url}", flush=True)
+    print("data roots: " + ", ".join(str(r) for r in settings.data_roots), flush=True)
+    workers = settings.dask_scheduler or f"LocalCluster, {settings.workers} worker process(es)"
+    print(f"workers: {workers}", flush=True)
+    print(
+        "first key: dpfit keys create --role admin --name admin   (same DPFIT_DATABASE_URL)",
+        flush=True,
+    )
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dpfit", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_serve = sub.add_parser("serve", help="migrate, then start the API and the workers")
+    p_serve.add_argument("--host", default="127.0.0.1")
+    p_serve.add_argument("--port", type=int, default=8000)
+    p_serve.add_argument("--no-migrate", action="store_true", help="skip `dpfit migrate`")
+    sub.add_parser("migrate", help="upgrade the database schema (Alembic)")
+    p_keys = sub.add_parser("keys", help="manage API keys")
+    keys_sub = p_keys.add_subparsers(dest="keys_command", required=True)
+    p_create = keys_sub.add_parser("create", help="create a key; prints it as the last line")
+    p_create.add_argument("--role", choices=("admin", "owner", "analyst"), required=True)
+    p_create.add_argument("--name", required=True)
+    p_openapi = sub.add_parser("openapi", help="print (or write) the OpenAPI document")
+    p_openapi.add_argument("--output", type=Path)
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.command == "openapi":
+        document = openapi_yaml()
+        if args.output:
+            args.output.write_text(document)
+        else:
+            sys.stdout.write(document)
+        return 0
+    settings = Settings.from_env()
+    if args.command == "serve":
+        serve(settings, args.host, args.port, not args.no_migrate)
+    elif args.command == "migrate":
+        migrate(settings.database_url)
+        print(f"migrated {settings.database_url}")
+    elif args.command == "keys":
+        migrate(settings.database_url)
+        key = create_key_cli(settings.database_url, args.name, args.role)
+        print(f"created {args.role} key for {args.name!r}; it is shown once:")
+        print(key)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""The public schema of a registered dataset: label and feature columns with declared bounds.
+
+These are pydantic models because they are part of the HTTP contract (the dataset registration
+body) *and* the input of the loader. Everything here is public metadata chosen by the owner
+before any data is read; nothing in it is ever derived from the rows.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+LabelValue = str | int | float | bool
+
+
+class NumericFeature(BaseModel):
+    """A numeric column with declared public bounds; values are clipped into [min, max]."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="Column name in the source.")
+    type: Literal["numeric"] = "numeric"
+    min: float = Field(description="Declared public lower bound.")
+    max: float = Field(description="Declared public upper bound (> min).")
+
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> NumericFeature:
+        if not self.max > self.min:
+            raise ValueError("max must be greater than min")
+        return self
+
+
+class CategoricalFeature(BaseModel):
+    """A categorical column with its declared public category list (one-hot encoded).
+
+    Values outside the list encode as all zeros.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="Column name in the source.")
+    type: Literal["categorical"] = "categorical"
+    categories: list[LabelValue] = Field(min_length=1, description="Declared public categories.")
+
+    @model_validator(mode="after")
+    def _unique(self) -> CategoricalFeature:
+        if len({str(c) for c in self.categories}) != len(self.categories):
+            raise ValueError("categories must be distinct")
+        return self
+
+
+Feature = Annotated[NumericFeature | CategoricalFeature, Field(discriminator="type")]
+
+
+class LabelSpec(BaseModel):
+    """A binary label column: which value is positive and which is negative.
+
+    Rows whose label is not ``positive`` count as negative.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    column: str = Field(min_length=1)
+    positive: LabelValue = Field(description="The label value of the positive class.")
+    negative: LabelValue = Field(description="The label value of the negative class.")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> LabelSpec:
+        if str(self.positive) == str(self.negative):
+            raise ValueError("positive and negative must differ")
+        return self

@@ -1,0 +1,152 @@
+"""SQLAlchemy 2.0 typed ORM models. Alembic owns the schema (alembic/versions)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class ApiKey(Base):
+    """An API key: only its SHA-256 is stored; ``name`` is the principal it authenticates."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), index=True)
+    role: Mapped[str] = mapped_column(String(16))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Dataset(Base):
+    """A dataset registered by reference, with its public schema and total budget.
+
+    ``spent_rdp`` / ``spent_pure_epsilon`` cache the sum of the ledger's charges minus refunds;
+    they are updated in the admission transaction and can always be recomputed from ``charges``.
+    """
+
+    __tablename__ = "datasets"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    owner: Mapped[str] = mapped_column(String(200), index=True)
+    source_uri: Mapped[str] = mapped_column(Text)
+    source_path: Mapped[str] = mapped_column(Text)
+    source_format: Mapped[str] = mapped_column(String(16))
+    fingerprint: Mapped[str] = mapped_column(String(80))
+    label: Mapped[dict[str, Any]] = mapped_column(JSON)
+    features: Mapped[list[Any]] = mapped_column(JSON)
+    n_rows: Mapped[int] = mapped_column(Integer)
+    n_features: Mapped[int] = mapped_column(Integer)
+    epsilon: Mapped[float] = mapped_column(Float)
+    delta: Mapped[float] = mapped_column(Float)
+    spent_rdp: Mapped[list[Any]] = mapped_column(JSON)
+    spent_pure_epsilon: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Grant(Base):
+    """An owner's grant of one dataset to one principal (an API key name)."""
+
+    __tablename__ = "grants"
+    __table_args__ = (UniqueConstraint("dataset_id", "principal"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    principal: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Job(Base):
+    """A training job. The database is the source of truth for its state.
+
+    ``attempt`` is bumped by every dispatch; a worker only acts while the row still carries the
+    attempt it was given, so a stale worker can never overwrite a newer one.
+    ``data_read_at`` is set in the same transaction that moves the job to ``running`` and before
+    any row is read: refunds are possible only while it is NULL.
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("principal", "idempotency_key"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    principal: Mapped[str] = mapped_column(String(200), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    progress_step: Mapped[int] = mapped_column(Integer, default=0)
+    progress_total: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    data_read_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    error: Mapped[str | None] = mapped_column(Text)
+    model_id: Mapped[str | None] = mapped_column(String(40))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Charge(Base):
+    """One append-only ledger row: a job's charge, or the refund that cancels it.
+
+    ``rdp`` is the job's RDP curve on the ledger's fixed orders (None stands for +inf);
+    ``pure_epsilon`` is set for pure ε-DP jobs (basic composition on δ_B = 0 datasets).
+    """
+
+    __tablename__ = "charges"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    principal: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(8))
+    epsilon: Mapped[float] = mapped_column(Float)
+    delta: Mapped[float] = mapped_column(Float)
+    rdp: Mapped[list[Any]] = mapped_column(JSON)
+    pure_epsilon: Mapped[float | None] = mapped_column(Float)
+    event: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class TrainedModel(Base):
+    """A released (noised) model. ``job_id`` is unique: a job's model is stored once."""
+
+    __tablename__ = "models"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), unique=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    principal: Mapped[str] = mapped_column(String(200), index=True)
+    model_spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    coefficients: Mapped[list[Any]] = mapped_column(JSON)
+    intercept: Mapped[float | None] = mapped_column(Float)
+    feature_names: Mapped[list[Any]] = mapped_column(JSON)
+    encoder: Mapped[dict[str, Any]] = mapped_column(JSON)
+    label: Mapped[dict[str, Any]] = mapped_column(JSON)
+    privacy: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,95 @@
+"""Turning a job's dp_accounting event into the RDP curve the ledger charges.
+
+Every charge is the job's Rényi-DP curve ρ(α) on one fixed grid Λ of orders, computed by
+``dp_accounting``'s RDP accountant under REPLACE_ONE adjacency. One accountant for the whole
+ledger (DESIGN §2: never mix accountants on one ledger).
+
+Convention (DESIGN §2, dp-accounting 0.6.0 pitfall, upstream issue #378): optimizers compute the
+replace-one L2 sensitivity Δ of what they release themselves and hand the accountant the noise
+multiplier σ/Δ; the RDP accountant does not double it. A test pins the Gaussian case
+ρ(α) = α/(2 z²) so an upstream change cannot silently move our charges.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from typing import Any
+
+from dp_accounting import NeighboringRelation, dp_event
+from dp_accounting.rdp import rdp_privacy_accountant
+
+#: PrivateKube's 13 orders (DESIGN §2). Small on purpose: the filter pays log|Λ| (see filter.py).
+ORDERS: tuple[float, ...] = (1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 16.0, 32.0, 64.0, 1e6)
+
+
+def rdp_curve(event: dp_event.DpEvent) -> list[float]:
+    """ρ(α) for α in :data:`ORDERS` of ``event`` under REPLACE_ONE adjacency.
+
+    Raises ``ValueError`` when the accountant cannot account the event (e.g. Poisson sampling
+    under REPLACE_ONE), so such a job is never admitted.
+    """
+    accountant = rdp_privacy_accountant.RdpAccountant(
+        list(ORDERS), NeighboringRelation.REPLACE_ONE
+    )
+    if not accountant.supports(event):
+        raise ValueError(f"the RDP accountant cannot account {type(event).__name__}")
+    accountant.compose(event)
+    curve = [float(v) for v in accountant._rdp]  # noqa: SLF001 - the per-order curve is the charge
+    return [v if math.isfinite(v) else math.inf for v in curve]
+
+
+def pure_dp_event(epsilon: float) -> dp_event.DpEvent:
+    """The event charged for a pure ε-DP release: binary randomized response at ε.
+
+    Any ε-DP mechanism's Rényi divergences are at most those of randomized response with
+    keep-probability e^ε/(1+e^ε) (the tight RDP curve of pure DP). dp-accounting parametrises RR by
+    the probability of answering uniformly at random, p, with P(keep) = 1 − p/2 for 2 buckets,
+    so p = 2/(1+e^ε).
+    """
+    return dp_event.RandomizedResponseDpEvent(
+        noise_parameter=2.0 / (1.0 + math.exp(epsilon)), num_buckets=2
+    )
+
+
+_EVENT_MODULE = "dp_accounting.dp_event"
+
+
+def event_to_json(event: dp_event.DpEvent) -> dict[str, Any]:
+    """A JSON-able description of ``event`` for audit (``to_named_tuple`` mapped to dicts)."""
+    return _named_tuple_to_json(event.to_named_tuple())
+
+
+def _named_tuple_to_json(value: Any) -> Any:
+    if hasattr(value, "_fields"):
+        return {field: _named_tuple_to_json(getattr(value, field)) for field in value._fields}
+    if isinstance(value, (list, tuple)):
+        return [_named_tuple_to_json(v) for v in value]
+    return value
+
+
+def event_from_json(payload: dict[str, Any]) -> dp_event.DpEvent:
+    """Rebuild an event written by :func:`event_to_json`, accepting only dp_event classes.
+
+    ``DpEvent.from_named_tuple`` would import whatever module a payload names; here only classes
+    of :mod:`dp_accounting.dp_event` that subclass ``DpEvent`` are ever instantiated.
+    """
+    if payload.get("module_name") != _EVENT_MODULE:
+        raise ValueError("event payload names a module other than dp_accounting.dp_event")
+    cls = getattr(importlib.import_module(_EVENT_MODULE), str(payload.get("class_name")), None)
+    if not (isinstance(cls, type) and issubclass(cls, dp_event.DpEvent)):
+        raise ValueError("event payload names an unknown DpEvent class")
+    kwargs = {
+        key: _value_from_json(value)
+        for key, value in payload.items()
+        if key not in ("module_name", "class_name")
+    }
+    return cls(**kwargs)
+
+
+def _value_from_json(value: Any) -> Any:
+    if isinstance(value, dict) and "class_name" in value:
+        return event_from_json(value)
+    if isinstance(value, list):
+        return [_value_from_json(v) for v in value]
+    return value

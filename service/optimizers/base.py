@@ -1,0 +1,96 @@
+"""The interface every private optimizer implements.
+
+An optimizer works in two phases, so that everything the ledger charges is fixed before a
+worker reads a single row:
+
+1. ``plan(params, loss, n, d, target)`` — from public information only (the job spec, the
+   loss constants, the public row count ``n`` and encoded dimension ``d``) it resolves the
+   hyper-parameters (theory-derived defaults), the sensitivity of what it releases, the noise
+   calibrated to the target (ε, δ), and the exact ``dp_accounting`` event of the release.
+2. ``fit(plan, loss, X, y, rng, progress)`` — runs on the private rows and returns the
+   **noised** parameter vector. ``progress(step)`` is called with the number of finished steps
+   (out of ``plan.total_steps``); it may raise :class:`JobCancelled` to stop the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+from dp_accounting import dp_event
+from pydantic import BaseModel
+
+from service.models.base import FloatArray, Loss
+
+
+class JobCancelled(Exception):
+    """Raised from a progress callback to stop an optimizer between steps."""
+
+
+class InfeasibleSpec(ValueError):
+    """The requested combination cannot give the requested guarantee.
+
+    ``field`` names the part of the job spec at fault (dotted path, e.g. ``optimizer.params.eta``)
+    and the message explains why and what would work. Never contains data-derived values.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class PrivacyTarget:
+    """The (ε, δ) an analyst asks one job to satisfy. δ = 0 asks for pure ε-DP."""
+
+    epsilon: float
+    delta: float
+
+
+@dataclass(frozen=True)
+class ReleasePlan:
+    """Everything about a job's release that is fixed before the data is read.
+
+    ``mechanism`` names the noise ("gaussian": z ~ N(0, σ² I) with σ = ``noise_scale``;
+    "norm_gamma": density ∝ exp(−‖z‖/``noise_scale``), i.e. ``noise_scale`` = Δ/ε).
+    ``sensitivity`` is the replace-one L2 sensitivity Δ of the noiseless released vector.
+    ``event`` is the dp_accounting event whose RDP curve the ledger charges.
+    """
+
+    mechanism: str
+    sensitivity: float
+    noise_scale: float
+    event: dp_event.DpEvent
+    total_steps: int
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+
+
+ProgressCallback = Callable[[int], None]
+
+
+class Optimizer(Protocol):
+    """A private optimizer: a catalog entry plus its two phases."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    assumptions: ClassVar[str]
+    guarantee: ClassVar[str]
+    reference: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+
+    def plan(
+        self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
+    ) -> ReleasePlan: ...
+
+    def fit(
+        self,
+        plan: ReleasePlan,
+        loss: Loss,
+        X: FloatArray,
+        y: FloatArray,
+        rng: np.random.Generator,
+        progress: ProgressCallback,
+    ) -> FloatArray: ...

@@ -1,0 +1,277 @@
+"""Running one job inside a worker process (a Dask task).
+
+The database is the source of truth. A run is tied to the ``attempt`` it was dispatched with:
+every write it makes is conditioned on the job row still carrying that attempt, so a stale run
+(after a restart re-dispatched the job) can never overwrite a newer one, and the model row's
+unique ``job_id`` means only the first finished result is stored and released.
+
+Order of events, which the refund rule depends on (DESIGN §1):
+1. pre-check the file fingerprint — a changed file fails the job *with* a refund: no row of the
+   registered dataset was used;
+2. claim: ``queued|running → running`` and ``data_read_at`` set, in one committed UPDATE,
+   before any row is read; from here on the charge stays;
+3. read, encode (declared bounds enforced), re-check the fingerprint, optimise, add noise;
+4. store the model and mark the job succeeded in one transaction.
+
+Nothing computed from the rows is written anywhere but the noised model: errors are fixed
+messages and logs carry exception *types* only (a pandas message can quote a cell).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.data.encoding import Encoder
+from service.data.sources import SourceError, fingerprint, read_columns
+from service.data.spec import LabelSpec
+from service.db.models import Dataset, Job, TrainedModel, utcnow
+from service.db.session import make_engine, session_factory
+from service.ledger.admission import cancel_or_refund_unread
+from pydantic import TypeAdapter
+
+from service.data.spec import Feature
+from service.models.registry import ModelSpec, build_loss
+from service.optimizers.base import JobCancelled, ReleasePlan
+from service.optimizers.planning import plan_from_json
+from service.optimizers.registry import get_optimizer
+from service.ids import new_id
+
+logger = logging.getLogger("dpfit.worker")
+
+PROGRESS_INTERVAL_S = 0.25
+FAILED_READING = "The job failed while reading or fitting the data; its charge stands."
+SOURCE_CHANGED = (
+    "The dataset's file changed since it was registered (fingerprint mismatch); "
+    "the owner must register it again."
+)
+
+
+def run_job(job_id: str, attempt: int, database_url: str) -> str:
+    """Run one dispatched attempt of a job; returns the job's status afterwards."""
+    engine = make_engine(database_url)
+    try:
+        return _run(session_factory(engine), job_id, attempt)
+    finally:
+        engine.dispose()
+
+
+def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
+    with sessions() as session:
+        job = session.get(Job, job_id)
+        if job is None or job.attempt != attempt or job.status not in ("queued", "running"):
+            return job.status if job is not None else "missing"
+        dataset = session.get(Dataset, job.dataset_id)
+        assert dataset is not None
+        source = Path(dataset.source_path)
+        source_format = dataset.source_format
+        registered_fingerprint = dataset.fingerprint
+
+    if not _source_unchanged(source, registered_fingerprint):
+        with sessions.begin() as session:
+            if cancel_or_refund_unread(session, job_id, "failed", SOURCE_CHANGED):
+                return "failed"
+        return _mark_failed(sessions, job_id, attempt, SOURCE_CHANGED)
+
+    if not _claim(sessions, job_id, attempt):
+        with sessions() as session:
+            job = session.get(Job, job_id)
+            return job.status if job is not None else "missing"
+
+    try:
+        return _fit_and_store(sessions, job_id, attempt, source, source_format, registered_fingerprint)
+    except JobCancelled:
+        return _finish(sessions, job_id, attempt, "cancelled", None)
+    except SourceError:
+        return _mark_failed(sessions, job_id, attempt, SOURCE_CHANGED)
+    except Exception as exc:  # noqa: BLE001 - any failure after reading keeps the charge
+        logger.error("job %s attempt %d failed: %s", job_id, attempt, type(exc).__name__)
+        return _mark_failed(sessions, job_id, attempt, FAILED_READING)
+
+
+def _source_unchanged(source: Path, registered: str) -> bool:
+    try:
+        return fingerprint(source) == registered
+    except (OSError, SourceError):
+        return False
+
+
+def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> bool:
+    """queued|running → running with data_read_at set, iff this attempt is current."""
+    now = utcnow()
+    with sessions.begin() as session:
+        job = session.get(Job, job_id)
+        if job is None or job.cancel_requested:
+            return False
+        result = session.execute(
+            update(Job)
+            .where(
+                Job.id == job_id,
+                Job.attempt == attempt,
+                Job.status.in_(("queued", "running")),
+                Job.cancel_requested.is_(False),
+            )
+            .values(
+                status="running",
+                data_read_at=job.data_read_at or now,
+                started_at=job.started_at or now,
+                progress_step=0,
+            )
+        )
+        return result.rowcount == 1
+
+
+def _fit_and_store(
+    sessions: sessionmaker[Session],
+    job_id: str,
+    attempt: int,
+    source: Path,
+    source_format: str,
+    registered_fingerprint: str,
+) -> str:
+    with sessions() as session:
+        job = session.get(Job, job_id)
+        dataset = session.get(Dataset, job.dataset_id) if job else None
+        assert job is not None and dataset is not None
+        spec = dict(job.spec)
+        plan_json = dict(job.plan)
+        label = LabelSpec.model_validate(dataset.label)
+        features = list(dataset.features)
+
+    model_spec = TypeAdapter(ModelSpec).validate_python(spec["model"])
+    encoder = Encoder(
+        features=TypeAdapter(list[Feature]).validate_python(features),
+        fit_intercept=bool(getattr(model_spec, "fit_intercept", False)),
+    )
+    frame = read_columns(source, source_format, [*encoder.columns, label.column])  # type: ignore[arg-type]
+    if fingerprint(source) != registered_fingerprint:
+        raise SourceError("source changed while the job was reading it")
+    X = encoder.encode(frame)
+    y = encoder.encode_labels(frame[label.column], label)
+    del frame
+
+    plan = plan_from_json(plan_json)
+    loss = build_loss(model_spec)
+    optimizer = get_optimizer(spec["optimizer"]["name"])
+    progress = _ProgressReporter(sessions, job_id, attempt, plan)
+    rng = np.random.default_rng()  # OS entropy; never logged or returned
+    w = optimizer.fit(plan, loss, X, y, rng, progress)
+    del X, y
+    return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
+
+
+class _ProgressReporter:
+    """Writes ``progress_step`` at most every PROGRESS_INTERVAL_S and checks for cancellation."""
+
+    def __init__(
+        self, sessions: sessionmaker[Session], job_id: str, attempt: int, plan: ReleasePlan
+    ) -> None:
+        self._sessions = sessions
+        self._job_id = job_id
+        self._attempt = attempt
+        self._total = plan.total_steps
+        self._last = 0.0
+
+    def __call__(self, step: int) -> None:
+        now = time.monotonic()
+        if now - self._last < PROGRESS_INTERVAL_S and step < self._total:
+            return
+        self._last = now
+        with self._sessions.begin() as session:
+            session.execute(
+                update(Job)
+                .where(Job.id == self._job_id, Job.attempt == self._attempt, Job.status == "running")
+                .values(progress_step=min(step, self._total))
+            )
+            cancelled = session.scalar(select(Job.cancel_requested).where(Job.id == self._job_id))
+        if cancelled:
+            raise JobCancelled(self._job_id)
+
+
+def _store_model(
+    sessions: sessionmaker[Session],
+    job_id: str,
+    attempt: int,
+    spec: dict[str, object],
+    plan: ReleasePlan,
+    encoder: Encoder,
+    label: LabelSpec,
+    w: np.ndarray,
+) -> str:
+    coefficients = [float(v) for v in w]
+    intercept = coefficients.pop() if encoder.fit_intercept else None
+    privacy = dict(spec["privacy"])  # type: ignore[arg-type]
+    privacy.update(
+        mechanism=plan.mechanism, noise_scale=plan.noise_scale, sensitivity=plan.sensitivity
+    )
+    model_id = new_id("mdl")
+    try:
+        with sessions() as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            result = session.execute(
+                update(Job)
+                .where(
+                    Job.id == job_id,
+                    Job.attempt == attempt,
+                    Job.status == "running",
+                    Job.cancel_requested.is_(False),
+                )
+                .values(
+                    status="succeeded",
+                    model_id=model_id,
+                    progress_step=plan.total_steps,
+                    finished_at=utcnow(),
+                )
+            )
+            if result.rowcount != 1:
+                session.rollback()
+                return _current_status(sessions, job_id)
+            session.add(
+                TrainedModel(
+                    id=model_id,
+                    job_id=job_id,
+                    dataset_id=job.dataset_id,
+                    principal=job.principal,
+                    model_spec=dict(spec["model"]),  # type: ignore[arg-type]
+                    coefficients=coefficients,
+                    intercept=intercept,
+                    feature_names=list(encoder.feature_names),
+                    encoder=encoder.to_dict(),
+                    label=label.model_dump(mode="json"),
+                    privacy=privacy,
+                )
+            )
+            session.commit()
+    except IntegrityError:
+        return _current_status(sessions, job_id)
+    return "succeeded"
+
+
+def _finish(
+    sessions: sessionmaker[Session], job_id: str, attempt: int, status: str, error: str | None
+) -> str:
+    with sessions.begin() as session:
+        session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.attempt == attempt, Job.status == "running")
+            .values(status=status, error=error, finished_at=utcnow())
+        )
+    return _current_status(sessions, job_id)
+
+
+def _mark_failed(sessions: sessionmaker[Session], job_id: str, attempt: int, error: str) -> str:
+    return _finish(sessions, job_id, attempt, "failed", error)
+
+
+def _current_status(sessions: sessionmaker[Session], job_id: str) -> str:
+    with sessions() as session:
+        status = session.scalar(select(Job.status).where(Job.id == job_id))
+    return status or "missing"
+

@@ -1,0 +1,108 @@
+"""Starting and stopping real `dpfit serve` processes for integration tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class LiveServer:
+    """A running `dpfit serve` (its own process group) and the keys made for tests."""
+
+    database_url: str
+    port: int
+    env: dict[str, str]
+    home: Path
+    process: subprocess.Popen[bytes] | None = None
+    keys: dict[str, str] = field(default_factory=dict)
+    groups: list[int] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def key(self, name: str, role: str) -> str:
+        """An API key for principal ``name`` (created once per server via the CLI)."""
+        if name not in self.keys:
+            out = subprocess.run(
+                [str(BIN / "dpfit"), "keys", "create", "--role", role, "--name", name],
+                env=self.env, check=True, capture_output=True, text=True,
+            )
+            self.keys[name] = out.stdout.strip().splitlines()[-1]
+        return self.keys[name]
+
+    def client(self, key: str | None = None, timeout: float = 60.0) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+
+    def start(self, timeout: float = 90.0) -> None:
+        log = open(self.home / f"server-{self.port}.log", "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [str(BIN / "dpfit"), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self.groups.append(self.process.pid)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"dpfit serve exited early; see {log.name}")
+            try:
+                if httpx.get(f"{self.base_url}/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"dpfit serve did not become healthy; see {log.name}")
+
+    def kill(self) -> None:
+        """SIGKILL the server process only (its orphaned workers are reaped by ``stop``)."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        """Stop the server gracefully, then kill whatever is left of every group it started."""
+        if self.process is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+        for group in self.groups:
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process = None
+
+
+def start_server(
+    database_url: str, data_roots: list[Path], home: Path, workers: int = 1
+) -> LiveServer:
+    env = dict(os.environ)
+    env.update(
+        DPFIT_DATABASE_URL=database_url,
+        DPFIT_DATA_ROOTS=os.pathsep.join(str(p) for p in data_roots),
+        DPFIT_WORKERS=str(workers),
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+    )
+    server = LiveServer(database_url=database_url, port=free_port(), env=env, home=home)
+    server.start()
+    return server
