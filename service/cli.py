@@ -16,12 +16,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def migrate(database_url: str) -> None:
     """Upgrade the database to the newest Alembic revision."""
-    from alembic import command
     from alembic.config import Config
+
+    from alembic import command
 
     config = Config(str(ROOT / "alembic.ini"))
     config.set_main_option("script_location", str(ROOT / "alembic"))
     config.attributes["url"] = database_url
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     command.upgrade(config, "head")
 
 

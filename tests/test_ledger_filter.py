@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.ledger import filter as f
-from service.ledger.accounting import ORDERS, event_from_json, event_to_json, pure_dp_event, rdp_curve
+from service.ledger.accounting import (
+    ORDERS,
+    event_from_json,
+    event_to_json,
+    pure_dp_event,
+    rdp_curve,
+)
 
 
 def gaussian_curve(z: float) -> list[float]:

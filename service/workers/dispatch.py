@@ -50,6 +50,7 @@ class DaskDispatcher:
                 memory_limit=0,
             )
             self._client = Client(self._cluster)
+        self._client.run(_warm_up)
         self._futures: dict[str, object] = {}
         self._lock = threading.Lock()
 
@@ -92,6 +93,11 @@ class DaskDispatcher:
         finally:
             if self._cluster is not None:
                 self._cluster.close()
+
+
+def _warm_up() -> None:
+    """Import the job code on every worker once, so the first job does not pay for it."""
+    import service.workers.runner  # noqa: F401
 
 
 def _parse_key(key: str) -> tuple[str, int]:

@@ -24,24 +24,22 @@ import time
 from pathlib import Path
 
 import numpy as np
+from pydantic import TypeAdapter
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.data.encoding import Encoder
 from service.data.sources import SourceError, fingerprint, read_columns
-from service.data.spec import LabelSpec
+from service.data.spec import Feature, LabelSpec
 from service.db.models import Dataset, Job, TrainedModel, utcnow
 from service.db.session import make_engine, session_factory
+from service.ids import new_id
 from service.ledger.admission import cancel_or_refund_unread
-from pydantic import TypeAdapter
-
-from service.data.spec import Feature
 from service.models.registry import ModelSpec, build_loss
 from service.optimizers.base import JobCancelled, ReleasePlan
 from service.optimizers.planning import plan_from_json
 from service.optimizers.registry import get_optimizer
-from service.ids import new_id
 
 logger = logging.getLogger("dpfit.worker")
 

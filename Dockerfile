@@ -1,0 +1,25 @@
+# dpfit: migrates the database, then serves (SQLite + local worker processes by default).
+# Build: docker build -t dpfit .   Run: docker run -p 8000:8000 -v dpfit-data:/data dpfit
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    DPFIT_DATABASE_URL=sqlite:////data/dpfit.db \
+    DPFIT_DATA_ROOTS=/data/sources:/app/examples
+
+RUN useradd --create-home --uid 10001 dpfit \
+    && mkdir -p /data/sources /app \
+    && chown -R dpfit:dpfit /data /app
+
+WORKDIR /app
+COPY --chown=dpfit:dpfit pyproject.toml README.md alembic.ini ./
+COPY --chown=dpfit:dpfit service ./service
+COPY --chown=dpfit:dpfit alembic ./alembic
+COPY --chown=dpfit:dpfit examples ./examples
+RUN pip install --no-cache-dir -e .
+
+USER dpfit
+VOLUME ["/data"]
+EXPOSE 8000
+# `dpfit serve` runs the Alembic migrations before it starts serving.
+CMD ["dpfit", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -1,0 +1,344 @@
+"""Tests of dataset sources: path confinement, formats, fingerprints, counting, reading, errors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from service.data.encoding import Encoder, encode_labels
+from service.data.sources import (
+    SourceError,
+    available_columns,
+    count_rows,
+    detect_format,
+    fingerprint,
+    read_columns,
+    resolve_source,
+)
+from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
+
+SECRET = "SECRET-VALUE-123"
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> list[Path]:
+    first, second = tmp_path / "root1", tmp_path / "root2"
+    first.mkdir()
+    second.mkdir()
+    return [first, second]
+
+
+def _frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "age": [25, 61, 40, 33, 19],
+            "income": [50_000.0, np.nan, 1e9, -3.0, 20_000.5],
+            "city": ["Paris", "Lyon", "Nice", SECRET, "Paris"],
+            "zone": [3, 1, 2, 3, 7],
+            "label": ["yes", "no", "yes", "no", "no"],
+        }
+    )
+
+
+def _write_all_formats(root: Path, frame: pd.DataFrame) -> None:
+    frame.to_csv(root / "data.csv", index=False)
+    frame.to_parquet(root / "data.parquet", index=False)
+    folder = root / "folder"
+    folder.mkdir()
+    frame.iloc[:2].to_parquet(folder / "part-0.parquet", index=False)
+    frame.iloc[2:].to_parquet(folder / "part-1.parquet", index=False)
+    (folder / "_SUCCESS").write_text("")
+
+
+# ---------------------------------------------------------------------------------------------
+# resolve_source
+# ---------------------------------------------------------------------------------------------
+
+
+def test_relative_path_and_second_root(roots: list[Path]) -> None:
+    (roots[0] / "a.csv").write_text("x\n1\n")
+    (roots[1] / "sub").mkdir()
+    (roots[1] / "sub" / "b.parquet").write_bytes(b"")
+    assert resolve_source("a.csv", roots) == (roots[0] / "a.csv").resolve()
+    assert resolve_source("sub/b.parquet", roots) == (roots[1] / "sub" / "b.parquet").resolve()
+
+
+def test_first_root_wins(roots: list[Path]) -> None:
+    for root in roots:
+        (root / "same.csv").write_text("x\n1\n")
+    assert resolve_source("same.csv", roots) == (roots[0] / "same.csv").resolve()
+
+
+def test_file_uri_inside_root(roots: list[Path]) -> None:
+    target = roots[1] / "with space.csv"
+    target.write_text("x\n1\n")
+    uri = "file://" + str(target).replace(" ", "%20")
+    assert resolve_source(uri, roots) == target.resolve()
+
+
+def test_parquet_folder_accepted(roots: list[Path]) -> None:
+    _write_all_formats(roots[0], _frame())
+    assert resolve_source("folder", roots) == (roots[0] / "folder").resolve()
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("../outside.csv", "outside the allowed data roots"),
+        ("sub/../../outside.csv", "outside the allowed data roots"),
+        ("file:///etc/passwd", "outside the allowed data roots"),
+        ("/etc/passwd", "absolute path"),
+        ("http://example.com/data.csv", "unsupported URI scheme"),
+        ("s3://bucket/data.parquet", "unsupported URI scheme"),
+        ("file://otherhost/data.csv", "remote host"),
+        ("nope.csv", "not found"),
+        ("", "empty"),
+    ],
+)
+def test_rejected_locations(roots: list[Path], uri: str, message: str) -> None:
+    (roots[0].parent / "outside.csv").write_text("x\n1\n")
+    with pytest.raises(SourceError, match=message):
+        resolve_source(uri, roots)
+
+
+def test_symlink_escaping_roots_is_rejected(roots: list[Path]) -> None:
+    outside = roots[0].parent / "private.csv"
+    outside.write_text("x\n1\n")
+    os.symlink(outside, roots[0] / "link.csv")
+    with pytest.raises(SourceError, match="outside the allowed data roots"):
+        resolve_source("link.csv", roots)
+    with pytest.raises(SourceError, match="outside the allowed data roots"):
+        resolve_source(f"file://{roots[0] / 'link.csv'}", roots)
+
+
+def test_symlinked_file_inside_parquet_folder_is_rejected(roots: list[Path]) -> None:
+    outside = roots[0].parent / "private.parquet"
+    _frame().to_parquet(outside)
+    folder = roots[0] / "folder"
+    folder.mkdir()
+    os.symlink(outside, folder / "part.parquet")
+    with pytest.raises(SourceError, match="outside the allowed data roots"):
+        resolve_source("folder", roots)
+
+
+def test_symlink_within_roots_is_followed(roots: list[Path]) -> None:
+    target = roots[1] / "real.csv"
+    target.write_text("x\n1\n")
+    os.symlink(target, roots[0] / "alias.csv")
+    assert resolve_source("alias.csv", roots) == target.resolve()
+
+
+def test_wrong_kinds_rejected(roots: list[Path]) -> None:
+    (roots[0] / "notes.txt").write_text("hello")
+    (roots[0] / "empty_dir").mkdir()
+    with pytest.raises(SourceError, match=r"not a \.csv"):
+        resolve_source("notes.txt", roots)
+    with pytest.raises(SourceError, match="no .parquet files"):
+        resolve_source("empty_dir", roots)
+    with pytest.raises(SourceError, match="no data roots"):
+        resolve_source("x.csv", [])
+
+
+def test_detect_format(tmp_path: Path) -> None:
+    assert detect_format(tmp_path / "a.csv") == "csv"
+    assert detect_format(tmp_path / "a.PARQUET") == "parquet"
+    assert detect_format(tmp_path / "a.pq") == "parquet"
+    assert detect_format(tmp_path) == "parquet"
+    with pytest.raises(SourceError):
+        detect_format(tmp_path / "a.json")
+
+
+# ---------------------------------------------------------------------------------------------
+# fingerprint and count_rows
+# ---------------------------------------------------------------------------------------------
+
+
+def test_fingerprint_stable_and_sensitive_to_one_byte(tmp_path: Path) -> None:
+    path = tmp_path / "d.csv"
+    content = bytearray(b"x,y\n" + b"1,2\n" * 300_000)  # > 1 MiB: spans several chunks
+    path.write_bytes(bytes(content))
+    first = fingerprint(path)
+    assert first.startswith("sha256:") and len(first) == len("sha256:") + 64
+    assert fingerprint(path) == first
+    content[-2] = ord("3")
+    path.write_bytes(bytes(content))
+    assert fingerprint(path) != first
+
+
+def test_fingerprint_of_folder(roots: list[Path]) -> None:
+    _write_all_formats(roots[0], _frame())
+    folder = roots[0] / "folder"
+    first = fingerprint(folder)
+    assert fingerprint(folder) == first
+    (folder / "part-1.parquet").rename(folder / "part-2.parquet")
+    assert fingerprint(folder) != first
+    (folder / "part-2.parquet").rename(folder / "part-1.parquet")
+    assert fingerprint(folder) == first
+    part = folder / "part-0.parquet"
+    data = bytearray(part.read_bytes())
+    data[10] ^= 0xFF
+    part.write_bytes(bytes(data))
+    assert fingerprint(folder) != first
+
+
+def test_count_rows(roots: list[Path]) -> None:
+    _write_all_formats(roots[0], _frame())
+    assert count_rows(roots[0] / "data.csv", "csv") == 5
+    assert count_rows(roots[0] / "data.parquet", "parquet") == 5
+    assert count_rows(roots[0] / "folder", "parquet") == 5
+
+
+def test_count_rows_csv_with_quoted_newlines_and_header_only(tmp_path: Path) -> None:
+    path = tmp_path / "q.csv"
+    path.write_text('a,b\n1,"two\nlines"\n2,x\n\n3,y\n')
+    assert count_rows(path, "csv") == 3
+    assert len(read_columns(path, "csv", ["b"])) == 3
+    header_only = tmp_path / "h.csv"
+    header_only.write_text("a,b\n")
+    assert count_rows(header_only, "csv") == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading and encoding the same data from every format
+# ---------------------------------------------------------------------------------------------
+
+
+def test_read_columns_selects_and_orders(roots: list[Path]) -> None:
+    _write_all_formats(roots[0], _frame())
+    for name, fmt in [("data.csv", "csv"), ("data.parquet", "parquet"), ("folder", "parquet")]:
+        frame = read_columns(roots[0] / name, fmt, ["zone", "age"])
+        assert list(frame.columns) == ["zone", "age"]
+        assert frame["age"].tolist() == [25, 61, 40, 33, 19]
+        assert isinstance(frame.index, pd.RangeIndex)
+        assert available_columns(roots[0] / name, fmt) == list(_frame().columns)
+    empty = read_columns(roots[0] / "data.csv", "csv", [])
+    assert empty.shape == (5, 0)
+
+
+def test_same_data_encodes_identically_in_every_format(roots: list[Path]) -> None:
+    _write_all_formats(roots[0], _frame())
+    encoder = Encoder(
+        (
+            NumericFeature(name="age", min=18, max=65),
+            NumericFeature(name="income", min=0, max=200_000),
+            CategoricalFeature(name="city", categories=["Paris", "Lyon", "Nice"]),
+            CategoricalFeature(name="zone", categories=["1", "2", 3]),
+        ),
+        True,
+    )
+    label = LabelSpec(column="label", positive="yes", negative="no")
+    results = []
+    for name in ["data.csv", "data.parquet", "folder"]:
+        path = resolve_source(name, roots)
+        fmt = detect_format(path)
+        frame = read_columns(path, fmt, [*encoder.columns, label.column])
+        results.append((encoder.encode(frame), encode_labels(frame, label)))
+    reference_x, reference_y = results[0]
+    assert reference_x.shape == (5, encoder.dimension)
+    np.testing.assert_array_equal(reference_y, [1, -1, 1, -1, -1])
+    for matrix, labels in results[1:]:
+        np.testing.assert_array_equal(matrix, reference_x)
+        np.testing.assert_array_equal(labels, reference_y)
+    assert np.all(np.linalg.norm(reference_x, axis=1) <= 1 + 1e-12)
+
+
+def test_csv_keeps_na_like_strings_as_values(tmp_path: Path) -> None:
+    path = tmp_path / "na.csv"
+    path.write_text("region,x\nNA,1\n,2\nEU,3\n")
+    frame = read_columns(path, "csv", ["region"])
+    assert frame["region"].iloc[0] == "NA"
+    assert pd.isna(frame["region"].iloc[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Error messages never carry data from the file
+# ---------------------------------------------------------------------------------------------
+
+
+def _assert_clean(error: pytest.ExceptionInfo[SourceError]) -> None:
+    text = str(error.value)
+    assert SECRET not in text
+    assert error.value.__cause__ is None
+    assert error.value.__suppress_context__ or error.value.__context__ is None
+
+
+def test_missing_column_message_names_only_columns(roots: list[Path]) -> None:
+    _write_all_formats(roots[0], _frame())
+    for name, fmt in [("data.csv", "csv"), ("data.parquet", "parquet"), ("folder", "parquet")]:
+        with pytest.raises(SourceError, match="'height'") as error:
+            read_columns(roots[0] / name, fmt, ["city", "height"])
+        _assert_clean(error)
+        assert "city" not in str(error.value)
+
+
+def test_malformed_csv_message_is_generic(tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(f'a,b\n1,2\n3,"{SECRET}\n')  # unterminated quote
+    for call in (lambda: read_columns(path, "csv", ["a", "b"]), lambda: count_rows(path, "csv")):
+        with pytest.raises(SourceError) as error:
+            call()
+        _assert_clean(error)
+        assert "row" not in str(error.value).lower()
+
+
+def test_ragged_csv_rows_are_read_consistently(tmp_path: Path) -> None:
+    path = tmp_path / "ragged.csv"
+    path.write_text("a,b,c\n1,2,3\n4,5\n6,7,8,9\n")
+    frame = read_columns(path, "csv", ["a", "c"])
+    assert len(frame) == count_rows(path, "csv") == 3
+    assert frame["a"].tolist() == [1, 4, 6]
+
+
+def test_undecodable_csv_message_is_generic(tmp_path: Path) -> None:
+    path = tmp_path / "latin.csv"
+    path.write_bytes(b"a,b\n1," + SECRET.encode() + b"\xff\xfe\n")
+    with pytest.raises(SourceError) as error:
+        read_columns(path, "csv", ["b"])
+    _assert_clean(error)
+
+
+def test_corrupt_parquet_message_is_generic(tmp_path: Path) -> None:
+    path = tmp_path / "bad.parquet"
+    path.write_bytes(b"PAR1" + SECRET.encode() * 10)
+    for call in (
+        lambda: read_columns(path, "parquet", ["a"]),
+        lambda: count_rows(path, "parquet"),
+        lambda: available_columns(path, "parquet"),
+    ):
+        with pytest.raises(SourceError) as error:
+            call()
+        _assert_clean(error)
+
+
+def test_incompatible_parquet_parts_message_is_generic(roots: list[Path]) -> None:
+    folder = roots[0] / "mixed"
+    folder.mkdir()
+    pq.write_table(pa.table({"a": [1, 2]}), folder / "p0.parquet")
+    pq.write_table(pa.table({"a": [[SECRET]]}), folder / "p1.parquet")
+    with pytest.raises(SourceError) as error:
+        read_columns(folder, "parquet", ["a"])
+    _assert_clean(error)
+
+
+def test_resolution_messages_do_not_reveal_symlink_targets(roots: list[Path]) -> None:
+    secret_dir = roots[0].parent / SECRET
+    secret_dir.mkdir()
+    (secret_dir / "x.csv").write_text("a\n1\n")
+    os.symlink(secret_dir / "x.csv", roots[0] / "x.csv")
+    with pytest.raises(SourceError) as error:
+        resolve_source("x.csv", roots)
+    _assert_clean(error)
+
+
+def test_symlink_loop_message_is_generic(roots: list[Path]) -> None:
+    os.symlink(roots[0] / "loop-b", roots[0] / "loop-a")
+    os.symlink(roots[0] / "loop-a", roots[0] / "loop-b")
+    with pytest.raises(SourceError) as error:
+        resolve_source("loop-a/data.csv", roots)
+    assert str(roots[0]) not in str(error.value)
