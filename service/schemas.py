@@ -223,3 +223,25 @@ class Health(BaseModel):
     status: Literal["ok"]
     database: str
     workers: str
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+class FieldProblem(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details, with the field at fault."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    field: str | None = None
+    errors: list[FieldProblem] | None = None
+    epsilon_remaining: float | None = Field(
+        default=None, description="On 409: the dataset's remaining ε at δ_B."
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -13,12 +14,22 @@ from service import __version__
 from service.api import catalog, datasets, jobs, models
 from service.api.errors import install_error_handlers
 from service.db.session import make_engine, session_factory
+from service.schemas import Problem
 from service.settings import Settings
 from service.workers.dispatch import DaskDispatcher, Dispatcher, recover_unfinished
 
 logger = logging.getLogger("dpfit")
 
 DispatcherFactory = Callable[[Settings, sessionmaker[Session]], Dispatcher]
+
+_PROBLEM = {"model": Problem}
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    401: {"description": "Missing or unknown API key", **_PROBLEM},
+    403: {"description": "The key's role may not do this", **_PROBLEM},
+    404: {"description": "Not found or not visible to this key", **_PROBLEM},
+    409: {"description": "Conflict (e.g. the budget does not allow the job)", **_PROBLEM},
+    422: {"description": "Invalid request; `field` names the part at fault", **_PROBLEM},
+}
 
 DESCRIPTION = """\
 Fit machine-learning models to sensitive data under differential privacy.
@@ -59,10 +70,32 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         generate_unique_id_function=lambda route: route.name,
+        responses=ERROR_RESPONSES,
     )
     app.state.settings = settings
     app.state.dispatcher = None
     install_error_handlers(app)
     for module in (datasets, jobs, models, catalog):
         app.include_router(module.router)
+    _serve_problem_json_schema(app)
     return app
+
+
+def _serve_problem_json_schema(app: FastAPI) -> None:
+    """Declare error bodies as ``application/problem+json`` (what the handlers send)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = build()
+        for path in schema.get("paths", {}).values():
+            for operation in path.values():
+                for status, response in operation.get("responses", {}).items():
+                    content = response.get("content", {})
+                    if str(status) >= "400" and "application/json" in content:
+                        content["application/problem+json"] = content.pop("application/json")
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -69,11 +69,6 @@ def _request_hash(body: JobCreate) -> str:
     status_code=202,
     response_model=JobOut,
     summary="Submit a training job",
-    responses={
-        404: {"description": "Unknown or not-granted dataset"},
-        409: {"description": "The dataset's budget does not allow this job"},
-        422: {"description": "Invalid or infeasible spec; `field` names the part at fault"},
-    },
 )
 def create_job(
     body: JobCreate,

@@ -1,0 +1,185 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.model_out import ModelOut
+from ...models.problem import Problem
+from ...types import Response
+
+
+def _get_kwargs(
+    model_id: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/v1/models/{model_id}".format(
+            model_id=quote(str(model_id), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> ModelOut | Problem | None:
+    if response.status_code == 200:
+        response_200 = ModelOut.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 401:
+        response_401 = Problem.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = Problem.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = Problem.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[ModelOut | Problem]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    model_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[ModelOut | Problem]:
+    """Get a released model
+
+     The noised coefficients and the privacy accounting; nothing else computed from data.
+
+    Args:
+        model_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ModelOut | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        model_id=model_id,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    model_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> ModelOut | Problem | None:
+    """Get a released model
+
+     The noised coefficients and the privacy accounting; nothing else computed from data.
+
+    Args:
+        model_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ModelOut | Problem
+    """
+
+    return sync_detailed(
+        model_id=model_id,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    model_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[ModelOut | Problem]:
+    """Get a released model
+
+     The noised coefficients and the privacy accounting; nothing else computed from data.
+
+    Args:
+        model_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ModelOut | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        model_id=model_id,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    model_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> ModelOut | Problem | None:
+    """Get a released model
+
+     The noised coefficients and the privacy accounting; nothing else computed from data.
+
+    Args:
+        model_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ModelOut | Problem
+    """
+
+    return (
+        await asyncio_detailed(
+            model_id=model_id,
+            client=client,
+        )
+    ).parsed

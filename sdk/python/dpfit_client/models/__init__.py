@@ -1,0 +1,87 @@
+"""Contains all the data models used in inputs/outputs"""
+
+from .budget_out import BudgetOut
+from .categorical_feature import CategoricalFeature
+from .charge_out import ChargeOut
+from .charge_out_event import ChargeOutEvent
+from .charge_out_kind import ChargeOutKind
+from .dataset_create import DatasetCreate
+from .dataset_out import DatasetOut
+from .dataset_source import DatasetSource
+from .dataset_source_format_type_0 import DatasetSourceFormatType0
+from .field_problem import FieldProblem
+from .grant_create import GrantCreate
+from .grant_out import GrantOut
+from .health import Health
+from .job_create import JobCreate
+from .job_out import JobOut
+from .job_out_model import JobOutModel
+from .job_out_plan import JobOutPlan
+from .job_out_status import JobOutStatus
+from .job_privacy import JobPrivacy
+from .key_create import KeyCreate
+from .key_create_role import KeyCreateRole
+from .key_created import KeyCreated
+from .key_created_role import KeyCreatedRole
+from .label_spec import LabelSpec
+from .ledger_out import LedgerOut
+from .logistic_regression_spec import LogisticRegressionSpec
+from .model_out import ModelOut
+from .model_out_encoding import ModelOutEncoding
+from .model_out_model import ModelOutModel
+from .model_privacy import ModelPrivacy
+from .numeric_feature import NumericFeature
+from .optimizer_choice import OptimizerChoice
+from .optimizer_choice_params import OptimizerChoiceParams
+from .optimizer_info import OptimizerInfo
+from .optimizer_info_params import OptimizerInfoParams
+from .predict_request import PredictRequest
+from .predict_request_rows_item import PredictRequestRowsItem
+from .predict_response import PredictResponse
+from .privacy_budget import PrivacyBudget
+from .problem import Problem
+from .progress import Progress
+
+__all__ = (
+    "BudgetOut",
+    "CategoricalFeature",
+    "ChargeOut",
+    "ChargeOutEvent",
+    "ChargeOutKind",
+    "DatasetCreate",
+    "DatasetOut",
+    "DatasetSource",
+    "DatasetSourceFormatType0",
+    "FieldProblem",
+    "GrantCreate",
+    "GrantOut",
+    "Health",
+    "JobCreate",
+    "JobOut",
+    "JobOutModel",
+    "JobOutPlan",
+    "JobOutStatus",
+    "JobPrivacy",
+    "KeyCreate",
+    "KeyCreated",
+    "KeyCreatedRole",
+    "KeyCreateRole",
+    "LabelSpec",
+    "LedgerOut",
+    "LogisticRegressionSpec",
+    "ModelOut",
+    "ModelOutEncoding",
+    "ModelOutModel",
+    "ModelPrivacy",
+    "NumericFeature",
+    "OptimizerChoice",
+    "OptimizerChoiceParams",
+    "OptimizerInfo",
+    "OptimizerInfoParams",
+    "PredictRequest",
+    "PredictRequestRowsItem",
+    "PredictResponse",
+    "PrivacyBudget",
+    "Problem",
+    "Progress",
+)

@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from attrs import define as _attrs_define
+
+if TYPE_CHECKING:
+    from ..models.categorical_feature import CategoricalFeature
+    from ..models.dataset_source import DatasetSource
+    from ..models.label_spec import LabelSpec
+    from ..models.numeric_feature import NumericFeature
+    from ..models.privacy_budget import PrivacyBudget
+
+
+T = TypeVar("T", bound="DatasetCreate")
+
+
+@_attrs_define
+class DatasetCreate:
+    """
+    Attributes:
+        name (str):
+        source (DatasetSource):
+        label (LabelSpec): A binary label column: which value is positive and which is negative.
+
+            Rows whose label is not ``positive`` count as negative.
+        features (list[CategoricalFeature | NumericFeature]):
+        budget (PrivacyBudget):
+    """
+
+    name: str
+    source: DatasetSource
+    label: LabelSpec
+    features: list[CategoricalFeature | NumericFeature]
+    budget: PrivacyBudget
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..models.numeric_feature import NumericFeature  # noqa: PLC0415
+
+        name = self.name
+
+        source = self.source.to_dict()
+
+        label = self.label.to_dict()
+
+        features = []
+        for features_item_data in self.features:
+            features_item: dict[str, Any]
+            if isinstance(features_item_data, NumericFeature):
+                features_item = features_item_data.to_dict()
+            else:
+                features_item = features_item_data.to_dict()
+
+            features.append(features_item)
+
+        budget = self.budget.to_dict()
+
+        field_dict: dict[str, Any] = {}
+
+        field_dict.update(
+            {
+                "name": name,
+                "source": source,
+                "label": label,
+                "features": features,
+                "budget": budget,
+            }
+        )
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.categorical_feature import CategoricalFeature  # noqa: PLC0415
+        from ..models.dataset_source import DatasetSource  # noqa: PLC0415
+        from ..models.label_spec import LabelSpec  # noqa: PLC0415
+        from ..models.numeric_feature import NumericFeature  # noqa: PLC0415
+        from ..models.privacy_budget import PrivacyBudget  # noqa: PLC0415
+
+        d = dict(src_dict)
+        name = d.pop("name")
+
+        source = DatasetSource.from_dict(d.pop("source"))
+
+        label = LabelSpec.from_dict(d.pop("label"))
+
+        features = []
+        _features = d.pop("features")
+        for features_item_data in _features:
+
+            def _parse_features_item(data: object) -> CategoricalFeature | NumericFeature:
+                try:
+                    if not isinstance(data, dict):
+                        raise TypeError()
+                    features_item_type_0 = NumericFeature.from_dict(data)
+
+                    return features_item_type_0
+                except (TypeError, ValueError, AttributeError, KeyError):
+                    pass
+                if not isinstance(data, dict):
+                    raise TypeError()
+                features_item_type_1 = CategoricalFeature.from_dict(data)
+
+                return features_item_type_1
+
+            features_item = _parse_features_item(features_item_data)
+
+            features.append(features_item)
+
+        budget = PrivacyBudget.from_dict(d.pop("budget"))
+
+        dataset_create = cls(
+            name=name,
+            source=source,
+            label=label,
+            features=features,
+            budget=budget,
+        )
+
+        return dataset_create

@@ -1,0 +1,226 @@
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.categorical_feature import CategoricalFeature
+    from ..models.dataset_source import DatasetSource
+    from ..models.label_spec import LabelSpec
+    from ..models.numeric_feature import NumericFeature
+    from ..models.privacy_budget import PrivacyBudget
+
+
+T = TypeVar("T", bound="DatasetOut")
+
+
+@_attrs_define
+class DatasetOut:
+    """
+    Attributes:
+        id (str):
+        name (str):
+        owner (str):
+        n_rows (int):
+        n_features (int):
+        label (LabelSpec): A binary label column: which value is positive and which is negative.
+
+            Rows whose label is not ``positive`` count as negative.
+        features (list[CategoricalFeature | NumericFeature]):
+        budget (PrivacyBudget):
+        created_at (datetime.datetime):
+        fingerprint (None | str | Unset): Shown to the owner only.
+        source (DatasetSource | None | Unset): Shown to the owner only.
+    """
+
+    id: str
+    name: str
+    owner: str
+    n_rows: int
+    n_features: int
+    label: LabelSpec
+    features: list[CategoricalFeature | NumericFeature]
+    budget: PrivacyBudget
+    created_at: datetime.datetime
+    fingerprint: None | str | Unset = UNSET
+    source: DatasetSource | None | Unset = UNSET
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..models.dataset_source import DatasetSource  # noqa: PLC0415
+        from ..models.numeric_feature import NumericFeature  # noqa: PLC0415
+
+        id = self.id
+
+        name = self.name
+
+        owner = self.owner
+
+        n_rows = self.n_rows
+
+        n_features = self.n_features
+
+        label = self.label.to_dict()
+
+        features = []
+        for features_item_data in self.features:
+            features_item: dict[str, Any]
+            if isinstance(features_item_data, NumericFeature):
+                features_item = features_item_data.to_dict()
+            else:
+                features_item = features_item_data.to_dict()
+
+            features.append(features_item)
+
+        budget = self.budget.to_dict()
+
+        created_at = self.created_at.isoformat()
+
+        fingerprint: None | str | Unset
+        if isinstance(self.fingerprint, Unset):
+            fingerprint = UNSET
+        else:
+            fingerprint = self.fingerprint
+
+        source: dict[str, Any] | None | Unset
+        if isinstance(self.source, Unset):
+            source = UNSET
+        elif isinstance(self.source, DatasetSource):
+            source = self.source.to_dict()
+        else:
+            source = self.source
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "id": id,
+                "name": name,
+                "owner": owner,
+                "n_rows": n_rows,
+                "n_features": n_features,
+                "label": label,
+                "features": features,
+                "budget": budget,
+                "created_at": created_at,
+            }
+        )
+        if fingerprint is not UNSET:
+            field_dict["fingerprint"] = fingerprint
+        if source is not UNSET:
+            field_dict["source"] = source
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.categorical_feature import CategoricalFeature  # noqa: PLC0415
+        from ..models.dataset_source import DatasetSource  # noqa: PLC0415
+        from ..models.label_spec import LabelSpec  # noqa: PLC0415
+        from ..models.numeric_feature import NumericFeature  # noqa: PLC0415
+        from ..models.privacy_budget import PrivacyBudget  # noqa: PLC0415
+
+        d = dict(src_dict)
+        id = d.pop("id")
+
+        name = d.pop("name")
+
+        owner = d.pop("owner")
+
+        n_rows = d.pop("n_rows")
+
+        n_features = d.pop("n_features")
+
+        label = LabelSpec.from_dict(d.pop("label"))
+
+        features = []
+        _features = d.pop("features")
+        for features_item_data in _features:
+
+            def _parse_features_item(data: object) -> CategoricalFeature | NumericFeature:
+                try:
+                    if not isinstance(data, dict):
+                        raise TypeError()
+                    features_item_type_0 = NumericFeature.from_dict(data)
+
+                    return features_item_type_0
+                except (TypeError, ValueError, AttributeError, KeyError):
+                    pass
+                if not isinstance(data, dict):
+                    raise TypeError()
+                features_item_type_1 = CategoricalFeature.from_dict(data)
+
+                return features_item_type_1
+
+            features_item = _parse_features_item(features_item_data)
+
+            features.append(features_item)
+
+        budget = PrivacyBudget.from_dict(d.pop("budget"))
+
+        created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
+
+        def _parse_fingerprint(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        fingerprint = _parse_fingerprint(d.pop("fingerprint", UNSET))
+
+        def _parse_source(data: object) -> DatasetSource | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                source_type_0 = DatasetSource.from_dict(data)
+
+                return source_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(DatasetSource | None | Unset, data)
+
+        source = _parse_source(d.pop("source", UNSET))
+
+        dataset_out = cls(
+            id=id,
+            name=name,
+            owner=owner,
+            n_rows=n_rows,
+            n_features=n_features,
+            label=label,
+            features=features,
+            budget=budget,
+            created_at=created_at,
+            fingerprint=fingerprint,
+            source=source,
+        )
+
+        dataset_out.additional_properties = d
+        return dataset_out
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties

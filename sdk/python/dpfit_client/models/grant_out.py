@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+T = TypeVar("T", bound="GrantOut")
+
+
+@_attrs_define
+class GrantOut:
+    """
+    Attributes:
+        dataset_id (str):
+        principal (str):
+        created_at (datetime.datetime):
+    """
+
+    dataset_id: str
+    principal: str
+    created_at: datetime.datetime
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        dataset_id = self.dataset_id
+
+        principal = self.principal
+
+        created_at = self.created_at.isoformat()
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "dataset_id": dataset_id,
+                "principal": principal,
+                "created_at": created_at,
+            }
+        )
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        d = dict(src_dict)
+        dataset_id = d.pop("dataset_id")
+
+        principal = d.pop("principal")
+
+        created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
+
+        grant_out = cls(
+            dataset_id=dataset_id,
+            principal=principal,
+            created_at=created_at,
+        )
+
+        grant_out.additional_properties = d
+        return grant_out
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties

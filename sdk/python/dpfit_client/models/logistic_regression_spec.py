@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar, cast
+
+from attrs import define as _attrs_define
+
+from ..types import UNSET, Unset
+
+T = TypeVar("T", bound="LogisticRegressionSpec")
+
+
+@_attrs_define
+class LogisticRegressionSpec:
+    """Binary logistic regression (labels mapped to −1/+1 by the dataset's label spec).
+
+    Attributes:
+        type_ (Literal['logistic_regression']): Model family: binary logistic regression, loss log(1 + exp(−y w·x)).
+        l2 (float | Unset): L2 regularisation μ of the objective (1/n) Σ ℓ(w; x_i, y_i) + (μ/2)‖w‖² (per-row-averaged;
+            scikit-learn's C equals 1/(n·μ)). μ > 0 makes the objective strongly convex, which bounds the sensitivity
+            independently of the iteration count. Default: 0.0001.
+        fit_intercept (bool | Unset): Append a constant feature for the intercept. It lies inside the row-norm bound
+            ‖x‖₂ ≤ 1 and is regularised like the other coefficients. Default: True.
+    """
+
+    type_: Literal["logistic_regression"]
+    l2: float | Unset = 0.0001
+    fit_intercept: bool | Unset = True
+
+    def to_dict(self) -> dict[str, Any]:
+        type_ = self.type_
+
+        l2 = self.l2
+
+        fit_intercept = self.fit_intercept
+
+        field_dict: dict[str, Any] = {}
+
+        field_dict.update(
+            {
+                "type": type_,
+            }
+        )
+        if l2 is not UNSET:
+            field_dict["l2"] = l2
+        if fit_intercept is not UNSET:
+            field_dict["fit_intercept"] = fit_intercept
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        d = dict(src_dict)
+        type_ = cast(Literal["logistic_regression"], d.pop("type"))
+        if type_ != "logistic_regression":
+            raise ValueError(f"type must match const 'logistic_regression', got '{type_}'")
+
+        l2 = d.pop("l2", UNSET)
+
+        fit_intercept = d.pop("fit_intercept", UNSET)
+
+        logistic_regression_spec = cls(
+            type_=type_,
+            l2=l2,
+            fit_intercept=fit_intercept,
+        )
+
+        return logistic_regression_spec

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+T = TypeVar("T", bound="ModelPrivacy")
+
+
+@_attrs_define
+class ModelPrivacy:
+    """
+    Attributes:
+        epsilon (float):
+        delta (float):
+        mechanism (str):
+        noise_scale (float):
+        sensitivity (float):
+    """
+
+    epsilon: float
+    delta: float
+    mechanism: str
+    noise_scale: float
+    sensitivity: float
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        epsilon = self.epsilon
+
+        delta = self.delta
+
+        mechanism = self.mechanism
+
+        noise_scale = self.noise_scale
+
+        sensitivity = self.sensitivity
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "epsilon": epsilon,
+                "delta": delta,
+                "mechanism": mechanism,
+                "noise_scale": noise_scale,
+                "sensitivity": sensitivity,
+            }
+        )
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        d = dict(src_dict)
+        epsilon = d.pop("epsilon")
+
+        delta = d.pop("delta")
+
+        mechanism = d.pop("mechanism")
+
+        noise_scale = d.pop("noise_scale")
+
+        sensitivity = d.pop("sensitivity")
+
+        model_privacy = cls(
+            epsilon=epsilon,
+            delta=delta,
+            mechanism=mechanism,
+            noise_scale=noise_scale,
+            sensitivity=sensitivity,
+        )
+
+        model_privacy.additional_properties = d
+        return model_privacy
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties

@@ -1,0 +1,40 @@
+"""The README's walkthrough as data: the example dataset's registration and a job spec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CREDIT_FEATURES: list[dict[str, Any]] = [
+    {"name": "age", "type": "numeric", "min": 18, "max": 90},
+    {"name": "hours_per_week", "type": "numeric", "min": 1, "max": 99},
+    {"name": "education", "type": "categorical", "categories": ["HS", "Bachelors", "Masters", "PhD"]},
+    {"name": "sector", "type": "categorical", "categories": ["private", "public", "self-employed"]},
+]
+CREDIT_LABEL = {"column": "income", "positive": ">50K", "negative": "<=50K"}
+
+
+def credit_dataset(epsilon: float = 3.0, delta: float = 1e-5, uri: str = "credit.csv") -> dict[str, Any]:
+    return {
+        "name": "credit",
+        "source": {"uri": uri},
+        "label": CREDIT_LABEL,
+        "features": CREDIT_FEATURES,
+        "budget": {"epsilon": epsilon, "delta": delta},
+    }
+
+
+def logistic_job(
+    dataset_id: str, epsilon: float = 1.0, delta: float = 1e-6, l2: float = 0.01, **params: Any
+) -> dict[str, Any]:
+    return {
+        "dataset_id": dataset_id,
+        "model": {"type": "logistic_regression", "l2": l2, "fit_intercept": True},
+        "optimizer": {"name": "output_perturbation_gd", "params": params},
+        "privacy": {"epsilon": epsilon, "delta": delta},
+    }
+
+
+PREDICT_ROWS = [
+    {"age": 52, "hours_per_week": 60, "education": "PhD", "sector": "self-employed"},
+    {"age": 19, "hours_per_week": 15, "education": "HS", "sector": "public"},
+]
