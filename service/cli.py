@@ -44,7 +44,9 @@ def openapi_yaml() -> str:
     """The OpenAPI document of the app, as YAML (what openapi.yaml holds)."""
     from service.api.app import create_app
 
-    app = create_app(Settings(database_url="sqlite://", data_roots=(), workers=1, dask_scheduler=None))
+    app = create_app(
+        Settings(database_url="sqlite://", data_roots=(), workers=1, dask_scheduler=None)
+    )
     return yaml.safe_dump(app.openapi(), sort_keys=False, allow_unicode=True, width=100)
 
 

@@ -30,7 +30,9 @@ class Strict(BaseModel):
 
 class KeyCreate(Strict):
     name: str = Field(
-        min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.@-]+$",
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9_.@-]+$",
         description="The principal this key authenticates (used in dataset grants).",
     )
     role: Role
@@ -57,7 +59,7 @@ class PrivacyBudget(Strict):
 class DatasetSource(Strict):
     uri: str = Field(
         min_length=1,
-        description="A path relative to one of the allowed data roots, or a file:// URI inside one.",
+        description="A path relative to an allowed data root, or a file:// URI inside one.",
     )
     format: Literal["csv", "parquet"] | None = Field(
         default=None, description="Detected from the suffix when omitted."
@@ -100,7 +102,9 @@ class BudgetOut(BaseModel):
     dataset_id: str
     epsilon: float = Field(description="Total ε_B.")
     delta: float = Field(description="Total δ_B.")
-    epsilon_spent: float = Field(description="ε spent at δ_B (RDP filter; basic composition if δ_B = 0).")
+    epsilon_spent: float = Field(
+        description="ε spent at δ_B (RDP filter; basic composition if δ_B = 0)."
+    )
     epsilon_remaining: float
     jobs_charged: int = Field(description="Jobs whose charge stands (charges minus refunds).")
     accounting: str = Field(description="How the budget composes.")

@@ -35,7 +35,9 @@ def _require_postgres() -> None:
             conn.execute(text("SELECT 1"))
         engine.dispose()
     except Exception as exc:  # noqa: BLE001
-        message = f"PostgreSQL unreachable at {make_url(url).render_as_string()}: {type(exc).__name__}"
+        message = (
+            f"PostgreSQL unreachable at {make_url(url).render_as_string()}: {type(exc).__name__}"
+        )
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message + " (CI=true: PostgreSQL tests must run)")
         pytest.skip(message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -39,13 +40,24 @@ class LiveServer:
         return f"http://127.0.0.1:{self.port}"
 
     def key(self, name: str, role: str) -> str:
-        """An API key for principal ``name`` (created once per server via the CLI)."""
-        if name not in self.keys:
+        """An API key for principal ``name``: the first admin key comes from the CLI (as for
+        a newcomer), every other key from POST /v1/keys."""
+        if name in self.keys:
+            return self.keys[name]
+        if not self.keys:
             out = subprocess.run(
-                [str(BIN / "dpfit"), "keys", "create", "--role", role, "--name", name],
-                env=self.env, check=True, capture_output=True, text=True,
+                [str(BIN / "dpfit"), "keys", "create", "--role", "admin", "--name", "admin"],
+                env=self.env,
+                check=True,
+                capture_output=True,
+                text=True,
             )
-            self.keys[name] = out.stdout.strip().splitlines()[-1]
+            self.keys["admin"] = out.stdout.strip().splitlines()[-1]
+        if name not in self.keys:
+            with self.client(self.keys["admin"]) as admin:
+                response = admin.post("/v1/keys", json={"name": name, "role": role})
+                response.raise_for_status()
+                self.keys[name] = response.json()["key"]
         return self.keys[name]
 
     def client(self, key: str | None = None, timeout: float = 60.0) -> httpx.Client:
@@ -56,7 +68,10 @@ class LiveServer:
         log = open(self.home / f"server-{self.port}.log", "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             [str(BIN / "dpfit"), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
-            env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self.groups.append(self.process.pid)
         deadline = time.monotonic() + timeout
@@ -86,10 +101,8 @@ class LiveServer:
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 pass
         for group in self.groups:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(group, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.process = None
 
 

@@ -26,10 +26,21 @@ def generate(output: Path, spec: Path = ROOT / "openapi.yaml") -> None:
         target = Path(tmp) / "client"
         subprocess.run(
             [
-                str(BIN / "openapi-python-client"), "generate", "--path", str(spec),
-                "--output-path", str(target), "--meta", "setup", "--config", str(CONFIG),
+                str(BIN / "openapi-python-client"),
+                "generate",
+                "--path",
+                str(spec),
+                "--output-path",
+                str(target),
+                "--meta",
+                "setup",
+                "--config",
+                str(CONFIG),
             ],
-            check=True, capture_output=True, env=env, cwd=tmp,
+            check=True,
+            capture_output=True,
+            env=env,
+            cwd=tmp,
         )
         if output.exists():
             shutil.rmtree(output)

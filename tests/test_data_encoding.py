@@ -29,8 +29,12 @@ _cells = st.one_of(
     st.none(),
 )
 _categories = st.lists(
-    st.one_of(st.integers(-5, 5), st.sampled_from(["a", "b", " c", "3", "x y"]), st.booleans(),
-              st.floats(-3, 3, allow_nan=False).map(lambda v: round(v, 1))),
+    st.one_of(
+        st.integers(-5, 5),
+        st.sampled_from(["a", "b", " c", "3", "x y"]),
+        st.booleans(),
+        st.floats(-3, 3, allow_nan=False).map(lambda v: round(v, 1)),
+    ),
     min_size=1,
     max_size=5,
     unique_by=normalise_value,
@@ -67,8 +71,9 @@ def _frames(draw: st.DrawFn) -> tuple[Encoder, pd.DataFrame]:
     for feature in features:
         typed = draw(st.booleans())
         if typed:  # a homogeneous float column, as a Parquet file would give
-            values = draw(st.lists(st.floats(allow_nan=True, allow_infinity=True),
-                                   min_size=n, max_size=n))
+            values = draw(
+                st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=n, max_size=n)
+            )
             columns[feature.name] = pd.Series(values, dtype=np.float64)
         else:  # a mixed object column, as JSON or a messy CSV would give
             values = draw(st.lists(_cells, min_size=n, max_size=n))
@@ -91,8 +96,7 @@ def test_every_encoded_row_has_norm_at_most_one(case: tuple[Encoder, pd.DataFram
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.lists(st.floats(-1e3, 1e3), min_size=3, max_size=3), min_size=1,
-                max_size=20))
+@given(st.lists(st.lists(st.floats(-1e3, 1e3), min_size=3, max_size=3), min_size=1, max_size=20))
 def test_clip_rows_enforces_the_bound_exactly(rows: list[list[float]]) -> None:
     original = np.array(rows, dtype=np.float64)
     matrix = clip_rows_to_unit_norm(original.copy())
@@ -101,8 +105,9 @@ def test_clip_rows_enforces_the_bound_exactly(rows: list[list[float]]) -> None:
     inside = norms <= 1.0
     np.testing.assert_array_equal(matrix[inside], original[inside])
     # Clipped rows keep their direction and land on the unit sphere (up to a few ulps).
-    np.testing.assert_allclose(matrix[~inside] * norms[~inside, None], original[~inside],
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        matrix[~inside] * norms[~inside, None], original[~inside], rtol=1e-12, atol=1e-12
+    )
 
 
 def test_extreme_bounds_do_not_overflow() -> None:
@@ -219,9 +224,7 @@ def test_categorical_column_and_bool_column() -> None:
         ),
         False,
     )
-    frame = pd.DataFrame(
-        {"flag": [True, False, True], "kind": pd.Categorical(["b", "a", None])}
-    )
+    frame = pd.DataFrame({"flag": [True, False, True], "kind": pd.Categorical(["b", "a", None])})
     scale = 1 / math.sqrt(2)
     expected = np.array([[1, 0, 0, 1], [0, 1, 1, 0], [1, 0, 0, 0]]) * scale
     np.testing.assert_allclose(encoder.encode(frame), expected)

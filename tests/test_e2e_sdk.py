@@ -49,12 +49,18 @@ def test_whole_story_through_the_sdk(server: LiveServer) -> None:
     health = healthz.sync(client=Client(base_url=server.base_url))
     assert health is not None and health.status == "ok"
 
-    owner_key = create_api_key.sync(client=admin, body=KeyCreate.from_dict({"name": f"owner-{tag}", "role": "owner"}))
-    analyst_key = create_api_key.sync(client=admin, body=KeyCreate.from_dict({"name": f"analyst-{tag}", "role": "analyst"}))
+    owner_key = create_api_key.sync(
+        client=admin, body=KeyCreate.from_dict({"name": f"owner-{tag}", "role": "owner"})
+    )
+    analyst_key = create_api_key.sync(
+        client=admin, body=KeyCreate.from_dict({"name": f"analyst-{tag}", "role": "analyst"})
+    )
     assert owner_key is not None and analyst_key is not None
     owner, analyst = sdk(server, owner_key.key), sdk(server, analyst_key.key)
 
-    dataset = create_dataset.sync(client=owner, body=DatasetCreate.from_dict(credit_dataset(epsilon=3.0)))
+    dataset = create_dataset.sync(
+        client=owner, body=DatasetCreate.from_dict(credit_dataset(epsilon=3.0))
+    )
     assert dataset is not None and not isinstance(dataset, Problem)
     assert (dataset.n_rows, dataset.n_features) == (4000, 9)
 
@@ -64,7 +70,9 @@ def test_whole_story_through_the_sdk(server: LiveServer) -> None:
     assert refused.status_code == 404
     assert isinstance(refused.parsed, Problem) and refused.parsed.field == "dataset_id"
 
-    grant = create_grant.sync(dataset.id, client=owner, body=GrantCreate(principal=f"analyst-{tag}"))
+    grant = create_grant.sync(
+        dataset.id, client=owner, body=GrantCreate(principal=f"analyst-{tag}")
+    )
     assert grant is not None and grant.principal == f"analyst-{tag}"
 
     catalog = list_optimizers.sync(client=analyst)
@@ -90,11 +98,21 @@ def test_whole_story_through_the_sdk(server: LiveServer) -> None:
     assert model.privacy.epsilon == 1.0 and model.privacy.delta == 1e-6
     assert model.privacy.noise_scale > 0 and model.privacy.sensitivity > 0
     assert set(model.to_dict()) == {
-        "id", "job_id", "dataset_id", "model", "coefficients", "intercept", "feature_names",
-        "encoding", "privacy", "created_at",
+        "id",
+        "job_id",
+        "dataset_id",
+        "model",
+        "coefficients",
+        "intercept",
+        "feature_names",
+        "encoding",
+        "privacy",
+        "created_at",
     }
 
-    predicted = predict.sync(done.model_id, client=analyst, body=PredictRequest.from_dict({"rows": PREDICT_ROWS}))
+    predicted = predict.sync(
+        done.model_id, client=analyst, body=PredictRequest.from_dict({"rows": PREDICT_ROWS})
+    )
     assert predicted is not None and not isinstance(predicted, Problem)
     assert set(predicted.predictions) <= {">50K", "<=50K"}
     assert all(0.0 <= p <= 1.0 for p in predicted.probabilities)
@@ -111,7 +129,9 @@ def test_whole_story_through_the_sdk(server: LiveServer) -> None:
     assert ledger.charges[0].job_id == job.id
 
     # A job the remaining budget cannot cover: 409 saying what remains; nothing charged.
-    greedy = create_job.sync_detailed(client=analyst, body=JobCreate.from_dict(logistic_job(dataset.id, epsilon=5.0, delta=1e-6)))
+    greedy = create_job.sync_detailed(
+        client=analyst, body=JobCreate.from_dict(logistic_job(dataset.id, epsilon=5.0, delta=1e-6))
+    )
     assert greedy.status_code == 409
     assert isinstance(greedy.parsed, Problem)
     assert greedy.parsed.epsilon_remaining == pytest.approx(budget.epsilon_remaining)

@@ -51,10 +51,21 @@ def make_dataset(sessions: sessionmaker[Session], epsilon: float, delta: float) 
     with sessions.begin() as session:
         session.add(
             Dataset(
-                id=dataset_id, name="t", owner="owner", source_uri="x.csv", source_path="/x.csv",
-                source_format="csv", fingerprint="sha256:0", label={}, features=[], n_rows=100,
-                n_features=1, epsilon=epsilon, delta=delta,
-                spent_rdp=curve_to_json([0.0] * len(ORDERS)), spent_pure_epsilon=0.0,
+                id=dataset_id,
+                name="t",
+                owner="owner",
+                source_uri="x.csv",
+                source_path="/x.csv",
+                source_format="csv",
+                fingerprint="sha256:0",
+                label={},
+                features=[],
+                n_rows=100,
+                n_features=1,
+                epsilon=epsilon,
+                delta=delta,
+                spent_rdp=curve_to_json([0.0] * len(ORDERS)),
+                spent_pure_epsilon=0.0,
             )
         )
     return dataset_id
@@ -62,16 +73,28 @@ def make_dataset(sessions: sessionmaker[Session], epsilon: float, delta: float) 
 
 def new_job(dataset_id: str, principal: str = "analyst", key: str | None = None) -> Job:
     return Job(
-        id=new_id("job"), dataset_id=dataset_id, principal=principal, spec={}, plan={},
-        status="queued", progress_step=0, progress_total=1, attempt=1, cancel_requested=False,
-        idempotency_key=key, request_hash="h",
+        id=new_id("job"),
+        dataset_id=dataset_id,
+        principal=principal,
+        spec={},
+        plan={},
+        status="queued",
+        progress_step=0,
+        progress_total=1,
+        attempt=1,
+        cancel_requested=False,
+        idempotency_key=key,
+        request_hash="h",
     )
 
 
 def charge_for(event: dp_event.DpEvent, epsilon: float, delta: float) -> JobCharge:
     return JobCharge(
-        epsilon=epsilon, delta=delta, rdp=rdp_curve(event),
-        pure_epsilon=epsilon if delta == 0 else None, event=event_to_json(event),
+        epsilon=epsilon,
+        delta=delta,
+        rdp=rdp_curve(event),
+        pure_epsilon=epsilon if delta == 0 else None,
+        event=event_to_json(event),
     )
 
 
@@ -114,7 +137,9 @@ def assert_ledger_adds_up(sessions: sessionmaker[Session], dataset_id: str, expe
         assert dataset is not None
         totals = recompute_totals(session, dataset_id)
         cached = spent_of(dataset)
-        n_charges = len(session.scalars(select(Charge).where(Charge.dataset_id == dataset_id)).all())
+        n_charges = len(
+            session.scalars(select(Charge).where(Charge.dataset_id == dataset_id)).all()
+        )
         n_jobs = len(session.scalars(select(Job).where(Job.dataset_id == dataset_id)).all())
     assert totals.jobs_charged == expected == n_jobs == n_charges
     assert cached.rdp == pytest.approx(totals.rdp, rel=1e-12)
@@ -173,6 +198,9 @@ def test_refund_only_before_data_is_read(sessions: sessionmaker[Session]) -> Non
         assert dataset is not None
         assert totals.jobs_charged == 1
         assert dataset.spent_pure_epsilon == pytest.approx(0.5)
-        kinds = [c.kind for c in session.scalars(select(Charge).order_by(Charge.id))
-                 if c.dataset_id == dataset_id]
+        kinds = [
+            c.kind
+            for c in session.scalars(select(Charge).order_by(Charge.id))
+            if c.dataset_id == dataset_id
+        ]
     assert kinds == ["charge", "charge", "refund"]

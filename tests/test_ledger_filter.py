@@ -36,9 +36,7 @@ def test_pure_curve_is_randomized_response() -> None:
     eps = 0.8
     p = math.exp(eps) / (1 + math.exp(eps))
     q = 1 - p
-    expected = [
-        math.log(p**a * q ** (1 - a) + q**a * p ** (1 - a)) / (a - 1) for a in ORDERS[:-1]
-    ]
+    expected = [math.log(p**a * q ** (1 - a) + q**a * p ** (1 - a)) / (a - 1) for a in ORDERS[:-1]]
     got = rdp_curve(pure_dp_event(eps))
     assert got[:-1] == pytest.approx(expected, rel=1e-9)
     assert all(r <= eps + 1e-12 for r in got)  # never above the pure-DP bound ρ ≤ ε
@@ -69,9 +67,11 @@ def test_union_bound_costs_log_orders() -> None:
     """Dropping the |Λ| factor would admit more: our threshold is strictly lower."""
     budget = f.Budget(epsilon=1.0, delta=1e-6)
     alpha = 8.0
-    unpaid = budget.epsilon - math.log((alpha - 1) / alpha) + (
-        math.log(budget.delta) + math.log(alpha)
-    ) / (alpha - 1)
+    unpaid = (
+        budget.epsilon
+        - math.log((alpha - 1) / alpha)
+        + (math.log(budget.delta) + math.log(alpha)) / (alpha - 1)
+    )
     assert f.order_threshold(alpha, budget) == pytest.approx(unpaid - math.log(13) / 7)
 
 

@@ -14,7 +14,9 @@ from service.db.session import make_engine
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_migrations_match_models(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_migrations_match_models(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     if backend == "postgres":
         url = request.getfixturevalue("postgres_database")
     else:

@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import copy
+import importlib.util
+from pathlib import Path
 from typing import Any
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 CREDIT_FEATURES: list[dict[str, Any]] = [
     {"name": "age", "type": "numeric", "min": 18, "max": 90},
     {"name": "hours_per_week", "type": "numeric", "min": 1, "max": 99},
-    {"name": "education", "type": "categorical", "categories": ["HS", "Bachelors", "Masters", "PhD"]},
+    {
+        "name": "education",
+        "type": "categorical",
+        "categories": ["HS", "Bachelors", "Masters", "PhD"],
+    },
     {"name": "sector", "type": "categorical", "categories": ["private", "public", "self-employed"]},
 ]
 CREDIT_LABEL = {"column": "income", "positive": ">50K", "negative": "<=50K"}
 
 
-def credit_dataset(epsilon: float = 3.0, delta: float = 1e-5, uri: str = "credit.csv") -> dict[str, Any]:
+def credit_dataset(
+    epsilon: float = 3.0, delta: float = 1e-5, uri: str = "credit.csv"
+) -> dict[str, Any]:
     return {
         "name": "credit",
         "source": {"uri": uri},
-        "label": CREDIT_LABEL,
-        "features": CREDIT_FEATURES,
+        "label": copy.deepcopy(CREDIT_LABEL),
+        "features": copy.deepcopy(CREDIT_FEATURES),
         "budget": {"epsilon": epsilon, "delta": delta},
     }
 
@@ -38,3 +49,15 @@ PREDICT_ROWS = [
     {"age": 52, "hours_per_week": 60, "education": "PhD", "sector": "self-employed"},
     {"age": 19, "hours_per_week": 15, "education": "HS", "sector": "public"},
 ]
+
+
+def write_large_credit(path: Path, n: int) -> str:
+    """A larger copy of the example data (same schema) as Parquet; returns its file name."""
+    spec = importlib.util.spec_from_file_location("make_example", EXAMPLES / "make_example.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    target = path / f"credit_{n}.parquet"
+    if not target.exists():
+        module.make(n).to_parquet(target)
+    return target.name

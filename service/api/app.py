@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
@@ -55,7 +55,9 @@ def create_app(
         app.state.engine = engine
         app.state.sessions = session_factory(engine)
         app.state.dispatcher = factory(settings, app.state.sessions)
-        recovered = recover_unfinished(app.state.sessions, app.state.dispatcher, settings.max_attempts)
+        recovered = recover_unfinished(
+            app.state.sessions, app.state.dispatcher, settings.max_attempts
+        )
         if recovered:
             logger.warning("re-dispatched %d unfinished job(s)", len(recovered))
         try:

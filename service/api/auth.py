@@ -17,7 +17,9 @@ from service.api.errors import ProblemError
 from service.db.models import ApiKey
 
 KEY_PREFIX = "dpf_"
-_bearer = HTTPBearer(auto_error=False, description="An API key from `dpfit keys create` or POST /v1/keys.")
+_bearer = HTTPBearer(
+    auto_error=False, description="An API key from `dpfit keys create` or POST /v1/keys."
+)
 
 
 @dataclass(frozen=True)

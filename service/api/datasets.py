@@ -196,9 +196,13 @@ def get_ledger(dataset_id: str, principal: Owner, sessions: Sessions) -> LedgerO
         totals = recompute_totals(session, dataset_id)
         cached = spent_of(dataset)
         charges = [ChargeOut.model_validate(r, from_attributes=True) for r in rows]
-    consistent = all(
-        abs(a - b) <= 1e-9 * max(1.0, abs(a)) for a, b in zip(cached.rdp, totals.rdp, strict=True)
-    ) and abs(cached.pure_epsilon - totals.pure_epsilon) <= 1e-9
+    consistent = (
+        all(
+            abs(a - b) <= 1e-9 * max(1.0, abs(a))
+            for a, b in zip(cached.rdp, totals.rdp, strict=True)
+        )
+        and abs(cached.pure_epsilon - totals.pure_epsilon) <= 1e-9
+    )
     return LedgerOut(
         dataset_id=dataset_id,
         orders=list(ORDERS),

@@ -52,7 +52,12 @@ def invalid(field: str, message: str) -> ProblemError:
 def problem_response(
     status: int, title: str, detail: str, field: str | None = None, **extra: Any
 ) -> JSONResponse:
-    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    }
     if field is not None:
         body["field"] = field
         body.setdefault("errors", [{"field": field, "message": detail}])
@@ -96,4 +101,6 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         logger.error("unhandled %s", type(exc).__name__)
-        return problem_response(500, "Internal error", "The server failed; nothing was charged twice.")
+        return problem_response(
+            500, "Internal error", "The server failed; nothing was charged twice."
+        )

@@ -76,9 +76,7 @@ def create_job(
     sessions: Sessions,
     dispatcher: AppDispatcher,
     response: Response,
-    idempotency_key: Annotated[
-        str | None, Header(alias="Idempotency-Key", max_length=200)
-    ] = None,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
 ) -> JobOut:
     """Plan the job from public information, charge its RDP curve atomically, dispatch it.
 

@@ -117,8 +117,9 @@ def _value_codes(values: pd.Series, lookup: Mapping[str, int]) -> NDArray[np.int
         codes, uniques = pd.factorize(values, use_na_sentinel=True)
     except TypeError:  # unhashable cells (e.g. lists from a Parquet list column)
         codes, uniques = pd.factorize(values.map(_hashable), use_na_sentinel=True)
-    per_unique = [lookup.get(key, -1) if (key := normalise_value(u)) is not None else -1
-                  for u in uniques]
+    per_unique = [
+        lookup.get(key, -1) if (key := normalise_value(u)) is not None else -1 for u in uniques
+    ]
     # A trailing −1 makes factorize's NA sentinel (code −1) map to "unknown".
     table = np.array([*per_unique, -1], dtype=np.intp)
     return table[codes]
@@ -147,7 +148,7 @@ def _to_float(values: pd.Series) -> FloatArray:
 
 
 def _to_float_by_unique(values: pd.Series) -> FloatArray:
-    """Slow-path coercion (integers beyond float range, odd objects), one call per distinct value."""
+    """Slow-path coercion (integers beyond float range, odd objects), once per distinct value."""
     try:
         codes, uniques = pd.factorize(values, use_na_sentinel=True)
     except TypeError:
@@ -272,8 +273,7 @@ class Encoder:
     @property
     def n_features(self) -> int:
         """Encoded columns excluding the intercept."""
-        return sum(1 if isinstance(f, NumericFeature) else len(f.categories)
-                   for f in self.features)
+        return sum(1 if isinstance(f, NumericFeature) else len(f.categories) for f in self.features)
 
     @property
     def dimension(self) -> int:

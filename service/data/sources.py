@@ -149,8 +149,11 @@ def parquet_members(folder: Path) -> list[Path]:
     (Hive-partitioned) folders are not read.
     """
     return sorted(
-        p for p in folder.iterdir()
-        if p.suffix.lower() in PARQUET_SUFFIXES and p.is_file() and not p.name.startswith((".", "_"))
+        p
+        for p in folder.iterdir()
+        if p.suffix.lower() in PARQUET_SUFFIXES
+        and p.is_file()
+        and not p.name.startswith((".", "_"))
     )
 
 
@@ -204,7 +207,7 @@ def _hash_file(path: Path, digest: _Digest) -> None:
 
 @contextmanager
 def _guarded(what: str) -> Iterator[None]:
-    """Turn reader failures into a generic :class:`SourceError` that quotes nothing from the file."""
+    """Turn reader failures into a generic :class:`SourceError` quoting nothing from the file."""
     try:
         yield
     except SourceError:
@@ -244,9 +247,12 @@ def count_rows(path: Path, fmt: Format) -> int:
         with _guarded("Parquet metadata"):
             return sum(pq.ParquetFile(f).metadata.num_rows for f in _parquet_files(path))
     total = 0
-    with _guarded("CSV file"), pd.read_csv(  # type: ignore[call-overload]
-        path, usecols=[0], dtype=str, chunksize=_CSV_COUNT_CHUNK_ROWS, **_CSV_OPTIONS
-    ) as chunks:
+    with (
+        _guarded("CSV file"),
+        pd.read_csv(  # type: ignore[call-overload]
+            path, usecols=[0], dtype=str, chunksize=_CSV_COUNT_CHUNK_ROWS, **_CSV_OPTIONS
+        ) as chunks,
+    ):
         for chunk in chunks:
             total += len(chunk)
     return total
@@ -284,8 +290,10 @@ def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
 def _read_parquet(path: Path, columns: list[str]) -> pd.DataFrame:
     with _guarded("Parquet data"):
         tables = [pq.read_table(f, columns=columns) for f in _parquet_files(path)]
-        table = tables[0] if len(tables) == 1 else pa.concat_tables(
-            tables, promote_options="permissive"
+        table = (
+            tables[0]
+            if len(tables) == 1
+            else pa.concat_tables(tables, promote_options="permissive")
         )
         return table.to_pandas()
 

@@ -19,6 +19,10 @@ from typing import Any
 from dp_accounting import NeighboringRelation, dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from service.privacy.output_perturbation import pure_dp_event
+
+__all__ = ["ORDERS", "event_from_json", "event_to_json", "pure_dp_event", "rdp_curve"]
+
 #: PrivateKube's 13 orders (DESIGN §2). Small on purpose: the filter pays log|Λ| (see filter.py).
 ORDERS: tuple[float, ...] = (1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 16.0, 32.0, 64.0, 1e6)
 
@@ -29,27 +33,12 @@ def rdp_curve(event: dp_event.DpEvent) -> list[float]:
     Raises ``ValueError`` when the accountant cannot account the event (e.g. Poisson sampling
     under REPLACE_ONE), so such a job is never admitted.
     """
-    accountant = rdp_privacy_accountant.RdpAccountant(
-        list(ORDERS), NeighboringRelation.REPLACE_ONE
-    )
+    accountant = rdp_privacy_accountant.RdpAccountant(list(ORDERS), NeighboringRelation.REPLACE_ONE)
     if not accountant.supports(event):
         raise ValueError(f"the RDP accountant cannot account {type(event).__name__}")
     accountant.compose(event)
     curve = [float(v) for v in accountant._rdp]  # noqa: SLF001 - the per-order curve is the charge
     return [v if math.isfinite(v) else math.inf for v in curve]
-
-
-def pure_dp_event(epsilon: float) -> dp_event.DpEvent:
-    """The event charged for a pure ε-DP release: binary randomized response at ε.
-
-    Any ε-DP mechanism's Rényi divergences are at most those of randomized response with
-    keep-probability e^ε/(1+e^ε) (the tight RDP curve of pure DP). dp-accounting parametrises RR by
-    the probability of answering uniformly at random, p, with P(keep) = 1 − p/2 for 2 buckets,
-    so p = 2/(1+e^ε).
-    """
-    return dp_event.RandomizedResponseDpEvent(
-        noise_parameter=2.0 / (1.0 + math.exp(epsilon)), num_buckets=2
-    )
 
 
 _EVENT_MODULE = "dp_accounting.dp_event"

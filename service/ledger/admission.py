@@ -69,9 +69,7 @@ def lock_dataset(session: Session, dataset_id: str) -> Dataset | None:
 
 
 def find_idempotent(session: Session, principal: str, key: str) -> Job | None:
-    return session.scalar(
-        select(Job).where(Job.principal == principal, Job.idempotency_key == key)
-    )
+    return session.scalar(select(Job).where(Job.principal == principal, Job.idempotency_key == key))
 
 
 def admit_job(session: Session, dataset_id: str, job: Job, charge: JobCharge) -> Job:
@@ -142,9 +140,7 @@ def refund_job(session: Session, job: Job) -> bool:
             event=dict(original.event),
         )
     )
-    after = spent_of(dataset).plus(
-        curve_from_json(original.rdp), original.pure_epsilon, sign=-1
-    )
+    after = spent_of(dataset).plus(curve_from_json(original.rdp), original.pure_epsilon, sign=-1)
     dataset.spent_rdp = curve_to_json(after.rdp)
     dataset.spent_pure_epsilon = after.pure_epsilon
     return True

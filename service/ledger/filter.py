@@ -74,8 +74,10 @@ class Spent:
 def order_threshold(alpha: float, budget: Budget) -> float:
     """B_α: the RDP budget at order α that converts to (ε_B, δ_B/|Λ|)-DP (CKS 2020, Prop. 12)."""
     log_delta = math.log(budget.delta / len(ORDERS))
-    return budget.epsilon - math.log((alpha - 1.0) / alpha) + (log_delta + math.log(alpha)) / (
-        alpha - 1.0
+    return (
+        budget.epsilon
+        - math.log((alpha - 1.0) / alpha)
+        + (log_delta + math.log(alpha)) / (alpha - 1.0)
     )
 
 

@@ -83,7 +83,9 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
             return job.status if job is not None else "missing"
 
     try:
-        return _fit_and_store(sessions, job_id, attempt, source, source_format, registered_fingerprint)
+        return _fit_and_store(
+            sessions, job_id, attempt, source, source_format, registered_fingerprint
+        )
     except JobCancelled:
         return _finish(sessions, job_id, attempt, "cancelled", None)
     except SourceError:
@@ -184,7 +186,9 @@ class _ProgressReporter:
         with self._sessions.begin() as session:
             session.execute(
                 update(Job)
-                .where(Job.id == self._job_id, Job.attempt == self._attempt, Job.status == "running")
+                .where(
+                    Job.id == self._job_id, Job.attempt == self._attempt, Job.status == "running"
+                )
                 .values(progress_step=min(step, self._total))
             )
             cancelled = session.scalar(select(Job.cancel_requested).where(Job.id == self._job_id))
@@ -272,4 +276,3 @@ def _current_status(sessions: sessionmaker[Session], job_id: str) -> str:
     with sessions() as session:
         status = session.scalar(select(Job.status).where(Job.id == job_id))
     return status or "missing"
-

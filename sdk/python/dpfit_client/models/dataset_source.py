@@ -15,7 +15,7 @@ T = TypeVar("T", bound="DatasetSource")
 class DatasetSource:
     """
     Attributes:
-        uri (str): A path relative to one of the allowed data roots, or a file:// URI inside one.
+        uri (str): A path relative to an allowed data root, or a file:// URI inside one.
         format_ (DatasetSourceFormatType0 | None | Unset): Detected from the suffix when omitted.
     """
 
