@@ -27,18 +27,38 @@ __all__ = ["ORDERS", "event_from_json", "event_to_json", "pure_dp_event", "rdp_c
 ORDERS: tuple[float, ...] = (1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 16.0, 32.0, 64.0, 1e6)
 
 
+#: Events whose RDP at huge orders costs O(α) terms (dp-accounting sums over α for them).
+_EXPENSIVE_AT_HUGE_ORDERS = (
+    dp_event.SampledWithoutReplacementDpEvent,
+    dp_event.SampledWithReplacementDpEvent,
+    dp_event.PoissonSampledDpEvent,
+)
+_HUGE_ORDER = 1e3
+
+
 def rdp_curve(event: dp_event.DpEvent) -> list[float]:
     """ρ(α) for α in :data:`ORDERS` of ``event`` under REPLACE_ONE adjacency.
 
+    For events with subsampling, dp-accounting's cost grows linearly in α, so at α = 10⁶ the
+    curve is charged as +inf: a valid (conservative) upper bound that only means such a job
+    cannot be admitted through that order — which a Gaussian-noise job never could anyway.
     Raises ``ValueError`` when the accountant cannot account the event (e.g. Poisson sampling
     under REPLACE_ONE), so such a job is never admitted.
     """
-    accountant = rdp_privacy_accountant.RdpAccountant(list(ORDERS), NeighboringRelation.REPLACE_ONE)
+    cheap_orders = [a for a in ORDERS if a <= _HUGE_ORDER or not _has_expensive(event)]
+    accountant = rdp_privacy_accountant.RdpAccountant(cheap_orders, NeighboringRelation.REPLACE_ONE)
     if not accountant.supports(event):
         raise ValueError(f"the RDP accountant cannot account {type(event).__name__}")
     accountant.compose(event)
-    curve = [float(v) for v in accountant._rdp]  # noqa: SLF001 - the per-order curve is the charge
-    return [v if math.isfinite(v) else math.inf for v in curve]
+    values = dict(zip(cheap_orders, (float(v) for v in accountant._rdp), strict=True))  # noqa: SLF001
+    return [values[a] if a in values and math.isfinite(values[a]) else math.inf for a in ORDERS]
+
+
+def _has_expensive(event: dp_event.DpEvent) -> bool:
+    if isinstance(event, _EXPENSIVE_AT_HUGE_ORDERS):
+        return True
+    children = getattr(event, "events", None) or [getattr(event, "event", None)]
+    return any(isinstance(c, dp_event.DpEvent) and _has_expensive(c) for c in children)
 
 
 _EVENT_MODULE = "dp_accounting.dp_event"

@@ -107,3 +107,10 @@ class LogisticLoss:
         """P(y = +1 | x) = σ(w·x) for each row."""
         out: FloatArray = expit(X @ w)
         return out
+
+
+SPEC = LogisticRegressionSpec
+
+
+def build(spec: LogisticRegressionSpec) -> LogisticLoss:
+    return LogisticLoss(l2=spec.l2)

@@ -1,37 +1,42 @@
 """The model catalog: the job spec's ``model`` field and how each spec becomes a :class:`Loss`.
 
-To add a model: write its spec (a pydantic model with a unique ``type`` literal) and its loss,
-add the spec to the ``ModelSpec`` union and a builder to ``_BUILDERS``.
+To add a model: in its own module of this package, write its spec (a pydantic model with a
+unique ``type`` literal) and its loss, and bind ``SPEC = <spec class>`` and
+``build(spec) -> Loss`` at module level. Modules are discovered in name order, so ``ModelSpec``
+(a discriminated union on ``type``) and the OpenAPI document are deterministic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+import importlib
+import pkgutil
+from collections.abc import Callable
 from typing import Annotated, Any, Union, get_args
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+import service.models as package
 from service.models.base import Loss
-from service.models.logistic import LogisticLoss, LogisticRegressionSpec
 
 __all__ = ["ModelSpec", "build_loss", "model_names", "parse_model_spec"]
 
-# A discriminated union on "type"; add new specs as further members of the Union.
+
+def _discover() -> dict[type[BaseModel], Callable[[Any], Loss]]:
+    found: dict[type[BaseModel], Callable[[Any], Loss]] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        spec = getattr(module, "SPEC", None)
+        if spec is not None:
+            found[spec] = module.build
+    return found
+
+
+_BUILDERS = _discover()
+
 ModelSpec = Annotated[
-    Union[LogisticRegressionSpec],  # noqa: UP007 - a one-member union that will grow
+    Union[tuple(_BUILDERS)],  # type: ignore[valid-type]  # noqa: UP007 - built from discovery
     Field(discriminator="type"),
 ]
-
-
-def _logistic(spec: BaseModel) -> Loss:
-    assert isinstance(spec, LogisticRegressionSpec)
-    return LogisticLoss(l2=spec.l2)
-
-
-_BUILDERS: Mapping[type[BaseModel], Callable[[BaseModel], Loss]] = MappingProxyType(
-    {LogisticRegressionSpec: _logistic}
-)
 
 
 def parse_model_spec(payload: Any) -> BaseModel:

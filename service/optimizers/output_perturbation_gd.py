@@ -361,3 +361,6 @@ def _checked_rows(X: FloatArray, n: int, d: int) -> FloatArray:
             raise ValueError("rows must satisfy ‖x‖₂ ≤ 1 (the loader enforces the bound)")
         X = X / np.maximum(norms, 1.0)[:, None]
     return X
+
+
+OPTIMIZER = OutputPerturbationGD
