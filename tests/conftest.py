@@ -46,6 +46,16 @@ def _require_postgres() -> None:
 @pytest.fixture(scope="session")
 def postgres_database() -> Iterator[str]:
     """A fresh PostgreSQL database for this test session; yields its SQLAlchemy URL."""
+    yield from _fresh_postgres_database()
+
+
+@pytest.fixture
+def private_postgres_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for one test (e.g. one that restarts its own server)."""
+    yield from _fresh_postgres_database()
+
+
+def _fresh_postgres_database() -> Iterator[str]:
     _require_postgres()
     admin_url = make_url(_postgres_admin_url())
     name = f"dpfit_test_{os.getpid()}_{secrets.token_hex(3)}"
