@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): `python -m bench <suite>`. See bench/README or `python -m bench -h`."""
