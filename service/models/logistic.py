@@ -15,7 +15,11 @@ Constants of the per-example loss (derivation). Write m = y w·x and σ(t) = 1/(
 - Hessian: ∇²ℓ = σ(m) σ(−m) x xᵀ ⪯ (1/4) ‖x‖² I because σ(m)(1 − σ(m)) ≤ 1/4 (maximised at
   m = 0). So ∇ℓ is **β = 1/4**-Lipschitz (attained at w·x = 0 with ‖x‖ = 1), and ℓ is
   **convex** (the Hessian is positive semidefinite).
-- With the regulariser, F is μ = l2 strongly convex and (1/4 + l2)-smooth.
+- With the regulariser, F is μ = l2 strongly convex and (1/4 + l2)-smooth; an L1 term l1‖w‖₁
+  (elastic net) is left to proximal optimizers (see :mod:`service.models.base`).
+
+``predict_proba`` is σ(w·x), the model's probability P(y = +1 | x) — calibrated only as far as
+the (regularised, noised) fit is.
 """
 
 from __future__ import annotations
@@ -27,7 +31,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.special import expit
 
-from service.models.base import FloatArray
+from service.models.base import (
+    FloatArray,
+    LinearModelLoss,
+    Task,
+    fit_intercept_field,
+    l1_field,
+    l2_field,
+)
 
 __all__ = ["LogisticLoss", "LogisticRegressionSpec"]
 
@@ -40,44 +51,36 @@ class LogisticRegressionSpec(BaseModel):
     type: Literal["logistic_regression"] = Field(
         description="Model family: binary logistic regression, loss log(1 + exp(−y w·x))."
     )
-    l2: float = Field(
-        default=1e-4,
-        ge=0.0,
-        allow_inf_nan=False,
-        description=(
-            "L2 regularisation μ of the objective (1/n) Σ ℓ(w; x_i, y_i) + (μ/2)‖w‖² "
-            "(per-row-averaged; scikit-learn's C equals 1/(n·μ)). μ > 0 makes the objective "
-            "strongly convex, which bounds the sensitivity independently of the iteration count."
-        ),
-    )
-    fit_intercept: bool = Field(
-        default=True,
-        description=(
-            "Append a constant feature for the intercept. It lies inside the row-norm bound "
-            "‖x‖₂ ≤ 1 and is regularised like the other coefficients."
-        ),
-    )
+    l2: float = l2_field()
+    l1: float = l1_field()
+    fit_intercept: bool = fit_intercept_field()
 
 
 @dataclass
-class LogisticLoss:
+class LogisticLoss(LinearModelLoss):
     """The regularised logistic risk; implements :class:`service.models.base.Loss`.
 
     Assumes rows with ‖x‖₂ ≤ 1 and labels in {−1, +1}; guarantees L = 1, β = 1/4 for the
     per-example loss and μ = ``l2`` strong convexity of F (see the module docstring).
     """
 
-    l2: float = 0.0
     name: str = field(default="logistic_regression", init=False)
+    task: Task = field(default="classification", init=False)
     lipschitz: float = field(default=1.0, init=False)
     smoothness: float = field(default=0.25, init=False)
     convex: bool = field(default=True, init=False)
 
-    def __post_init__(self) -> None:
-        if not (np.isfinite(self.l2) and self.l2 >= 0.0):
-            raise ValueError("l2 must be a finite number >= 0")
+    def phi(self, z: FloatArray, y: FloatArray) -> FloatArray:
+        """log(1 + exp(−y z)), overflow-free."""
+        out: FloatArray = np.logaddexp(0.0, -y * z)
+        return out
 
-    def value(self, w: FloatArray, X: FloatArray, y: FloatArray) -> float:
+    def dphi(self, z: FloatArray, y: FloatArray) -> FloatArray:
+        """−y σ(−y z)."""
+        out: FloatArray = -y * expit(-y * z)
+        return out
+
+    def smooth_value(self, w: FloatArray, X: FloatArray, y: FloatArray) -> float:
         """F(w) = mean(log(1 + exp(−y Xw))) + (l2/2)‖w‖², overflow-free via logaddexp."""
         margins = X @ w
         margins *= -y
@@ -97,12 +100,6 @@ class LogisticLoss:
             grad += self.l2 * w
         return grad
 
-    def example_gradients(self, w: FloatArray, X: FloatArray, y: FloatArray) -> FloatArray:
-        """Per-row gradients ∇ℓ(w; x_i, y_i) (shape (n, d)); used by tests and clipping code."""
-        coef = -y * expit(-y * (X @ w))
-        out: FloatArray = coef[:, None] * X
-        return out
-
     def predict_proba(self, w: FloatArray, X: FloatArray) -> FloatArray:
         """P(y = +1 | x) = σ(w·x) for each row."""
         out: FloatArray = expit(X @ w)
@@ -113,4 +110,4 @@ SPEC = LogisticRegressionSpec
 
 
 def build(spec: LogisticRegressionSpec) -> LogisticLoss:
-    return LogisticLoss(l2=spec.l2)
+    return LogisticLoss(l2=spec.l2, l1=spec.l1)

@@ -7,7 +7,10 @@ density ∝ exp(−ε‖z‖/Δ_T) for δ = 0 (Alg. 1 line 6), N(0, σ²I) with 
 Wang (2018) for δ > 0 (instead of line 8's loose constant).
 
 Assumptions. ℓ(·; x, y) convex, L-Lipschitz and β-smooth for every admissible row (‖x‖ ≤ 1),
-μ ≥ 0, constant step ``0 < η ≤ 2/(β + 2μ)`` (= 2/(β_F + μ) with β_F = β + μ the smoothness of F).
+μ ≥ 0, constant step ``0 < η ≤ 2/(β + 2μ)`` (= 2/(β_F + μ) with β_F = β + μ the smoothness of F),
+no L1 term (``loss.l1 = 0``; the non-smooth term needs a proximal optimizer such as dp_svrg).
+Nothing else about the loss is used: any convex model of :mod:`service.models` (classification
+or regression) runs unchanged with its own L, β, μ.
 
 Sensitivity (Hardt, Recht & Singer 2016, growth recursion; replace-one adjacency).
 Let S, S' differ only in row j and write F_S = H + (1/n)ℓ_j, F_{S'} = H + (1/n)ℓ'_j with the
@@ -222,8 +225,8 @@ class OutputPerturbationGD:
     )
     assumptions: ClassVar[str] = (
         "Convex, L-Lipschitz, β-smooth per-example loss on rows with ‖x‖₂ ≤ 1; l2 = μ ≥ 0 "
-        "(μ > 0: strongly convex, sensitivity bounded independently of T); step size "
-        "η ≤ 2/(β + 2μ)."
+        "(μ > 0: strongly convex, sensitivity bounded independently of T); l1 = 0 (no "
+        "non-smooth regulariser); step size η ≤ 2/(β + 2μ)."
     )
     guarantee: ClassVar[str] = (
         "ε-DP for δ = 0 (noise density ∝ exp(−ε‖z‖/Δ)); (ε, δ)-DP for δ > 0 (analytic "
@@ -242,8 +245,8 @@ class OutputPerturbationGD:
     ) -> ReleasePlan:
         """Resolve T and η, compute Δ_T and calibrate the noise, from public information only.
 
-        Raises :class:`InfeasibleSpec` for a non-convex loss ("model"), a step size above
-        2/(β + 2μ) ("optimizer.params.step_size"), or ε ∉ (0, ∞) / δ ∉ [0, 1)
+        Raises :class:`InfeasibleSpec` for a non-convex loss or l1 > 0 ("model"), a step size
+        above 2/(β + 2μ) ("optimizer.params.step_size"), or ε ∉ (0, ∞) / δ ∉ [0, 1)
         ("privacy.epsilon" / "privacy.delta").
         """
         p = (
@@ -259,6 +262,12 @@ class OutputPerturbationGD:
                 "model",
                 f"{self.name} needs a convex loss; {loss.name} is not convex — choose an "
                 "optimizer for non-convex objectives",
+            )
+        if loss.l1 != 0.0:
+            raise InfeasibleSpec(
+                "model",
+                f"{self.name} needs a smooth objective; {loss.name} with l1 = {loss.l1:g} adds "
+                "the non-smooth term l1‖w‖₁ — use dp_svrg (proximal) or set l1 = 0",
             )
         if not (math.isfinite(loss.lipschitz) and loss.lipschitz > 0.0):
             raise InfeasibleSpec("model", f"{loss.name} has no finite Lipschitz constant")
@@ -315,8 +324,9 @@ class OutputPerturbationGD:
         """Run ``plan`` on the private rows and return the noised ``w_T + z``.
 
         Checks (without revealing data values) that the rows match the plan's public n and d,
-        that ‖x‖₂ ≤ 1 (up to rounding, rescaled exactly to ≤ 1) and y ∈ {−1, +1}, and that the
-        plan's sensitivity covers this loss — the assumptions the privacy proof rests on.
+        that ‖x‖₂ ≤ 1 (up to rounding, rescaled exactly to ≤ 1), that the labels are admissible
+        for the loss (``loss.check_labels``), that l1 = 0, and that the plan's sensitivity covers
+        this loss — the assumptions the privacy proof rests on.
         """
         hp = plan.hyperparameters
         step, iterations = float(hp["step_size"]), int(hp["iterations"])
@@ -327,9 +337,12 @@ class OutputPerturbationGD:
         if plan.sensitivity < needed * (1.0 - 1e-12):
             raise ValueError("the plan's sensitivity does not cover this loss")
         X = _checked_rows(np.asarray(X, dtype=np.float64), n, d)
+        if loss.l1 != 0.0:
+            raise ValueError("this optimizer does not support l1 > 0")
         y = np.asarray(y, dtype=np.float64)
-        if y.shape != (n,) or not bool(np.all((y == 1.0) | (y == -1.0))):
-            raise ValueError("labels must be a vector of n values in {-1, +1}")
+        if y.shape != (n,):
+            raise ValueError("labels must be a vector of n values")
+        loss.check_labels(y)  # {-1, +1} for classification, finite and |y| ≤ B for regression
         w = gradient_descent(loss, X, y, step, iterations, progress)
         w += sample_release_noise(plan.mechanism, d, plan.noise_scale, rng)
         return w
