@@ -207,8 +207,12 @@ class PredictRequest(Strict):
 
 
 class PredictResponse(BaseModel):
-    predictions: list[LabelValue]
-    probabilities: list[float]
+    predictions: list[LabelValue] = Field(
+        description="Classification: the dataset's label values; regression: w·x."
+    )
+    probabilities: list[float] | None = Field(
+        description="Classification: the model's score for the positive class; regression: null."
+    )
 
 
 # --- catalog -----------------------------------------------------------------------------------

@@ -343,3 +343,19 @@ def test_rejects_infinite_bounds() -> None:
 def test_accepts_feature_dicts() -> None:
     encoder = Encoder(({"name": "a", "type": "numeric", "min": 0, "max": 1},), False)
     assert encoder.features == (NumericFeature(name="a", min=0, max=1),)
+
+
+def test_numeric_labels_are_read_as_numbers_and_clipped_to_the_public_bound() -> None:
+    label = LabelSpec(column="y", type="numeric")
+    frame = pd.DataFrame({"y": [1.5, -300.0, None, "abc", 7]})
+    assert encode_labels(frame, label).tolist() == [1.5, -300.0, 0.0, 0.0, 7.0]
+    assert encode_labels(frame, label, bound=5.0).tolist() == [1.5, -5.0, 0.0, 0.0, 5.0]
+
+
+def test_label_spec_requires_values_only_for_binary() -> None:
+    import pydantic
+
+    with pytest.raises(pydantic.ValidationError):
+        LabelSpec(column="y")
+    with pytest.raises(pydantic.ValidationError):
+        LabelSpec(column="y", type="numeric", positive=1)

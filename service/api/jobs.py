@@ -24,6 +24,7 @@ from service.ledger.admission import (
     admit_job,
     cancel_or_refund_unread,
 )
+from service.models.registry import build_loss
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.planning import plan_job, plan_to_json
 from service.schemas import JobCreate, JobOut
@@ -86,6 +87,15 @@ def create_job(
     with sessions() as session:
         dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
         n_rows, n_features, dataset_delta = dataset.n_rows, dataset.n_features, dataset.delta
+        label_type = dataset.label.get("type", "binary")
+    task = build_loss(body.model).task
+    if (task == "regression") != (label_type == "numeric"):
+        wanted = "a regression model" if label_type == "numeric" else "a classification model"
+        raise invalid(
+            "model",
+            f"this dataset's label is {label_type}, so it needs {wanted}; "
+            f"{body.model.type!r} is a {task} model",
+        )
     if dataset_delta == 0 and body.privacy.delta > 0:
         raise invalid(
             "privacy.delta",

@@ -57,7 +57,10 @@ def predict(
         raise invalid("rows", str(exc)) from None
     w = np.asarray(coefficients + ([intercept] if intercept is not None else []), dtype=float)
     loss = build_loss(TypeAdapter(ModelSpec).validate_python(model_json))
-    probabilities = loss.predict_proba(w, X)
+    if loss.task == "regression":
+        values = loss.predict(w, X)
+        return PredictResponse(predictions=[float(v) for v in values], probabilities=None)
+    probabilities = loss.predict_proba(w, X)  # type: ignore[attr-defined]
     label = LabelSpec.model_validate(label_json)
     predictions = [label.positive if p >= 0.5 else label.negative for p in probabilities]
     return PredictResponse(predictions=predictions, probabilities=[float(p) for p in probabilities])

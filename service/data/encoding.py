@@ -341,9 +341,11 @@ class Encoder:
             out[:, position] = 1.0
 
     @staticmethod
-    def encode_labels(data: pd.DataFrame | pd.Series, label: LabelSpec) -> FloatArray:
+    def encode_labels(
+        data: pd.DataFrame | pd.Series, label: LabelSpec, bound: float | None = None
+    ) -> FloatArray:
         """Same as the module-level :func:`encode_labels` (labels need no feature layout)."""
-        return encode_labels(data, label)
+        return encode_labels(data, label, bound)
 
     # ---- persistence -------------------------------------------------------------------
 
@@ -373,8 +375,12 @@ class Encoder:
         return encoder
 
 
-def encode_labels(data: pd.DataFrame | pd.Series, label: LabelSpec) -> FloatArray:
-    """+1.0 where the label equals ``label.positive`` (normalised matching), −1.0 elsewhere.
+def encode_labels(
+    data: pd.DataFrame | pd.Series, label: LabelSpec, bound: float | None = None
+) -> FloatArray:
+    """Binary: +1.0 where the label equals ``label.positive`` (normalised matching), −1.0
+    elsewhere. Numeric: the value as a float (missing/non-numeric → 0), clipped to
+    [−bound, bound] when a public ``bound`` is given.
 
     Missing or unexpected values count as negative, as :class:`LabelSpec` declares; nothing about
     which values occurred is reported. ``data`` is the label column or a frame holding it.
@@ -383,6 +389,11 @@ def encode_labels(data: pd.DataFrame | pd.Series, label: LabelSpec) -> FloatArra
         if label.column not in data.columns:
             raise ValueError(f"missing label column: {_quoted([label.column])}")
         data = data[label.column]
+    if label.type == "numeric":
+        values = np.nan_to_num(_to_float(data), nan=0.0)
+        if bound is not None:
+            values = np.clip(values, -bound, bound)
+        return np.ascontiguousarray(values, dtype=np.float64)
     positive = normalise_value(label.positive)
     codes = _value_codes(data, {positive: 0} if positive is not None else {})
     return np.ascontiguousarray(np.where(codes == 0, 1.0, -1.0), dtype=np.float64)

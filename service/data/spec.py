@@ -54,19 +54,33 @@ Feature = Annotated[NumericFeature | CategoricalFeature, Field(discriminator="ty
 
 
 class LabelSpec(BaseModel):
-    """A binary label column: which value is positive and which is negative.
+    """The label column: binary (which value is positive, which negative) or numeric.
 
-    Rows whose label is not ``positive`` count as negative.
+    Binary labels map to ±1; rows whose label is not ``positive`` count as negative. Numeric
+    labels (for regression models) are read as numbers, missing/non-numeric values as 0, and
+    clipped to the model's declared public ``label_bound`` when a job reads them.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     column: str = Field(min_length=1)
-    positive: LabelValue = Field(description="The label value of the positive class.")
-    negative: LabelValue = Field(description="The label value of the negative class.")
+    type: Literal["binary", "numeric"] = Field(
+        default="binary", description="binary: classification; numeric: regression."
+    )
+    positive: LabelValue | None = Field(
+        default=None, description="Binary labels: the value of the positive class."
+    )
+    negative: LabelValue | None = Field(
+        default=None, description="Binary labels: the value of the negative class."
+    )
 
     @model_validator(mode="after")
-    def _distinct(self) -> LabelSpec:
-        if str(self.positive) == str(self.negative):
-            raise ValueError("positive and negative must differ")
+    def _consistent(self) -> LabelSpec:
+        if self.type == "binary":
+            if self.positive is None or self.negative is None:
+                raise ValueError("a binary label needs both 'positive' and 'negative'")
+            if str(self.positive) == str(self.negative):
+                raise ValueError("positive and negative must differ")
+        elif self.positive is not None or self.negative is not None:
+            raise ValueError("a numeric label takes no 'positive'/'negative' values")
         return self

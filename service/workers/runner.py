@@ -152,12 +152,12 @@ def _fit_and_store(
     frame = read_columns(source, source_format, [*encoder.columns, label.column])  # type: ignore[arg-type]
     if fingerprint(source) != registered_fingerprint:
         raise SourceError("source changed while the job was reading it")
+    loss = build_loss(model_spec)
     X = encoder.encode(frame)
-    y = encoder.encode_labels(frame[label.column], label)
+    y = encoder.encode_labels(frame[label.column], label, getattr(loss, "label_bound", None))
     del frame
 
     plan = plan_from_json(plan_json)
-    loss = build_loss(model_spec)
     optimizer = get_optimizer(spec["optimizer"]["name"])
     progress = _ProgressReporter(sessions, job_id, attempt, plan)
     rng = np.random.default_rng()  # OS entropy; never logged or returned

@@ -2,6 +2,7 @@
 
 from .budget_out import BudgetOut
 from .categorical_feature import CategoricalFeature
+from .cauchy_regression_spec import CauchyRegressionSpec
 from .charge_out import ChargeOut
 from .charge_out_event import ChargeOutEvent
 from .charge_out_kind import ChargeOutKind
@@ -13,6 +14,8 @@ from .field_problem import FieldProblem
 from .grant_create import GrantCreate
 from .grant_out import GrantOut
 from .health import Health
+from .huber_regression_spec import HuberRegressionSpec
+from .huber_svm_spec import HuberSVMSpec
 from .job_create import JobCreate
 from .job_out import JobOut
 from .job_out_model import JobOutModel
@@ -24,6 +27,7 @@ from .key_create_role import KeyCreateRole
 from .key_created import KeyCreated
 from .key_created_role import KeyCreatedRole
 from .label_spec import LabelSpec
+from .label_spec_type import LabelSpecType
 from .ledger_out import LedgerOut
 from .logistic_regression_spec import LogisticRegressionSpec
 from .model_out import ModelOut
@@ -41,10 +45,12 @@ from .predict_response import PredictResponse
 from .privacy_budget import PrivacyBudget
 from .problem import Problem
 from .progress import Progress
+from .sigmoid_classifier_spec import SigmoidClassifierSpec
 
 __all__ = (
     "BudgetOut",
     "CategoricalFeature",
+    "CauchyRegressionSpec",
     "ChargeOut",
     "ChargeOutEvent",
     "ChargeOutKind",
@@ -56,6 +62,8 @@ __all__ = (
     "GrantCreate",
     "GrantOut",
     "Health",
+    "HuberRegressionSpec",
+    "HuberSVMSpec",
     "JobCreate",
     "JobOut",
     "JobOutModel",
@@ -67,6 +75,7 @@ __all__ = (
     "KeyCreatedRole",
     "KeyCreateRole",
     "LabelSpec",
+    "LabelSpecType",
     "LedgerOut",
     "LogisticRegressionSpec",
     "ModelOut",
@@ -84,4 +93,5 @@ __all__ = (
     "PrivacyBudget",
     "Problem",
     "Progress",
+    "SigmoidClassifierSpec",
 )

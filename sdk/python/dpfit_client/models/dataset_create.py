@@ -22,9 +22,11 @@ class DatasetCreate:
     Attributes:
         name (str):
         source (DatasetSource):
-        label (LabelSpec): A binary label column: which value is positive and which is negative.
+        label (LabelSpec): The label column: binary (which value is positive, which negative) or numeric.
 
-            Rows whose label is not ``positive`` count as negative.
+            Binary labels map to ±1; rows whose label is not ``positive`` count as negative. Numeric
+            labels (for regression models) are read as numbers, missing/non-numeric values as 0, and
+            clipped to the model's declared public ``label_bound`` when a job reads them.
         features (list[CategoricalFeature | NumericFeature]):
         budget (PrivacyBudget):
     """

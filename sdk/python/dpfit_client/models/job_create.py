@@ -6,9 +6,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from attrs import define as _attrs_define
 
 if TYPE_CHECKING:
+    from ..models.cauchy_regression_spec import CauchyRegressionSpec
+    from ..models.huber_regression_spec import HuberRegressionSpec
+    from ..models.huber_svm_spec import HuberSVMSpec
     from ..models.job_privacy import JobPrivacy
     from ..models.logistic_regression_spec import LogisticRegressionSpec
     from ..models.optimizer_choice import OptimizerChoice
+    from ..models.sigmoid_classifier_spec import SigmoidClassifierSpec
 
 
 T = TypeVar("T", bound="JobCreate")
@@ -19,20 +23,36 @@ class JobCreate:
     """
     Attributes:
         dataset_id (str):
-        model (LogisticRegressionSpec): Binary logistic regression (labels mapped to −1/+1 by the dataset's label spec).
+        model (CauchyRegressionSpec | HuberRegressionSpec | HuberSVMSpec | LogisticRegressionSpec |
+            SigmoidClassifierSpec):
         optimizer (OptimizerChoice):
         privacy (JobPrivacy):
     """
 
     dataset_id: str
-    model: LogisticRegressionSpec
+    model: CauchyRegressionSpec | HuberRegressionSpec | HuberSVMSpec | LogisticRegressionSpec | SigmoidClassifierSpec
     optimizer: OptimizerChoice
     privacy: JobPrivacy
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.cauchy_regression_spec import CauchyRegressionSpec  # noqa: PLC0415
+        from ..models.huber_regression_spec import HuberRegressionSpec  # noqa: PLC0415
+        from ..models.huber_svm_spec import HuberSVMSpec  # noqa: PLC0415
+        from ..models.logistic_regression_spec import LogisticRegressionSpec  # noqa: PLC0415
+
         dataset_id = self.dataset_id
 
-        model = self.model.to_dict()
+        model: dict[str, Any]
+        if isinstance(self.model, CauchyRegressionSpec):
+            model = self.model.to_dict()
+        elif isinstance(self.model, HuberRegressionSpec):
+            model = self.model.to_dict()
+        elif isinstance(self.model, HuberSVMSpec):
+            model = self.model.to_dict()
+        elif isinstance(self.model, LogisticRegressionSpec):
+            model = self.model.to_dict()
+        else:
+            model = self.model.to_dict()
 
         optimizer = self.optimizer.to_dict()
 
@@ -53,14 +73,59 @@ class JobCreate:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.cauchy_regression_spec import CauchyRegressionSpec  # noqa: PLC0415
+        from ..models.huber_regression_spec import HuberRegressionSpec  # noqa: PLC0415
+        from ..models.huber_svm_spec import HuberSVMSpec  # noqa: PLC0415
         from ..models.job_privacy import JobPrivacy  # noqa: PLC0415
         from ..models.logistic_regression_spec import LogisticRegressionSpec  # noqa: PLC0415
         from ..models.optimizer_choice import OptimizerChoice  # noqa: PLC0415
+        from ..models.sigmoid_classifier_spec import SigmoidClassifierSpec  # noqa: PLC0415
 
         d = dict(src_dict)
         dataset_id = d.pop("dataset_id")
 
-        model = LogisticRegressionSpec.from_dict(d.pop("model"))
+        def _parse_model(
+            data: object,
+        ) -> CauchyRegressionSpec | HuberRegressionSpec | HuberSVMSpec | LogisticRegressionSpec | SigmoidClassifierSpec:
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                model_type_0 = CauchyRegressionSpec.from_dict(data)
+
+                return model_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                model_type_1 = HuberRegressionSpec.from_dict(data)
+
+                return model_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                model_type_2 = HuberSVMSpec.from_dict(data)
+
+                return model_type_2
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                model_type_3 = LogisticRegressionSpec.from_dict(data)
+
+                return model_type_3
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            if not isinstance(data, dict):
+                raise TypeError()
+            model_type_4 = SigmoidClassifierSpec.from_dict(data)
+
+            return model_type_4
+
+        model = _parse_model(d.pop("model"))
 
         optimizer = OptimizerChoice.from_dict(d.pop("optimizer"))
 

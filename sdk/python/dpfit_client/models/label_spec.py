@@ -5,43 +5,64 @@ from typing import Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 
+from ..models.label_spec_type import LabelSpecType
+from ..types import UNSET, Unset
+
 T = TypeVar("T", bound="LabelSpec")
 
 
 @_attrs_define
 class LabelSpec:
-    """A binary label column: which value is positive and which is negative.
+    """The label column: binary (which value is positive, which negative) or numeric.
 
-    Rows whose label is not ``positive`` count as negative.
+    Binary labels map to ±1; rows whose label is not ``positive`` count as negative. Numeric
+    labels (for regression models) are read as numbers, missing/non-numeric values as 0, and
+    clipped to the model's declared public ``label_bound`` when a job reads them.
 
         Attributes:
             column (str):
-            positive (bool | float | int | str): The label value of the positive class.
-            negative (bool | float | int | str): The label value of the negative class.
+            type_ (LabelSpecType | Unset): binary: classification; numeric: regression. Default: LabelSpecType.BINARY.
+            positive (bool | float | int | None | str | Unset): Binary labels: the value of the positive class.
+            negative (bool | float | int | None | str | Unset): Binary labels: the value of the negative class.
     """
 
     column: str
-    positive: bool | float | int | str
-    negative: bool | float | int | str
+    type_: LabelSpecType | Unset = LabelSpecType.BINARY
+    positive: bool | float | int | None | str | Unset = UNSET
+    negative: bool | float | int | None | str | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         column = self.column
 
-        positive: bool | float | int | str
-        positive = self.positive
+        type_: str | Unset = UNSET
+        if not isinstance(self.type_, Unset):
+            type_ = self.type_.value
 
-        negative: bool | float | int | str
-        negative = self.negative
+        positive: bool | float | int | None | str | Unset
+        if isinstance(self.positive, Unset):
+            positive = UNSET
+        else:
+            positive = self.positive
+
+        negative: bool | float | int | None | str | Unset
+        if isinstance(self.negative, Unset):
+            negative = UNSET
+        else:
+            negative = self.negative
 
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
             {
                 "column": column,
-                "positive": positive,
-                "negative": negative,
             }
         )
+        if type_ is not UNSET:
+            field_dict["type"] = type_
+        if positive is not UNSET:
+            field_dict["positive"] = positive
+        if negative is not UNSET:
+            field_dict["negative"] = negative
 
         return field_dict
 
@@ -50,18 +71,34 @@ class LabelSpec:
         d = dict(src_dict)
         column = d.pop("column")
 
-        def _parse_positive(data: object) -> bool | float | int | str:
-            return cast(bool | float | int | str, data)
+        _type_ = d.pop("type", UNSET)
+        type_: LabelSpecType | Unset
+        if isinstance(_type_, Unset):
+            type_ = UNSET
+        else:
+            type_ = LabelSpecType(_type_)
 
-        positive = _parse_positive(d.pop("positive"))
+        def _parse_positive(data: object) -> bool | float | int | None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(bool | float | int | None | str | Unset, data)
 
-        def _parse_negative(data: object) -> bool | float | int | str:
-            return cast(bool | float | int | str, data)
+        positive = _parse_positive(d.pop("positive", UNSET))
 
-        negative = _parse_negative(d.pop("negative"))
+        def _parse_negative(data: object) -> bool | float | int | None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(bool | float | int | None | str | Unset, data)
+
+        negative = _parse_negative(d.pop("negative", UNSET))
 
         label_spec = cls(
             column=column,
+            type_=type_,
             positive=positive,
             negative=negative,
         )

@@ -16,21 +16,26 @@ class LogisticRegressionSpec:
 
     Attributes:
         type_ (Literal['logistic_regression']): Model family: binary logistic regression, loss log(1 + exp(−y w·x)).
-        l2 (float | Unset): L2 regularisation μ of the objective (1/n) Σ ℓ(w; x_i, y_i) + (μ/2)‖w‖² (per-row-averaged;
-            scikit-learn's C equals 1/(n·μ)). μ > 0 makes the objective strongly convex, which bounds the sensitivity
-            independently of the iteration count. Default: 0.0001.
+        l2 (float | Unset): L2 regularisation μ of the objective (1/n) Σ ℓ(w; x_i, y_i) + (μ/2)‖w‖² + l1‖w‖₁ (per-row-
+            averaged; scikit-learn's C equals 1/(n·μ)). μ > 0 makes the objective strongly convex (for a convex loss), which
+            bounds the sensitivity independently of the iteration count. Default: 0.0001.
+        l1 (float | Unset): L1 regularisation weight of the term l1‖w‖₁ (elastic net together with l2). Non-smooth: only
+            proximal optimizers (dp_svrg) accept l1 > 0; the others reject the job. Default: 0.0.
         fit_intercept (bool | Unset): Append a constant feature for the intercept. It lies inside the row-norm bound
-            ‖x‖₂ ≤ 1 and is regularised like the other coefficients. Default: True.
+            ‖x‖₂ ≤ 1 and is regularised (l2 and l1) like the other coefficients. Default: True.
     """
 
     type_: Literal["logistic_regression"]
     l2: float | Unset = 0.0001
+    l1: float | Unset = 0.0
     fit_intercept: bool | Unset = True
 
     def to_dict(self) -> dict[str, Any]:
         type_ = self.type_
 
         l2 = self.l2
+
+        l1 = self.l1
 
         fit_intercept = self.fit_intercept
 
@@ -43,6 +48,8 @@ class LogisticRegressionSpec:
         )
         if l2 is not UNSET:
             field_dict["l2"] = l2
+        if l1 is not UNSET:
+            field_dict["l1"] = l1
         if fit_intercept is not UNSET:
             field_dict["fit_intercept"] = fit_intercept
 
@@ -57,11 +64,14 @@ class LogisticRegressionSpec:
 
         l2 = d.pop("l2", UNSET)
 
+        l1 = d.pop("l1", UNSET)
+
         fit_intercept = d.pop("fit_intercept", UNSET)
 
         logistic_regression_spec = cls(
             type_=type_,
             l2=l2,
+            l1=l1,
             fit_intercept=fit_intercept,
         )
 

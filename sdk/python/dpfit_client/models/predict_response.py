@@ -13,12 +13,12 @@ T = TypeVar("T", bound="PredictResponse")
 class PredictResponse:
     """
     Attributes:
-        predictions (list[bool | float | int | str]):
-        probabilities (list[float]):
+        predictions (list[bool | float | int | str]): Classification: the dataset's label values; regression: w·x.
+        probabilities (list[float] | None): Classification: the model's score for the positive class; regression: null.
     """
 
     predictions: list[bool | float | int | str]
-    probabilities: list[float]
+    probabilities: list[float] | None
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -28,7 +28,12 @@ class PredictResponse:
             predictions_item = predictions_item_data
             predictions.append(predictions_item)
 
-        probabilities = self.probabilities
+        probabilities: list[float] | None
+        if isinstance(self.probabilities, list):
+            probabilities = self.probabilities
+
+        else:
+            probabilities = self.probabilities
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -55,7 +60,20 @@ class PredictResponse:
 
             predictions.append(predictions_item)
 
-        probabilities = cast(list[float], d.pop("probabilities"))
+        def _parse_probabilities(data: object) -> list[float] | None:
+            if data is None:
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                probabilities_type_0 = cast(list[float], data)
+
+                return probabilities_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[float] | None, data)
+
+        probabilities = _parse_probabilities(d.pop("probabilities"))
 
         predict_response = cls(
             predictions=predictions,

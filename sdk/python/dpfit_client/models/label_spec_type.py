@@ -1,0 +1,9 @@
+from enum import StrEnum
+
+
+class LabelSpecType(StrEnum):
+    BINARY = "binary"
+    NUMERIC = "numeric"
+
+    def __str__(self) -> str:
+        return str(self.value)
