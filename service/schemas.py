@@ -90,11 +90,18 @@ class DatasetOut(BaseModel):
 
 class GrantCreate(Strict):
     principal: str = Field(min_length=1, max_length=200)
+    epsilon_cap: float | None = Field(
+        default=None,
+        gt=0,
+        description="Optional cap on what this principal's jobs may spend (ε at δ_B). "
+        "Granting again updates it.",
+    )
 
 
 class GrantOut(BaseModel):
     dataset_id: str
     principal: str
+    epsilon_cap: float | None
     created_at: datetime
 
 
@@ -108,6 +115,12 @@ class BudgetOut(BaseModel):
     epsilon_remaining: float
     jobs_charged: int = Field(description="Jobs whose charge stands (charges minus refunds).")
     accounting: str = Field(description="How the budget composes.")
+    your_epsilon_cap: float | None = Field(
+        default=None, description="The cap of the caller's grant, if any."
+    )
+    your_epsilon_spent: float = Field(
+        default=0.0, description="ε (at δ_B) spent by the caller's own jobs on this dataset."
+    )
 
 
 class ChargeOut(BaseModel):

@@ -45,6 +45,7 @@ def actors(server: LiveServer) -> dict[str, Any]:
         "stranger": stranger,
         "dataset": dataset,
         "pure": pure,
+        "analyst_name": f"analyst-{tag}",
     }
 
 
@@ -156,3 +157,25 @@ def test_malformed_json_is_422(actors: dict[str, Any]) -> None:
         "/v1/jobs", content=b"{not json", headers={"content-type": "application/json"}
     )
     problem(response, 422)
+
+
+def test_grant_cap_limits_one_analyst(actors: dict[str, Any], server: LiveServer) -> None:
+    owner, analyst, pure_id = actors["owner"], actors["analyst"], actors["pure"]["id"]
+    name = actors["analyst_name"]
+    grant = owner.post(
+        f"/v1/datasets/{pure_id}/grants", json={"principal": name, "epsilon_cap": 0.5}
+    )
+    assert grant.status_code == 201 and grant.json()["epsilon_cap"] == 0.5
+    assert (
+        analyst.post("/v1/jobs", json=logistic_job(pure_id, epsilon=0.3, delta=0.0)).status_code
+        == 202
+    )
+    refused = problem(
+        analyst.post("/v1/jobs", json=logistic_job(pure_id, epsilon=0.3, delta=0.0)), 409
+    )
+    assert "capped" in refused["detail"]
+    assert refused["epsilon_remaining"] == pytest.approx(0.2)
+    budget = analyst.get(f"/v1/datasets/{pure_id}/budget").json()
+    assert budget["your_epsilon_cap"] == 0.5
+    assert budget["your_epsilon_spent"] == pytest.approx(0.3)
+    assert budget["epsilon_remaining"] == pytest.approx(0.7)

@@ -204,3 +204,22 @@ def test_refund_only_before_data_is_read(sessions: sessionmaker[Session]) -> Non
             if c.dataset_id == dataset_id
         ]
     assert kinds == ["charge", "charge", "refund"]
+
+
+def test_per_principal_cap_refuses_beyond_the_grant(sessions: sessionmaker[Session]) -> None:
+    from service.db.models import Grant
+
+    charge = charge_for(pure_dp_event(0.3), 0.3, 0.0)
+    dataset_id = make_dataset(sessions, 10.0, 0.0)
+    with sessions.begin() as session:
+        session.add(Grant(dataset_id=dataset_id, principal="capped", epsilon_cap=0.7))
+    admitted = {"capped": 0, "free": 0}
+    for principal in ("capped", "free"):
+        for _ in range(5):
+            try:
+                with sessions.begin() as session:
+                    admit_job(session, dataset_id, new_job(dataset_id, principal), charge)
+                admitted[principal] += 1
+            except BudgetExceeded as exc:
+                assert "capped at ε = 0.7" in exc.reason
+    assert admitted == {"capped": 2, "free": 5}

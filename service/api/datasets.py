@@ -27,6 +27,8 @@ from service.ledger.admission import (
     budget_of,
     count_charged_jobs,
     curve_to_json,
+    principal_cap,
+    principal_spent,
     recompute_totals,
     spent_of,
 )
@@ -143,7 +145,9 @@ def get_dataset(dataset_id: str, principal: AnyRole, sessions: Sessions) -> Data
 def create_grant(
     dataset_id: str, body: GrantCreate, principal: Owner, sessions: Sessions
 ) -> GrantOut:
-    """Let the principal (an API key's name) submit jobs on this dataset. Idempotent."""
+    """Let the principal (an API key's name) submit jobs on this dataset, optionally capped.
+
+    Idempotent; granting again replaces the cap."""
     try:
         with sessions.begin() as session:
             owned_dataset(session, principal, dataset_id)
@@ -153,11 +157,18 @@ def create_grant(
                 )
             )
             if grant is None:
-                grant = Grant(dataset_id=dataset_id, principal=body.principal)
+                grant = Grant(
+                    dataset_id=dataset_id, principal=body.principal, epsilon_cap=body.epsilon_cap
+                )
                 session.add(grant)
-                session.flush()
+            else:
+                grant.epsilon_cap = body.epsilon_cap
+            session.flush()
             return GrantOut(
-                dataset_id=dataset_id, principal=grant.principal, created_at=grant.created_at
+                dataset_id=dataset_id,
+                principal=grant.principal,
+                epsilon_cap=grant.epsilon_cap,
+                created_at=grant.created_at,
             )
     except IntegrityError:
         raise ProblemError(409, "Conflict", "The grant was created concurrently; retry.") from None
@@ -169,6 +180,10 @@ def get_budget(dataset_id: str, principal: AnyRole, sessions: Sessions) -> Budge
         dataset = visible_dataset(session, principal, dataset_id)
         budget, spent = budget_of(dataset), spent_of(dataset)
         jobs = count_charged_jobs(session, dataset_id)
+        cap = principal_cap(session, dataset_id, principal.name)
+        mine = privacy_filter.spent_epsilon(
+            budget, principal_spent(session, dataset_id, principal.name)
+        )
     accounting = (
         "basic composition of pure ε-DP jobs (δ_B = 0)"
         if budget.pure
@@ -182,6 +197,8 @@ def get_budget(dataset_id: str, principal: AnyRole, sessions: Sessions) -> Budge
         epsilon_remaining=privacy_filter.remaining_epsilon(budget, spent),
         jobs_charged=jobs,
         accounting=accounting,
+        your_epsilon_cap=cap,
+        your_epsilon_spent=mine,
     )
 
 

@@ -87,7 +87,11 @@ class Dataset(Base):
 
 
 class Grant(Base):
-    """An owner's grant of one dataset to one principal (an API key name)."""
+    """An owner's grant of one dataset to one principal (an API key name).
+
+    ``epsilon_cap`` (optional) caps what this principal's jobs may spend of the dataset's budget:
+    their charges alone must pass the same filter with budget (epsilon_cap, δ_B).
+    """
 
     __tablename__ = "grants"
     __table_args__ = (UniqueConstraint("dataset_id", "principal"),)
@@ -95,6 +99,7 @@ class Grant(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
     principal: Mapped[str] = mapped_column(String(200))
+    epsilon_cap: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 

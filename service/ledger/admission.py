@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from service.db.models import Charge, Dataset, Job, utcnow
+from service.db.models import Charge, Dataset, Grant, Job, utcnow
 from service.ledger import filter as privacy_filter
 from service.ledger.accounting import ORDERS
 
@@ -93,6 +93,19 @@ def admit_job(session: Session, dataset_id: str, job: Job, charge: JobCharge) ->
     decision = privacy_filter.admit(budget, spent, charge.rdp, charge.pure_epsilon)
     if not decision.admitted:
         raise BudgetExceeded(decision.reason, privacy_filter.remaining_epsilon(budget, spent))
+    cap = principal_cap(session, dataset_id, job.principal)
+    if cap is not None:
+        capped = privacy_filter.Budget(epsilon=cap, delta=budget.delta)
+        mine = principal_spent(session, dataset_id, job.principal)
+        decision = privacy_filter.admit(capped, mine, charge.rdp, charge.pure_epsilon)
+        if not decision.admitted:
+            raise BudgetExceeded(
+                f"your grant on this dataset is capped at ε = {cap:.6g}: {decision.reason}",
+                min(
+                    privacy_filter.remaining_epsilon(capped, mine),
+                    privacy_filter.remaining_epsilon(budget, spent),
+                ),
+            )
     session.add(job)
     session.flush()
     session.add(
@@ -163,6 +176,30 @@ def cancel_or_refund_unread(session: Session, job_id: str, status: str, error: s
     assert job is not None
     refund_job(session, job)
     return True
+
+
+def principal_cap(session: Session, dataset_id: str, principal: str) -> float | None:
+    """The ε cap of ``principal``'s grant on the dataset, if any (owners have none)."""
+    return session.scalar(
+        select(Grant.epsilon_cap).where(
+            Grant.dataset_id == dataset_id, Grant.principal == principal
+        )
+    )
+
+
+def principal_spent(session: Session, dataset_id: str, principal: str) -> privacy_filter.Spent:
+    """What ``principal``'s own standing charges on the dataset add up to.
+
+    A per-principal cap is a second filter over a subset of the charges; the dataset-wide filter
+    still bounds the whole interaction, the cap only refuses more (Sage/PrivateKube-style blocks).
+    """
+    spent = privacy_filter.Spent.nothing()
+    for row in session.scalars(
+        select(Charge).where(Charge.dataset_id == dataset_id, Charge.principal == principal)
+    ):
+        sign = 1 if row.kind == "charge" else -1
+        spent = spent.plus(curve_from_json(row.rdp), row.pure_epsilon, sign)
+    return spent
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
 
 T = TypeVar("T", bound="BudgetOut")
 
@@ -20,6 +22,8 @@ class BudgetOut:
         epsilon_remaining (float):
         jobs_charged (int): Jobs whose charge stands (charges minus refunds).
         accounting (str): How the budget composes.
+        your_epsilon_cap (float | None | Unset): The cap of the caller's grant, if any.
+        your_epsilon_spent (float | Unset): ε (at δ_B) spent by the caller's own jobs on this dataset. Default: 0.0.
     """
 
     dataset_id: str
@@ -29,6 +33,8 @@ class BudgetOut:
     epsilon_remaining: float
     jobs_charged: int
     accounting: str
+    your_epsilon_cap: float | None | Unset = UNSET
+    your_epsilon_spent: float | Unset = 0.0
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -46,6 +52,14 @@ class BudgetOut:
 
         accounting = self.accounting
 
+        your_epsilon_cap: float | None | Unset
+        if isinstance(self.your_epsilon_cap, Unset):
+            your_epsilon_cap = UNSET
+        else:
+            your_epsilon_cap = self.your_epsilon_cap
+
+        your_epsilon_spent = self.your_epsilon_spent
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -59,6 +73,10 @@ class BudgetOut:
                 "accounting": accounting,
             }
         )
+        if your_epsilon_cap is not UNSET:
+            field_dict["your_epsilon_cap"] = your_epsilon_cap
+        if your_epsilon_spent is not UNSET:
+            field_dict["your_epsilon_spent"] = your_epsilon_spent
 
         return field_dict
 
@@ -79,6 +97,17 @@ class BudgetOut:
 
         accounting = d.pop("accounting")
 
+        def _parse_your_epsilon_cap(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        your_epsilon_cap = _parse_your_epsilon_cap(d.pop("your_epsilon_cap", UNSET))
+
+        your_epsilon_spent = d.pop("your_epsilon_spent", UNSET)
+
         budget_out = cls(
             dataset_id=dataset_id,
             epsilon=epsilon,
@@ -87,6 +116,8 @@ class BudgetOut:
             epsilon_remaining=epsilon_remaining,
             jobs_charged=jobs_charged,
             accounting=accounting,
+            your_epsilon_cap=your_epsilon_cap,
+            your_epsilon_spent=your_epsilon_spent,
         )
 
         budget_out.additional_properties = d

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
@@ -16,11 +16,13 @@ class GrantOut:
     Attributes:
         dataset_id (str):
         principal (str):
+        epsilon_cap (float | None):
         created_at (datetime.datetime):
     """
 
     dataset_id: str
     principal: str
+    epsilon_cap: float | None
     created_at: datetime.datetime
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -28,6 +30,9 @@ class GrantOut:
         dataset_id = self.dataset_id
 
         principal = self.principal
+
+        epsilon_cap: float | None
+        epsilon_cap = self.epsilon_cap
 
         created_at = self.created_at.isoformat()
 
@@ -37,6 +42,7 @@ class GrantOut:
             {
                 "dataset_id": dataset_id,
                 "principal": principal,
+                "epsilon_cap": epsilon_cap,
                 "created_at": created_at,
             }
         )
@@ -50,11 +56,19 @@ class GrantOut:
 
         principal = d.pop("principal")
 
+        def _parse_epsilon_cap(data: object) -> float | None:
+            if data is None:
+                return data
+            return cast(float | None, data)
+
+        epsilon_cap = _parse_epsilon_cap(d.pop("epsilon_cap"))
+
         created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
 
         grant_out = cls(
             dataset_id=dataset_id,
             principal=principal,
+            epsilon_cap=epsilon_cap,
             created_at=created_at,
         )
 

@@ -88,7 +88,9 @@ def sync_detailed(
 ) -> Response[GrantOut | Problem]:
     """Grant access
 
-     Let the principal (an API key's name) submit jobs on this dataset. Idempotent.
+     Let the principal (an API key's name) submit jobs on this dataset, optionally capped.
+
+    Idempotent; granting again replaces the cap.
 
     Args:
         dataset_id (str):
@@ -122,7 +124,9 @@ def sync(
 ) -> GrantOut | Problem | None:
     """Grant access
 
-     Let the principal (an API key's name) submit jobs on this dataset. Idempotent.
+     Let the principal (an API key's name) submit jobs on this dataset, optionally capped.
+
+    Idempotent; granting again replaces the cap.
 
     Args:
         dataset_id (str):
@@ -151,7 +155,9 @@ async def asyncio_detailed(
 ) -> Response[GrantOut | Problem]:
     """Grant access
 
-     Let the principal (an API key's name) submit jobs on this dataset. Idempotent.
+     Let the principal (an API key's name) submit jobs on this dataset, optionally capped.
+
+    Idempotent; granting again replaces the cap.
 
     Args:
         dataset_id (str):
@@ -183,7 +189,9 @@ async def asyncio(
 ) -> GrantOut | Problem | None:
     """Grant access
 
-     Let the principal (an API key's name) submit jobs on this dataset. Idempotent.
+     Let the principal (an API key's name) submit jobs on this dataset, optionally capped.
+
+    Idempotent; granting again replaces the cap.
 
     Args:
         dataset_id (str):
