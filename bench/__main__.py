@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import service_overhead
+from bench import catalog, service_overhead
 
-SUITES = {"service": service_overhead}
+SUITES = {"catalog": catalog, "service": service_overhead}
 
 
 def main(argv: list[str] | None = None) -> int:
