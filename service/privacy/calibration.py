@@ -62,7 +62,7 @@ def calibrate_noise_multiplier(
             epsilon,
             delta,
             bracket_interval=dp_accounting.LowerEndpointAndGuess(
-                lower_endpoint=1e-3, initial_guess=max(initial_guess, 2e-3)
+                lower_endpoint=1e-9, initial_guess=max(initial_guess, 2e-9)
             ),
             tol=1e-4,
         )
