@@ -137,3 +137,13 @@ def test_no_sequence_of_admissions_and_refunds_overspends(
                 ledger.pop()
     total = np.sum([c for c, _ in ledger], axis=0) if ledger else np.zeros(len(ORDERS))
     assert np.allclose(spent.rdp, total, rtol=1e-9, atol=1e-12)
+
+
+def test_parallel_composition_charges_the_pointwise_max() -> None:
+    from service.ledger.accounting import charge_curve
+
+    a, b = dp_event.GaussianDpEvent(2.0), pure_dp_event(0.7)
+    expected = np.maximum(rdp_curve(a), rdp_curve(b))
+    assert charge_curve(dp_event.ComposedDpEvent([a, b]), (a, b)) == pytest.approx(expected)
+    composed = rdp_curve(dp_event.ComposedDpEvent([a, b]))
+    assert all(m <= c + 1e-12 for m, c in zip(expected, composed, strict=True))

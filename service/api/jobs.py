@@ -16,7 +16,7 @@ from service.api.deps import AnyRole, AppDispatcher, Sessions
 from service.api.errors import ProblemError, invalid, not_found
 from service.db.models import Charge, Job
 from service.ids import new_id
-from service.ledger.accounting import rdp_curve
+from service.ledger.accounting import charge_curve
 from service.ledger.admission import (
     BudgetExceeded,
     IdempotencyConflict,
@@ -106,7 +106,7 @@ def create_job(
         planned = plan_job(
             body.model, body.optimizer.name, body.optimizer.params, n_rows, n_features, target
         )
-        curve = rdp_curve(planned.plan.event)
+        curve = charge_curve(planned.plan.event, planned.plan.parallel_events)
     except InfeasibleSpec as exc:
         raise invalid(exc.field, exc.message) from None
     except ValueError as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from dp_accounting import NeighboringRelation, dp_event
@@ -21,7 +22,14 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from service.privacy.output_perturbation import pure_dp_event
 
-__all__ = ["ORDERS", "event_from_json", "event_to_json", "pure_dp_event", "rdp_curve"]
+__all__ = [
+    "ORDERS",
+    "charge_curve",
+    "event_from_json",
+    "event_to_json",
+    "pure_dp_event",
+    "rdp_curve",
+]
 
 #: PrivateKube's 13 orders (DESIGN §2). Small on purpose: the filter pays log|Λ| (see filter.py).
 ORDERS: tuple[float, ...] = (1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 16.0, 32.0, 64.0, 1e6)
@@ -52,6 +60,17 @@ def rdp_curve(event: dp_event.DpEvent) -> list[float]:
     accountant.compose(event)
     values = dict(zip(cheap_orders, (float(v) for v in accountant._rdp), strict=True))  # noqa: SLF001
     return [values[a] if a in values and math.isfinite(values[a]) else math.inf for a in ORDERS]
+
+
+def charge_curve(
+    event: dp_event.DpEvent, parallel_events: Sequence[dp_event.DpEvent] = ()
+) -> list[float]:
+    """The curve the ledger charges for a plan: ``rdp_curve(event)``, or for a declared
+    parallel composition the pointwise maximum of its parts' curves (see ReleasePlan)."""
+    if not parallel_events:
+        return rdp_curve(event)
+    curves = [rdp_curve(e) for e in parallel_events]
+    return [max(values) for values in zip(*curves, strict=True)]
 
 
 def _has_expensive(event: dp_event.DpEvent) -> bool:

@@ -58,6 +58,13 @@ class ReleasePlan:
     "norm_gamma": density ∝ exp(−‖z‖/``noise_scale``), i.e. ``noise_scale`` = Δ/ε).
     ``sensitivity`` is the replace-one L2 sensitivity Δ of the noiseless released vector.
     ``event`` is the dp_accounting event whose RDP curve the ledger charges.
+
+    ``parallel_events``, when non-empty, declares a *parallel* composition: the job runs these
+    mechanisms on disjoint parts of the data (a partition drawn independently of the data), so
+    a neighbouring pair differs in the input of at most one of them and the job's RDP curve is
+    the pointwise maximum of theirs (Rényi divergence is quasi-convex over the public mixing).
+    ``event`` is then their plain composition — an upper bound kept for audit and for any
+    consumer that ignores the declaration.
     """
 
     mechanism: str
@@ -66,6 +73,7 @@ class ReleasePlan:
     event: dp_event.DpEvent
     total_steps: int
     hyperparameters: dict[str, Any] = field(default_factory=dict)
+    parallel_events: tuple[dp_event.DpEvent, ...] = ()
 
 
 ProgressCallback = Callable[[int], None]

@@ -70,6 +70,7 @@ def plan_to_json(plan: ReleasePlan) -> dict[str, Any]:
         "total_steps": plan.total_steps,
         "hyperparameters": dict(plan.hyperparameters),
         "event": event_to_json(plan.event),
+        "parallel_events": [event_to_json(e) for e in plan.parallel_events],
     }
 
 
@@ -81,4 +82,5 @@ def plan_from_json(payload: dict[str, Any]) -> ReleasePlan:
         event=event_from_json(payload["event"]),
         total_steps=int(payload["total_steps"]),
         hyperparameters=dict(payload.get("hyperparameters", {})),
+        parallel_events=tuple(event_from_json(e) for e in payload.get("parallel_events", [])),
     )
