@@ -1,0 +1,588 @@
+r"""Shared pieces of the stochastic-gradient optimizers (``bolt_on_psgd``, ``noisy_sgd_scs13``,
+``noisy_sgd_bst14``): spec checks, batching, step-size schedules, the SGD loop, and the RDP
+calibration of sampled Gaussian steps.
+
+Batching. Two ways of choosing mini-batches, each matched to the privacy analysis that uses it:
+
+- **Permutation passes** (:func:`permutation_batches`): each pass draws a fresh uniformly random
+  permutation of the n rows from ``rng`` and cuts it into m = ⌊n/b⌋ consecutive batches with
+  ``np.array_split`` — sizes ⌊n/m⌋ or ⌈n/m⌉, so every row is used exactly once per pass and
+  every batch has at least ``b_min = ⌊n/m⌋ ≥ b`` rows (no short last batch whose larger per-row
+  weight 1/|B| would break a 1/b sensitivity). The replaced row lies in exactly one batch per
+  pass. No privacy amplification is claimed for these batches.
+- **Fixed-size sampling without replacement** (:func:`sampled_batches`): every step draws
+  exactly b distinct rows uniformly, independently of the other steps — exactly the sampling
+  scheme of dp-accounting's ``SampledWithoutReplacementDpEvent`` under REPLACE_ONE (never
+  Poisson sampling, never shuffling).
+
+Either way the randomness is data independent (Wu et al. 2017, Def. 7 "non-adaptive"), drawn
+only from the ``rng`` the caller passes, so a noise-free run with a given seed uses the same
+batches on neighbouring datasets — the setting of every sensitivity argument here.
+
+Step-size schedules (:class:`StepSchedule`): η_t = η₀ for t ≤ t₀ and η_t = 1/(μt) for t > t₀.
+This covers a constant step (t₀ = ∞), Wu et al.'s η_t = min(1/β_F, 1/(μt)) (η₀ = 1/β_F,
+t₀ = ⌊1/(μη₀)⌋, so 1/(μt) < η₀ exactly when t > t₀) and BST14's 1/(μt) (η₀ = ∞, t₀ = 0).
+The inverse-square-root schedule c/√t of the convex baselines is :class:`InverseSqrtSchedule`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar
+
+import dp_accounting
+import numpy as np
+from dp_accounting import NeighboringRelation, dp_event
+from dp_accounting.rdp import rdp_privacy_accountant
+from numpy.typing import NDArray
+from pydantic import BaseModel, Field
+
+from service.models.base import FloatArray, Loss
+from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallback
+from service.privacy.calibration import CALIBRATION_ORDERS
+from service.privacy.output_perturbation import MAX_PURE_EPSILON, sample_release_noise
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "IntArray",
+    "baseline_batch_size_field",
+    "baseline_mode_field",
+    "baseline_radius_field",
+    "baseline_step_size_field",
+    "resolve_batch_size",
+    "DEFAULT_CONVEX_RADIUS",
+    "BaselineSteps",
+    "Mode",
+    "baseline_steps",
+    "noise_second_moment",
+    "noise_source",
+    "ROW_NORM_SLACK",
+    "SAMPLED_SEARCH_MAX_ORDER",
+    "InverseSqrtSchedule",
+    "Schedule",
+    "StepSchedule",
+    "calibrate_noise_multiplier_fast",
+    "check_convex_loss",
+    "check_target",
+    "checked_data",
+    "coerce_params",
+    "pass_layout",
+    "permutation_batches",
+    "project_to_ball",
+    "run_sgd",
+    "sampled_batches",
+    "schedule_from_json",
+]
+
+IntArray = NDArray[np.int64]
+_P = TypeVar("_P", bound=BaseModel)
+
+#: Mini-batch size used when the analyst gives none: Wu et al. (2017, §4.3, §4.6) recommend
+#: 10–50 and use 50; Zhang et al. (2017, §4) run BST14 with batches of 50 too.
+DEFAULT_BATCH_SIZE = 50
+
+#: Rows may exceed ‖x‖ = 1 by rounding only; beyond this the loader broke its contract.
+ROW_NORM_SLACK = 1e-6
+
+#: Highest RDP order used while *searching* the noise of sampled-without-replacement events.
+#: The ledger can only charge such events at its orders ≤ 64 (``rdp_curve`` charges α = 10⁶ as
+#: +inf for them), and dp-accounting's WOR bound costs O(α²) per order (≈ 0.1 s at α = 256), so
+#: the search uses the calibration orders ≤ 64; the answer is then verified on the full grid.
+SAMPLED_SEARCH_MAX_ORDER = 64.0
+
+
+# --- spec checks --------------------------------------------------------------------------------
+
+
+def coerce_params(params: BaseModel, cls: type[_P]) -> _P:
+    """``params`` as an instance of ``cls`` (re-validated when it is another model)."""
+    if isinstance(params, cls):
+        return params
+    return cls.model_validate(params.model_dump())
+
+
+def check_target(target: PrivacyTarget, *, pure_allowed: bool, optimizer: str) -> None:
+    """Reject (ε, δ) outside the supported range, naming the field at fault.
+
+    ``pure_allowed`` is False for Gaussian-noise methods: they cannot be ε-DP, so δ = 0 is
+    rejected on ``privacy.delta`` with a pointer to the pure-DP alternatives.
+    """
+    eps, delta = target.epsilon, target.delta
+    if not (math.isfinite(eps) and eps > 0.0):
+        raise InfeasibleSpec("privacy.epsilon", "epsilon must be a finite number > 0")
+    if not (math.isfinite(delta) and 0.0 <= delta < 1.0):
+        raise InfeasibleSpec("privacy.delta", "delta must be in [0, 1)")
+    if delta == 0.0 and not pure_allowed:
+        raise InfeasibleSpec(
+            "privacy.delta",
+            f"{optimizer} adds Gaussian noise at every step, which is (ε, δ)-DP only for "
+            "δ > 0; give delta > 0 (e.g. 1e-5, well below 1/n), or use bolt_on_psgd, "
+            "noisy_sgd_scs13 or output_perturbation_gd for pure ε-DP (delta = 0)",
+        )
+    if delta == 0.0 and eps > MAX_PURE_EPSILON:
+        raise InfeasibleSpec(
+            "privacy.epsilon",
+            f"pure ε-DP (delta = 0) supports epsilon ≤ {MAX_PURE_EPSILON:g}; "
+            "use a smaller epsilon or delta > 0",
+        )
+
+
+def check_convex_loss(loss: Loss, optimizer: str) -> None:
+    """Reject losses outside the analysis: non-convex, L1-regularised, or without finite
+    positive L / finite β, μ ≥ 0 (all on field ``model``)."""
+    if not loss.convex:
+        raise InfeasibleSpec(
+            "model",
+            f"{optimizer} needs a convex loss; {loss.name} is not convex — choose an optimizer "
+            "for non-convex objectives (e.g. rrpsgd)",
+        )
+    if getattr(loss, "l1", 0.0) > 0.0:
+        raise InfeasibleSpec(
+            "model",
+            f"{optimizer} takes plain gradient steps and its sensitivity analysis needs a smooth "
+            "objective; set l1 = 0 (use l2 instead) or choose a proximal optimizer such as "
+            "dp_svrg for L1 / elastic-net regularisation",
+        )
+    lip, beta, mu = loss.lipschitz, loss.smoothness, loss.l2
+    if not (math.isfinite(lip) and lip > 0.0):
+        raise InfeasibleSpec("model", f"{loss.name} has no finite Lipschitz constant")
+    if not (math.isfinite(beta) and beta >= 0.0 and math.isfinite(mu) and mu >= 0.0):
+        raise InfeasibleSpec("model", f"{loss.name} has no finite smoothness / l2")
+
+
+def checked_data(
+    loss: Loss, X: FloatArray, y: FloatArray, n: int, d: int
+) -> tuple[FloatArray, FloatArray]:
+    """The rows and labels the privacy proof assumes, or ``ValueError`` (no data values).
+
+    Shape (n, d) / (n,) as planned, finite, ‖x‖₂ ≤ 1 (rows above the bound by rounding only are
+    rescaled exactly to ≤ 1) and admissible labels (``loss.check_labels`` when available).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if X.shape != (n, d):
+        raise ValueError("the data's shape differs from the plan's public n and d")
+    if y.shape != (n,):
+        raise ValueError("labels must be a vector of n values")
+    if not (bool(np.all(np.isfinite(X))) and bool(np.all(np.isfinite(y)))):
+        raise ValueError("rows and labels must be finite")
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    if bool(np.any(norms > 1.0)):
+        if bool(np.any(norms > 1.0 + ROW_NORM_SLACK)):
+            raise ValueError("rows must satisfy ‖x‖₂ ≤ 1 (the loader enforces the bound)")
+        X = X / np.maximum(norms, 1.0)[:, None]
+    check_labels = getattr(loss, "check_labels", None)
+    if check_labels is not None:
+        check_labels(y)
+    return X, y
+
+
+# --- batching -----------------------------------------------------------------------------------
+
+
+def pass_layout(n: int, batch_size: int) -> tuple[int, int]:
+    """(m, b_min): a pass over n rows in m = ⌊n/b⌋ batches whose sizes are ⌊n/m⌋ or ⌈n/m⌉,
+    so the smallest batch has b_min = ⌊n/m⌋ ≥ b rows. Requires 1 ≤ b ≤ n."""
+    if not 1 <= batch_size <= n:
+        raise ValueError("the batch size must be between 1 and n")
+    m = n // batch_size
+    return m, n // m
+
+
+def permutation_batches(
+    n: int, batches_per_pass: int, passes: int, rng: np.random.Generator
+) -> Iterator[IntArray]:
+    """Index batches of ``passes`` passes, each over a fresh permutation drawn from ``rng`` at
+    the start of the pass and split into ``batches_per_pass`` near-equal consecutive parts."""
+    for _ in range(passes):
+        yield from np.array_split(rng.permutation(n), batches_per_pass)
+
+
+def sampled_batches(
+    n: int, batch_size: int, steps: int, rng: np.random.Generator
+) -> Iterator[IntArray]:
+    """``steps`` batches of exactly ``batch_size`` distinct rows, each drawn uniformly without
+    replacement, independently of the other steps (the scheme of
+    ``SampledWithoutReplacementDpEvent``)."""
+    for _ in range(steps):
+        yield rng.choice(n, size=batch_size, replace=False)
+
+
+# --- step sizes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepSchedule:
+    """η_t = η₀ for t ≤ t₀, η_t = 1/(μ t) for t > t₀ (t = 1, 2, …); ``decay_start`` t₀ is
+    ``None`` for a constant step. See the module docstring for the three instances."""
+
+    initial: float
+    l2: float
+    decay_start: int | None
+
+    @classmethod
+    def constant(cls, step_size: float, l2: float = 0.0) -> StepSchedule:
+        return cls(step_size, l2, None)
+
+    @classmethod
+    def capped_inverse_t(cls, cap: float, l2: float) -> StepSchedule:
+        """η_t = min(cap, 1/(μt)) (``cap`` may be ∞ for plain 1/(μt)); needs μ > 0."""
+        if not l2 > 0.0:
+            raise ValueError("a 1/(μt) schedule needs l2 > 0")
+        if math.isinf(cap):
+            return cls(cap, l2, 0)
+        if not 1.0 / (l2 * cap) < 2.0**53:
+            return cls(cap, l2, None)  # 1/(μt) < cap is never reached: a constant step
+        # t₀ = ⌊1/(μ·cap)⌋, nudged so that exactly the t > t₀ satisfy 1/(μt) < cap
+        t0 = math.floor(1.0 / (l2 * cap))
+        while t0 > 0 and 1.0 / (l2 * t0) < cap:
+            t0 -= 1
+        while 1.0 / (l2 * (t0 + 1)) >= cap:
+            t0 += 1
+        return cls(cap, l2, t0)
+
+    def __call__(self, t: int) -> float:
+        if self.decay_start is None or t <= self.decay_start:
+            return self.initial
+        return 1.0 / (self.l2 * t)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": "capped_inverse_t" if self.decay_start is not None else "constant",
+            "initial": None if math.isinf(self.initial) else self.initial,
+            "l2": self.l2,
+            "decay_start": self.decay_start,
+        }
+
+
+@dataclass(frozen=True)
+class InverseSqrtSchedule:
+    """η_t = c/√t."""
+
+    scale: float
+
+    def __call__(self, t: int) -> float:
+        return self.scale / math.sqrt(t)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "inverse_sqrt", "scale": self.scale}
+
+
+class Schedule(Protocol):
+    def __call__(self, t: int) -> float: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def schedule_from_json(payload: dict[str, Any]) -> StepSchedule | InverseSqrtSchedule:
+    """Rebuild a schedule stored by its ``to_json``."""
+    if payload["kind"] == "inverse_sqrt":
+        return InverseSqrtSchedule(float(payload["scale"]))
+    initial = math.inf if payload["initial"] is None else float(payload["initial"])
+    decay_start = payload["decay_start"]
+    return StepSchedule(
+        initial, float(payload["l2"]), None if decay_start is None else int(decay_start)
+    )
+
+
+# --- the SGD loop -------------------------------------------------------------------------------
+
+
+def project_to_ball(w: FloatArray, radius: float | None) -> None:
+    """In place: w ← w · min(1, R/‖w‖), the Euclidean projection onto ‖w‖ ≤ R (non-expansive)."""
+    if radius is None:
+        return
+    norm = math.sqrt(float(w @ w))
+    if norm > radius:
+        w *= radius / norm
+
+
+def run_sgd(
+    loss: Loss,
+    X: FloatArray,
+    y: FloatArray,
+    batches: Iterator[IntArray],
+    schedule: Schedule,
+    *,
+    radius: float | None = None,
+    averaging: bool = False,
+    noise: Callable[[], FloatArray] | None = None,
+    progress: ProgressCallback | None = None,
+    observe: Callable[[int, FloatArray, IntArray], None] | None = None,
+) -> FloatArray:
+    """Mini-batch (projected, optionally noisy) SGD from w₀ = 0.
+
+    Step t = 1, 2, … on batch B_t: ``w_t = Π_R(w_{t−1} − η_t (∇F_{B_t}(w_{t−1}) + z_t))`` with
+    ∇F_B = mean data gradient over B plus μw (``loss.gradient`` on the batch), z_t = ``noise()``
+    (or 0), Π_R the projection onto ‖w‖ ≤ R (none when ``radius`` is None). Returns w_T, or the
+    uniform average (w_1 + … + w_T)/T when ``averaging``. ``progress(t)`` after every step;
+    ``observe(t, w_{t−1}, B_t)`` before it (for tests of the per-step sensitivity).
+    """
+    d = X.shape[1]
+    w: FloatArray = np.zeros(d, dtype=np.float64)
+    average: FloatArray = np.zeros(d, dtype=np.float64)
+    t = 0
+    for t, idx in enumerate(batches, start=1):
+        if observe is not None:
+            observe(t, w, idx)
+        grad = loss.gradient(w, X[idx], y[idx])
+        if noise is not None:
+            grad = grad + noise()
+        w = w - schedule(t) * grad
+        project_to_ball(w, radius)
+        if averaging:
+            average += (w - average) / t
+        if progress is not None:
+            progress(t)
+    if averaging and t > 0:
+        return average
+    return w
+
+
+# --- calibration of sampled Gaussian steps ---------------------------------------------------
+
+
+def calibrate_noise_multiplier_fast(
+    make_event: Callable[[float], dp_event.DpEvent],
+    epsilon: float,
+    delta: float,
+    initial_guess: float = 1.0,
+) -> float:
+    """The smallest z (to ~1e-3 relative, and ≥ 10⁻³) with ``make_event(z)`` (ε, δ)-DP;
+    ``make_event`` must be monotone (more noise never costs more privacy).
+
+    Same accountant and adjacency (REPLACE_ONE) as
+    :func:`service.privacy.calibration.calibrate_noise_multiplier` and the same answer up to
+    the tolerance (a test cross-checks them), with two differences that matter for the SGD
+    methods: it stays fast for ``SampledWithoutReplacementDpEvent``s, and for targets so loose
+    that z = 10⁻³ already meets them (huge ε) it returns 10⁻³ instead of failing to bracket.
+
+    Speed: dp-accounting's WOR bound costs O(α²) per order (≈ 0.1 s at α = 256), so the search
+    runs on the calibration orders ≤ :data:`SAMPLED_SEARCH_MAX_ORDER` first. More orders can
+    only lower ε, so that answer is valid on the full calibration grid and brackets its answer
+    from above; the full grid (orders 128 and 256 matter only for small ε) is searched only
+    when it lowers z by more than 0.2 %.
+    """
+    if not delta > 0.0:
+        raise ValueError("numerical Gaussian calibration needs delta > 0")
+    if not (math.isfinite(epsilon) and epsilon > 0.0):
+        raise ValueError("epsilon must be a finite number > 0")
+    grid = tuple(a for a in CALIBRATION_ORDERS if a <= SAMPLED_SEARCH_MAX_ORDER)
+    z = _search_noise_multiplier(make_event, epsilon, delta, grid, initial_guess, known_ok=False)
+    if _too_small(make_event, epsilon, delta, CALIBRATION_ORDERS, z * (1.0 - 2e-3)):
+        return z
+    return _search_noise_multiplier(
+        make_event, epsilon, delta, CALIBRATION_ORDERS, initial_guess, known_ok=False
+    )
+
+
+def _too_small(
+    make_event: Callable[[float], dp_event.DpEvent],
+    epsilon: float,
+    delta: float,
+    orders: tuple[float, ...],
+    z: float,
+) -> bool:
+    accountant = rdp_privacy_accountant.RdpAccountant(list(orders), NeighboringRelation.REPLACE_ONE)
+    return float(accountant.compose(make_event(z)).get_epsilon(delta)) > epsilon
+
+
+def _search_noise_multiplier(
+    make_event: Callable[[float], dp_event.DpEvent],
+    epsilon: float,
+    delta: float,
+    orders: tuple[float, ...],
+    guess: float,
+    *,
+    known_ok: bool,
+) -> float:
+    """Brent search on one order grid from a bracket found geometrically around ``guess``
+    (``known_ok``: ``guess`` is already known to meet the target on this grid)."""
+    lower_limit = 1e-3
+    factor = 1.05 if known_ok else 2.0  # squared after every miss
+    lo = hi = max(float(guess), lower_limit)
+    if not known_ok and _too_small(make_event, epsilon, delta, orders, hi):
+        while True:
+            lo, hi, factor = hi, hi * factor, factor * factor
+            if hi > 1e12:
+                raise ValueError("no noise multiplier below 1e12 meets the target")
+            if not _too_small(make_event, epsilon, delta, orders, hi):
+                break
+    else:
+        while True:
+            if lo <= lower_limit:
+                return lower_limit
+            lo, hi, factor = max(lo / factor, lower_limit), lo, factor * factor
+            if _too_small(make_event, epsilon, delta, orders, lo):
+                break
+
+    def accountant() -> rdp_privacy_accountant.RdpAccountant:
+        return rdp_privacy_accountant.RdpAccountant(list(orders), NeighboringRelation.REPLACE_ONE)
+
+    return float(
+        dp_accounting.calibrate_dp_mechanism(
+            accountant,
+            make_event,
+            epsilon,
+            delta,
+            bracket_interval=dp_accounting.ExplicitBracketInterval(lo, hi),
+            tol=5e-4 * lo,
+        )
+    )
+
+
+# --- the noisy-SGD baselines ------------------------------------------------------------------
+
+Mode = Literal["convex", "strongly_convex"]
+
+#: Projection radius of the baselines in convex mode when none is given: a public guess of the
+#: optimum's norm (the same default guess as ``output_perturbation_gd``'s ``radius``).
+DEFAULT_CONVEX_RADIUS = 10.0
+
+
+def noise_second_moment(mechanism: str, d: int, scale: float) -> float:
+    """E‖z‖² of one noise draw: dσ² (Gaussian) or d(d+1)s² (norm-gamma, ‖z‖ ~ Gamma(d, s))."""
+    if mechanism == "gaussian":
+        return d * scale * scale
+    if mechanism == "norm_gamma":
+        return d * (d + 1) * scale * scale
+    raise ValueError(f"unknown noise mechanism {mechanism!r}")
+
+
+def noise_source(
+    mechanism: str, d: int, scale: float, rng: np.random.Generator
+) -> Callable[[], FloatArray]:
+    """A callable drawing one fresh noise vector from ``rng`` per call."""
+
+    def draw() -> FloatArray:
+        return sample_release_noise(mechanism, d, scale, rng)
+
+    return draw
+
+
+@dataclass(frozen=True)
+class BaselineSteps:
+    """The step schedule and projection radius of a noisy-SGD baseline."""
+
+    mode: Mode
+    schedule: StepSchedule | InverseSqrtSchedule
+    radius: float
+    bound: float
+
+
+def baseline_steps(
+    *,
+    mode: Mode | None,
+    loss: Loss,
+    radius: float | None,
+    step_size: float | None,
+    second_moment: float,
+    steps: int,
+) -> BaselineSteps:
+    """Steps of projected noisy SGD per BST14 (Bassily, Smith & Thakurta 2014, Alg. 1 and its
+    strongly convex variant), whose guarantees are Shamir & Zhang (2013)'s last-iterate bounds
+    with G² ≥ E‖g̃_t‖² = (L + μR)² + E‖z‖² (the noisy batch gradient's second moment on the
+    ball ‖w‖ ≤ R):
+
+    - convex: η_t = c/√t, c = D/G with D = 2R the ball's diameter (Thm 2:
+      E F(w_T) − F* ≤ (D²/c + cG²)(2 + ln T)/√T); R defaults to :data:`DEFAULT_CONVEX_RADIUS`.
+    - strongly convex (μ > 0): η_t = 1/(μt) (Thm 1: ≤ 17G²(1 + ln T)/(μT)); R defaults to L/μ,
+      which contains every minimiser of F (μŵ = −mean ∇ℓ ⇒ ‖ŵ‖ ≤ L/μ).
+
+    ``mode`` None: convex for μ = 0 (or when a step_size is given), else the mode with the
+    smaller of the two bounds. The noise (hence ``second_moment``) does not depend on the mode.
+    """
+    mu, lip = loss.l2, loss.lipschitz
+    log_t = math.log(steps)
+    if mode == "strongly_convex" and not mu > 0.0:
+        raise InfeasibleSpec(
+            "model",
+            "strongly convex mode needs l2 > 0 (the objective's strong convexity); "
+            f"{loss.name} has l2 = 0 — set l2 > 0 or use mode 'convex'",
+        )
+    if mode == "strongly_convex" and step_size is not None:
+        raise InfeasibleSpec(
+            "optimizer.params.step_size",
+            "strongly convex mode uses η_t = 1/(μt); step_size (the c of η_t = c/√t) applies "
+            "to convex mode only — drop it or choose mode 'convex'",
+        )
+    convex_radius = DEFAULT_CONVEX_RADIUS if radius is None else radius
+    g_convex = math.sqrt((lip + mu * convex_radius) ** 2 + second_moment)
+    scale = 2.0 * convex_radius / g_convex if step_size is None else step_size
+    diameter = 2.0 * convex_radius
+    convex = BaselineSteps(
+        "convex",
+        InverseSqrtSchedule(scale),
+        convex_radius,
+        (diameter**2 / scale + scale * g_convex**2) * (2.0 + log_t) / math.sqrt(steps),
+    )
+    if mode == "convex" or not mu > 0.0 or (mode is None and step_size is not None):
+        return convex
+    strong_radius = lip / mu if radius is None else radius
+    g_strong_sq = (lip + mu * strong_radius) ** 2 + second_moment
+    strong = BaselineSteps(
+        "strongly_convex",
+        StepSchedule.capped_inverse_t(math.inf, mu),
+        strong_radius,
+        17.0 * g_strong_sq * (1.0 + log_t) / (mu * steps),
+    )
+    if mode == "strongly_convex":
+        return strong
+    return strong if strong.bound < convex.bound else convex
+
+
+def baseline_mode_field() -> Any:
+    return Field(
+        default=None,
+        description=(
+            "'convex' (η_t = c/√t, projection radius R default 10) or 'strongly_convex' "
+            "(η_t = 1/(μt), needs l2 > 0, R default L/μ). Default: convex for l2 = 0, else the "
+            "mode with the smaller Shamir–Zhang excess-risk bound."
+        ),
+    )
+
+
+def baseline_batch_size_field() -> Any:
+    return Field(
+        default=None,
+        ge=1,
+        description=("b: rows per step; the per-step sensitivity is 2L/b. Default: min(50, n)."),
+    )
+
+
+def baseline_radius_field() -> Any:
+    return Field(
+        default=None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description=(
+            "R: every iterate is projected onto the public ball ‖w‖ ≤ R. Default: L/μ in "
+            "strongly convex mode (it contains the optimum), 10 in convex mode (a guess)."
+        ),
+    )
+
+
+def baseline_step_size_field() -> Any:
+    return Field(
+        default=None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description=(
+            "Convex mode only: c in η_t = c/√t. Default: 2R/G with G² = (L + μR)² + E‖z‖² "
+            "(Shamir & Zhang 2013, Thm 2)."
+        ),
+    )
+
+
+def resolve_batch_size(batch_size: int | None, n: int) -> int:
+    """The analyst's b (at most n) or the default min(50, n)."""
+    if batch_size is None:
+        return min(DEFAULT_BATCH_SIZE, n)
+    if batch_size > n:
+        raise InfeasibleSpec(
+            "optimizer.params.batch_size",
+            f"batch_size must be at most the number of rows n = {n}",
+        )
+    return batch_size
