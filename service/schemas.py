@@ -207,8 +207,13 @@ class ModelOut(BaseModel):
     job_id: str
     dataset_id: str
     model: dict[str, Any]
-    coefficients: list[float]
-    intercept: float | None
+    coefficients: list[float] | list[list[float]] = Field(
+        description="One weight per encoded feature; for a categorical label, one row per class."
+    )
+    intercept: float | list[float] | None
+    classes: list[LabelValue] | None = Field(
+        default=None, description="Categorical labels: the class of each coefficient row."
+    )
     feature_names: list[str]
     encoding: dict[str, Any] = Field(description="The public encoding the coefficients apply to.")
     privacy: ModelPrivacy
@@ -224,7 +229,8 @@ class PredictResponse(BaseModel):
         description="Classification: the dataset's label values; regression: w·x."
     )
     probabilities: list[float] | None = Field(
-        description="Classification: the model's score for the positive class; regression: null."
+        description="Binary: the model's score for the positive class; multiclass: the "
+        "normalised one-vs-rest score of the predicted class; regression: null."
     )
 
 

@@ -88,6 +88,7 @@ def create_job(
         dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
         n_rows, n_features, dataset_delta = dataset.n_rows, dataset.n_features, dataset.delta
         label_type = dataset.label.get("type", "binary")
+        classes = len(dataset.label["classes"]) if label_type == "categorical" else None
     task = build_loss(body.model).task
     if (task == "regression") != (label_type == "numeric"):
         wanted = "a regression model" if label_type == "numeric" else "a classification model"
@@ -104,7 +105,13 @@ def create_job(
     target = PrivacyTarget(epsilon=body.privacy.epsilon, delta=body.privacy.delta)
     try:
         planned = plan_job(
-            body.model, body.optimizer.name, body.optimizer.params, n_rows, n_features, target
+            body.model,
+            body.optimizer.name,
+            body.optimizer.params,
+            n_rows,
+            n_features,
+            target,
+            classes=classes,
         )
         curve = charge_curve(planned.plan.event, planned.plan.parallel_events)
     except InfeasibleSpec as exc:

@@ -30,6 +30,7 @@ def get_model(model_id: str, principal: AnyRole, sessions: Sessions) -> ModelOut
                 "model": m.model_spec,
                 "coefficients": m.coefficients,
                 "intercept": m.intercept,
+                "classes": m.label.get("classes"),
                 "feature_names": m.feature_names,
                 "encoding": m.encoder,
                 "privacy": m.privacy,
@@ -48,19 +49,31 @@ def predict(
     """
     with sessions() as session:
         m = visible_model(session, principal, model_id)
-        coefficients, intercept = list(m.coefficients), m.intercept
+        coefficients, intercept = m.coefficients, m.intercept
         encoder_json, label_json, model_json = m.encoder, m.label, m.model_spec
     encoder = Encoder.from_dict(encoder_json)
     try:
         X = encoder.encode_records(body.rows)
     except ValueError as exc:
         raise invalid("rows", str(exc)) from None
-    w = np.asarray(coefficients + ([intercept] if intercept is not None else []), dtype=float)
+    weights = np.atleast_2d(np.asarray(coefficients, dtype=float))
+    if intercept is not None:
+        weights = np.column_stack([weights, np.atleast_1d(np.asarray(intercept, dtype=float))])
     loss = build_loss(TypeAdapter(ModelSpec).validate_python(model_json))
+    label = LabelSpec.model_validate(label_json)
+    if label.type == "categorical":
+        scores = np.column_stack([loss.predict_proba(w, X) for w in weights])  # type: ignore[attr-defined]
+        scores = scores / np.maximum(scores.sum(axis=1, keepdims=True), 1e-300)
+        best = scores.argmax(axis=1)
+        classes = label.classes or []
+        return PredictResponse(
+            predictions=[classes[k] for k in best],
+            probabilities=[float(scores[i, k]) for i, k in enumerate(best)],
+        )
+    w = weights[0]
     if loss.task == "regression":
         values = loss.predict(w, X)
         return PredictResponse(predictions=[float(v) for v in values], probabilities=None)
     probabilities = loss.predict_proba(w, X)  # type: ignore[attr-defined]
-    label = LabelSpec.model_validate(label_json)
     predictions = [label.positive if p >= 0.5 else label.negative for p in probabilities]
     return PredictResponse(predictions=predictions, probabilities=[float(p) for p in probabilities])

@@ -399,6 +399,20 @@ def encode_labels(
     return np.ascontiguousarray(np.where(codes == 0, 1.0, -1.0), dtype=np.float64)
 
 
+def encode_one_vs_rest(data: pd.DataFrame | pd.Series, label: LabelSpec) -> FloatArray:
+    """For a categorical label: a (K, n) matrix whose row k is +1 where the value is class k
+    (normalised matching) and −1 elsewhere — the labels of the K one-vs-rest problems."""
+    if isinstance(data, pd.DataFrame):
+        data = data[label.column]
+    classes = label.classes or []
+    lookup = {normalise_value(c): k for k, c in enumerate(classes)}
+    codes = _value_codes(data, {key: k for key, k in lookup.items() if key is not None})
+    out = np.full((len(classes), len(codes)), -1.0)
+    rows = np.flatnonzero(codes >= 0)
+    out[codes[rows], rows] = 1.0
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # Schema checks (all on public metadata)
 # --------------------------------------------------------------------------------------------

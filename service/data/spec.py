@@ -64,8 +64,10 @@ class LabelSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     column: str = Field(min_length=1)
-    type: Literal["binary", "numeric"] = Field(
-        default="binary", description="binary: classification; numeric: regression."
+    type: Literal["binary", "categorical", "numeric"] = Field(
+        default="binary",
+        description="binary: classification; categorical: multiclass (one-vs-rest); "
+        "numeric: regression.",
     )
     positive: LabelValue | None = Field(
         default=None, description="Binary labels: the value of the positive class."
@@ -73,10 +75,24 @@ class LabelSpec(BaseModel):
     negative: LabelValue | None = Field(
         default=None, description="Binary labels: the value of the negative class."
     )
+    classes: list[LabelValue] | None = Field(
+        default=None,
+        description="Categorical labels: the declared public classes (rows with any other "
+        "value belong to none of them).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> LabelSpec:
-        if self.type == "binary":
+        if self.type != "categorical" and self.classes is not None:
+            raise ValueError("only a categorical label takes 'classes'")
+        if self.type == "categorical":
+            if self.positive is not None or self.negative is not None:
+                raise ValueError("a categorical label takes 'classes', not positive/negative")
+            if not self.classes or len(self.classes) < 2:
+                raise ValueError("a categorical label needs at least two classes")
+            if len({str(c) for c in self.classes}) != len(self.classes):
+                raise ValueError("classes must be distinct")
+        elif self.type == "binary":
             if self.positive is None or self.negative is None:
                 raise ValueError("a binary label needs both 'positive' and 'negative'")
             if str(self.positive) == str(self.negative):

@@ -158,7 +158,11 @@ class Charge(Base):
 
 
 class TrainedModel(Base):
-    """A released (noised) model. ``job_id`` is unique: a job's model is stored once."""
+    """A released (noised) model. ``job_id`` is unique: a job's model is stored once.
+
+    ``coefficients`` is a vector, or one row per class for a one-vs-rest model, and
+    ``intercept`` correspondingly a number or a list (or null without an intercept).
+    """
 
     __tablename__ = "models"
 
@@ -168,7 +172,7 @@ class TrainedModel(Base):
     principal: Mapped[str] = mapped_column(String(200), index=True)
     model_spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     coefficients: Mapped[list[Any]] = mapped_column(JSON)
-    intercept: Mapped[float | None] = mapped_column(Float)
+    intercept: Mapped[Any] = mapped_column(JSON, nullable=True)
     feature_names: Mapped[list[Any]] = mapped_column(JSON)
     encoder: Mapped[dict[str, Any]] = mapped_column(JSON)
     label: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -16,6 +16,7 @@ from service.ledger.accounting import event_from_json, event_to_json
 from service.models.base import Loss
 from service.models.registry import ModelSpec, build_loss
 from service.optimizers.base import InfeasibleSpec, Optimizer, PrivacyTarget, ReleasePlan
+from service.optimizers.one_vs_rest import plan_one_vs_rest
 from service.optimizers.registry import get_optimizer
 
 
@@ -40,8 +41,13 @@ def plan_job(
     n: int,
     n_features: int,
     target: PrivacyTarget,
+    classes: int | None = None,
 ) -> JobPlan:
-    """Resolve and calibrate a job; raises :class:`InfeasibleSpec` naming the field at fault."""
+    """Resolve and calibrate a job; raises :class:`InfeasibleSpec` naming the field at fault.
+
+    With ``classes`` (a categorical label) the job is one-vs-rest over that many classes, the
+    budget composed across them (optimizers/one_vs_rest.py).
+    """
     try:
         optimizer = get_optimizer(optimizer_name)
     except KeyError:
@@ -58,7 +64,10 @@ def plan_job(
         raise InfeasibleSpec(field, f"{field}: {first.get('msg', 'invalid')}") from None
     loss = build_loss(model)
     dimension = model_dimension(model, n_features)
-    plan = optimizer.plan(params, loss, n, dimension, target)
+    if classes is None:
+        plan = optimizer.plan(params, loss, n, dimension, target)
+    else:
+        plan, _ = plan_one_vs_rest(optimizer, params, loss, n, dimension, target, classes)
     return JobPlan(loss=loss, optimizer=optimizer, params=params, plan=plan, dimension=dimension)
 
 

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import TypeAdapter
@@ -29,7 +31,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.data.encoding import Encoder
+from service.data.encoding import Encoder, encode_one_vs_rest
 from service.data.sources import SourceError, fingerprint, read_columns
 from service.data.spec import Feature, LabelSpec
 from service.db.models import Dataset, Job, TrainedModel, utcnow
@@ -38,6 +40,7 @@ from service.ids import new_id
 from service.ledger.admission import cancel_or_refund_unread
 from service.models.registry import ModelSpec, build_loss
 from service.optimizers.base import JobCancelled, ReleasePlan
+from service.optimizers.one_vs_rest import class_plan_of
 from service.optimizers.planning import plan_from_json
 from service.optimizers.registry import get_optimizer
 
@@ -154,16 +157,33 @@ def _fit_and_store(
         raise SourceError("source changed while the job was reading it")
     loss = build_loss(model_spec)
     X = encoder.encode(frame)
-    y = encoder.encode_labels(frame[label.column], label, getattr(loss, "label_bound", None))
+    if label.type == "categorical":
+        Y = encode_one_vs_rest(frame[label.column], label)
+    else:
+        Y = encoder.encode_labels(frame[label.column], label, getattr(loss, "label_bound", None))
     del frame
 
     plan = plan_from_json(plan_json)
     optimizer = get_optimizer(spec["optimizer"]["name"])
     progress = _ProgressReporter(sessions, job_id, attempt, plan)
     rng = np.random.default_rng()  # OS entropy; never logged or returned
-    w = optimizer.fit(plan, loss, X, y, rng, progress)
-    del X, y
+    class_plan = class_plan_of(plan)
+    if class_plan is None:
+        w = optimizer.fit(plan, loss, X, Y, rng, progress)
+    else:
+        steps = class_plan.total_steps
+        w = np.stack(
+            [
+                optimizer.fit(class_plan, loss, X, Y[k], rng, _offset(progress, k * steps))
+                for k in range(Y.shape[0])
+            ]
+        )
+    del X, Y
     return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
+
+
+def _offset(progress: _ProgressReporter, done: int) -> Callable[[int], None]:
+    return lambda step: progress(done + step)
 
 
 class _ProgressReporter:
@@ -206,8 +226,15 @@ def _store_model(
     label: LabelSpec,
     w: np.ndarray,
 ) -> str:
-    coefficients = [float(v) for v in w]
-    intercept = coefficients.pop() if encoder.fit_intercept else None
+    """Store the noised weights (a vector, or one row per class for one-vs-rest)."""
+    matrix = np.atleast_2d(w)
+    weights = matrix[:, :-1] if encoder.fit_intercept else matrix
+    intercepts = [float(v) for v in matrix[:, -1]] if encoder.fit_intercept else None
+    coefficients: list[Any] = weights.tolist()
+    intercept: Any = intercepts
+    if w.ndim == 1:
+        coefficients = coefficients[0]
+        intercept = intercepts[0] if intercepts is not None else None
     privacy = dict(spec["privacy"])  # type: ignore[arg-type]
     privacy.update(
         mechanism=plan.mechanism, noise_scale=plan.noise_scale, sensitivity=plan.sensitivity

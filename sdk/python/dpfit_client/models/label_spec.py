@@ -21,15 +21,19 @@ class LabelSpec:
 
         Attributes:
             column (str):
-            type_ (LabelSpecType | Unset): binary: classification; numeric: regression. Default: LabelSpecType.BINARY.
+            type_ (LabelSpecType | Unset): binary: classification; categorical: multiclass (one-vs-rest); numeric:
+                regression. Default: LabelSpecType.BINARY.
             positive (bool | float | int | None | str | Unset): Binary labels: the value of the positive class.
             negative (bool | float | int | None | str | Unset): Binary labels: the value of the negative class.
+            classes (list[bool | float | int | str] | None | Unset): Categorical labels: the declared public classes (rows
+                with any other value belong to none of them).
     """
 
     column: str
     type_: LabelSpecType | Unset = LabelSpecType.BINARY
     positive: bool | float | int | None | str | Unset = UNSET
     negative: bool | float | int | None | str | Unset = UNSET
+    classes: list[bool | float | int | str] | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         column = self.column
@@ -50,6 +54,19 @@ class LabelSpec:
         else:
             negative = self.negative
 
+        classes: list[bool | float | int | str] | None | Unset
+        if isinstance(self.classes, Unset):
+            classes = UNSET
+        elif isinstance(self.classes, list):
+            classes = []
+            for classes_type_0_item_data in self.classes:
+                classes_type_0_item: bool | float | int | str
+                classes_type_0_item = classes_type_0_item_data
+                classes.append(classes_type_0_item)
+
+        else:
+            classes = self.classes
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -63,6 +80,8 @@ class LabelSpec:
             field_dict["positive"] = positive
         if negative is not UNSET:
             field_dict["negative"] = negative
+        if classes is not UNSET:
+            field_dict["classes"] = classes
 
         return field_dict
 
@@ -96,11 +115,38 @@ class LabelSpec:
 
         negative = _parse_negative(d.pop("negative", UNSET))
 
+        def _parse_classes(data: object) -> list[bool | float | int | str] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                classes_type_0 = []
+                _classes_type_0 = data
+                for classes_type_0_item_data in _classes_type_0:
+
+                    def _parse_classes_type_0_item(data: object) -> bool | float | int | str:
+                        return cast(bool | float | int | str, data)
+
+                    classes_type_0_item = _parse_classes_type_0_item(classes_type_0_item_data)
+
+                    classes_type_0.append(classes_type_0_item)
+
+                return classes_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[bool | float | int | str] | None | Unset, data)
+
+        classes = _parse_classes(d.pop("classes", UNSET))
+
         label_spec = cls(
             column=column,
             type_=type_,
             positive=positive,
             negative=negative,
+            classes=classes,
         )
 
         return label_spec

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..types import UNSET, Unset
+
 if TYPE_CHECKING:
     from ..models.model_out_encoding import ModelOutEncoding
     from ..models.model_out_model import ModelOutModel
@@ -24,24 +26,27 @@ class ModelOut:
         job_id (str):
         dataset_id (str):
         model (ModelOutModel):
-        coefficients (list[float]):
-        intercept (float | None):
+        coefficients (list[float] | list[list[float]]): One weight per encoded feature; for a categorical label, one row
+            per class.
+        intercept (float | list[float] | None):
         feature_names (list[str]):
         encoding (ModelOutEncoding): The public encoding the coefficients apply to.
         privacy (ModelPrivacy):
         created_at (datetime.datetime):
+        classes (list[bool | float | int | str] | None | Unset): Categorical labels: the class of each coefficient row.
     """
 
     id: str
     job_id: str
     dataset_id: str
     model: ModelOutModel
-    coefficients: list[float]
-    intercept: float | None
+    coefficients: list[float] | list[list[float]]
+    intercept: float | list[float] | None
     feature_names: list[str]
     encoding: ModelOutEncoding
     privacy: ModelPrivacy
     created_at: datetime.datetime
+    classes: list[bool | float | int | str] | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -53,10 +58,23 @@ class ModelOut:
 
         model = self.model.to_dict()
 
-        coefficients = self.coefficients
+        coefficients: list[float] | list[list[float]]
+        if isinstance(self.coefficients, list):
+            coefficients = self.coefficients
 
-        intercept: float | None
-        intercept = self.intercept
+        else:
+            coefficients = []
+            for coefficients_type_1_item_data in self.coefficients:
+                coefficients_type_1_item = coefficients_type_1_item_data
+
+                coefficients.append(coefficients_type_1_item)
+
+        intercept: float | list[float] | None
+        if isinstance(self.intercept, list):
+            intercept = self.intercept
+
+        else:
+            intercept = self.intercept
 
         feature_names = self.feature_names
 
@@ -65,6 +83,19 @@ class ModelOut:
         privacy = self.privacy.to_dict()
 
         created_at = self.created_at.isoformat()
+
+        classes: list[bool | float | int | str] | None | Unset
+        if isinstance(self.classes, Unset):
+            classes = UNSET
+        elif isinstance(self.classes, list):
+            classes = []
+            for classes_type_0_item_data in self.classes:
+                classes_type_0_item: bool | float | int | str
+                classes_type_0_item = classes_type_0_item_data
+                classes.append(classes_type_0_item)
+
+        else:
+            classes = self.classes
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -82,6 +113,8 @@ class ModelOut:
                 "created_at": created_at,
             }
         )
+        if classes is not UNSET:
+            field_dict["classes"] = classes
 
         return field_dict
 
@@ -100,12 +133,40 @@ class ModelOut:
 
         model = ModelOutModel.from_dict(d.pop("model"))
 
-        coefficients = cast(list[float], d.pop("coefficients"))
+        def _parse_coefficients(data: object) -> list[float] | list[list[float]]:
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                coefficients_type_0 = cast(list[float], data)
 
-        def _parse_intercept(data: object) -> float | None:
+                return coefficients_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            if not isinstance(data, list):
+                raise TypeError()
+            coefficients_type_1 = []
+            _coefficients_type_1 = data
+            for coefficients_type_1_item_data in _coefficients_type_1:
+                coefficients_type_1_item = cast(list[float], coefficients_type_1_item_data)
+
+                coefficients_type_1.append(coefficients_type_1_item)
+
+            return coefficients_type_1
+
+        coefficients = _parse_coefficients(d.pop("coefficients"))
+
+        def _parse_intercept(data: object) -> float | list[float] | None:
             if data is None:
                 return data
-            return cast(float | None, data)
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                intercept_type_1 = cast(list[float], data)
+
+                return intercept_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(float | list[float] | None, data)
 
         intercept = _parse_intercept(d.pop("intercept"))
 
@@ -116,6 +177,32 @@ class ModelOut:
         privacy = ModelPrivacy.from_dict(d.pop("privacy"))
 
         created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
+
+        def _parse_classes(data: object) -> list[bool | float | int | str] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                classes_type_0 = []
+                _classes_type_0 = data
+                for classes_type_0_item_data in _classes_type_0:
+
+                    def _parse_classes_type_0_item(data: object) -> bool | float | int | str:
+                        return cast(bool | float | int | str, data)
+
+                    classes_type_0_item = _parse_classes_type_0_item(classes_type_0_item_data)
+
+                    classes_type_0.append(classes_type_0_item)
+
+                return classes_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[bool | float | int | str] | None | Unset, data)
+
+        classes = _parse_classes(d.pop("classes", UNSET))
 
         model_out = cls(
             id=id,
@@ -128,6 +215,7 @@ class ModelOut:
             encoding=encoding,
             privacy=privacy,
             created_at=created_at,
+            classes=classes,
         )
 
         model_out.additional_properties = d

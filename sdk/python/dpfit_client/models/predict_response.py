@@ -14,7 +14,8 @@ class PredictResponse:
     """
     Attributes:
         predictions (list[bool | float | int | str]): Classification: the dataset's label values; regression: w·x.
-        probabilities (list[float] | None): Classification: the model's score for the positive class; regression: null.
+        probabilities (list[float] | None): Binary: the model's score for the positive class; multiclass: the normalised
+            one-vs-rest score of the predicted class; regression: null.
     """
 
     predictions: list[bool | float | int | str]
