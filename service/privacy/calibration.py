@@ -23,8 +23,32 @@ from dp_accounting.rdp import rdp_privacy_accountant
 #: The per-job calibration grid: denser than the ledger's 13 orders where jobs' optima fall, but
 #: small, because sampled-without-replacement RDP costs O(α) terms per order.
 CALIBRATION_ORDERS: tuple[float, ...] = (
-    1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0, 14.0,
-    16.0, 20.0, 24.0, 28.0, 32.0, 48.0, 64.0, 128.0, 256.0,
+    1.25,
+    1.5,
+    1.75,
+    2.0,
+    2.25,
+    2.5,
+    3.0,
+    3.5,
+    4.0,
+    4.5,
+    5.0,
+    6.0,
+    7.0,
+    8.0,
+    10.0,
+    12.0,
+    14.0,
+    16.0,
+    20.0,
+    24.0,
+    28.0,
+    32.0,
+    48.0,
+    64.0,
+    128.0,
+    256.0,
 )
 
 
