@@ -37,11 +37,9 @@ from service.schemas import (
     ChargeOut,
     DatasetCreate,
     DatasetOut,
-    DatasetSource,
     GrantCreate,
     GrantOut,
     LedgerOut,
-    PrivacyBudget,
 )
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -231,5 +229,3 @@ def get_ledger(dataset_id: str, principal: Owner, sessions: Sessions) -> LedgerO
         consistent=consistent,
     )
 
-
-__all__ = ["router", "DatasetSource", "PrivacyBudget"]

@@ -18,10 +18,6 @@ PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("dpfit.api")
 
 
-class FieldError(dict[str, str]):
-    """{"field": dotted path, "message": why}."""
-
-
 class ProblemError(Exception):
     """An error the API reports as problem+json."""
 
@@ -67,10 +63,14 @@ def problem_response(
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:
+    """``("body", "model", "logistic_regression", "l2")`` → ``model.logistic_regression.l2``.
+
+    Body fields drop the ``body`` prefix; query/path/header fields keep theirs. Discriminated
+    unions add the tag to the path; it is kept because it says which variant was checked.
+    """
     parts = [str(p) for p in loc]
-    if parts and parts[0] in ("body", "query", "path", "header"):
-        parts = parts[1:] if parts[0] == "body" else parts
-    # Discriminated unions add the tag ("logistic_regression") to the path; keep it, it helps.
+    if parts[:1] == ["body"]:
+        parts = parts[1:]
     return ".".join(parts) or "body"
 
 

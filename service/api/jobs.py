@@ -38,8 +38,6 @@ def job_out(session: Session, job: Job) -> JobOut:
         session.scalar(select(Charge.id).where(Charge.job_id == job.id, Charge.kind == "refund"))
         is not None
     )
-    public_plan = {k: v for k, v in job.plan.items() if k != "event"}
-    public_plan["event"] = job.plan.get("event")
     return JobOut.model_validate(
         {
             "id": job.id,
@@ -49,7 +47,7 @@ def job_out(session: Session, job: Job) -> JobOut:
             "model": job.spec["model"],
             "optimizer": job.spec["optimizer"],
             "privacy": job.spec["privacy"],
-            "plan": public_plan,
+            "plan": job.plan,
             "model_id": job.model_id,
             "error": job.error,
             "refunded": refunded,
