@@ -107,7 +107,11 @@ class LiveServer:
 
 
 def start_server(
-    database_url: str, data_roots: list[Path], home: Path, workers: int = 1
+    database_url: str,
+    data_roots: list[Path],
+    home: Path,
+    workers: int = 1,
+    scheduler: str | None = None,
 ) -> LiveServer:
     env = dict(os.environ)
     env.update(
@@ -116,6 +120,8 @@ def start_server(
         DPFIT_WORKERS=str(workers),
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
     )
+    if scheduler:
+        env["DPFIT_DASK_SCHEDULER"] = scheduler
     server = LiveServer(database_url=database_url, port=free_port(), env=env, home=home)
     server.start()
     return server
