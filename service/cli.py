@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def migrate(database_url: str) -> None:
     """Upgrade the database to the newest Alembic revision."""
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # before import: plugins log at INFO
     from alembic.config import Config
 
     from alembic import command
@@ -23,7 +25,6 @@ def migrate(database_url: str) -> None:
     config = Config(str(ROOT / "alembic.ini"))
     config.set_main_option("script_location", str(ROOT / "alembic"))
     config.attributes["url"] = database_url
-    logging.getLogger("alembic").setLevel(logging.WARNING)
     command.upgrade(config, "head")
 
 
@@ -63,11 +64,18 @@ def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> Non
     print("data roots: " + ", ".join(str(r) for r in settings.data_roots), flush=True)
     workers = settings.dask_scheduler or f"LocalCluster, {settings.workers} worker process(es)"
     print(f"workers: {workers}", flush=True)
-    print(
-        "first key: dpfit keys create --role admin --name admin   (same DPFIT_DATABASE_URL)",
-        flush=True,
-    )
+    command = _own_command()
+    print(f"first key: {command} keys create --role admin --name admin", flush=True)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+
+
+def _own_command() -> str:
+    """How the user can call this CLI again (e.g. ``.venv/bin/dpfit`` from the repository)."""
+    script = Path(sys.argv[0])
+    if script.name == "dpfit" and script.exists():
+        relative = os.path.relpath(script)
+        return relative if relative.startswith(".") else f"./{relative}"
+    return "dpfit"
 
 
 def main(argv: list[str] | None = None) -> int:
