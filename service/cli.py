@@ -56,6 +56,7 @@ def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> Non
 
     from service.api.app import create_app
 
+    logging.getLogger("distributed").setLevel(logging.WARNING)
     if run_migrations:
         migrate(settings.database_url)
     shown = "http://localhost" if host in ("0.0.0.0", "::") else f"http://{host}"
