@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +47,6 @@ from service.optimizers.sgd_common import (
     InverseSqrtSchedule,
     StepSchedule,
     baseline_steps,
-    calibrate_noise_multiplier_fast,
     schedule_from_json,
 )
 from service.privacy.calibration import calibrate_noise_multiplier, event_epsilon
@@ -305,39 +303,35 @@ def test_bst14_calibration(n: int, b: int, iterations: int, eps: float, delta: f
     assert all(math.isfinite(v) and v > 0 for v in curve[:8])
 
 
-def test_fast_calibration_matches_reference() -> None:
-    """The fast search agrees with service.privacy.calibration's (one sampled case; the
-    reference takes ~1.5 s there because it evaluates orders up to 256 at every step)."""
+def test_tiered_calibration_of_sampled_events_matches_the_full_grid() -> None:
+    """subsampled=True searches low orders first; it must give the full grid's answer."""
 
     def sampled(v: float) -> dp_event.DpEvent:
         return bst14_event(v, 2000, 40, 500)
 
-    fast = calibrate_noise_multiplier_fast(sampled, 1.0, 1e-5)
-    assert fast == pytest.approx(calibrate_noise_multiplier(sampled, 1.0, 1e-5), rel=2e-3)
+    tiered = calibrate_noise_multiplier(sampled, 1.0, 1e-5, subsampled=True)
+    assert tiered == pytest.approx(calibrate_noise_multiplier(sampled, 1.0, 1e-5), rel=2e-3)
+    assert event_epsilon(sampled(tiered), 1e-5) <= 1.0
 
     # small ε needs orders above 64 (α − 1 ≈ 2 log(1/δ)/ε): the full grid is searched then
     def composed(v: float) -> dp_event.DpEvent:
         return scs13_event(v, 3)
 
-    small = calibrate_noise_multiplier_fast(composed, 0.1, 1e-5)
+    small = calibrate_noise_multiplier(composed, 0.1, 1e-5, subsampled=True)
     assert small == pytest.approx(calibrate_noise_multiplier(composed, 0.1, 1e-5), rel=2e-3)
-    # huge ε: the smallest multiplier searched is returned instead of a bracketing failure
-    assert calibrate_noise_multiplier_fast(composed, 1e9, 1e-5) == pytest.approx(1e-3)
+    # huge ε: a valid, tiny multiplier instead of a bracketing failure
+    huge = calibrate_noise_multiplier(composed, 1e9, 1e-5)
+    assert 0 < huge < 1e-3 and event_epsilon(composed(huge), 1e-5) <= 1e9
 
 
-def test_plan_is_fast_for_large_n() -> None:
-    """Calibration and the ledger's RDP curve together well under a second at n = 50 000."""
-    start = time.process_time()
+def test_plan_and_charge_work_at_large_n() -> None:
+    """Calibration and the ledger's RDP curve at n = 50 000 (speed is measured in bench/)."""
     plan = _bst(LogisticLoss(l2=1e-4), 50_000, 20, 1.0, 1e-5)
     curve = rdp_curve(plan.event)
-    elapsed = time.process_time() - start
     assert plan.total_steps == 10_000
     assert all(math.isfinite(v) for v in curve[:12])
-    assert elapsed < 1.0
-    start = time.process_time()
     plan = _scs(LogisticLoss(l2=1e-4), 50_000, 20, 1.0, 1e-5, passes=10)
     rdp_curve(plan.event)
-    assert time.process_time() - start < 1.0
 
 
 def _linear_one_batch(n: int, d: int) -> tuple[FloatArray, FloatArray, FloatArray]:

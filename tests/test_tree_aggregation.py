@@ -4,7 +4,6 @@ noise distribution, event and calibration (DESIGN §6)."""
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -15,7 +14,6 @@ from service.ledger.accounting import ORDERS, rdp_curve
 from service.privacy.calibration import calibrate_noise_multiplier, event_epsilon
 from service.privacy.tree_aggregation import (
     TreeAggregator,
-    calibrate_multiplier,
     element_nodes,
     node_sums,
     prefix_nodes,
@@ -155,24 +153,21 @@ def test_tree_event_is_a_plain_gaussian_pinned() -> None:
 
 
 @pytest.mark.parametrize(("eps", "delta"), [(0.05, 1e-6), (1.0, 1e-5), (8.0, 1e-9)])
-def test_calibrate_multiplier_is_tight_and_agrees(eps: float, delta: float) -> None:
-    z = calibrate_multiplier(tree_event, eps, delta)
+def test_calibration_is_tight_and_agrees(eps: float, delta: float) -> None:
+    z = calibrate_noise_multiplier(tree_event, eps, delta, rtol=1e-6)
     assert event_epsilon(tree_event(z), delta) <= eps
     assert event_epsilon(tree_event(z * (1 - 1e-4)), delta) > eps  # the smallest such z
-    assert z == pytest.approx(calibrate_noise_multiplier(tree_event, eps, delta), rel=2e-4)
 
 
 @pytest.mark.parametrize("eps", [1e4, 1e6, 1e9])
-def test_calibrate_multiplier_handles_huge_epsilon(eps: float) -> None:
-    start = time.perf_counter()
-    z = calibrate_multiplier(tree_event, eps, 1e-5)
-    assert time.perf_counter() - start < 1.0
+def test_calibration_handles_huge_epsilon(eps: float) -> None:
+    z = calibrate_noise_multiplier(tree_event, eps, 1e-5, rtol=1e-6)
     assert 0 < z < 0.1
     assert event_epsilon(tree_event(z), 1e-5) <= eps
     assert event_epsilon(tree_event(z * (1 - 1e-4)), 1e-5) > eps
 
 
-def test_calibrate_multiplier_rejects_bad_targets() -> None:
+def test_calibration_rejects_bad_targets() -> None:
     for eps, delta in [(0.0, 1e-5), (math.inf, 1e-5), (1.0, 0.0), (1.0, 1.0)]:
         with pytest.raises(ValueError):
-            calibrate_multiplier(tree_event, eps, delta)
+            calibrate_noise_multiplier(tree_event, eps, delta)

@@ -83,7 +83,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
-from service.privacy.tree_aggregation import calibrate_multiplier
+from service.privacy.calibration import calibrate_noise_multiplier
 
 __all__ = [
     "ITERATION_HARD_CAP",
@@ -297,8 +297,8 @@ class DpAccMD:
         if p.iterations is not None:
             iterations = int(p.iterations)
         else:
-            z_single = calibrate_multiplier(
-                lambda z: dp_event.GaussianDpEvent(noise_multiplier=z), eps, delta
+            z_single = calibrate_noise_multiplier(
+                lambda z: dp_event.GaussianDpEvent(noise_multiplier=z), eps, delta, rtol=1e-6
             )
             floor = radius * sensitivity * z_single * math.sqrt(noise_factor)
             t_star = math.sqrt(smooth_c * math.sqrt(bregman) / floor) if smooth_c > 0 else 1.0
@@ -307,11 +307,12 @@ class DpAccMD:
                 if not t_star < p.max_iterations
                 else max(1, math.ceil(t_star))
             )
-        z = calibrate_multiplier(
+        z = calibrate_noise_multiplier(
             lambda m: accmd_event(m, iterations),
             eps,
             delta,
             initial_guess=math.sqrt(iterations),
+            rtol=1e-6,
         )
         sigma = z * sensitivity
         dual_sigma_sq = radius**2 * sigma**2 * noise_factor

@@ -4,7 +4,7 @@ losses that are non-convex, satisfy the Polyak–Łojasiewicz (PL) condition, or
 This module also holds the pieces the other gradient-perturbation optimizers share
 (``rrpsgd``, ``dp_svrg``, ``dp_svrg_pp``): the record of one noisy release
 (:class:`QueryRecord`), the proximal step, the data checks and the noise-multiplier calibration
-(:func:`calibrate_multiplier`).
+(calibration lives in :mod:`service.privacy.calibration`).
 
 Algorithm (Alg. 4, with the L1 term handled by a proximal step). ``w_0 = 0``; for t = 1 … T:
 
@@ -33,7 +33,8 @@ Rényi DP is α/(2z²) at every order α (Mironov 2017, Prop. 7); T adaptively c
 Tα/(2z²). The charged event is ``SelfComposedDpEvent(GaussianDpEvent(z), T)`` under REPLACE_ONE
 (dp-accounting's RDP accountant does not double z; DESIGN §2). z is the smallest multiplier
 whose RDP-to-(ε, δ) conversion (Canonne, Kamath & Steinke 2020, as dp-accounting implements it)
-meets the target, found numerically by :func:`calibrate_multiplier`. Every iterate, hence w_T, is
+meets the target, found numerically by
+:func:`service.privacy.calibration.calibrate_noise_multiplier`. Every iterate, hence w_T, is
 post-processing of the T noisy gradients. δ = 0 is impossible (a Gaussian mechanism is never
 pure ε-DP).
 
@@ -83,16 +84,13 @@ noisy GD with η = 1/β_F is a descent method on average, and w_T is what users 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from dp_accounting import NeighboringRelation, dp_event
-from dp_accounting.rdp import rdp_privacy_accountant
+from dp_accounting import dp_event
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import optimize
 
 from service.models.base import FloatArray, Loss
 from service.optimizers.base import (
@@ -102,19 +100,17 @@ from service.optimizers.base import (
     ReleasePlan,
 )
 from service.privacy.analytic_gaussian import sample_gaussian
-from service.privacy.calibration import CALIBRATION_ORDERS
+from service.privacy.calibration import calibrate_noise_multiplier
 
 __all__ = [
     "ITERATION_HARD_CAP",
     "DPGD",
     "DPGDParams",
     "QueryRecord",
-    "calibrate_multiplier",
     "check_data",
     "check_gaussian_target",
     "check_lipschitz",
     "default_iterations",
-    "event_epsilon_on",
     "full_gradient_query",
     "gradient_sensitivity",
     "noisy_gradient_descent",
@@ -234,149 +230,9 @@ def check_lipschitz(loss: Loss) -> None:
         raise InfeasibleSpec("model", f"{loss.name} has no finite smoothness / l2")
 
 
-# --- calibration ------------------------------------------------------------------------------
-
-#: Tiers of orders for sampled-without-replacement events, whose RDP dp-accounting computes
-#: at a cost growing like α² per order: the search runs on the orders ≤ 32 first, then ≤ 64,
-#: then on the whole grid, moving on only when the optimum sits at the top of a tier.
-_ORDER_TIERS = (32.0, 64.0)
-_Z_MIN, _Z_MAX = 1e-8, 1e8
-_REL_TOL = 1e-3
-
-
-def _accountant(orders: Sequence[float]) -> rdp_privacy_accountant.RdpAccountant:
-    return rdp_privacy_accountant.RdpAccountant(list(orders), NeighboringRelation.REPLACE_ONE)
-
-
-def event_epsilon_on(
-    event: dp_event.DpEvent, delta: float, orders: Sequence[float]
-) -> tuple[float, float]:
-    """(ε, optimal order) of ``event`` at δ under REPLACE_ONE on the given orders.
-
-    Converts the accountant's RDP vector itself with values clamped at 0 (dp-accounting reports
-    ε = 0 when rounding makes an RDP value slightly negative, which happens for sampled events
-    at huge noise multipliers) and NaN read as ∞, so the answer is never optimistic.
-    """
-    accountant = _accountant(orders)
-    accountant.compose(event)
-    rdp = np.asarray(accountant._rdp, dtype=np.float64)  # noqa: SLF001 - the curve itself
-    rdp = np.where(np.isnan(rdp), np.inf, np.maximum(rdp, 0.0))
-    eps, order = rdp_privacy_accountant.compute_epsilon(list(orders), list(rdp), delta)
-    eps = float(eps)
-    return (eps if math.isfinite(eps) else math.inf), float(order)
-
-
-def _smallest_multiplier(
-    make_event: Callable[[float], dp_event.DpEvent],
-    epsilon: float,
-    delta: float,
-    orders: Sequence[float],
-    initial_guess: float,
-) -> tuple[float, float] | None:
-    """(z, optimal order at z): the smallest z in [1e-8, 1e8] (to relative 1e-3, rounded up)
-    with ε(make_event(z)) ≤ ε on ``orders``; None if even z = 1e8 does not suffice. Brackets
-    the root by steps of growing width in log z from ``initial_guess``, then runs Brent's
-    method on log z."""
-    optimal_order: dict[float, float] = {}
-
-    def gap(log_z: float) -> float:
-        eps, order = event_epsilon_on(make_event(math.exp(log_z)), delta, orders)
-        optimal_order[log_z] = order
-        return eps - epsilon
-
-    lo_limit, hi_limit = math.log(_Z_MIN), math.log(_Z_MAX)
-    x = min(max(math.log(initial_guess), lo_limit), hi_limit)
-    g = gap(x)
-    width = math.log(2.0)
-    if g > 0.0:  # too little noise: move up until it suffices
-        lo = x
-        while True:
-            if x >= hi_limit:
-                return None
-            x = min(x + width, hi_limit)
-            width *= 2.0
-            g = gap(x)
-            if g <= 0.0:
-                hi = x
-                break
-            lo = x
-    else:  # enough noise: move down until it no longer suffices
-        hi = x
-        while True:
-            if x <= lo_limit:
-                return _Z_MIN, optimal_order[x]
-            x = max(x - width, lo_limit)
-            width *= 2.0
-            if gap(x) > 0.0:
-                lo = x
-                break
-            hi = x
-    root = optimize.brentq(gap, lo, hi, xtol=_REL_TOL / 4)
-    log_z = max(root, lo)
-    while gap(log_z) > 0.0:
-        log_z += _REL_TOL
-    return math.exp(log_z), optimal_order[log_z]
-
-
-def _conversion_floor(orders: Sequence[float], delta: float) -> float:
-    """The smallest ε the RDP→DP conversion can give on ``orders`` with RDP → 0 (other than
-    through the degenerate ε = 0 route, which needs RDP ≲ δ²)."""
-    return min(math.log1p(-1.0 / a) - math.log(delta * a) / (a - 1.0) for a in orders)
-
-
-def calibrate_multiplier(
-    make_event: Callable[[float], dp_event.DpEvent],
-    epsilon: float,
-    delta: float,
-    *,
-    initial_guess: float = 1.0,
-    subsampled: bool = False,
-) -> float:
-    """The smallest noise multiplier z (to relative 1e-3, rounded up) such that
-    ``make_event(z)`` is (ε, δ)-DP per dp-accounting's RDP accountant (REPLACE_ONE) on
-    :data:`service.privacy.calibration.CALIBRATION_ORDERS`.
-
-    Same answer, to 1e-3, as :func:`service.privacy.calibration.calibrate_noise_multiplier` (a test
-    checks it), but it works for any ε (its search runs on log z over [1e-8, 1e8] instead of
-    starting at z = 1e-3) and it is fast for sampled events: with ``subsampled=True`` it first
-    searches on the orders ≤ 32 only — a subset of the grid, so the answer is valid for the
-    full grid (ε is a minimum over orders) — then on the orders ≤ 64, then on the whole grid
-    (the orders 128, 256 cost most), moving on only when the optimum sits at the top of the
-    current subset or ε is below what it can certify (small ε). ``make_event`` must be monotone
-    (more noise never costs more). Raises :class:`InfeasibleSpec` ("privacy.epsilon") when no
-    multiplier up to 1e8 suffices.
-    """
-    if not (math.isfinite(epsilon) and epsilon > 0.0 and 0.0 < delta < 1.0):
-        raise ValueError("calibration needs epsilon > 0 and 0 < delta < 1")
-    full = list(CALIBRATION_ORDERS)
-    candidates: list[float] = []
-    tiers = _ORDER_TIERS if subsampled else ()
-    for top in tiers:
-        orders = [a for a in full if a <= top]
-        if epsilon <= _conversion_floor(orders, delta):
-            continue
-        found = _smallest_multiplier(make_event, epsilon, delta, orders, initial_guess)
-        if found is not None:
-            z, order = found
-            if order < top:
-                return z
-            candidates.append(z)
-            initial_guess = z
-    found = _smallest_multiplier(make_event, epsilon, delta, full, initial_guess)
-    if found is not None:
-        candidates.append(found[0])
-    if not candidates:
-        raise InfeasibleSpec(
-            "privacy.epsilon",
-            "epsilon is too small for this number of noisy steps to be accounted (no noise "
-            "multiplier up to 1e8 suffices); use a larger epsilon or fewer steps",
-        )
-    return min(candidates)
-
-
 def single_release_multiplier(epsilon: float, delta: float) -> float:
     """z₁: the noise multiplier one Gaussian release needs for (ε, δ) (RDP accounting)."""
-    return calibrate_multiplier(
+    return calibrate_noise_multiplier(
         lambda z: dp_event.GaussianDpEvent(noise_multiplier=z), epsilon, delta
     )
 
@@ -559,7 +415,7 @@ class DPGD:
         else:
             iterations = default_iterations(loss, n, d, z1, p.objective_gap, p.max_iterations)
         sensitivity = gradient_sensitivity(loss.lipschitz, n)
-        multiplier = calibrate_multiplier(
+        multiplier = calibrate_noise_multiplier(
             lambda z: _gd_event(z, iterations),
             target.epsilon,
             target.delta,

@@ -120,9 +120,9 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.privacy.calibration import calibrate_noise_multiplier
 from service.privacy.tree_aggregation import (
     TreeAggregator,
-    calibrate_multiplier,
     tree_depth,
     tree_event,
     tree_sensitivity,
@@ -507,7 +507,7 @@ class DpSpiderBoost:
         big_m = beta + mu
         b_gap = float(p.initial_gap)
         eps, delta = target.epsilon, target.delta
-        z = calibrate_multiplier(tree_event, eps, delta)
+        z = calibrate_noise_multiplier(tree_event, eps, delta, rtol=1e-6)
 
         # α, T and the tree depth m (module docstring): α solves Lemma 3.9's row count = n
         # for ε' = 1/(2z·m_α); T follows from α and m = depth(T). Iterate to the fixed point

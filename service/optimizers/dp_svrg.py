@@ -94,7 +94,6 @@ from service.optimizers.base import (
 )
 from service.optimizers.dp_gd import (
     QueryRecord,
-    calibrate_multiplier,
     check_data,
     check_gaussian_target,
     check_lipschitz,
@@ -104,6 +103,7 @@ from service.optimizers.dp_gd import (
     sample_batch,
 )
 from service.privacy.analytic_gaussian import sample_gaussian
+from service.privacy.calibration import calibrate_noise_multiplier
 
 __all__ = [
     "TOTAL_STEPS_HARD_CAP",
@@ -291,7 +291,7 @@ def plan_svrg(
             f"the schedule has {sum(lengths)} inner steps; at most {TOTAL_STEPS_HARD_CAP} are "
             "accepted (fewer epochs or shorter epochs)",
         )
-    multiplier = calibrate_multiplier(
+    multiplier = calibrate_noise_multiplier(
         lambda z: svrg_event(n, batch, z, lengths, ratio),
         target.epsilon,
         target.delta,

@@ -43,7 +43,7 @@ the per-pass structure is used only through "one step per pass touches row j".
 Noise. δ > 0: z_t ~ N(0, σ²I) with σ = zΔ, z the smallest noise multiplier for which the event
 is (ε, δ)-DP under dp-accounting's RDP accountant (REPLACE_ONE; it does not double σ/Δ, so z
 is exactly σ/Δ — DESIGN §2), found by
-:func:`service.optimizers.sgd_common.calibrate_noise_multiplier_fast`. δ = 0: SCS13's ε-DP
+:func:`service.privacy.calibration.calibrate_noise_multiplier`. δ = 0: SCS13's ε-DP
 variant, density ∝ exp(−‖z_t‖/s) with s = kΔ/ε (each of the k steps touching a row is
 ε/k-DP); the ledger charges ``pure_dp_event(ε)``.
 ``plan.sensitivity`` is the per-step Δ and ``plan.noise_scale`` the per-step σ (or s).
@@ -80,7 +80,6 @@ from service.optimizers.sgd_common import (
     baseline_radius_field,
     baseline_step_size_field,
     baseline_steps,
-    calibrate_noise_multiplier_fast,
     check_convex_loss,
     check_target,
     checked_data,
@@ -93,6 +92,7 @@ from service.optimizers.sgd_common import (
     run_sgd,
     schedule_from_json,
 )
+from service.privacy.calibration import calibrate_noise_multiplier
 from service.privacy.output_perturbation import pure_dp_event
 
 __all__ = [
@@ -216,7 +216,7 @@ class NoisySGDSCS13:
         m, b_min = pass_layout(n, batch_size)
         sensitivity = scs13_step_sensitivity(loss.lipschitz, n, batch_size)
         if target.delta > 0.0:
-            z = calibrate_noise_multiplier_fast(
+            z = calibrate_noise_multiplier(
                 lambda v: scs13_event(v, p.passes), target.epsilon, target.delta
             )
             mechanism, scale = "gaussian", z * sensitivity

@@ -29,7 +29,7 @@ Privacy (replace-one; S, S′ differ in row j).
    accountant does not double z (DESIGN §2), so we pass z = σ/(2L/b).
 3. Adaptive RDP composition over the T steps: ``SelfComposedDpEvent(…, T)`` is the event
    charged; z is the smallest value whose event is (ε, δ)-DP under the RDP accountant
-   (:func:`service.optimizers.sgd_common.calibrate_noise_multiplier_fast`).
+   (:func:`service.privacy.calibration.calibrate_noise_multiplier`).
 
 The sampling is exactly what the accountant assumes: fixed-size batches, without replacement,
 fresh and independent at every step — never Poisson sampling (unsupported under REPLACE_ONE) nor
@@ -64,7 +64,6 @@ from service.optimizers.sgd_common import (
     baseline_radius_field,
     baseline_step_size_field,
     baseline_steps,
-    calibrate_noise_multiplier_fast,
     check_convex_loss,
     check_target,
     checked_data,
@@ -76,6 +75,7 @@ from service.optimizers.sgd_common import (
     sampled_batches,
     schedule_from_json,
 )
+from service.privacy.calibration import calibrate_noise_multiplier
 
 __all__ = [
     "ITERATION_HARD_CAP",
@@ -223,10 +223,11 @@ class NoisySGDBST14:
         sensitivity = bst14_step_sensitivity(loss.lipschitz, batch_size)
         eps, delta = target.epsilon, target.delta
         guess = (batch_size / n) * math.sqrt(8.0 * iterations * math.log(1.0 / delta)) / eps
-        z = calibrate_noise_multiplier_fast(
+        z = calibrate_noise_multiplier(
             lambda v: bst14_event(v, n, batch_size, iterations),
             eps,
             delta,
+            subsampled=True,
             initial_guess=max(guess, 0.3),
         )
         sigma = z * sensitivity

@@ -84,7 +84,6 @@ from service.optimizers.base import (
 from service.optimizers.dp_gd import (
     ITERATION_HARD_CAP,
     QueryRecord,
-    calibrate_multiplier,
     check_data,
     check_gaussian_target,
     check_lipschitz,
@@ -92,6 +91,7 @@ from service.optimizers.dp_gd import (
     sample_batch,
 )
 from service.privacy.analytic_gaussian import sample_gaussian
+from service.privacy.calibration import calibrate_noise_multiplier
 
 __all__ = [
     "RRPSGD",
@@ -364,7 +364,7 @@ class RRPSGD:
                 "give step_size",
             )
         sensitivity = gradient_sensitivity(loss.lipschitz, batch)
-        multiplier = calibrate_multiplier(
+        multiplier = calibrate_noise_multiplier(
             lambda z: rrpsgd_event(n, batch, z, rounds),
             target.epsilon,
             target.delta,

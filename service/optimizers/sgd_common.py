@@ -32,16 +32,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
-import dp_accounting
 import numpy as np
-from dp_accounting import NeighboringRelation, dp_event
-from dp_accounting.rdp import rdp_privacy_accountant
 from numpy.typing import NDArray
 from pydantic import BaseModel, Field
 
 from service.models.base import FloatArray, Loss
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallback
-from service.privacy.calibration import CALIBRATION_ORDERS
 from service.privacy.output_perturbation import MAX_PURE_EPSILON, sample_release_noise
 
 __all__ = [
@@ -59,11 +55,9 @@ __all__ = [
     "noise_second_moment",
     "noise_source",
     "ROW_NORM_SLACK",
-    "SAMPLED_SEARCH_MAX_ORDER",
     "InverseSqrtSchedule",
     "Schedule",
     "StepSchedule",
-    "calibrate_noise_multiplier_fast",
     "check_convex_loss",
     "check_target",
     "checked_data",
@@ -85,12 +79,6 @@ DEFAULT_BATCH_SIZE = 50
 
 #: Rows may exceed ‖x‖ = 1 by rounding only; beyond this the loader broke its contract.
 ROW_NORM_SLACK = 1e-6
-
-#: Highest RDP order used while *searching* the noise of sampled-without-replacement events.
-#: The ledger can only charge such events at its orders ≤ 64 (``rdp_curve`` charges α = 10⁶ as
-#: +inf for them), and dp-accounting's WOR bound costs O(α²) per order (≈ 0.1 s at α = 256), so
-#: the search uses the calibration orders ≤ 64; the answer is then verified on the full grid.
-SAMPLED_SEARCH_MAX_ORDER = 64.0
 
 
 # --- spec checks --------------------------------------------------------------------------------
@@ -339,98 +327,6 @@ def run_sgd(
     if averaging and t > 0:
         return average
     return w
-
-
-# --- calibration of sampled Gaussian steps ---------------------------------------------------
-
-
-def calibrate_noise_multiplier_fast(
-    make_event: Callable[[float], dp_event.DpEvent],
-    epsilon: float,
-    delta: float,
-    initial_guess: float = 1.0,
-) -> float:
-    """The smallest z (to ~1e-3 relative, and ≥ 10⁻³) with ``make_event(z)`` (ε, δ)-DP;
-    ``make_event`` must be monotone (more noise never costs more privacy).
-
-    Same accountant and adjacency (REPLACE_ONE) as
-    :func:`service.privacy.calibration.calibrate_noise_multiplier` and the same answer up to
-    the tolerance (a test cross-checks them), with two differences that matter for the SGD
-    methods: it stays fast for ``SampledWithoutReplacementDpEvent``s, and for targets so loose
-    that z = 10⁻³ already meets them (huge ε) it returns 10⁻³ instead of failing to bracket.
-
-    Speed: dp-accounting's WOR bound costs O(α²) per order (≈ 0.1 s at α = 256), so the search
-    runs on the calibration orders ≤ :data:`SAMPLED_SEARCH_MAX_ORDER` first. More orders can
-    only lower ε, so that answer is valid on the full calibration grid and brackets its answer
-    from above; the full grid (orders 128 and 256 matter only for small ε) is searched only
-    when it lowers z by more than 0.2 %.
-    """
-    if not delta > 0.0:
-        raise ValueError("numerical Gaussian calibration needs delta > 0")
-    if not (math.isfinite(epsilon) and epsilon > 0.0):
-        raise ValueError("epsilon must be a finite number > 0")
-    grid = tuple(a for a in CALIBRATION_ORDERS if a <= SAMPLED_SEARCH_MAX_ORDER)
-    z = _search_noise_multiplier(make_event, epsilon, delta, grid, initial_guess, known_ok=False)
-    if _too_small(make_event, epsilon, delta, CALIBRATION_ORDERS, z * (1.0 - 2e-3)):
-        return z
-    return _search_noise_multiplier(
-        make_event, epsilon, delta, CALIBRATION_ORDERS, initial_guess, known_ok=False
-    )
-
-
-def _too_small(
-    make_event: Callable[[float], dp_event.DpEvent],
-    epsilon: float,
-    delta: float,
-    orders: tuple[float, ...],
-    z: float,
-) -> bool:
-    accountant = rdp_privacy_accountant.RdpAccountant(list(orders), NeighboringRelation.REPLACE_ONE)
-    return float(accountant.compose(make_event(z)).get_epsilon(delta)) > epsilon
-
-
-def _search_noise_multiplier(
-    make_event: Callable[[float], dp_event.DpEvent],
-    epsilon: float,
-    delta: float,
-    orders: tuple[float, ...],
-    guess: float,
-    *,
-    known_ok: bool,
-) -> float:
-    """Brent search on one order grid from a bracket found geometrically around ``guess``
-    (``known_ok``: ``guess`` is already known to meet the target on this grid)."""
-    lower_limit = 1e-3
-    factor = 1.05 if known_ok else 2.0  # squared after every miss
-    lo = hi = max(float(guess), lower_limit)
-    if not known_ok and _too_small(make_event, epsilon, delta, orders, hi):
-        while True:
-            lo, hi, factor = hi, hi * factor, factor * factor
-            if hi > 1e12:
-                raise ValueError("no noise multiplier below 1e12 meets the target")
-            if not _too_small(make_event, epsilon, delta, orders, hi):
-                break
-    else:
-        while True:
-            if lo <= lower_limit:
-                return lower_limit
-            lo, hi, factor = max(lo / factor, lower_limit), lo, factor * factor
-            if _too_small(make_event, epsilon, delta, orders, lo):
-                break
-
-    def accountant() -> rdp_privacy_accountant.RdpAccountant:
-        return rdp_privacy_accountant.RdpAccountant(list(orders), NeighboringRelation.REPLACE_ONE)
-
-    return float(
-        dp_accounting.calibrate_dp_mechanism(
-            accountant,
-            make_event,
-            epsilon,
-            delta,
-            bracket_interval=dp_accounting.ExplicitBracketInterval(lo, hi),
-            tol=5e-4 * lo,
-        )
-    )
 
 
 # --- the noisy-SGD baselines ------------------------------------------------------------------

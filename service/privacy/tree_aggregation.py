@@ -56,27 +56,22 @@ depth formulas against each other.
 
 Calibration. The run is a single Gaussian event, so the noise multiplier z = σ/Δ_tree is the
 smallest z for which ``GaussianDpEvent(z)`` is (ε, δ)-DP according to the RDP accountant
-(:func:`calibrate_multiplier`; a bracketing search that, unlike
-:func:`service.privacy.calibration.calibrate_noise_multiplier`, also works when the answer is
-below 10⁻³, e.g. for ε ≥ 10⁶).
+(:func:`service.privacy.calibration.calibrate_noise_multiplier`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from dp_accounting import dp_event
 
 from service.models.base import FloatArray
-from service.privacy.calibration import event_epsilon
 
 __all__ = [
     "Node",
     "TreeAggregator",
-    "calibrate_multiplier",
     "element_nodes",
     "node_sums",
     "prefix_nodes",
@@ -149,50 +144,6 @@ def tree_event(noise_multiplier: float) -> dp_event.GaussianDpEvent:
     if not (math.isfinite(noise_multiplier) and noise_multiplier > 0.0):
         raise ValueError("noise_multiplier must be a finite number > 0")
     return dp_event.GaussianDpEvent(noise_multiplier=noise_multiplier)
-
-
-def calibrate_multiplier(
-    make_event: Callable[[float], dp_event.DpEvent],
-    epsilon: float,
-    delta: float,
-    initial_guess: float = 1.0,
-    rtol: float = 1e-6,
-) -> float:
-    """The smallest z (to relative tolerance ``rtol``) with ``make_event(z)`` (ε, δ)-DP.
-
-    Uses the calibration accountant of :mod:`service.privacy.calibration` (RDP, REPLACE_ONE):
-    a geometric bracket search then bisection on log z. ``make_event`` must be monotone (more
-    noise never costs more). The returned z satisfies ``event_epsilon(make_event(z), δ) ≤ ε``.
-    """
-    if not (math.isfinite(epsilon) and epsilon > 0.0):
-        raise ValueError("epsilon must be a finite number > 0")
-    if not (math.isfinite(delta) and 0.0 < delta < 1.0):
-        raise ValueError("delta must be in (0, 1) for Gaussian noise")
-
-    def ok(z: float) -> bool:
-        return event_epsilon(make_event(z), delta) <= epsilon
-
-    hi = max(float(initial_guess), 1e-12)
-    for _ in range(200):
-        if ok(hi):
-            break
-        hi *= 4.0
-    else:  # pragma: no cover - ε(z) → 0 as z → ∞ for every Gaussian event
-        raise ArithmeticError("could not bracket the noise multiplier")
-    lo = hi
-    for _ in range(400):
-        lo /= 4.0
-        if not ok(lo):
-            break
-    else:  # pragma: no cover - ε(z) → ∞ as z → 0
-        raise ArithmeticError("could not bracket the noise multiplier")
-    while hi > lo * (1.0 + rtol):
-        mid = math.sqrt(lo * hi)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
 
 
 @dataclass
