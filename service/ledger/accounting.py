@@ -59,7 +59,12 @@ def rdp_curve(event: dp_event.DpEvent) -> list[float]:
         raise ValueError(f"the RDP accountant cannot account {type(event).__name__}")
     accountant.compose(event)
     values = dict(zip(cheap_orders, (float(v) for v in accountant._rdp), strict=True))  # noqa: SLF001
-    return [values[a] if a in values and math.isfinite(values[a]) else math.inf for a in ORDERS]
+    # RDP is ≥ 0; dp-accounting can round a sampled event's tiny RDP slightly below 0, and
+    # a charge must never credit the budget. NaN reads as +inf (never optimistic).
+    return [
+        max(values[a], 0.0) if a in values and math.isfinite(values[a]) else math.inf
+        for a in ORDERS
+    ]
 
 
 def charge_curve(
