@@ -65,3 +65,12 @@ def test_ci_runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in readme and "make test" in ci
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
+
+
+def test_readme_lists_every_optimizer_and_model() -> None:
+    from service.models.registry import model_names
+    from service.optimizers.registry import optimizer_names
+
+    readme = (ROOT / "README.md").read_text()
+    for name in [*optimizer_names(), *model_names()]:
+        assert f"`{name}`" in readme, f"{name} is missing from the README"
