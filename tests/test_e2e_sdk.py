@@ -108,7 +108,9 @@ def test_whole_story_through_the_sdk(server: LiveServer) -> None:
         "encoding",
         "privacy",
         "created_at",
+        "classes",
     }
+    assert model.classes is None  # a binary label: one coefficient vector
 
     predicted = predict.sync(
         done.model_id, client=analyst, body=PredictRequest.from_dict({"rows": PREDICT_ROWS})
