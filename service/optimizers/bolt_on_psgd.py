@@ -108,12 +108,12 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.inputs import checked_data
 from service.optimizers.sgd_common import (
     Mode,
     StepSchedule,
     check_convex_loss,
     check_target,
-    checked_data,
     coerce_params,
     pass_layout,
     permutation_batches,

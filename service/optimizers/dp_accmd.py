@@ -83,6 +83,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.inputs import checked_data
 from service.privacy.calibration import calibrate_noise_multiplier
 
 __all__ = [
@@ -101,7 +102,6 @@ __all__ = [
 ITERATION_HARD_CAP = 20_000
 
 #: Rows may exceed ‖x‖ = 1 by rounding only; beyond this the loader broke its contract.
-_ROW_NORM_SLACK = 1e-6
 
 
 class DpAccMDParams(BaseModel):
@@ -374,8 +374,7 @@ class DpAccMD:
             raise ValueError("the plan's sensitivity does not cover this loss")
         if float(getattr(loss, "l1", 0.0)) != config.l1:
             raise ValueError("the plan was made for another l1")
-        X = _checked_rows(np.asarray(X, dtype=np.float64), config.n, config.d)
-        y = _checked_labels(loss, np.asarray(y, dtype=np.float64), config.n)
+        X, y = checked_data(loss, X, y, config.n, config.d)
         return accmd_run(loss, X, y, config, rng, progress)
 
 
@@ -391,31 +390,6 @@ def _check_gaussian_target(target: PrivacyTarget, name: str) -> None:
         )
     if not (math.isfinite(delta) and 0.0 < delta < 1.0):
         raise InfeasibleSpec("privacy.delta", "delta must be in (0, 1)")
-
-
-def _checked_rows(X: FloatArray, n: int, d: int) -> FloatArray:
-    """X itself, or a row-rescaled copy when some rows exceed ‖x‖ = 1 by rounding only."""
-    if X.shape != (n, d):
-        raise ValueError("the data's shape differs from the plan's public n and d")
-    if not bool(np.all(np.isfinite(X))):
-        raise ValueError("rows must be finite")
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    if bool(np.any(norms > 1.0)):
-        if bool(np.any(norms > 1.0 + _ROW_NORM_SLACK)):
-            raise ValueError("rows must satisfy ‖x‖₂ ≤ 1 (the loader enforces the bound)")
-        X = X / np.maximum(norms, 1.0)[:, None]
-    return X
-
-
-def _checked_labels(loss: Loss, y: FloatArray, n: int) -> FloatArray:
-    if y.shape != (n,):
-        raise ValueError("labels must be a vector of n values")
-    check = getattr(loss, "check_labels", None)
-    if check is not None:
-        check(y)
-    elif not bool(np.all((y == 1.0) | (y == -1.0))):
-        raise ValueError("labels must be -1 or +1")
-    return y
 
 
 OPTIMIZER = DpAccMD

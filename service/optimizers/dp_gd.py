@@ -99,6 +99,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.inputs import checked_data
 from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.calibration import calibrate_noise_multiplier
 
@@ -107,7 +108,6 @@ __all__ = [
     "DPGD",
     "DPGDParams",
     "QueryRecord",
-    "check_data",
     "check_gaussian_target",
     "check_lipschitz",
     "default_iterations",
@@ -124,7 +124,6 @@ __all__ = [
 ITERATION_HARD_CAP = 100_000
 
 #: Rows may exceed ‖x‖ = 1 by rounding only; beyond this the loader broke its contract.
-_ROW_NORM_SLACK = 1e-6
 
 IntArray = NDArray[np.int64]
 
@@ -179,30 +178,6 @@ def sample_batch(rng: np.random.Generator, n: int, b: int) -> IntArray:
     if n <= 1000:
         return rng.permutation(n)[:b]
     return rng.choice(n, size=b, replace=False, shuffle=False)
-
-
-def check_data(X: FloatArray, y: FloatArray, n: int, d: int, loss: Loss) -> FloatArray:
-    """X itself, or a row-rescaled copy when some rows exceed ‖x‖ = 1 by rounding only.
-
-    Raises ``ValueError`` (without data values) when the shape differs from the plan's public
-    n and d, values are not finite, a row norm exceeds 1 beyond rounding, or a label is not
-    admissible for ``loss`` — the assumptions the sensitivity analysis rests on.
-    """
-    if X.shape != (n, d):
-        raise ValueError("the data's shape differs from the plan's public n and d")
-    if not bool(np.all(np.isfinite(X))):
-        raise ValueError("rows must be finite")
-    if y.shape != (n,) or not bool(np.all(np.isfinite(y))):
-        raise ValueError("labels must be a vector of n finite values")
-    check_labels = getattr(loss, "check_labels", None)
-    if check_labels is not None:
-        check_labels(y)
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    if bool(np.any(norms > 1.0)):
-        if bool(np.any(norms > 1.0 + _ROW_NORM_SLACK)):
-            raise ValueError("rows must satisfy ‖x‖₂ ≤ 1 (the loader enforces the bound)")
-        X = X / np.maximum(norms, 1.0)[:, None]
-    return X
 
 
 def check_gaussian_target(target: PrivacyTarget, name: str) -> None:
@@ -457,7 +432,7 @@ class DPGD:
         n, d = int(hp["n"]), int(hp["d"])
         if plan.sensitivity < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):
             raise ValueError("the plan's sensitivity does not cover this loss")
-        X = check_data(np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64), n, d, loss)
+        X, y = checked_data(loss, X, y, n, d)
         return noisy_gradient_descent(
             loss,
             X,

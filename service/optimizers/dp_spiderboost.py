@@ -120,6 +120,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.inputs import checked_data
 from service.privacy.calibration import calibrate_noise_multiplier
 from service.privacy.tree_aggregation import (
     TreeAggregator,
@@ -148,7 +149,6 @@ __all__ = [
 ITERATION_HARD_CAP = 100_000
 
 #: Rows may exceed ‖x‖ = 1 by rounding only; beyond this the loader broke its contract.
-_ROW_NORM_SLACK = 1e-6
 
 #: Failure probability ι in the default escape interval Γ (utility only).
 _ESCAPE_FAILURE = 0.1
@@ -633,8 +633,7 @@ class DpSpiderBoost:
             1 - 1e-12
         ):
             raise ValueError("the plan's sensitivity does not cover its tree")
-        X = _checked_rows(np.asarray(X, dtype=np.float64), config.n, config.d)
-        y = _checked_labels(loss, np.asarray(y, dtype=np.float64), config.n)
+        X, y = checked_data(loss, X, y, config.n, config.d)
         return spiderboost_run(loss, X, y, config, rng, progress)
 
 
@@ -678,31 +677,6 @@ def _check_smooth_loss(loss: Loss, name: str) -> tuple[float, float, float]:
             "model", f"{name} needs a smooth objective with β + μ > 0 (step size 1/(β + μ))"
         )
     return lip, beta, mu
-
-
-def _checked_rows(X: FloatArray, n: int, d: int) -> FloatArray:
-    """X itself, or a row-rescaled copy when some rows exceed ‖x‖ = 1 by rounding only."""
-    if X.shape != (n, d):
-        raise ValueError("the data's shape differs from the plan's public n and d")
-    if not bool(np.all(np.isfinite(X))):
-        raise ValueError("rows must be finite")
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    if bool(np.any(norms > 1.0)):
-        if bool(np.any(norms > 1.0 + _ROW_NORM_SLACK)):
-            raise ValueError("rows must satisfy ‖x‖₂ ≤ 1 (the loader enforces the bound)")
-        X = X / np.maximum(norms, 1.0)[:, None]
-    return X
-
-
-def _checked_labels(loss: Loss, y: FloatArray, n: int) -> FloatArray:
-    if y.shape != (n,):
-        raise ValueError("labels must be a vector of n values")
-    check = getattr(loss, "check_labels", None)
-    if check is not None:
-        check(y)
-    elif not bool(np.all((y == 1.0) | (y == -1.0))):
-        raise ValueError("labels must be -1 or +1")
-    return y
 
 
 OPTIMIZER = DpSpiderBoost

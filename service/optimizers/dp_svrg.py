@@ -94,7 +94,6 @@ from service.optimizers.base import (
 )
 from service.optimizers.dp_gd import (
     QueryRecord,
-    check_data,
     check_gaussian_target,
     check_lipschitz,
     full_gradient_query,
@@ -102,6 +101,7 @@ from service.optimizers.dp_gd import (
     proximal_step,
     sample_batch,
 )
+from service.optimizers.inputs import checked_data
 from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.calibration import calibrate_noise_multiplier
 
@@ -338,7 +338,7 @@ def fit_svrg(
     if float(hp["snapshot_sensitivity"]) < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):
         raise ValueError("the plan's snapshot sensitivity does not cover this loss")
     y = np.asarray(y, dtype=np.float64)
-    X = check_data(np.asarray(X, dtype=np.float64), y, n, d, loss)
+    X, y = checked_data(loss, X, y, n, d)
     return noisy_svrg(
         loss,
         X,

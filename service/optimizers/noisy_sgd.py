@@ -70,6 +70,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.inputs import checked_data
 from service.optimizers.sgd_common import (
     IntArray,
     InverseSqrtSchedule,
@@ -82,7 +83,6 @@ from service.optimizers.sgd_common import (
     baseline_steps,
     check_convex_loss,
     check_target,
-    checked_data,
     coerce_params,
     noise_second_moment,
     noise_source,

@@ -54,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
 from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.inputs import checked_data
 from service.optimizers.sgd_common import (
     IntArray,
     InverseSqrtSchedule,
@@ -66,7 +67,6 @@ from service.optimizers.sgd_common import (
     baseline_steps,
     check_convex_loss,
     check_target,
-    checked_data,
     coerce_params,
     noise_second_moment,
     noise_source,

@@ -64,6 +64,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.inputs import checked_data
 from service.privacy.output_perturbation import (
     MAX_PURE_EPSILON,
     calibrate_release,
@@ -85,7 +86,6 @@ __all__ = [
 ITERATION_HARD_CAP = 100_000
 
 #: Rows may exceed ‖x‖ = 1 by rounding only; beyond this the loader broke its contract.
-_ROW_NORM_SLACK = 1e-6
 
 
 class OutputPerturbationGDParams(BaseModel):
@@ -336,13 +336,9 @@ class OutputPerturbationGD:
         needed = gd_sensitivity(loss.lipschitz, n, step, iterations, loss.l2)
         if plan.sensitivity < needed * (1.0 - 1e-12):
             raise ValueError("the plan's sensitivity does not cover this loss")
-        X = _checked_rows(np.asarray(X, dtype=np.float64), n, d)
         if loss.l1 != 0.0:
             raise ValueError("this optimizer does not support l1 > 0")
-        y = np.asarray(y, dtype=np.float64)
-        if y.shape != (n,):
-            raise ValueError("labels must be a vector of n values")
-        loss.check_labels(y)  # {-1, +1} for classification, finite and |y| ≤ B for regression
+        X, y = checked_data(loss, X, y, n, d)
         w = gradient_descent(loss, X, y, step, iterations, progress)
         w += sample_release_noise(plan.mechanism, d, plan.noise_scale, rng)
         return w
@@ -360,20 +356,6 @@ def _check_target(target: PrivacyTarget) -> None:
             f"pure ε-DP (delta = 0) supports epsilon ≤ {MAX_PURE_EPSILON:g}; "
             "use a smaller epsilon or delta > 0",
         )
-
-
-def _checked_rows(X: FloatArray, n: int, d: int) -> FloatArray:
-    """X itself, or a row-rescaled copy when some rows exceed ‖x‖ = 1 by rounding only."""
-    if X.shape != (n, d):
-        raise ValueError("the data's shape differs from the plan's public n and d")
-    if not bool(np.all(np.isfinite(X))):
-        raise ValueError("rows must be finite")
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    if bool(np.any(norms > 1.0)):
-        if bool(np.any(norms > 1.0 + _ROW_NORM_SLACK)):
-            raise ValueError("rows must satisfy ‖x‖₂ ≤ 1 (the loader enforces the bound)")
-        X = X / np.maximum(norms, 1.0)[:, None]
-    return X
 
 
 OPTIMIZER = OutputPerturbationGD

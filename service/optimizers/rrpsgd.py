@@ -84,12 +84,12 @@ from service.optimizers.base import (
 from service.optimizers.dp_gd import (
     ITERATION_HARD_CAP,
     QueryRecord,
-    check_data,
     check_gaussian_target,
     check_lipschitz,
     gradient_sensitivity,
     sample_batch,
 )
+from service.optimizers.inputs import checked_data
 from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.calibration import calibrate_noise_multiplier
 
@@ -411,7 +411,7 @@ class RRPSGD:
         if float(getattr(loss, "l1", 0.0)) > 0.0:
             raise ValueError("rrpsgd needs l1 = 0")
         y = np.asarray(y, dtype=np.float64)
-        X = check_data(np.asarray(X, dtype=np.float64), y, n, d, loss)
+        X, y = checked_data(loss, X, y, n, d)
         w, _ = random_round_sgd(
             loss,
             X,

@@ -54,13 +54,11 @@ __all__ = [
     "baseline_steps",
     "noise_second_moment",
     "noise_source",
-    "ROW_NORM_SLACK",
     "InverseSqrtSchedule",
     "Schedule",
     "StepSchedule",
     "check_convex_loss",
     "check_target",
-    "checked_data",
     "coerce_params",
     "pass_layout",
     "permutation_batches",
@@ -76,9 +74,6 @@ _P = TypeVar("_P", bound=BaseModel)
 #: Mini-batch size used when the analyst gives none: Wu et al. (2017, §4.3, §4.6) recommend
 #: 10–50 and use 50; Zhang et al. (2017, §4) run BST14 with batches of 50 too.
 DEFAULT_BATCH_SIZE = 50
-
-#: Rows may exceed ‖x‖ = 1 by rounding only; beyond this the loader broke its contract.
-ROW_NORM_SLACK = 1e-6
 
 
 # --- spec checks --------------------------------------------------------------------------------
@@ -138,33 +133,6 @@ def check_convex_loss(loss: Loss, optimizer: str) -> None:
         raise InfeasibleSpec("model", f"{loss.name} has no finite Lipschitz constant")
     if not (math.isfinite(beta) and beta >= 0.0 and math.isfinite(mu) and mu >= 0.0):
         raise InfeasibleSpec("model", f"{loss.name} has no finite smoothness / l2")
-
-
-def checked_data(
-    loss: Loss, X: FloatArray, y: FloatArray, n: int, d: int
-) -> tuple[FloatArray, FloatArray]:
-    """The rows and labels the privacy proof assumes, or ``ValueError`` (no data values).
-
-    Shape (n, d) / (n,) as planned, finite, ‖x‖₂ ≤ 1 (rows above the bound by rounding only are
-    rescaled exactly to ≤ 1) and admissible labels (``loss.check_labels`` when available).
-    """
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if X.shape != (n, d):
-        raise ValueError("the data's shape differs from the plan's public n and d")
-    if y.shape != (n,):
-        raise ValueError("labels must be a vector of n values")
-    if not (bool(np.all(np.isfinite(X))) and bool(np.all(np.isfinite(y)))):
-        raise ValueError("rows and labels must be finite")
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    if bool(np.any(norms > 1.0)):
-        if bool(np.any(norms > 1.0 + ROW_NORM_SLACK)):
-            raise ValueError("rows must satisfy ‖x‖₂ ≤ 1 (the loader enforces the bound)")
-        X = X / np.maximum(norms, 1.0)[:, None]
-    check_labels = getattr(loss, "check_labels", None)
-    if check_labels is not None:
-        check_labels(y)
-    return X, y
 
 
 # --- batching -----------------------------------------------------------------------------------

@@ -1,0 +1,46 @@
+"""The checks every optimizer's ``fit`` makes on the rows before using them.
+
+The privacy proofs assume the rows the plan was made for: n rows of dimension d (public), finite
+values, ‖x‖₂ ≤ 1 and labels admissible for the loss. The loader guarantees all of it; these
+checks make a broken contract fail loudly instead of silently voiding the sensitivity analysis.
+Messages never contain data values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from service.models.base import FloatArray, Loss
+
+#: Rows may exceed ‖x‖ = 1 by floating-point rounding only; beyond this the loader broke its
+#: contract.
+ROW_NORM_SLACK = 1e-6
+
+
+def checked_data(
+    loss: Loss, X: FloatArray, y: FloatArray, n: int, d: int
+) -> tuple[FloatArray, FloatArray]:
+    """The rows and labels the privacy proof assumes, or ``ValueError`` (no data values).
+
+    Shape (n, d) / (n,) as planned, finite, ‖x‖₂ ≤ 1 (rows above the bound by rounding only are
+    rescaled exactly to ≤ 1) and admissible labels (``loss.check_labels`` when available).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if X.shape != (n, d):
+        raise ValueError("the data's shape differs from the plan's public n and d")
+    if y.shape != (n,):
+        raise ValueError("labels must be a vector of n values")
+    if not (bool(np.all(np.isfinite(X))) and bool(np.all(np.isfinite(y)))):
+        raise ValueError("rows and labels must be finite")
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    if bool(np.any(norms > 1.0)):
+        if bool(np.any(norms > 1.0 + ROW_NORM_SLACK)):
+            raise ValueError("rows must satisfy ‖x‖₂ ≤ 1 (the loader enforces the bound)")
+        X = X / np.maximum(norms, 1.0)[:, None]
+    check_labels = getattr(loss, "check_labels", None)
+    if check_labels is not None:
+        check_labels(y)
+    elif not bool(np.all((y == 1.0) | (y == -1.0))):
+        raise ValueError("labels must be -1 or +1")
+    return X, y
