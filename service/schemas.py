@@ -38,6 +38,14 @@ class KeyCreate(Strict):
     role: Role
 
 
+class KeyOut(BaseModel):
+    id: str
+    name: str
+    role: Role
+    created_at: datetime
+    revoked_at: datetime | None
+
+
 class KeyCreated(BaseModel):
     id: str
     name: str

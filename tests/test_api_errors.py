@@ -179,3 +179,19 @@ def test_grant_cap_limits_one_analyst(actors: dict[str, Any], server: LiveServer
     assert budget["your_epsilon_cap"] == 0.5
     assert budget["your_epsilon_spent"] == pytest.approx(0.3)
     assert budget["epsilon_remaining"] == pytest.approx(0.7)
+
+
+def test_admin_lists_and_revokes_keys(server: LiveServer) -> None:
+    admin = server.client(server.key("admin", "admin"))
+    name = f"temp-{uuid.uuid4().hex[:6]}"
+    created = admin.post("/v1/keys", json={"name": name, "role": "analyst"}).json()
+    temp = server.client(created["key"])
+    assert temp.get("/v1/jobs").status_code == 200
+    listed = admin.get("/v1/keys").json()
+    mine = next(k for k in listed if k["id"] == created["id"])
+    assert mine["name"] == name and mine["revoked_at"] is None and "key" not in mine
+    revoked = admin.post(f"/v1/keys/{created['id']}/revoke").json()
+    assert revoked["revoked_at"] is not None
+    problem(temp.get("/v1/jobs"), 401)
+    problem(temp.post(f"/v1/keys/{created['id']}/revoke"), 401)
+    problem(admin.post("/v1/keys/key_nope/revoke"), 404)

@@ -26,6 +26,8 @@ from .key_create import KeyCreate
 from .key_create_role import KeyCreateRole
 from .key_created import KeyCreated
 from .key_created_role import KeyCreatedRole
+from .key_out import KeyOut
+from .key_out_role import KeyOutRole
 from .label_spec import LabelSpec
 from .label_spec_type import LabelSpecType
 from .ledger_out import LedgerOut
@@ -74,6 +76,8 @@ __all__ = (
     "KeyCreated",
     "KeyCreatedRole",
     "KeyCreateRole",
+    "KeyOut",
+    "KeyOutRole",
     "LabelSpec",
     "LabelSpecType",
     "LedgerOut",

@@ -1,0 +1,185 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.key_out import KeyOut
+from ...models.problem import Problem
+from ...types import Response
+
+
+def _get_kwargs(
+    key_id: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/v1/keys/{key_id}/revoke".format(
+            key_id=quote(str(key_id), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> KeyOut | Problem | None:
+    if response.status_code == 200:
+        response_200 = KeyOut.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 401:
+        response_401 = Problem.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = Problem.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = Problem.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[KeyOut | Problem]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    key_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[KeyOut | Problem]:
+    """Revoke a key
+
+     Revoke a key: it authenticates nothing from now on. Idempotent.
+
+    Args:
+        key_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[KeyOut | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        key_id=key_id,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    key_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> KeyOut | Problem | None:
+    """Revoke a key
+
+     Revoke a key: it authenticates nothing from now on. Idempotent.
+
+    Args:
+        key_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        KeyOut | Problem
+    """
+
+    return sync_detailed(
+        key_id=key_id,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    key_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[KeyOut | Problem]:
+    """Revoke a key
+
+     Revoke a key: it authenticates nothing from now on. Idempotent.
+
+    Args:
+        key_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[KeyOut | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        key_id=key_id,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    key_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> KeyOut | Problem | None:
+    """Revoke a key
+
+     Revoke a key: it authenticates nothing from now on. Idempotent.
+
+    Args:
+        key_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        KeyOut | Problem
+    """
+
+    return (
+        await asyncio_detailed(
+            key_id=key_id,
+            client=client,
+        )
+    ).parsed
