@@ -228,4 +228,3 @@ def get_ledger(dataset_id: str, principal: Owner, sessions: Sessions) -> LedgerO
         recomputed_pure_epsilon=totals.pure_epsilon,
         consistent=consistent,
     )
-

@@ -114,8 +114,11 @@ def create_job(
         curve = charge_curve(planned.plan.event, planned.plan.parallel_events)
     except InfeasibleSpec as exc:
         raise invalid(exc.field, exc.message) from None
-    except ValueError as exc:
-        raise invalid("optimizer.name", f"this job cannot be accounted: {exc}") from None
+    except (ValueError, ArithmeticError) as exc:
+        # Planning sees only the public spec, so its message quotes no data.
+        raise invalid(
+            "optimizer.params", f"this job cannot be planned or accounted: {exc}"
+        ) from None
 
     spec = body.model_dump(mode="json")
     spec["optimizer"]["params"] = planned.params.model_dump(mode="json")

@@ -54,7 +54,7 @@ def predict(
     encoder = Encoder.from_dict(encoder_json)
     try:
         X = encoder.encode_records(body.rows)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise invalid("rows", str(exc)) from None
     weights = np.atleast_2d(np.asarray(coefficients, dtype=float))
     if intercept is not None:
