@@ -1,0 +1,327 @@
+r"""DP-AGD: Nesterov-accelerated (proximal) full-gradient descent with Gaussian noise on every
+gradient, for smooth convex losses.
+
+This is DP-GD (Wang, Ye & Xu 2017, Alg. 4; :mod:`service.optimizers.dp_gd`) with the gradient
+step replaced by the accelerated proximal step of FISTA (Beck & Teboulle 2009, eq. (4.1)–(4.3)),
+the Euclidean counterpart of paper 002's DP-AccMD. The privacy analysis is DP-GD's word for word:
+only *where* the T noisy gradients are taken changes, and those points are post-processing of
+earlier releases.
+
+Algorithm. w_0 = v_1 = 0, s_1 = 1; for t = 1 … T:
+
+    g_t     = ∇F(v_t; S) + ζ_t,              ζ_t ~ N(0, σ² I_d)    (the only data access)
+    w_t     = prox_{η·l1‖·‖₁}(v_t − η g_t)
+    s_{t+1} = (1 + √(1 + 4 s_t²)) / 2
+    v_{t+1} = w_t + ((s_t − 1)/s_{t+1}) (w_t − w_{t−1})
+
+and release w_T. F(w; S) = (1/n)Σ_i ℓ(w; x_i, y_i) + (μ/2)‖w‖² (the loss's ``gradient``); the
+L1 term enters only through the prox.
+
+Assumptions. Rows with ‖x‖₂ ≤ 1 (enforced by the loader, checked in ``fit``); per-example loss
+L-Lipschitz (privacy) and β-smooth and convex (utility and the default T only).
+
+Sensitivity (replace-one). Given the released past, v_t is fixed and identical on neighbouring
+datasets S ≃ S' (they differ in row j only); μ v_t and the prox are data-free, so the private
+part of the release at step t is the mean data gradient and
+
+    ‖∇F(v_t; S) − ∇F(v_t; S')‖ = ‖∇ℓ(v_t; x_j, y_j) − ∇ℓ(v_t; x'_j, y'_j)‖ / n ≤ 2L/n =: Δ.
+
+Privacy (accounting). Each step is a Gaussian mechanism with noise multiplier z = σ/Δ given the
+history; T adaptively composed steps are ``SelfComposedDpEvent(GaussianDpEvent(z), T)`` under
+REPLACE_ONE, RDP Tα/(2z²) (Mironov 2017, Prop. 7). z is the smallest multiplier whose RDP →
+(ε, δ) conversion meets the target (:func:`service.privacy.calibration.calibrate_noise_multiplier`).
+w_T is post-processing of the T noisy gradients. δ = 0 is impossible (Gaussian noise).
+
+Utility and defaults (public information only). η = 1/β_F with β_F = β + μ (FISTA's step). The
+noise-free method satisfies F(w_T) − F* ≤ 2β_F R²/(T + 1)² with R = ‖w*‖ (Beck & Teboulle 2009,
+Thm 4.4). For unbiased gradient noise with E‖ζ‖² = dσ², the accelerated stochastic method's
+error has, besides that optimisation term, a noise term of order σ_* R / √T with
+σ_*² = dσ² (Lan 2012, Cor. 1, Euclidean setup with Bregman radius V = R²/2 — the bound
+:mod:`service.optimizers.dp_accmd` uses in the ℓ1 geometry). Since σ = z_T Δ and T Gaussian
+steps at (ε, δ) need z_T = z₁√T exactly under RDP (z₁: the multiplier of one release), that
+noise term equals c·R/√2 with c = Δ z₁ √d — a floor independent of T. The default T is where
+the optimisation term β_F V/T² = β_F R²/(2T²) has fallen to that floor:
+
+    T = ⌈ (β_F R / (√2 Δ z₁ √d))^{1/2} ⌉ = ⌈ (β_F R n / (2√2 L z₁ √d))^{1/2} ⌉,
+
+clamped to [1, ``max_iterations``]; more steps only add noise without improving the bound. It
+grows like √(nε), as DP-AccMD's does. R is the analyst's public guess ``radius`` of ‖w*‖; with
+l2 = μ > 0 it defaults to the data-free bound √(2·gap/μ) (μ-strong convexity gives
+(μ/2)‖w*‖² ≤ F(0) − F* ≤ gap), gap = ``objective_gap`` (1 covers logistic, F(0) = log 2).
+
+Privacy never depends on η, T's rule, R or the momentum: a user may set any of them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+from dp_accounting import dp_event
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.models.base import FloatArray, Loss
+from service.optimizers.base import (
+    InfeasibleSpec,
+    PrivacyTarget,
+    ProgressCallback,
+    ReleasePlan,
+)
+from service.optimizers.dp_gd import (
+    ITERATION_HARD_CAP,
+    QueryRecord,
+    check_gaussian_target,
+    check_lipschitz,
+    full_gradient_query,
+    gradient_sensitivity,
+    proximal_step,
+    single_release_multiplier,
+)
+from service.optimizers.inputs import checked_data
+from service.privacy.analytic_gaussian import sample_gaussian
+from service.privacy.calibration import calibrate_noise_multiplier
+
+__all__ = ["DPAGD", "DPAGDParams", "accelerated_iterations", "noisy_accelerated_descent"]
+
+
+class DPAGDParams(BaseModel):
+    """Hyper-parameters of ``dp_agd``; omitted values get theory defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    iterations: int | None = Field(
+        default=None,
+        ge=1,
+        le=ITERATION_HARD_CAP,
+        description=(
+            "Number of noisy full-gradient steps T. Default: T = ⌈(β_F·R·n/(2√2·L·z₁·√d))^½⌉, "
+            "where the accelerated rate β_F·R²/(2T²) meets the noise floor (module docstring); "
+            "β_F = β + l2, z₁ the noise multiplier of one Gaussian release at (ε, δ), "
+            "R = radius; clamped to [1, max_iterations]."
+        ),
+    )
+    step_size: float | None = Field(
+        default=None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description=(
+            "Constant step size η. Default 1/β_F = 1/(β + l2). Privacy does not depend on it."
+        ),
+    )
+    radius: float | None = Field(
+        default=None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description=(
+            "The analyst's public guess of ‖w*‖, used only to choose the default T. Default "
+            "√(2·objective_gap/l2) (strong convexity); required when l2 = 0 and iterations is "
+            "not given."
+        ),
+    )
+    objective_gap: float = Field(
+        default=1.0,
+        gt=0.0,
+        allow_inf_nan=False,
+        description=(
+            "The analyst's public bound on F(0) − min F, used only for the default radius "
+            "(log 2 ≤ 1 for logistic regression)."
+        ),
+    )
+    max_iterations: int = Field(
+        default=1000,
+        ge=1,
+        le=ITERATION_HARD_CAP,
+        description="Cap on the default number of iterations (ignored if iterations is given).",
+    )
+
+
+def accelerated_iterations(
+    loss: Loss, n: int, d: int, z1: float, radius: float, max_iterations: int
+) -> int:
+    """The module docstring's T = ⌈(β_F R n / (2√2 L z₁ √d))^{1/2}⌉, clamped to
+    [1, max_iterations]."""
+    beta_f = loss.smoothness + loss.l2
+    log_t = 0.5 * (
+        math.log(beta_f)
+        + math.log(radius)
+        + math.log(n)
+        - math.log(2.0 * math.sqrt(2.0) * loss.lipschitz * z1 * math.sqrt(d))
+    )
+    t = math.exp(min(log_t, 700.0))
+    if not t < max_iterations:
+        return max_iterations
+    return max(1, math.ceil(t))
+
+
+def noisy_accelerated_descent(
+    loss: Loss,
+    X: FloatArray,
+    y: FloatArray,
+    *,
+    step_size: float,
+    iterations: int,
+    noise_std: float,
+    rng: np.random.Generator,
+    progress: ProgressCallback | None = None,
+    trace: list[QueryRecord] | None = None,
+) -> FloatArray:
+    """FISTA from 0 with noisy gradients (module docstring); returns w_T.
+
+    ``noise_std = 0`` switches the noise off without drawing from ``rng`` (the sensitivity
+    tests' noiseless run). ``trace`` (tests only) receives one :class:`QueryRecord` per step,
+    recorded at the point v_t where the gradient is taken.
+    """
+    d = X.shape[1]
+    w_prev: FloatArray = np.zeros(d, dtype=np.float64)
+    v: FloatArray = w_prev.copy()
+    zeros: FloatArray = np.zeros(d, dtype=np.float64)
+    s = 1.0
+    for t in range(1, iterations + 1):
+        g = full_gradient_query(loss, v, X, y)
+        noise = sample_gaussian(d, noise_std, rng) if noise_std > 0.0 else zeros
+        if trace is not None:
+            trace.append(QueryRecord("full_gradient", v.copy(), noise))
+        w = proximal_step(loss, v - step_size * (g + noise), step_size)
+        s_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * s * s))
+        v = w + ((s - 1.0) / s_next) * (w - w_prev)
+        w_prev, s = w, s_next
+        if progress is not None:
+            progress(t)
+    return w_prev
+
+
+def _agd_event(multiplier: float, iterations: int) -> dp_event.DpEvent:
+    return dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(multiplier), iterations)
+
+
+class DPAGD:
+    """Accelerated (FISTA) gradient descent with Gaussian noise on every full gradient."""
+
+    name: ClassVar[str] = "dp_agd"
+    summary: ClassVar[str] = (
+        "Nesterov-accelerated (FISTA) full-batch gradient descent from 0 with Gaussian noise "
+        "on every gradient; reaches DP-GD's accuracy in far fewer steps on ill-conditioned "
+        "convex problems. Noise calibrated by RDP accounting of the T noisy steps."
+    )
+    assumptions: ClassVar[str] = (
+        "Convex, L-Lipschitz, β-smooth per-example loss on rows with ‖x‖₂ ≤ 1; l1 ≥ 0 via a "
+        "proximal step; delta > 0; l2 > 0 or a public radius for the default T."
+    )
+    guarantee: ClassVar[str] = (
+        "(ε, δ)-DP, replace-one adjacency: T Gaussian steps of per-step sensitivity 2L/n, "
+        "accounted exactly as SelfComposed(Gaussian(σ/(2L/n)), T) by dp-accounting's RDP "
+        "accountant (the same accounting as dp_gd)."
+    )
+    reference: ClassVar[str] = (
+        "Beck & Teboulle (2009), FISTA, Thm 4.4; Wang, Ye & Xu (2017) Alg. 3–4 (DP-AccMD, "
+        "DP-GD) for the privacy analysis; Lan (2012), Cor. 1, for the noise floor."
+    )
+    Params: ClassVar[type[BaseModel]] = DPAGDParams
+
+    def plan(
+        self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
+    ) -> ReleasePlan:
+        """Resolve η, R and T, and calibrate σ, from public information only.
+
+        Raises :class:`InfeasibleSpec` for δ = 0 or an invalid (ε, δ), a non-convex loss or
+        one without finite constants ("model"), β + μ = 0 without a step size, or l2 = 0
+        without a radius or iterations ("optimizer.params.…").
+        """
+        p = (
+            params
+            if isinstance(params, DPAGDParams)
+            else DPAGDParams.model_validate(params.model_dump())
+        )
+        check_gaussian_target(target, self.name)
+        if n < 1 or d < 1:
+            raise ValueError("n and d must be >= 1")
+        check_lipschitz(loss)
+        if not loss.convex:
+            raise InfeasibleSpec(
+                "model",
+                f"{self.name} needs a convex loss (acceleration has no guarantee otherwise); "
+                f"{loss.name} is not convex — use dp_gd or rrpsgd",
+            )
+        beta_f = loss.smoothness + loss.l2
+        if p.step_size is not None:
+            step = float(p.step_size)
+        elif beta_f > 0.0:
+            step = 1.0 / beta_f
+        else:
+            raise InfeasibleSpec(
+                "optimizer.params.step_size",
+                f"{loss.name} with l2 = 0 has smoothness 0, so there is no default step size; "
+                "give step_size",
+            )
+        z1 = single_release_multiplier(target.epsilon, target.delta)
+        radius: float | None = p.radius
+        if radius is None and loss.l2 > 0.0:
+            radius = math.sqrt(2.0 * p.objective_gap / loss.l2)
+        if p.iterations is not None:
+            iterations = int(p.iterations)
+        elif radius is not None and beta_f > 0.0:
+            iterations = accelerated_iterations(loss, n, d, z1, radius, p.max_iterations)
+        else:
+            raise InfeasibleSpec(
+                "optimizer.params.radius",
+                "with l2 = 0 the default number of iterations needs a public guess of ‖w*‖: "
+                "give radius (or iterations), or use l2 > 0",
+            )
+        sensitivity = gradient_sensitivity(loss.lipschitz, n)
+        multiplier = calibrate_noise_multiplier(
+            lambda z: _agd_event(z, iterations),
+            target.epsilon,
+            target.delta,
+            initial_guess=z1 * math.sqrt(iterations),
+        )
+        hyperparameters: dict[str, Any] = {
+            "iterations": iterations,
+            "step_size": step,
+            "radius": radius,
+            "noise_multiplier": multiplier,
+            "objective_gap": p.objective_gap,
+            "n": n,
+            "d": d,
+        }
+        return ReleasePlan(
+            mechanism="gaussian_per_step",
+            sensitivity=sensitivity,
+            noise_scale=multiplier * sensitivity,
+            event=_agd_event(multiplier, iterations),
+            total_steps=iterations,
+            hyperparameters=hyperparameters,
+        )
+
+    def fit(
+        self,
+        plan: ReleasePlan,
+        loss: Loss,
+        X: FloatArray,
+        y: FloatArray,
+        rng: np.random.Generator,
+        progress: ProgressCallback,
+    ) -> FloatArray:
+        """Run ``plan`` on the private rows and return the noisy last iterate w_T.
+
+        Checks the data against the plan's public n, d and the row-norm / label assumptions,
+        and that the plan's per-step sensitivity covers this loss (without data values).
+        """
+        hp = plan.hyperparameters
+        n, d = int(hp["n"]), int(hp["d"])
+        if plan.sensitivity < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):
+            raise ValueError("the plan's sensitivity does not cover this loss")
+        X, y = checked_data(loss, X, y, n, d)
+        return noisy_accelerated_descent(
+            loss,
+            X,
+            np.asarray(y, dtype=np.float64),
+            step_size=float(hp["step_size"]),
+            iterations=int(hp["iterations"]),
+            noise_std=plan.noise_scale,
+            rng=rng,
+            progress=progress,
+        )
+
+
+OPTIMIZER = DPAGD
