@@ -41,6 +41,9 @@ class Case:
 
 CASES = [
     Case("logistic", LogisticLoss, 1.0, 0.25, True),
+    # clipped-slope logistic: L = C, β = c(1 − c) with c = min(C, 1/2)
+    Case("logistic_clip0.5", lambda **kw: LogisticLoss(gradient_clip=0.5, **kw), 0.5, 0.25, True),
+    Case("logistic_clip0.2", lambda **kw: LogisticLoss(gradient_clip=0.2, **kw), 0.2, 0.16, True),
     Case("huber_svm_h0.5", lambda **kw: HuberSVMLoss(width=0.5, **kw), 1.0, 1.0, True),
     Case("huber_svm_h0.1", lambda **kw: HuberSVMLoss(width=0.1, **kw), 1.0, 5.0, True),
     Case("huber_svm_h2", lambda **kw: HuberSVMLoss(width=2.0, **kw), 1.0, 0.25, True),
@@ -152,7 +155,12 @@ def test_family_parameters_are_validated() -> None:
 def _reference_phi(loss: LinearModelLoss, z: FloatArray, y: FloatArray) -> FloatArray:
     """The per-row loss written straight from each definition (no shared code)."""
     if isinstance(loss, LogisticLoss):
-        return np.log1p(np.exp(-y * z))
+        if loss.gradient_clip is None:
+            return np.log1p(np.exp(-y * z))
+        # the logistic loss for m ≥ m_C = log((1 − C)/C), its tangent line at m_C below
+        c, m = loss.gradient_clip, y * z
+        m_c = math.log((1 - c) / c)
+        return np.where(m >= m_c, np.log1p(np.exp(-m)), math.log1p(math.exp(-m_c)) - c * (m - m_c))
     if isinstance(loss, HuberSVMLoss):
         h, m = loss.width, y * z
         out = np.empty_like(m)

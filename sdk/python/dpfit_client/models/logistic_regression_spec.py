@@ -15,7 +15,8 @@ class LogisticRegressionSpec:
     """Binary logistic regression (labels mapped to −1/+1 by the dataset's label spec).
 
     Attributes:
-        type_ (Literal['logistic_regression']): Model family: binary logistic regression, loss log(1 + exp(−y w·x)).
+        type_ (Literal['logistic_regression']): Model family: binary logistic regression, loss log(1 + exp(−y w·x))
+            (with a clipped slope when gradient_clip is set).
         l2 (float | Unset): L2 regularisation μ of the objective (1/n) Σ ℓ(w; x_i, y_i) + (μ/2)‖w‖² + l1‖w‖₁ (per-row-
             averaged; scikit-learn's C equals 1/(n·μ)). μ > 0 makes the objective strongly convex (for a convex loss), which
             bounds the sensitivity independently of the iteration count. Default: 0.0001.
@@ -23,12 +24,19 @@ class LogisticRegressionSpec:
             proximal optimizers (dp_svrg) accept l1 > 0; the others reject the job. Default: 0.0.
         fit_intercept (bool | Unset): Append a constant feature for the intercept. It lies inside the row-norm bound
             ‖x‖₂ ≤ 1 and is regularised (l2 and l1) like the other coefficients. Default: True.
+        gradient_clip (float | None | Unset): C in (0, 1]: clip each row's logistic gradient coefficient σ(−y w·x) at C,
+            as DP-SGD clips per-example gradients, expressed as a convex loss (the logistic loss for margins y w·x ≥ log((1
+            − C)/C), its tangent line below). The Lipschitz constant becomes L = C, so the optimizers' sensitivities, and
+            the noise calibrated to them, scale by C; smoothness β = C(1 − C) for C < 1/2, else 1/4. C = 0.5 keeps the exact
+            logistic loss on correctly classified rows and halves the noise. The sign of w·x stays calibrated; predicted
+            probabilities are no longer maximum-likelihood ones. Default: no clipping (same as 1).
     """
 
     type_: Literal["logistic_regression"]
     l2: float | Unset = 0.0001
     l1: float | Unset = 0.0
     fit_intercept: bool | Unset = True
+    gradient_clip: float | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         type_ = self.type_
@@ -38,6 +46,12 @@ class LogisticRegressionSpec:
         l1 = self.l1
 
         fit_intercept = self.fit_intercept
+
+        gradient_clip: float | None | Unset
+        if isinstance(self.gradient_clip, Unset):
+            gradient_clip = UNSET
+        else:
+            gradient_clip = self.gradient_clip
 
         field_dict: dict[str, Any] = {}
 
@@ -52,6 +66,8 @@ class LogisticRegressionSpec:
             field_dict["l1"] = l1
         if fit_intercept is not UNSET:
             field_dict["fit_intercept"] = fit_intercept
+        if gradient_clip is not UNSET:
+            field_dict["gradient_clip"] = gradient_clip
 
         return field_dict
 
@@ -68,11 +84,21 @@ class LogisticRegressionSpec:
 
         fit_intercept = d.pop("fit_intercept", UNSET)
 
+        def _parse_gradient_clip(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        gradient_clip = _parse_gradient_clip(d.pop("gradient_clip", UNSET))
+
         logistic_regression_spec = cls(
             type_=type_,
             l2=l2,
             l1=l1,
             fit_intercept=fit_intercept,
+            gradient_clip=gradient_clip,
         )
 
         return logistic_regression_spec
