@@ -78,7 +78,7 @@ from service.optimizers.dp_gd import (
     proximal_step,
     single_release_multiplier,
 )
-from service.optimizers.inputs import checked_data
+from service.optimizers.inputs import Rows, checked_data, gradient_rows
 from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.calibration import calibrate_noise_multiplier
 
@@ -156,7 +156,7 @@ def accelerated_iterations(
 
 def noisy_accelerated_descent(
     loss: Loss,
-    X: FloatArray,
+    X: Rows,
     y: FloatArray,
     *,
     step_size: float,
@@ -314,7 +314,7 @@ class DPAGD:
         X, y = checked_data(loss, X, y, n, d)
         return noisy_accelerated_descent(
             loss,
-            X,
+            gradient_rows(X),
             np.asarray(y, dtype=np.float64),
             step_size=float(hp["step_size"]),
             iterations=int(hp["iterations"]),

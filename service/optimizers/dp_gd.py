@@ -99,7 +99,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.inputs import checked_data
+from service.optimizers.inputs import Rows, checked_data, gradient_rows
 from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.calibration import calibrate_noise_multiplier
 
@@ -147,7 +147,7 @@ class QueryRecord:
     rows: IntArray | None = None
 
 
-def full_gradient_query(loss: Loss, w: FloatArray, X: FloatArray, y: FloatArray) -> FloatArray:
+def full_gradient_query(loss: Loss, w: FloatArray, X: Rows, y: FloatArray) -> FloatArray:
     """The per-step query of DP-GD: ∇F(w; S). Its data part has replace-one sensitivity 2L/n
     (μw is identical on neighbours)."""
     return loss.gradient(w, X, y)
@@ -297,7 +297,7 @@ def default_iterations(
 
 def noisy_gradient_descent(
     loss: Loss,
-    X: FloatArray,
+    X: Rows,
     y: FloatArray,
     *,
     step_size: float,
@@ -435,7 +435,7 @@ class DPGD:
         X, y = checked_data(loss, X, y, n, d)
         return noisy_gradient_descent(
             loss,
-            X,
+            gradient_rows(X),
             np.asarray(y, dtype=np.float64),
             step_size=float(hp["step_size"]),
             iterations=int(hp["iterations"]),

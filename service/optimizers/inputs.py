@@ -9,6 +9,7 @@ Messages never contain data values.
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 
 from service.models.base import FloatArray, Loss
 
@@ -44,3 +45,21 @@ def checked_data(
     elif not bool(np.all((y == 1.0) | (y == -1.0))):
         raise ValueError("labels must be -1 or +1")
     return X, y
+
+
+#: Rows as the full-gradient loops take them: dense, or CSR from :func:`gradient_rows`.
+Rows = FloatArray | sparse.csr_array
+
+#: Below this fraction of non-zero entries, full-gradient passes run on a CSR copy of the rows.
+SPARSE_DENSITY = 0.25
+
+
+def gradient_rows(X: FloatArray) -> Rows:
+    """The rows in the cheaper form for many full-gradient passes: a CSR copy when at most
+    ``SPARSE_DENSITY`` of the entries are non-zero (one-hot encodings: Adult has 13 %), else
+    ``X`` itself. A change of representation only — every product sums the same non-zero
+    terms — so sensitivities and the released values are unaffected; it halves the memory
+    traffic of ``X @ w`` and ``Xᵀ c`` on such data. Expects ``X`` already checked."""
+    if X.size == 0 or np.count_nonzero(X) > SPARSE_DENSITY * X.size:
+        return X
+    return sparse.csr_array(X)

@@ -64,7 +64,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.inputs import checked_data
+from service.optimizers.inputs import Rows, checked_data, gradient_rows
 from service.privacy.output_perturbation import (
     MAX_PURE_EPSILON,
     calibrate_release,
@@ -192,7 +192,7 @@ def default_iterations(
 
 def gradient_descent(
     loss: Loss,
-    X: FloatArray,
+    X: Rows,
     y: FloatArray,
     step_size: float,
     iterations: int,
@@ -339,7 +339,7 @@ class OutputPerturbationGD:
         if loss.l1 != 0.0:
             raise ValueError("this optimizer does not support l1 > 0")
         X, y = checked_data(loss, X, y, n, d)
-        w = gradient_descent(loss, X, y, step, iterations, progress)
+        w = gradient_descent(loss, gradient_rows(X), y, step, iterations, progress)
         w += sample_release_noise(plan.mechanism, d, plan.noise_scale, rng)
         return w
 
