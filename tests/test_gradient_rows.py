@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import sparse
 
 from service.models.logistic import LogisticLoss
 from service.optimizers.base import PrivacyTarget
 from service.optimizers.dp_agd import DPAGD, DPAGDParams, noisy_accelerated_descent
 from service.optimizers.dp_gd import DPGD, DPGDParams, noisy_gradient_descent
-from service.optimizers.inputs import gradient_rows
+from service.optimizers.inputs import SparseRows, gradient_rows
 from service.optimizers.output_perturbation_gd import (
     OutputPerturbationGD,
     OutputPerturbationGDParams,
@@ -30,7 +29,10 @@ def _one_hot_rows(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndar
 def test_one_hot_rows_become_csr_and_dense_rows_stay() -> None:
     rng = np.random.default_rng(0)
     X, _ = _one_hot_rows(rng, 200)
-    assert isinstance(gradient_rows(X), sparse.csr_array)
+    rows = gradient_rows(X)
+    assert isinstance(rows, SparseRows) and rows.shape == X.shape
+    np.testing.assert_array_equal(rows.rows.toarray(), X)
+    np.testing.assert_array_equal(rows.T.toarray(), X.T)
     dense = rng.normal(size=(50, 4))
     assert gradient_rows(dense) is dense
     loss = LogisticLoss(l2=0.01)
