@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.db.models import Job, utcnow
 from service.settings import Settings
+from service.workers.engines import WorkerEngines
 
 logger = logging.getLogger("dpfit.dispatch")
 
@@ -50,6 +51,7 @@ class DaskDispatcher:
                 memory_limit=0,
             )
             self._client = Client(self._cluster)
+        self._client.register_plugin(WorkerEngines())
         self._client.run(_warm_up)
         self._futures: dict[str, object] = {}
         self._lock = threading.Lock()

@@ -35,7 +35,7 @@ from service.data.encoding import Encoder, encode_one_vs_rest
 from service.data.sources import SourceError, fingerprint, read_columns
 from service.data.spec import Feature, LabelSpec
 from service.db.models import Dataset, Job, TrainedModel, utcnow
-from service.db.session import make_engine, session_factory
+from service.db.session import session_factory
 from service.ids import new_id
 from service.ledger.admission import cancel_or_refund_unread
 from service.models.registry import ModelSpec, build_loss
@@ -43,6 +43,7 @@ from service.optimizers.base import JobCancelled, ReleasePlan
 from service.optimizers.one_vs_rest import class_plan_of
 from service.optimizers.planning import plan_from_json
 from service.optimizers.registry import get_optimizer
+from service.workers.engines import job_engine
 
 logger = logging.getLogger("dpfit.worker")
 
@@ -56,11 +57,8 @@ SOURCE_CHANGED = (
 
 def run_job(job_id: str, attempt: int, database_url: str) -> str:
     """Run one dispatched attempt of a job; returns the job's status afterwards."""
-    engine = make_engine(database_url)
-    try:
+    with job_engine(database_url) as engine:
         return _run(session_factory(engine), job_id, attempt)
-    finally:
-        engine.dispose()
 
 
 def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:

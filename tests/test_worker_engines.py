@@ -1,0 +1,38 @@
+"""Worker processes keep one pooled engine per database across jobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distributed import Client, LocalCluster
+from sqlalchemy import event
+
+from service.workers.engines import WorkerEngines, job_engine
+
+
+def _engine_identity(url: str) -> int:
+    with job_engine(url) as engine:
+        return id(engine)
+
+
+def test_outside_a_worker_each_job_gets_a_temporary_engine(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    disposed: list[bool] = []
+    with job_engine(url) as engine:
+        event.listen(engine, "engine_disposed", lambda _: disposed.append(True))
+        assert not disposed
+    assert disposed == [True]
+
+
+def test_inside_a_worker_jobs_share_the_plugins_engine(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    with (
+        LocalCluster(n_workers=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        client.register_plugin(WorkerEngines())
+        first = client.submit(_engine_identity, url, pure=False).result()
+        second = client.submit(_engine_identity, url, pure=False).result()
+        other = client.submit(_engine_identity, url + "x", pure=False).result()
+    assert first == second
+    assert other != first
