@@ -52,6 +52,10 @@ _BOOL_WORDS = {"true": "1", "false": "0"}
 # a few ulps more makes the bound hold exactly in float64.
 _SHRINK = 1.0 - 4.0 * np.finfo(np.float64).eps
 _MAX_NORM_PASSES = 4
+# Up to numpy's iterator buffer (8192 elements) np.einsum sums each row of a C-contiguous matrix
+# in one inner loop, whatever the number of rows; beyond it a row's sum is split where the buffer
+# ends, which depends on the row's position. Half of it, for margin: row by row up to here.
+_ROW_BY_ROW_MAX_DIMENSION = 4096
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,16 +299,66 @@ class Encoder:
         (each categorical as its one-hot block), then the intercept.
         Raises ``ValueError`` naming missing columns (names only, never values).
         """
+        self._check_frame(frame)
+        out = np.empty((len(frame), self.dimension), dtype=np.float64)
+        return np.ascontiguousarray(self.encode_into(frame, out))
+
+    def encode_into(self, frame: pd.DataFrame, out: FloatArray) -> FloatArray:
+        """:meth:`encode` written into ``out`` (all of it is overwritten); returns ``out``.
+
+        ``out`` must be a C-contiguous float64 array of shape ``(len(frame), dimension)``, e.g.
+        the rows ``X[start:stop]`` of a preallocated matrix, so that a large source can be
+        encoded one block of rows at a time. Whether that equals encoding all rows at once, bit
+        for bit, depends on the column dtypes: see :meth:`encodes_row_by_row`.
+        """
+        self._check_frame(frame)
+        if (
+            not isinstance(out, np.ndarray)
+            or out.dtype != np.float64
+            or out.shape != (len(frame), self.dimension)
+            or not out.flags.c_contiguous
+            or not out.flags.writeable
+        ):
+            raise ValueError("out must be a writeable C-contiguous float64 (rows, dimension) array")
+        out.fill(0.0)
+        self._fill(frame, out)
+        out *= self.scale
+        return clip_rows_to_unit_norm(out)
+
+    def encodes_row_by_row(self, dtypes: Mapping[str, Any]) -> bool:
+        """Whether every encoded row depends on that row's cells alone, for feature columns of
+        the given pandas ``dtypes`` — so that encoding blocks of rows and stacking them gives
+        exactly :meth:`encode` of all the rows.
+
+        True when each numeric feature's column is numeric or boolean (object or string columns
+        are coerced with whole-column type inference), each categorical feature's column is
+        numeric, boolean or a pandas string dtype (in an object column, values of different
+        types that compare equal could share one category key), and :attr:`dimension` is at most
+        4096 (beyond, the row norms of :func:`clip_rows_to_unit_norm` may be summed differently
+        in a block). A column absent from ``dtypes`` counts as not row by row.
+        """
+        if self.dimension > _ROW_BY_ROW_MAX_DIMENSION:
+            return False
+        for feature in self.features:
+            dtype = dtypes.get(feature.name)
+            if dtype is None:
+                return False
+            row_by_row = (
+                _numbers_row_by_row(dtype)
+                if isinstance(feature, NumericFeature)
+                else _codes_row_by_row(dtype)
+            )
+            if not row_by_row:
+                return False
+        return True
+
+    def _check_frame(self, frame: pd.DataFrame) -> None:
         missing = [c for c in self.columns if c not in frame.columns]
         if missing:
             raise ValueError(f"missing feature column(s): {_quoted(missing)}")
         repeated = [c for c in self.columns if isinstance(frame[c], pd.DataFrame)]
         if repeated:
             raise ValueError(f"feature column(s) appear more than once: {_quoted(repeated)}")
-        out = np.zeros((len(frame), self.dimension), dtype=np.float64)
-        self._fill(frame, out)
-        out *= self.scale
-        return np.ascontiguousarray(clip_rows_to_unit_norm(out))
 
     def encode_records(self, records: Sequence[Mapping[str, Any]]) -> FloatArray:
         """Encode prediction rows given as dicts in the raw schema (the analyst's own inputs).
@@ -397,6 +451,27 @@ def encode_labels(
     positive = normalise_value(label.positive)
     codes = _value_codes(data, {positive: 0} if positive is not None else {})
     return np.ascontiguousarray(np.where(codes == 0, 1.0, -1.0), dtype=np.float64)
+
+
+def labels_row_by_row(label: LabelSpec, dtype: Any) -> bool:
+    """Whether :func:`encode_labels` (binary, numeric) and :func:`encode_one_vs_rest`
+    (categorical) give every row a value that depends on that row's label alone, for a label
+    column of pandas ``dtype`` — so that labels can be encoded block by block. Numeric labels
+    need a numeric or boolean column, binary and categorical ones a numeric, boolean or pandas
+    string column (the rules of :meth:`Encoder.encodes_row_by_row`)."""
+    return _numbers_row_by_row(dtype) if label.type == "numeric" else _codes_row_by_row(dtype)
+
+
+def _numbers_row_by_row(dtype: Any) -> bool:
+    # _to_float converts these with to_numpy, value by value; other dtypes go through
+    # pd.to_numeric, whose result type (int, float, object) depends on the whole column.
+    return getattr(dtype, "kind", None) in ("b", "i", "u", "f")
+
+
+def _codes_row_by_row(dtype: Any) -> bool:
+    # _value_codes factorizes: equal values get one code, and for these dtypes equal values
+    # always have the same normalised key (0.0 and −0.0 both give "0"); missing values get −1.
+    return _numbers_row_by_row(dtype) or isinstance(dtype, pd.StringDtype)
 
 
 def encode_one_vs_rest(data: pd.DataFrame | pd.Series, label: LabelSpec) -> FloatArray:

@@ -15,10 +15,12 @@ import hashlib
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 from urllib.parse import unquote, urlsplit
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -271,13 +273,17 @@ def read_columns(path: Path, fmt: Format, columns: Sequence[str]) -> pd.DataFram
     wanted = list(dict.fromkeys(columns))
     if not wanted:
         return pd.DataFrame(index=pd.RangeIndex(count_rows(path, fmt)))
+    _check_present(path, fmt, wanted)
+    frame = _read_csv(path, wanted) if fmt == "csv" else _read_parquet(path, wanted)
+    return frame[wanted].reset_index(drop=True)
+
+
+def _check_present(path: Path, fmt: Format, wanted: list[str]) -> None:
     present = set(available_columns(path, fmt))
     missing = [c for c in wanted if c not in present]
     if missing:
         names = ", ".join(repr(c) for c in missing)
         raise SourceError(f"column(s) not found in the source: {names}")
-    frame = _read_csv(path, wanted) if fmt == "csv" else _read_parquet(path, wanted)
-    return frame[wanted].reset_index(drop=True)
 
 
 def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
@@ -303,3 +309,214 @@ def _parquet_files(path: Path) -> list[Path]:
     if not files:
         raise SourceError("the Parquet folder holds no .parquet files")
     return files
+
+
+# --------------------------------------------------------------------------------------------
+# Reading in blocks of rows
+# --------------------------------------------------------------------------------------------
+
+_SOURCE_CHANGED_WHILE_READING = "the source changed while it was being read"
+_READ_BUFFER_BYTES = 1 << 16
+# Arrow types whose conversion to pandas is value by value, so a block of rows converts to the
+# same values as the whole table (nested, dictionary, temporal and decimal types are read whole).
+_BLOCK_TYPES = (
+    pa.types.is_integer,
+    pa.types.is_floating,
+    pa.types.is_boolean,
+    pa.types.is_string,
+    pa.types.is_large_string,
+)
+
+
+@dataclass(frozen=True)
+class _BlockPlan:
+    """How to convert one record batch exactly as :func:`_read_parquet` converts its rows."""
+
+    files: list[Path]
+    columns: list[str]
+    types: dict[str, pa.DataType]
+    metadata: dict[bytes, bytes] | None  # the schema metadata of the whole concatenated table
+    dtypes: dict[str, Any]  # pandas dtype of every column in read_columns' frame
+    widen: frozenset[str]  # integer columns with nulls somewhere: float64 in every block
+
+
+def block_dtypes(path: Path, fmt: Format, columns: Sequence[str]) -> dict[str, Any] | None:
+    """The pandas dtype of each of ``columns`` in every block :func:`iter_column_blocks` yields
+    (the dtypes :func:`read_columns` gives), or ``None`` when the source is only read whole.
+
+    Blocks are offered only where they provably give :func:`read_columns`' frame row for row:
+    Parquet, with every requested column a top-level integer, floating-point, boolean or string
+    column of the same Arrow type in every file (no type promotion across files). Where Arrow's
+    conversion to pandas depends on whether a column holds nulls at all (integers become float64,
+    booleans object), the file footers must record null counts: an integer column with nulls in
+    any file is widened to float64 in every block, as the whole-table conversion does, and a
+    boolean column with nulls is read whole. CSV is always read whole (its type inference looks
+    at whole columns). Reads footers only; raises :class:`SourceError` for missing columns with
+    :func:`read_columns`' message.
+    """
+    wanted = list(dict.fromkeys(columns))
+    if wanted:
+        _check_present(path, fmt, wanted)
+    plan = _block_plan(path, wanted) if fmt == "parquet" else None
+    return None if plan is None else dict(plan.dtypes)
+
+
+def iter_column_blocks(
+    path: Path, fmt: Format, columns: Sequence[str], rows_per_block: int
+) -> Iterator[pd.DataFrame]:
+    """:func:`read_columns`, as consecutive blocks of at most ``rows_per_block`` rows.
+
+    Concatenated in order, the blocks hold exactly the rows, values and dtypes of
+    ``read_columns(path, fmt, columns)``; each block has its own RangeIndex from 0. When
+    :func:`block_dtypes` is not ``None``, the Parquet files are streamed in :func:`_read_parquet`'s
+    order as Arrow record batches, so only one block is in memory at a time; otherwise the whole
+    frame is read and yielded as a single block. Errors are :func:`read_columns`' (columns are
+    checked before any row is read); a file that no longer matches its footer mid-read raises
+    :class:`SourceError`.
+    """
+    if rows_per_block < 1:
+        raise ValueError("rows_per_block must be at least 1")
+    wanted = list(dict.fromkeys(columns))
+    if wanted:
+        _check_present(path, fmt, wanted)
+    plan = _block_plan(path, wanted) if fmt == "parquet" else None
+    if plan is None:
+        yield read_columns(path, fmt, wanted)
+        return
+    for file in plan.files:
+        yield from _file_blocks(file, plan, rows_per_block)
+
+
+def _file_blocks(file: Path, plan: _BlockPlan, rows_per_block: int) -> Iterator[pd.DataFrame]:
+    with _guarded("Parquet data"):
+        # No pre-buffering (it loads the whole file's column chunks up front) and buffered page
+        # reads: Arrow then holds about a page per column, not a row group (I/O only; the
+        # decoded values are the same).
+        reader = pq.ParquetFile(file, pre_buffer=False, buffer_size=_READ_BUFFER_BYTES)
+    with reader:
+        with _guarded("Parquet data"):
+            batches = reader.iter_batches(batch_size=rows_per_block, columns=plan.columns)
+        while True:
+            # Only the reading is guarded: the consumer's own errors never pass through here.
+            with _guarded("Parquet data"):
+                batch = next(batches, None)
+                if batch is None:
+                    return
+                frame = _block_frame(batch, plan)
+            yield frame
+
+
+def _block_frame(batch: pa.RecordBatch, plan: _BlockPlan) -> pd.DataFrame:
+    if dict(zip(batch.schema.names, batch.schema.types, strict=True)) != plan.types:
+        raise SourceError(_SOURCE_CHANGED_WHILE_READING)
+    table = pa.Table.from_batches([batch]).replace_schema_metadata(plan.metadata)
+    # split_blocks: one array per column (zero-copy where Arrow allows) instead of a consolidated
+    # copy; it changes the frame's memory layout only, not a dtype or a value.
+    frame = table.to_pandas(split_blocks=True)
+    # Arrow makes an integer column float64 only when it holds a null; the whole table does so
+    # for every row if any file has one. numpy's int→float64 cast is the C conversion Arrow uses.
+    widen = {c: np.float64 for c in plan.widen if frame[c].dtype.kind in "iu"}
+    if widen:
+        frame = frame.astype(widen)
+    if list(frame.columns) != plan.columns:
+        frame = frame[plan.columns]
+    index = frame.index
+    if not (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1):
+        frame = frame.reset_index(drop=True)
+    if any(frame[c].dtype != plan.dtypes[c] for c in plan.columns):
+        raise SourceError(_SOURCE_CHANGED_WHILE_READING)
+    return frame
+
+
+def _block_plan(path: Path, wanted: list[str]) -> _BlockPlan | None:
+    if not wanted:
+        return None
+    files = _parquet_files(path)
+    with _guarded("Parquet data"):
+        footers = [_footer(f, wanted) for f in files]
+    if any(footer is None for footer in footers):
+        return None
+    schemas = [footer[0] for footer in footers if footer is not None]
+    nulls = [footer[1] for footer in footers if footer is not None]
+    try:
+        # The schema _read_parquet's table gets, metadata included (the first file's).
+        unified = (
+            schemas[0]
+            if len(schemas) == 1
+            else pa.concat_tables(
+                [s.empty_table() for s in schemas], promote_options="permissive"
+            ).schema
+        )
+        if any(s.types != unified.types for s in schemas):
+            return None  # promotion across files: not proven value-for-value, read whole
+        # What Arrow's to_pandas makes of each column without and with nulls.
+        plain = unified.empty_table().to_pandas()
+        with_nulls = pa.Table.from_arrays(
+            [pa.nulls(1, t) for t in unified.types], schema=unified
+        ).to_pandas()
+        if list(plain.columns) != wanted or list(with_nulls.columns) != wanted:
+            return None
+        dtypes = {c: plain[c].dtype for c in wanted}
+        null_dtypes = {c: with_nulls[c].dtype for c in wanted}
+    except (pa.ArrowException, ValueError, TypeError, KeyError):
+        return None
+    widen: set[str] = set()
+    for column in wanted:
+        if dtypes[column] == null_dtypes[column]:
+            continue
+        has_nulls = [file_nulls[column] for file_nulls in nulls]
+        if None in has_nulls:
+            return None  # a footer does not say: read whole
+        if not any(has_nulls):
+            continue
+        if not (
+            isinstance(dtypes[column], np.dtype)
+            and dtypes[column].kind in "iu"
+            and null_dtypes[column] == np.float64
+        ):
+            return None  # e.g. booleans with nulls become objects: read whole
+        dtypes[column] = null_dtypes[column]
+        widen.add(column)
+    return _BlockPlan(
+        files=files,
+        columns=wanted,
+        types=dict(zip(unified.names, unified.types, strict=True)),
+        metadata=unified.metadata,
+        dtypes=dtypes,
+        widen=frozenset(widen),
+    )
+
+
+def _footer(file: Path, wanted: list[str]) -> tuple[pa.Schema, dict[str, bool | None]] | None:
+    """The schema ``pq.read_table(file, columns=wanted)`` has, and whether each column holds a
+    null (``None`` when the footer lacks the count); ``None`` if a column is not block-readable."""
+    with pq.ParquetFile(file) as reader:
+        arrow = reader.schema_arrow
+        metadata = reader.metadata
+    names = arrow.names
+    for column in wanted:
+        # One top-level primitive field, and no nested field whose path could also match it.
+        if names.count(column) != 1 or any(column.startswith(f"{n}.") for n in names):
+            return None
+        if not any(is_type(arrow.field(column).type) for is_type in _BLOCK_TYPES):
+            return None
+    leaves: dict[str, list[int]] = {}
+    for index in range(metadata.num_columns):
+        leaves.setdefault(metadata.schema.column(index).path, []).append(index)
+    has_nulls: dict[str, bool | None] = {}
+    for column in wanted:
+        if len(leaves.get(column, [])) != 1:
+            return None
+        has_nulls[column] = _has_nulls(metadata, leaves[column][0])
+    schema = pa.schema([arrow.field(c) for c in wanted], metadata=arrow.metadata)
+    return schema, has_nulls
+
+
+def _has_nulls(metadata: pq.FileMetaData, leaf: int) -> bool | None:
+    for group in range(metadata.num_row_groups):
+        statistics = metadata.row_group(group).column(leaf).statistics
+        if statistics is None or not statistics.has_null_count:
+            return None
+        if statistics.null_count > 0:
+            return True
+    return False

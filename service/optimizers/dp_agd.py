@@ -49,9 +49,10 @@ grows like √(nε), as DP-AccMD's does. Caveat, stated plainly: Lan's bound is 
 noise-adapted step; we run FISTA's constant step 1/β_F (the same method with the largest step
 the bound allows), whose noise term can be larger, so this T is a balancing rule taken from the
 bound, not a guarantee for the constant step. Measured on UCI Adult (``python -m bench
-head-to-head``) it lands within a factor 2 of the best fixed T at every ε in {0.1, 0.5, 1, 2}. R is the analyst's public guess ``radius`` of ‖w*‖; with
-l2 = μ > 0 it defaults to the data-free bound √(2·gap/μ) (μ-strong convexity gives
-(μ/2)‖w*‖² ≤ F(0) − F* ≤ gap), gap = ``objective_gap`` (1 covers logistic, F(0) = log 2).
+head-to-head``) it lands within a factor 2 of the best fixed T at every ε in {0.1, 0.5, 1, 2}.
+R is the analyst's public guess ``radius`` of ‖w*‖; with l2 = μ > 0 it defaults to the
+data-free bound √(2·gap/μ) (μ-strong convexity gives (μ/2)‖w*‖² ≤ F(0) − F* ≤ gap),
+gap = ``objective_gap`` (1 covers logistic, F(0) = log 2).
 
 Privacy never depends on η, T's rule, R or the momentum: a user may set any of them.
 """

@@ -31,8 +31,15 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.data.encoding import Encoder, encode_one_vs_rest
-from service.data.sources import SourceError, fingerprint, read_columns
+from service.data.encoding import Encoder, encode_one_vs_rest, labels_row_by_row
+from service.data.sources import (
+    SourceError,
+    block_dtypes,
+    count_rows,
+    fingerprint,
+    iter_column_blocks,
+    read_columns,
+)
 from service.data.spec import Feature, LabelSpec
 from service.db.models import Dataset, Job, TrainedModel, utcnow
 from service.db.session import session_factory
@@ -48,6 +55,9 @@ from service.workers.engines import job_engine
 logger = logging.getLogger("dpfit.worker")
 
 PROGRESS_INTERVAL_S = 0.25
+# Rows per block when a Parquet source is read and encoded block-wise: about this many bytes of
+# float64 per block, so the peak is the encoded matrix and labels plus one block.
+BLOCK_BYTES = 16 << 20
 FAILED_READING = "The job failed while reading or fitting the data; its charge stands."
 SOURCE_CHANGED = (
     "The dataset's file changed since it was registered (fingerprint mismatch); "
@@ -150,16 +160,10 @@ def _fit_and_store(
         features=TypeAdapter(list[Feature]).validate_python(features),
         fit_intercept=bool(getattr(model_spec, "fit_intercept", False)),
     )
-    frame = read_columns(source, source_format, [*encoder.columns, label.column])  # type: ignore[arg-type]
+    loss = build_loss(model_spec)
+    X, Y = read_encoded(source, source_format, encoder, label, getattr(loss, "label_bound", None))
     if fingerprint(source) != registered_fingerprint:
         raise SourceError("source changed while the job was reading it")
-    loss = build_loss(model_spec)
-    X = encoder.encode(frame)
-    if label.type == "categorical":
-        Y = encode_one_vs_rest(frame[label.column], label)
-    else:
-        Y = encoder.encode_labels(frame[label.column], label, getattr(loss, "label_bound", None))
-    del frame
 
     plan = plan_from_json(plan_json)
     optimizer = get_optimizer(spec["optimizer"]["name"])
@@ -178,6 +182,62 @@ def _fit_and_store(
         )
     del X, Y
     return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
+
+
+def read_encoded(
+    source: Path,
+    source_format: str,
+    encoder: Encoder,
+    label: LabelSpec,
+    label_bound: float | None,
+    rows_per_block: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The encoded rows ``X`` (n, dimension) and labels ``Y`` ((n,), or (K, n) for a categorical
+    label) of the source's feature and label columns.
+
+    Where the source can be read block by block with the dtypes of the whole read, and the
+    encoding of those dtypes is row by row (:func:`block_dtypes`,
+    :meth:`Encoder.encodes_row_by_row`, :func:`labels_row_by_row`), the blocks are encoded
+    straight into preallocated ``X`` and ``Y``: the peak is those plus one block, and the result
+    is bit for bit the whole-frame one. Otherwise (CSV, …) the whole frame is read and encoded.
+    ``rows_per_block`` defaults to about :data:`BLOCK_BYTES` of float64 per block.
+    """
+    fmt: Any = source_format
+    columns = [*encoder.columns, label.column]
+    dtypes = block_dtypes(source, fmt, columns)
+    if (
+        dtypes is None
+        or not encoder.encodes_row_by_row(dtypes)
+        or not labels_row_by_row(label, dtypes[label.column])
+    ):
+        frame = read_columns(source, fmt, columns)
+        X = encoder.encode(frame)
+        Y = _encode_labels(encoder, frame[label.column], label, label_bound)
+        return X, Y
+    if rows_per_block is None:
+        rows_per_block = max(1, BLOCK_BYTES // (8 * max(len(columns), encoder.dimension)))
+    n = count_rows(source, fmt)
+    X = np.empty((n, encoder.dimension), dtype=np.float64)
+    Y = np.empty((len(label.classes or []), n) if label.type == "categorical" else n)
+    start = 0
+    for block in iter_column_blocks(source, fmt, columns, rows_per_block):
+        stop = start + len(block)
+        if stop > n:
+            raise SourceError("source changed while the job was reading it")
+        encoder.encode_into(block, X[start:stop])
+        Y[..., start:stop] = _encode_labels(encoder, block[label.column], label, label_bound)
+        start = stop
+    if start != n:
+        raise SourceError("source changed while the job was reading it")
+    return X, Y
+
+
+def _encode_labels(
+    encoder: Encoder, column: Any, label: LabelSpec, label_bound: float | None
+) -> np.ndarray:
+    if label.type == "categorical":
+        return encode_one_vs_rest(column, label)
+    return encoder.encode_labels(column, label, label_bound)
 
 
 def _offset(progress: _ProgressReporter, done: int) -> Callable[[int], None]:
