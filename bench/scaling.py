@@ -2,9 +2,10 @@
 service's own overhead through the API.
 
 1. **Job time vs n** (d = 100, Bismarck-style synthetic logistic data written as Parquet; float64
-   for n ≤ 1e6, float32 for n = 1e7): a job as a worker runs it — read the Parquet columns with
-   the service's loader (``read_columns``), encode with the public bounds (``Encoder``, rows to
-   ‖x‖ ≤ 1, float64), plan (noise calibration from public n, d, ε), fit — timed per stage, for one
+   for n ≤ 1e6, float32 for n = 1e7): a job as a worker runs it — read the Parquet columns and
+   encode them with the public bounds block by block into one float64 matrix (the worker's own
+   ``read_encoded``; rows to ‖x‖ ≤ 1), with the process's peak RSS after each n, plan (noise
+   calibration from public n, d, ε), fit — timed per stage, for one
    optimizer of each family at a fixed amount of work (stated in the table; the default T of the
    full-gradient methods grows like n^{2/3} up to 2,000 steps, far beyond this machine's budget at
    n ≥ 1e6, so their time per step is what to extrapolate from). Logistic, l2 = 1e-4,
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import resource
 import statistics
 import tempfile
 import time
@@ -55,6 +57,7 @@ from bench.data import (
 from service.data.encoding import Encoder
 from service.data.sources import read_columns
 from service.models.logistic import LogisticLoss
+from service.workers.runner import read_encoded
 
 SIZES = [10_000, 100_000, 1_000_000, 10_000_000]
 D = 100
@@ -99,6 +102,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size so far (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def mem_available() -> int:
     """MemAvailable from /proc/meminfo in bytes (0 if unknown)."""
     try:
@@ -116,12 +124,11 @@ def job_times(
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
     encoder = Encoder(features=synthetic_features(D), fit_intercept=True)
-    columns = [*encoder.columns, SYNTHETIC_LABEL.column]
     skip: set[str] = set()
     last: dict[str, float] = {}
     for n in sizes:
         dtype = np.float32 if n >= 10_000_000 else np.float64
-        need = n * D * (np.dtype(dtype).itemsize + 8) * 1.6  # frame + float64 X + temporaries
+        need = n * D * 8 * 1.3  # float64 X + one block + the optimizer's temporaries
         if mem_available() and need > mem_available():
             notes.append(
                 f"n = {n:.0e}: skipped — needs ~{need / 2**30:.0f} GiB, "
@@ -134,13 +141,9 @@ def job_times(
             write_synthetic_parquet(path, n, D, dtype=dtype, seed=1)
         write_time = time.perf_counter() - start
         start = time.perf_counter()
-        frame = read_columns(path, "parquet", columns)
+        X, y = read_encoded(path, "parquet", encoder, SYNTHETIC_LABEL, None)
         read_time = time.perf_counter() - start
-        start = time.perf_counter()
-        X = encoder.encode(frame)
-        y = encoder.encode_labels(frame, SYNTHETIC_LABEL)
-        encode_time = time.perf_counter() - start
-        del frame
+        encode_time = 0.0  # fused: the worker reads and encodes block by block
         gc.collect()
         base = {
             "n": n,
@@ -149,8 +152,9 @@ def job_times(
             "write": write_time,
             "read": read_time,
             "encode": encode_time,
+            "peak_rss_GB": peak_rss_bytes() / 1e9,
         }
-        print(f"  n = {n:.0e}: read {read_time:.2f} s, encode {encode_time:.2f} s", flush=True)
+        print(f"  n = {n:.0e}: read + encode {read_time:.2f} s", flush=True)
         for name, params, _ in FAMILIES:
             if name in skip:
                 rows.append({**base, "optimizer": name, "skipped": True})
@@ -404,6 +408,11 @@ def run(args: argparse.Namespace) -> None:
     report(payload, out)
 
 
+def _peak(row: dict[str, Any]) -> str:
+    peak = row.get("peak_rss_GB")
+    return "—" if peak is None else f"{peak:.1f} GB"
+
+
 def report(payload: dict[str, Any], out: Path) -> None:
     """Print the tables and draw the plot from a saved payload."""
     rows, notes, ratios = payload["jobs"], payload["notes"], payload["gradient"]
@@ -414,13 +423,16 @@ def report(payload: dict[str, Any], out: Path) -> None:
     print()
     print(f"### Job wall time vs n (d = {D}; logistic l2 = {L2:g}; ε = {EPS:g}, δ = {DELTA:g})")
     print()
-    print("| n | Parquet | read | encode | optimizer (work) | plan | fit | per step | job total |")
+    print(
+        "| n | Parquet | read + encode | peak RSS so far | optimizer (work) | plan | fit "
+        "| per step | job total |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     work = {name: text for name, _, text in FAMILIES}
     for row in rows:
         head = (
             f"| {row['n']:.0e} | {row['dtype']}, {row['file_MB']:.0f} MB | "
-            f"{seconds(row['read'])} | {seconds(row['encode'])} | `{row['optimizer']}` "
+            f"{seconds(row['read'] + row['encode'])} | {_peak(row)} | `{row['optimizer']}` "
             f"({work[row['optimizer']]}) | "
         )
         if row.get("skipped"):
