@@ -60,10 +60,9 @@ Privacy never depends on η, T's rule, R or the momentum: a user may set any of 
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
-from dp_accounting import dp_event
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
@@ -76,16 +75,15 @@ from service.optimizers.base import (
 from service.optimizers.dp_gd import (
     ITERATION_HARD_CAP,
     QueryRecord,
-    check_gaussian_target,
-    check_lipschitz,
+    check_full_gradient_job,
+    full_gradient_inputs,
     full_gradient_query,
-    gradient_sensitivity,
+    gaussian_steps_plan,
     proximal_step,
     single_release_multiplier,
 )
-from service.optimizers.inputs import Rows, checked_data, gradient_rows
+from service.optimizers.inputs import Rows
 from service.privacy.analytic_gaussian import sample_gaussian
-from service.privacy.calibration import calibrate_noise_multiplier
 
 __all__ = ["DPAGD", "DPAGDParams", "accelerated_iterations", "noisy_accelerated_descent"]
 
@@ -196,10 +194,6 @@ def noisy_accelerated_descent(
     return w_prev
 
 
-def _agd_event(multiplier: float, iterations: int) -> dp_event.DpEvent:
-    return dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(multiplier), iterations)
-
-
 class DPAGD:
     """Accelerated (FISTA) gradient descent with Gaussian noise on every full gradient."""
 
@@ -238,26 +232,12 @@ class DPAGD:
             if isinstance(params, DPAGDParams)
             else DPAGDParams.model_validate(params.model_dump())
         )
-        check_gaussian_target(target, self.name)
-        if n < 1 or d < 1:
-            raise ValueError("n and d must be >= 1")
-        check_lipschitz(loss)
+        step = check_full_gradient_job(self.name, loss, n, d, target, p.step_size)
         if not loss.convex:
             raise InfeasibleSpec(
                 "model",
                 f"{self.name} needs a convex loss (acceleration has no guarantee otherwise); "
                 f"{loss.name} is not convex — use dp_gd or rrpsgd",
-            )
-        beta_f = loss.smoothness + loss.l2
-        if p.step_size is not None:
-            step = float(p.step_size)
-        elif beta_f > 0.0:
-            step = 1.0 / beta_f
-        else:
-            raise InfeasibleSpec(
-                "optimizer.params.step_size",
-                f"{loss.name} with l2 = 0 has smoothness 0, so there is no default step size; "
-                "give step_size",
             )
         z1 = single_release_multiplier(target.epsilon, target.delta)
         radius: float | None = p.radius
@@ -265,7 +245,7 @@ class DPAGD:
             radius = math.sqrt(2.0 * p.objective_gap / loss.l2)
         if p.iterations is not None:
             iterations = int(p.iterations)
-        elif radius is not None and beta_f > 0.0:
+        elif radius is not None:
             iterations = accelerated_iterations(loss, n, d, z1, radius, p.max_iterations)
         else:
             raise InfeasibleSpec(
@@ -273,30 +253,8 @@ class DPAGD:
                 "with l2 = 0 the default number of iterations needs a public guess of ‖w*‖: "
                 "give radius (or iterations), or use l2 > 0",
             )
-        sensitivity = gradient_sensitivity(loss.lipschitz, n)
-        multiplier = calibrate_noise_multiplier(
-            lambda z: _agd_event(z, iterations),
-            target.epsilon,
-            target.delta,
-            initial_guess=z1 * math.sqrt(iterations),
-        )
-        hyperparameters: dict[str, Any] = {
-            "iterations": iterations,
-            "step_size": step,
-            "radius": radius,
-            "noise_multiplier": multiplier,
-            "objective_gap": p.objective_gap,
-            "n": n,
-            "d": d,
-        }
-        return ReleasePlan(
-            mechanism="gaussian_per_step",
-            sensitivity=sensitivity,
-            noise_scale=multiplier * sensitivity,
-            event=_agd_event(multiplier, iterations),
-            total_steps=iterations,
-            hyperparameters=hyperparameters,
-        )
+        extra = {"radius": radius, "objective_gap": p.objective_gap}
+        return gaussian_steps_plan(loss, n, d, target, iterations, step, z1, extra)
 
     def fit(
         self,
@@ -312,15 +270,12 @@ class DPAGD:
         Checks the data against the plan's public n, d and the row-norm / label assumptions,
         and that the plan's per-step sensitivity covers this loss (without data values).
         """
+        rows, labels = full_gradient_inputs(plan, loss, X, y)
         hp = plan.hyperparameters
-        n, d = int(hp["n"]), int(hp["d"])
-        if plan.sensitivity < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):
-            raise ValueError("the plan's sensitivity does not cover this loss")
-        X, y = checked_data(loss, X, y, n, d)
         return noisy_accelerated_descent(
             loss,
-            gradient_rows(X),
-            np.asarray(y, dtype=np.float64),
+            rows,
+            labels,
             step_size=float(hp["step_size"]),
             iterations=int(hp["iterations"]),
             noise_std=plan.noise_scale,

@@ -108,10 +108,13 @@ __all__ = [
     "DPGD",
     "DPGDParams",
     "QueryRecord",
+    "check_full_gradient_job",
     "check_gaussian_target",
     "check_lipschitz",
     "default_iterations",
+    "full_gradient_inputs",
     "full_gradient_query",
+    "gaussian_steps_plan",
     "gradient_sensitivity",
     "noisy_gradient_descent",
     "proximal_step",
@@ -220,6 +223,81 @@ def zcdp_noise_std(
     a = math.log(1.0 / delta)
     sqrt_rho = epsilon / (math.sqrt(a + epsilon) + math.sqrt(a))  # = √(a+ε) − √a, stably
     return gradient_sensitivity(lipschitz, n) * math.sqrt(iterations / 2.0) / sqrt_rho
+
+
+def check_full_gradient_job(
+    name: str, loss: Loss, n: int, d: int, target: PrivacyTarget, step_size: float | None
+) -> float:
+    """The checks every noisy full-gradient optimizer makes at planning, and its step size:
+    ``step_size`` if given, else 1/β_F = 1/(β + μ) (the descent lemma's step).
+
+    Raises :class:`InfeasibleSpec` for δ = 0 or an invalid (ε, δ), a loss without finite
+    constants ("model"), or β + μ = 0 and no step size ("optimizer.params.step_size")."""
+    check_gaussian_target(target, name)
+    if n < 1 or d < 1:
+        raise ValueError("n and d must be >= 1")
+    check_lipschitz(loss)
+    if step_size is not None:
+        return float(step_size)
+    beta_f = loss.smoothness + loss.l2
+    if beta_f > 0.0:
+        return 1.0 / beta_f
+    raise InfeasibleSpec(
+        "optimizer.params.step_size",
+        f"{loss.name} with l2 = 0 has smoothness 0, so there is no default step size; "
+        "give step_size",
+    )
+
+
+def gaussian_steps_plan(
+    loss: Loss,
+    n: int,
+    d: int,
+    target: PrivacyTarget,
+    iterations: int,
+    step: float,
+    z1: float,
+    extra: dict[str, Any],
+) -> ReleasePlan:
+    """The plan of T adaptively composed Gaussian full-gradient releases of sensitivity 2L/n:
+    the smallest multiplier z for which ``SelfComposed(Gaussian(z), T)`` meets (ε, δ) under the
+    RDP accountant, σ = z·2L/n (module docstring). ``extra`` joins the public hyperparameters."""
+    sensitivity = gradient_sensitivity(loss.lipschitz, n)
+    multiplier = calibrate_noise_multiplier(
+        lambda z: _gd_event(z, iterations),
+        target.epsilon,
+        target.delta,
+        initial_guess=z1 * math.sqrt(iterations),
+    )
+    hyperparameters: dict[str, Any] = {
+        "iterations": iterations,
+        "step_size": step,
+        "noise_multiplier": multiplier,
+        **extra,
+        "n": n,
+        "d": d,
+    }
+    return ReleasePlan(
+        mechanism="gaussian_per_step",
+        sensitivity=sensitivity,
+        noise_scale=multiplier * sensitivity,
+        event=_gd_event(multiplier, iterations),
+        total_steps=iterations,
+        hyperparameters=hyperparameters,
+    )
+
+
+def full_gradient_inputs(
+    plan: ReleasePlan, loss: Loss, X: FloatArray, y: FloatArray
+) -> tuple[Rows, FloatArray]:
+    """The rows (sparse where that is cheaper) and float labels a full-gradient ``fit`` runs on,
+    after checking them against the plan's public n, d, the row-norm / label assumptions, and
+    that the plan's per-step sensitivity covers this loss (``ValueError``, no data values)."""
+    n, d = int(plan.hyperparameters["n"]), int(plan.hyperparameters["d"])
+    if plan.sensitivity < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):
+        raise ValueError("the plan's sensitivity does not cover this loss")
+    X, y = checked_data(loss, X, y, n, d)
+    return gradient_rows(X), np.asarray(y, dtype=np.float64)
 
 
 # --- DP-GD ------------------------------------------------------------------------------------
@@ -369,49 +447,14 @@ class DPGD:
             if isinstance(params, DPGDParams)
             else DPGDParams.model_validate(params.model_dump())
         )
-        check_gaussian_target(target, self.name)
-        if n < 1 or d < 1:
-            raise ValueError("n and d must be >= 1")
-        check_lipschitz(loss)
-        beta_f = loss.smoothness + loss.l2
-        if p.step_size is not None:
-            step = float(p.step_size)
-        elif beta_f > 0.0:
-            step = 1.0 / beta_f
-        else:
-            raise InfeasibleSpec(
-                "optimizer.params.step_size",
-                f"{loss.name} with l2 = 0 has smoothness 0, so there is no default step size; "
-                "give step_size",
-            )
+        step = check_full_gradient_job(self.name, loss, n, d, target, p.step_size)
         z1 = single_release_multiplier(target.epsilon, target.delta)
         if p.iterations is not None:
             iterations = int(p.iterations)
         else:
             iterations = default_iterations(loss, n, d, z1, p.objective_gap, p.max_iterations)
-        sensitivity = gradient_sensitivity(loss.lipschitz, n)
-        multiplier = calibrate_noise_multiplier(
-            lambda z: _gd_event(z, iterations),
-            target.epsilon,
-            target.delta,
-            initial_guess=z1 * math.sqrt(iterations),
-        )
-        sigma = multiplier * sensitivity
-        hyperparameters: dict[str, Any] = {
-            "iterations": iterations,
-            "step_size": step,
-            "noise_multiplier": multiplier,
-            "objective_gap": p.objective_gap,
-            "n": n,
-            "d": d,
-        }
-        return ReleasePlan(
-            mechanism="gaussian_per_step",
-            sensitivity=sensitivity,
-            noise_scale=sigma,
-            event=_gd_event(multiplier, iterations),
-            total_steps=iterations,
-            hyperparameters=hyperparameters,
+        return gaussian_steps_plan(
+            loss, n, d, target, iterations, step, z1, {"objective_gap": p.objective_gap}
         )
 
     def fit(
@@ -428,15 +471,12 @@ class DPGD:
         Checks the data against the plan's public n, d and the row-norm / label assumptions,
         and that the plan's per-step sensitivity covers this loss (without data values).
         """
+        rows, labels = full_gradient_inputs(plan, loss, X, y)
         hp = plan.hyperparameters
-        n, d = int(hp["n"]), int(hp["d"])
-        if plan.sensitivity < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):
-            raise ValueError("the plan's sensitivity does not cover this loss")
-        X, y = checked_data(loss, X, y, n, d)
         return noisy_gradient_descent(
             loss,
-            gradient_rows(X),
-            np.asarray(y, dtype=np.float64),
+            rows,
+            labels,
             step_size=float(hp["step_size"]),
             iterations=int(hp["iterations"]),
             noise_std=plan.noise_scale,
