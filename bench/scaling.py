@@ -91,7 +91,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--service-only",
         action="store_true",
-        help="re-measure only the API part, merge it into the saved JSON, re-print everything",
+        help=(
+            "re-measure only the gradient ratio and the API part, merge them into the saved "
+            "JSON, re-print everything"
+        ),
     )
     parser.add_argument("--report-only", action="store_true", help="re-print from the saved JSON")
     parser.add_argument("--smoke", action="store_true", help="n = 2,000 only, 3 API jobs, SQLite")
@@ -388,6 +391,7 @@ def run(args: argparse.Namespace) -> None:
     if args.report_only or args.service_only:
         payload = json.loads(saved.read_text())
         if args.service_only:
+            payload["gradient"] = gradient_ratio(ratio_n, repeat=2 if args.smoke else 5)
             payload["service"] = service_overhead(backends, jobs, adult_jobs, args.smoke)
             payload["service_jobs"] = [jobs, adult_jobs]
             save_json(saved, payload)
