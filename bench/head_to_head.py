@@ -371,7 +371,7 @@ def _plot(
     out: Any,
 ) -> None:
     plt = pyplot()
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(14, 8))
     for row in rows:
         pts = [(e, row["cells"][e]) for e in epsilons if row["cells"].get(e)]
         if not pts:
@@ -380,7 +380,7 @@ def _plot(
         stds = [100 * mean_std(c["acc"])[1] for _, c in pts]
         style = "-" if row["kind"] == "ours" else "--"
         width = 1.2 if row["kind"] == "ours" else 2.2
-        label = f"{row['who'].strip('`')} [{row['privacy']}]"
+        label = f"{row['who'].replace('`', '')} [{row['privacy']}]"
         ax.errorbar(
             [e for e, _ in pts],
             means,
@@ -394,22 +394,23 @@ def _plot(
         )
         times = [statistics.median(c["time"]) for _, c in pts]
         bx.scatter(times, means, s=14)
-        bx.annotate(row["who"].strip("`")[:22], (times[-1], means[-1]), fontsize=6)
+        bx.annotate(row["who"].replace("`", "")[:22], (times[-1], means[-1]), fontsize=6)
     ax.axhline(100 * baselines[L2][0], color="k", linestyle=":", label=f"non-private (l2={L2:g})")
     ax.axhline(100 * majority, color="grey", linestyle=":", label="majority class")
     ax.set_xscale("log")
     ax.set_xlabel("ε")
     ax.set_ylabel("test accuracy (%)")
-    ax.set_ylim(max(60.0, 100 * majority - 8), 86.5)
+    ax.set_ylim(max(70.0, 100 * majority - 6), 86.0)
     ax.set_title("Adult: test accuracy vs ε (mean ± std)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=6, loc="lower right")
     bx.set_xscale("log")
     bx.set_xlabel("fit wall time per run (median, s)")
     bx.set_ylabel("test accuracy (%)")
     bx.set_ylim(max(60.0, 100 * majority - 8), 86.5)
     bx.set_title("accuracy vs fit time (every ε)")
     bx.grid(True, alpha=0.3)
-    fig.tight_layout()
+    handles, labels = ax.get_legend_handles_labels()
+    fig.tight_layout(rect=(0.0, 0.25, 1.0, 1.0))
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
     fig.savefig(out / "head_to_head.png", dpi=110)
     plt.close(fig)
