@@ -27,7 +27,12 @@ def test_outside_a_worker_each_job_gets_a_temporary_engine(tmp_path: Path) -> No
 def test_inside_a_worker_jobs_share_the_plugins_engine(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'b.db'}"
     with (
-        LocalCluster(n_workers=1, processes=True, dashboard_address=None) as cluster,
+        LocalCluster(
+            n_workers=1,
+            processes=True,
+            dashboard_address=":0",
+            scheduler_kwargs={"dashboard": False},
+        ) as cluster,
         Client(cluster) as client,
     ):
         client.register_plugin(WorkerEngines())
@@ -36,3 +41,32 @@ def test_inside_a_worker_jobs_share_the_plugins_engine(tmp_path: Path) -> None:
         other = client.submit(_engine_identity, url + "x", pure=False).result()
     assert first == second
     assert other != first
+
+
+def test_the_embedded_cluster_serves_no_dashboard(tmp_path: Path) -> None:
+    """``dpfit serve``'s LocalCluster exposes no unauthenticated Dask dashboard."""
+    import urllib.error
+    import urllib.request
+
+    from service.db.session import make_engine, session_factory
+    from service.settings import Settings
+    from service.workers.dispatch import DaskDispatcher
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    engine = make_engine(url)
+    settings = Settings(database_url=url, data_roots=(), workers=1, dask_scheduler=None)
+    dispatcher = DaskDispatcher(settings, session_factory(engine))
+    try:
+        cluster = dispatcher._cluster
+        assert cluster is not None
+        port = cluster.scheduler.http_server.port
+        assert port != 8787
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5)
+            served = True
+        except urllib.error.HTTPError as exc:
+            served = exc.code != 404
+        assert not served
+    finally:
+        dispatcher.close()
+        engine.dispose()

@@ -47,7 +47,10 @@ class DaskDispatcher:
                 n_workers=settings.workers,
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                # No Dask dashboard (it is unauthenticated and would claim port 8787;
+                # dashboard_address=None does not turn it off): a random port, no dashboard.
+                dashboard_address=":0",
+                scheduler_kwargs={"dashboard": False},
                 memory_limit=0,
             )
             self._client = Client(self._cluster)
