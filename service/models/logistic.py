@@ -162,11 +162,8 @@ class LogisticLoss(LinearModelLoss):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_clip(self.gradient_clip)
-        if self.gradient_clip is None:
-            self.lipschitz, self.smoothness = 1.0, 0.25
-        else:
-            self.lipschitz = float(self.gradient_clip)
-            self.smoothness = clipped_smoothness(self.gradient_clip)
+        clip = 1.0 if self.gradient_clip is None else float(self.gradient_clip)
+        self.lipschitz, self.smoothness = clip, clipped_smoothness(clip)
 
     @property
     def _clip(self) -> float | None:
