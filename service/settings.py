@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_HOME = Path("var")
@@ -15,7 +17,12 @@ class Settings:
 
     - ``DPFIT_DATABASE_URL``: SQLAlchemy URL; default a SQLite file ``var/dpfit.db``.
     - ``DPFIT_DATA_ROOTS``: directories datasets may be registered from, separated by ``:``;
-      default ``examples`` (the bundled example data).
+      default ``examples`` (the bundled example data). An entry ``s3://bucket/prefix`` is an
+      object-store root (a ``:`` followed by ``//`` does not separate entries); local entries
+      become ``data_roots`` (resolved paths), ``s3://`` entries ``object_store_roots``.
+    - ``DPFIT_SQL_CONNECTIONS``: a JSON object naming the operator's databases that tables may
+      be registered from, name → SQLAlchemy URL (``{"warehouse": "postgresql+psycopg://…"}``);
+      default none. The URLs (credentials) are never shown: not in ``repr``, a response or a log.
     - ``DPFIT_WORKERS``: worker processes of the embedded Dask LocalCluster; default = cores.
     - ``DPFIT_DASK_SCHEDULER``: address of an external Dask scheduler (then no LocalCluster).
     - ``DPFIT_MAX_ATTEMPTS``: dispatches of one job before it is marked failed (default 3).
@@ -26,13 +33,17 @@ class Settings:
     workers: int
     dask_scheduler: str | None
     max_attempts: int = 3
+    object_store_roots: tuple[str, ...] = ()
+    sql_connections: dict[str, str] = field(default_factory=dict, repr=False)
 
     @staticmethod
     def from_env(environ: dict[str, str] | None = None) -> Settings:
         env = dict(os.environ if environ is None else environ)
         database_url = env.get("DPFIT_DATABASE_URL") or _default_sqlite_url()
         roots_raw = env.get("DPFIT_DATA_ROOTS") or "examples"
-        roots = tuple(Path(p).expanduser().resolve() for p in roots_raw.split(os.pathsep) if p)
+        entries = [p for p in _ROOT_SEPARATOR.split(roots_raw) if p]
+        roots = tuple(Path(p).expanduser().resolve() for p in entries if not _is_s3(p))
+        object_roots = tuple(_s3_root(p) for p in entries if _is_s3(p))
         workers = int(env.get("DPFIT_WORKERS") or (os.cpu_count() or 1))
         return Settings(
             database_url=database_url,
@@ -40,7 +51,65 @@ class Settings:
             workers=max(1, workers),
             dask_scheduler=env.get("DPFIT_DASK_SCHEDULER") or None,
             max_attempts=int(env.get("DPFIT_MAX_ATTEMPTS") or 3),
+            object_store_roots=object_roots,
+            sql_connections=_sql_connections(env.get("DPFIT_SQL_CONNECTIONS") or ""),
         )
+
+
+class SettingsError(ValueError):
+    """A setting is malformed: the service refuses to start. Never quotes a credential."""
+
+
+# Entries of DPFIT_DATA_ROOTS are separated by ":" except where "//" follows (a URI scheme).
+_ROOT_SEPARATOR = re.compile(r":(?!//)")
+_S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_CONNECTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _is_s3(entry: str) -> bool:
+    return entry.lower().startswith("s3://")
+
+
+def _s3_root(entry: str) -> str:
+    """``s3://bucket[/prefix]`` normalised to ``s3://bucket/prefix`` (no trailing ``/``)."""
+    bucket, _, prefix = entry[len("s3://") :].partition("/")
+    parts = [p for p in prefix.split("/") if p]
+    if not _S3_BUCKET.fullmatch(bucket) or any(p in (".", "..") for p in parts):
+        raise SettingsError(
+            f"DPFIT_DATA_ROOTS: {entry!r} is not an s3://bucket/prefix root (a valid bucket "
+            "name, no '.' or '..' segments)"
+        )
+    return "/".join([f"s3://{bucket}", *parts])
+
+
+def _sql_connections(raw: str) -> dict[str, str]:
+    """DPFIT_SQL_CONNECTIONS parsed and checked once; errors name the entry, never a URL."""
+    if not raw.strip():
+        return {}
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise SettingsError("DPFIT_SQL_CONNECTIONS is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise SettingsError("DPFIT_SQL_CONNECTIONS must be a JSON object: name → SQLAlchemy URL")
+    for name, url in value.items():
+        if not _CONNECTION_NAME.fullmatch(name):
+            raise SettingsError(
+                f"DPFIT_SQL_CONNECTIONS: connection name {name!r} must be 1-64 letters, digits, "
+                "'_' or '-'"
+            )
+        if not isinstance(url, str):
+            raise SettingsError(f"DPFIT_SQL_CONNECTIONS: the URL of {name!r} must be a string")
+        try:
+            make_url(url)
+        except (ArgumentError, ValueError):
+            raise SettingsError(
+                f"DPFIT_SQL_CONNECTIONS: the URL of {name!r} is not a SQLAlchemy URL"
+            ) from None
+    return dict(value)
 
 
 def _default_sqlite_url() -> str:
