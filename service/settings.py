@@ -26,6 +26,14 @@ class Settings:
     - ``DPFIT_WORKERS``: worker processes of the embedded Dask LocalCluster; default = cores.
     - ``DPFIT_DASK_SCHEDULER``: address of an external Dask scheduler (then no LocalCluster).
     - ``DPFIT_MAX_ATTEMPTS``: dispatches of one job before it is marked failed (default 3).
+    - ``DPFIT_DASK_HOST``: the interface every listener of the embedded Dask cluster (scheduler,
+      nannies, workers) binds to; default ``127.0.0.1`` (loopback only).
+    - ``DPFIT_DASK_TLS_DIR``: where the service keeps the private CA and the mutual-TLS
+      certificates of its Dask cluster (made at first start, directory 0700, files 0600); default
+      ``dask-tls`` beside the SQLite database file, else ``var/dask-tls``.
+    - ``DPFIT_DASK_TLS_CA``, ``DPFIT_DASK_TLS_CERT``, ``DPFIT_DASK_TLS_KEY``: the CA, certificate
+      and key the service presents to an external scheduler (all three or none; without them it
+      uses ``client.pem``/``client-key.pem`` of ``DPFIT_DASK_TLS_DIR``).
     """
 
     database_url: str
@@ -35,6 +43,11 @@ class Settings:
     max_attempts: int = 3
     object_store_roots: tuple[str, ...] = ()
     sql_connections: dict[str, str] = field(default_factory=dict, repr=False)
+    dask_host: str = "127.0.0.1"
+    dask_tls_dir: Path | None = None
+    dask_tls_ca: Path | None = None
+    dask_tls_cert: Path | None = None
+    dask_tls_key: Path | None = None
 
     @staticmethod
     def from_env(environ: dict[str, str] | None = None) -> Settings:
@@ -53,6 +66,11 @@ class Settings:
             max_attempts=int(env.get("DPFIT_MAX_ATTEMPTS") or 3),
             object_store_roots=object_roots,
             sql_connections=_sql_connections(env.get("DPFIT_SQL_CONNECTIONS") or ""),
+            dask_host=env.get("DPFIT_DASK_HOST") or "127.0.0.1",
+            dask_tls_dir=_optional_path(env.get("DPFIT_DASK_TLS_DIR")),
+            dask_tls_ca=_optional_path(env.get("DPFIT_DASK_TLS_CA")),
+            dask_tls_cert=_optional_path(env.get("DPFIT_DASK_TLS_CERT")),
+            dask_tls_key=_optional_path(env.get("DPFIT_DASK_TLS_KEY")),
         )
 
 
@@ -110,6 +128,10 @@ def _sql_connections(raw: str) -> dict[str, str]:
                 f"DPFIT_SQL_CONNECTIONS: the URL of {name!r} is not a SQLAlchemy URL"
             ) from None
     return dict(value)
+
+
+def _optional_path(raw: str | None) -> Path | None:
+    return Path(raw).expanduser().resolve() if raw else None
 
 
 def _default_sqlite_url() -> str:
