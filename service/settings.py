@@ -20,6 +20,10 @@ class Settings:
       default ``examples`` (the bundled example data). An entry ``s3://bucket/prefix`` is an
       object-store root (a ``:`` followed by ``//`` does not separate entries); local entries
       become ``data_roots`` (resolved paths), ``s3://`` entries ``object_store_roots``.
+      An entry may be scoped to owners: ``alice=/data/alice`` or ``alice,bob=s3://bucket/x``
+      (``root_owners`` maps the root, as a string, to those owners; only they and admins may
+      register under it, also through an unscoped root that contains it). An unscoped root is
+      open to every owner; a root listed both scoped and unscoped is unscoped.
     - ``DPFIT_SQL_CONNECTIONS``: a JSON object naming the operator's databases that tables may
       be registered from, name → SQLAlchemy URL (``{"warehouse": "postgresql+psycopg://…"}``);
       default none. The URLs (credentials) are never shown: not in ``repr``, a response or a log.
@@ -43,6 +47,7 @@ class Settings:
     max_attempts: int = 3
     object_store_roots: tuple[str, ...] = ()
     sql_connections: dict[str, str] = field(default_factory=dict, repr=False)
+    root_owners: dict[str, frozenset[str]] = field(default_factory=dict)
     dask_host: str = "127.0.0.1"
     dask_tls_dir: Path | None = None
     dask_tls_ca: Path | None = None
@@ -54,7 +59,8 @@ class Settings:
         env = dict(os.environ if environ is None else environ)
         database_url = env.get("DPFIT_DATABASE_URL") or _default_sqlite_url()
         roots_raw = env.get("DPFIT_DATA_ROOTS") or "examples"
-        entries = [p for p in _ROOT_SEPARATOR.split(roots_raw) if p]
+        scoped = [_split_root_scope(p) for p in _ROOT_SEPARATOR.split(roots_raw) if p]
+        entries = [p for _, p in scoped]
         roots = tuple(Path(p).expanduser().resolve() for p in entries if not _is_s3(p))
         object_roots = tuple(_s3_root(p) for p in entries if _is_s3(p))
         workers = int(env.get("DPFIT_WORKERS") or (os.cpu_count() or 1))
@@ -66,6 +72,7 @@ class Settings:
             max_attempts=int(env.get("DPFIT_MAX_ATTEMPTS") or 3),
             object_store_roots=object_roots,
             sql_connections=_sql_connections(env.get("DPFIT_SQL_CONNECTIONS") or ""),
+            root_owners=_root_owners(scoped),
             dask_host=env.get("DPFIT_DASK_HOST") or "127.0.0.1",
             dask_tls_dir=_optional_path(env.get("DPFIT_DASK_TLS_DIR")),
             dask_tls_ca=_optional_path(env.get("DPFIT_DASK_TLS_CA")),
@@ -98,6 +105,31 @@ def _s3_root(entry: str) -> str:
             "name, no '.' or '..' segments)"
         )
     return "/".join([f"s3://{bucket}", *parts])
+
+
+_ROOT_SCOPE = re.compile(r"([A-Za-z0-9_.@-]+(?:,[A-Za-z0-9_.@-]+)*)=(.+)", re.DOTALL)
+
+
+def _split_root_scope(entry: str) -> tuple[frozenset[str] | None, str]:
+    """``"alice,bob=/data/x"`` → ({alice, bob}, "/data/x"); an unscoped entry → (None, entry)."""
+    match = _ROOT_SCOPE.fullmatch(entry)
+    if match is None:
+        return None, entry
+    return frozenset(match.group(1).split(",")), match.group(2)
+
+
+def _root_owners(scoped: list[tuple[frozenset[str] | None, str]]) -> dict[str, frozenset[str]]:
+    """Root (``str`` of the resolved path, or the normalised ``s3://`` root) → its owners, for
+    roots that are listed only with a scope."""
+    owners: dict[str, frozenset[str]] = {}
+    open_roots: set[str] = set()
+    for scope, entry in scoped:
+        root = _s3_root(entry) if _is_s3(entry) else str(Path(entry).expanduser().resolve())
+        if scope is None:
+            open_roots.add(root)
+        else:
+            owners[root] = owners.get(root, frozenset()) | scope
+    return {root: names for root, names in owners.items() if root not in open_roots}
 
 
 def _sql_connections(raw: str) -> dict[str, str]:
