@@ -1,39 +1,63 @@
 """Dataset sources registered by reference: a CSV file, a Parquet file or a Parquet folder.
 
-Locations are resolved against a fixed list of allowed data roots; nothing outside them is ever
-opened (symlinks and ``..`` are resolved before the check, also for every file of a folder).
+Local locations are resolved against a fixed list of allowed data roots; nothing outside them is
+ever opened (symlinks and ``..`` are resolved before the check, also for every file of a folder).
+:class:`FileSource` reads a file or folder through any ``pyarrow.fs.FileSystem`` (local here; the
+object-store source reuses it with another filesystem), and implements
+:class:`~service.data.source.Source`.
 
 Errors are :class:`SourceError` with messages meant for users. They may quote what the user typed
 (the URI, the requested column names — public schema) but never a cell value, a line number or
 anything else computed from file contents: parser and Arrow errors are replaced by a generic
 message and their original text (which can quote cells) is dropped, not chained.
+
+The CSV row rule (row-local by construction; :mod:`service.data.csv_lines` implements it)
+---------------------------------------------------------------------------------------------
+- The first physical line is the header (the schema). Every later physical line — the bytes up to
+  and including ``\\n``, a trailing ``\\r`` before it dropped — is exactly one row, *blank lines
+  included* (all cells missing). The file's final line terminator does not start a row; a last
+  line without a terminator is a row. So ``n`` counts line terminators only: no cell can change it.
+- Within a line, fields are separated by ``,``; a field may be enclosed in ``"…"`` with ``""`` for
+  a literal quote. Newlines never occur inside a value (a quote cannot reach into another line).
+- A line with more fields than the header keeps its first ones; a line with fewer has the absent
+  cells missing (empty).
+- A line whose quoting is not of that form (an unbalanced quote, a quote inside an unquoted field,
+  text after a closing quote) or that holds a carriage return other than its terminator's is
+  *unparseable*: all its cells are missing — and it stays a row.
+- Cells are handed out as undecoded bytes (``pa.binary()``): decoding and conversion are per cell
+  (:mod:`service.data.cells`).
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal, Protocol
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import unquote, urlsplit
 
-import numpy as np
-import pandas as pd
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
+from service.data.csv_lines import iter_csv_tables, normalise_lines
+
+if TYPE_CHECKING:
+    from service.data.source import Source
 
 Format = Literal["csv", "parquet"]
 
 CSV_SUFFIXES = frozenset({".csv"})
 PARQUET_SUFFIXES = frozenset({".parquet", ".pq"})
 _CHUNK_BYTES = 1 << 20
-_CSV_COUNT_CHUNK_ROWS = 1 << 18
+# Bytes of CSV text parsed at a time (cut at a line end): the text plus its cells in memory.
+_CSV_READ_BYTES = 8 << 20
+_READ_BUFFER_BYTES = 1 << 16
 _URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-# Only empty fields are missing: "NA" or "None" stay strings, as they would in a Parquet file.
-_CSV_OPTIONS: dict[str, object] = {"keep_default_na": False, "na_values": [""]}
+_SOURCE_CHANGED_WHILE_READING = "the source changed while it was being read"
 
 
 class _Digest(Protocol):
@@ -45,7 +69,61 @@ class SourceError(ValueError):
 
 
 # --------------------------------------------------------------------------------------------
-# Resolution
+# Opening a source from a URI (registration) or from a dataset row (worker)
+# --------------------------------------------------------------------------------------------
+
+
+def open_source(uri: str, settings: Any, format: Format | None = None) -> Source:
+    """The source a registration names: a path relative to a local data root or a ``file://``
+    URI (here), ``s3://`` (:mod:`service.data.object_store`) or ``sql://``
+    (:mod:`service.data.sql_source`). ``format`` overrides the suffix-based detection of files.
+    Raises :class:`SourceError` (never quoting file contents)."""
+    scheme = _scheme(uri)
+    if scheme == "s3":
+        from service.data.object_store import open_object_store_source
+
+        return open_object_store_source(uri, settings)
+    if scheme == "sql":
+        from service.data.sql_source import open_sql_source
+
+        return open_sql_source(uri, settings)
+    path = resolve_source(uri, settings.data_roots)
+    return local_source(path, format or detect_format(path))
+
+
+def reopen_source(format: str, location: str, settings: Any) -> Source:
+    """The source of a registered dataset, from what its row stores (``source_format``,
+    ``source_path``): a worker's way in. A local path is re-checked against the data roots."""
+    scheme = _scheme(location)
+    if scheme == "s3":
+        from service.data.object_store import reopen_object_store_source
+
+        return reopen_object_store_source(location, format, settings)
+    if scheme == "sql" or format == "sql":
+        from service.data.sql_source import reopen_sql_source
+
+        return reopen_sql_source(location, settings)
+    if format not in ("csv", "parquet"):
+        raise SourceError(f"unknown source format {format!r}")
+    path = Path(location)
+    roots = _real_roots(settings.data_roots)
+    if not path.is_absolute() or not _inside(path.resolve(), roots):
+        raise SourceError("the dataset's location lies outside the allowed data roots")
+    return local_source(path.resolve(), format)  # type: ignore[arg-type]
+
+
+def local_source(path: Path, format: Format) -> FileSource:
+    """A :class:`FileSource` on the local filesystem for an already resolved ``path``."""
+    return FileSource(pafs.LocalFileSystem(), str(path), format, location=str(path))
+
+
+def _scheme(uri: str) -> str | None:
+    match = _URI_SCHEME.match(uri.strip())
+    return match.group(1).lower() if match else None
+
+
+# --------------------------------------------------------------------------------------------
+# Resolution of local paths
 # --------------------------------------------------------------------------------------------
 
 
@@ -144,19 +222,18 @@ def _check_kind(path: Path, uri: str, roots: list[Path]) -> None:
         raise SourceError(f"{uri!r} is not a .csv, .parquet or .pq file")
 
 
+def _is_parquet_member(name: str) -> bool:
+    suffix = PurePosixPath(name).suffix.lower()
+    return suffix in PARQUET_SUFFIXES and not name.startswith((".", "_"))
+
+
 def parquet_members(folder: Path) -> list[Path]:
     """The data files of a Parquet folder: its top-level ``*.parquet``/``*.pq`` files, sorted.
 
     Hidden and ``_``-prefixed files (``_SUCCESS``, ``.crc`` …) are skipped, as Arrow does; nested
     (Hive-partitioned) folders are not read.
     """
-    return sorted(
-        p
-        for p in folder.iterdir()
-        if p.suffix.lower() in PARQUET_SUFFIXES
-        and p.is_file()
-        and not p.name.startswith((".", "_"))
-    )
+    return sorted(p for p in folder.iterdir() if _is_parquet_member(p.name) and p.is_file())
 
 
 def detect_format(path: Path) -> Format:
@@ -172,38 +249,7 @@ def detect_format(path: Path) -> Format:
 
 
 # --------------------------------------------------------------------------------------------
-# Fingerprint
-# --------------------------------------------------------------------------------------------
-
-
-def fingerprint(path: Path) -> str:
-    """``"sha256:<hex>"`` of the source, streamed in 1 MiB chunks.
-
-    For a file this is the plain SHA-256 of its bytes (``sha256sum`` gives the same hex). For a
-    Parquet folder it covers, in sorted order, each data file's relative name and bytes, each
-    length-prefixed so that no two different folders share a byte stream.
-    """
-    digest = hashlib.sha256()
-    with _guarded("source"):
-        if path.is_dir():
-            for member in parquet_members(path):
-                name = member.relative_to(path).as_posix().encode()
-                digest.update(len(name).to_bytes(8, "big") + name)
-                digest.update(member.stat().st_size.to_bytes(8, "big"))
-                _hash_file(member, digest)
-        else:
-            _hash_file(path, digest)
-    return f"sha256:{digest.hexdigest()}"
-
-
-def _hash_file(path: Path, digest: _Digest) -> None:
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK_BYTES):
-            digest.update(chunk)
-
-
-# --------------------------------------------------------------------------------------------
-# Reading
+# Guarding reads
 # --------------------------------------------------------------------------------------------
 
 
@@ -223,300 +269,241 @@ def _guarded(what: str) -> Iterator[None]:
         ) from None
 
 
-def available_columns(path: Path, fmt: Format) -> list[str]:
-    """Column names from the header (CSV) or the schema (Parquet), without reading any rows.
+# --------------------------------------------------------------------------------------------
+# File sources (CSV file, Parquet file, Parquet folder) on any pyarrow filesystem
+# --------------------------------------------------------------------------------------------
 
-    For a Parquet folder: the columns present in every file, in the first file's order.
+
+class FileSource:
+    """A CSV file, a Parquet file or a Parquet folder on a ``pyarrow.fs.FileSystem``.
+
+    ``path`` is the filesystem's own path (for S3: ``bucket/key``); ``location`` is what the
+    dataset row stores (defaults to ``path``). Confinement to allowed roots is the caller's job:
+    this class opens what it is given. CSV sources yield every column as ``pa.binary()`` by the
+    module's row rule; Parquet sources yield each column's stored Arrow type, file by file in
+    sorted member order, without promoting types across files.
     """
-    if fmt == "csv":
-        with _guarded("CSV header"):
-            header = pd.read_csv(path, nrows=0, **_CSV_OPTIONS)  # type: ignore[call-overload]
-        return [str(c) for c in header.columns]
-    files = _parquet_files(path)
-    with _guarded("Parquet schema"):
-        names = [pq.read_schema(f).names for f in files]
-    common = set(names[0]).intersection(*names[1:])
-    return [n for n in names[0] if n in common]
+
+    def __init__(
+        self,
+        filesystem: pafs.FileSystem,
+        path: str,
+        format: Format,
+        *,
+        location: str | None = None,
+    ) -> None:
+        if format not in ("csv", "parquet"):
+            raise SourceError(f"unknown file format {format!r}")
+        self._fs = filesystem
+        self._path = path
+        self._format: Format = format
+        self._location = location if location is not None else path
+
+    # ---- the Source protocol -----------------------------------------------------------
+
+    @property
+    def format(self) -> Format:
+        return self._format
+
+    @property
+    def location(self) -> str:
+        return self._location
+
+    def columns(self) -> list[str]:
+        """Header names (CSV) or, for Parquet, the columns present in every file, in the first
+        file's order."""
+        if self._format == "csv":
+            return self._csv_header()
+        with _guarded("Parquet schema"):
+            names = [self._parquet_file(f).schema_arrow.names for f in self._files()]
+        common = set(names[0]).intersection(*names[1:])
+        return [n for n in names[0] if n in common]
+
+    def count_rows(self) -> int:
+        """Parquet: from the footers. CSV: the line terminators after the header (plus a last
+        unterminated line) — the module's row rule, which no cell can change."""
+        if self._format == "parquet":
+            with _guarded("Parquet metadata"):
+                return sum(self._parquet_file(f).metadata.num_rows for f in self._files())
+        with _guarded("CSV file"), self._fs.open_input_stream(self._path) as stream:
+            total, last, header_done = 0, b"\n", False
+            while chunk := stream.read(_CHUNK_BYTES):
+                if not header_done:
+                    newline = chunk.find(b"\n")
+                    if newline < 0:
+                        chunk = b""  # still inside the header line
+                    else:
+                        header_done, chunk = True, chunk[newline + 1 :]
+                total += chunk.count(b"\n")
+                if chunk:
+                    last = chunk[-1:]
+            return total + (1 if header_done and last != b"\n" else 0)
+
+    def fingerprint(self) -> str:
+        """``"sha256:<hex>"``: for a file the plain SHA-256 of its bytes (``sha256sum`` gives the
+        same hex); for a Parquet folder, in sorted order, each data file's name and bytes, each
+        length-prefixed so that no two different folders share a byte stream."""
+        digest = hashlib.sha256()
+        with _guarded("source"):
+            if self._is_folder():
+                for member in self._files():
+                    name = PurePosixPath(member).name.encode()
+                    digest.update(len(name).to_bytes(8, "big") + name)
+                    size = self._fs.get_file_info(member).size
+                    digest.update(int(size or 0).to_bytes(8, "big"))
+                    self._hash_file(member, digest)
+            else:
+                self._hash_file(self._path, digest)
+        return f"sha256:{digest.hexdigest()}"
+
+    def iter_batches(
+        self, columns: Sequence[str], rows_per_block: int
+    ) -> Iterator[pa.RecordBatch]:
+        """The raw cells of ``columns`` in blocks of at most ``rows_per_block`` rows. Raises
+        :class:`SourceError` naming requested columns the source lacks (before any row)."""
+        if rows_per_block < 1:
+            raise ValueError("rows_per_block must be at least 1")
+        wanted = list(columns)
+        present = self.columns()
+        absent = [c for c in dict.fromkeys(wanted) if c not in present]
+        if absent:
+            names = ", ".join(repr(c) for c in absent)
+            raise SourceError(f"column(s) not found in the source: {names}")
+        if self._format == "csv":
+            yield from self._csv_batches(present, wanted, rows_per_block)
+        else:
+            for file in self._files():
+                yield from self._parquet_batches(file, wanted, rows_per_block)
+
+    # ---- CSV ---------------------------------------------------------------------------
+
+    def _csv_header(self) -> list[str]:
+        with _guarded("CSV header"), self._fs.open_input_stream(self._path) as stream:
+            head = b""
+            while b"\n" not in head and (chunk := stream.read(_CHUNK_BYTES)):
+                head += chunk
+        line = head.split(b"\n", 1)[0].removesuffix(b"\r").removeprefix(b"\xef\xbb\xbf")
+        try:
+            text = line.decode("utf-8")
+            names = next(csv.reader([text], strict=True), [])
+        except (UnicodeDecodeError, csv.Error):
+            raise SourceError("the CSV header line is not valid UTF-8 CSV") from None
+        if not names or names == [""]:
+            raise SourceError("the CSV file has no header line")
+        return names
+
+    def _csv_batches(
+        self, header: list[str], wanted: list[str], rows_per_block: int
+    ) -> Iterator[pa.RecordBatch]:
+        indices = [header.index(c) for c in wanted]  # the first column of that name
+        with _guarded("CSV file"):
+            stream = self._fs.open_input_stream(self._path)
+        with stream:
+            lines = _csv_chunks(stream)
+            while True:
+                with _guarded("CSV file"):
+                    chunk = next(lines, None)
+                    if chunk is None:
+                        return
+                    text = normalise_lines(chunk, len(header))
+                    tables = list(iter_csv_tables(text, len(header), indices))
+                for table in tables:
+                    for batch in table.to_batches(max_chunksize=rows_per_block):
+                        yield pa.RecordBatch.from_arrays(batch.columns, names=wanted)
+
+    # ---- Parquet -----------------------------------------------------------------------
+
+    def _is_folder(self) -> bool:
+        return self._fs.get_file_info(self._path).type == pafs.FileType.Directory
+
+    def _files(self) -> list[str]:
+        with _guarded("Parquet folder"):
+            if not self._is_folder():
+                return [self._path]
+            infos = self._fs.get_file_info(pafs.FileSelector(self._path, recursive=False))
+        files = sorted(
+            (
+                info.path
+                for info in infos
+                if info.type == pafs.FileType.File and _is_parquet_member(info.base_name)
+            ),
+            key=lambda p: PurePosixPath(p).name,
+        )
+        if not files:
+            raise SourceError("the Parquet folder holds no .parquet files")
+        return files
+
+    def _parquet_file(self, file: str, **options: Any) -> pq.ParquetFile:
+        return pq.ParquetFile(self._fs.open_input_file(file), **options)
+
+    def _parquet_batches(
+        self, file: str, wanted: list[str], rows_per_block: int
+    ) -> Iterator[pa.RecordBatch]:
+        with _guarded("Parquet data"):
+            # No pre-buffering (it loads the whole file's column chunks up front) and buffered
+            # page reads: Arrow then holds about a page per column, not a row group.
+            reader = self._parquet_file(
+                file, pre_buffer=False, buffer_size=_READ_BUFFER_BYTES
+            )
+            unique = list(dict.fromkeys(wanted))
+            batches = reader.iter_batches(batch_size=rows_per_block, columns=unique)
+        with reader:
+            while True:
+                # Only the reading is guarded: the consumer's own errors never pass through here.
+                with _guarded("Parquet data"):
+                    batch = next(batches, None)
+                    if batch is None:
+                        return
+                    if batch.schema.names != unique:
+                        raise SourceError(_SOURCE_CHANGED_WHILE_READING)
+                    arrays = [batch.column(unique.index(c)) for c in wanted]
+                yield pa.RecordBatch.from_arrays(arrays, names=wanted)
+
+    def _hash_file(self, file: str, digest: _Digest) -> None:
+        with self._fs.open_input_stream(file) as stream:
+            while chunk := stream.read(_CHUNK_BYTES):
+                digest.update(chunk)
+
+
+def _csv_chunks(stream: Any) -> Iterator[bytes]:
+    """The data lines (header dropped) in chunks of about :data:`_CSV_READ_BYTES`, each cut
+    after a ``\\n``; the last chunk ends with ``\\n`` too (one is added if the file lacks it)."""
+    pending = b""
+    header_done = False
+    while True:
+        block = stream.read(_CSV_READ_BYTES)
+        if not block:
+            break
+        pending += block
+        if not header_done:
+            newline = pending.find(b"\n")
+            if newline < 0:
+                continue
+            header_done, pending = True, pending[newline + 1 :]
+        cut = pending.rfind(b"\n")
+        if cut >= 0:
+            yield pending[: cut + 1]
+            pending = pending[cut + 1 :]
+    if header_done and pending:
+        yield pending + b"\n"
+
+
+# --------------------------------------------------------------------------------------------
+# Path-based helpers kept for callers that hold a resolved local path
+# --------------------------------------------------------------------------------------------
+
+
+def available_columns(path: Path, fmt: Format) -> list[str]:
+    """:meth:`FileSource.columns` of a local path."""
+    return local_source(path, fmt).columns()
 
 
 def count_rows(path: Path, fmt: Format) -> int:
-    """Number of data rows (header excluded).
-
-    Parquet: read from the file footers only. CSV: a streaming pass with the same parser and
-    options as :func:`read_columns`, so the count always equals the rows it returns.
-    """
-    if fmt == "parquet":
-        with _guarded("Parquet metadata"):
-            return sum(pq.ParquetFile(f).metadata.num_rows for f in _parquet_files(path))
-    total = 0
-    with (
-        _guarded("CSV file"),
-        pd.read_csv(  # type: ignore[call-overload]
-            path, usecols=[0], dtype=str, chunksize=_CSV_COUNT_CHUNK_ROWS, **_CSV_OPTIONS
-        ) as chunks,
-    ):
-        for chunk in chunks:
-            total += len(chunk)
-    return total
+    """:meth:`FileSource.count_rows` of a local path."""
+    return local_source(path, fmt).count_rows()
 
 
-def read_columns(path: Path, fmt: Format, columns: Sequence[str]) -> pd.DataFrame:
-    """Read only ``columns`` (in that order) into a DataFrame with a RangeIndex.
-
-    Raises :class:`SourceError` naming requested columns that the source lacks. With no columns,
-    returns a frame with no columns and :func:`count_rows` rows (an intercept-only model).
-    CSV: pandas' C parser with whole-column type inference; only empty fields are missing values.
-    As pandas does when reading a subset of columns, a row with extra trailing fields keeps its
-    first ones and a short row has its absent fields missing; :func:`count_rows` agrees.
-    Parquet: Arrow, reading only the requested column chunks.
-    """
-    wanted = list(dict.fromkeys(columns))
-    if not wanted:
-        return pd.DataFrame(index=pd.RangeIndex(count_rows(path, fmt)))
-    _check_present(path, fmt, wanted)
-    frame = _read_csv(path, wanted) if fmt == "csv" else _read_parquet(path, wanted)
-    return frame[wanted].reset_index(drop=True)
-
-
-def _check_present(path: Path, fmt: Format, wanted: list[str]) -> None:
-    present = set(available_columns(path, fmt))
-    missing = [c for c in wanted if c not in present]
-    if missing:
-        names = ", ".join(repr(c) for c in missing)
-        raise SourceError(f"column(s) not found in the source: {names}")
-
-
-def _read_csv(path: Path, columns: list[str]) -> pd.DataFrame:
-    with _guarded("CSV file"):
-        return pd.read_csv(  # type: ignore[call-overload, no-any-return]
-            path, usecols=columns, low_memory=False, **_CSV_OPTIONS
-        )
-
-
-def _read_parquet(path: Path, columns: list[str]) -> pd.DataFrame:
-    with _guarded("Parquet data"):
-        tables = [pq.read_table(f, columns=columns) for f in _parquet_files(path)]
-        table = (
-            tables[0]
-            if len(tables) == 1
-            else pa.concat_tables(tables, promote_options="permissive")
-        )
-        return table.to_pandas()
-
-
-def _parquet_files(path: Path) -> list[Path]:
-    files = parquet_members(path) if path.is_dir() else [path]
-    if not files:
-        raise SourceError("the Parquet folder holds no .parquet files")
-    return files
-
-
-# --------------------------------------------------------------------------------------------
-# Reading in blocks of rows
-# --------------------------------------------------------------------------------------------
-
-_SOURCE_CHANGED_WHILE_READING = "the source changed while it was being read"
-_READ_BUFFER_BYTES = 1 << 16
-# Arrow types whose conversion to pandas is value by value, so a block of rows converts to the
-# same values as the whole table (nested, dictionary, temporal and decimal types are read whole).
-_BLOCK_TYPES = (
-    pa.types.is_integer,
-    pa.types.is_floating,
-    pa.types.is_boolean,
-    pa.types.is_string,
-    pa.types.is_large_string,
-)
-
-
-@dataclass(frozen=True)
-class _BlockPlan:
-    """How to convert one record batch exactly as :func:`_read_parquet` converts its rows."""
-
-    files: list[Path]
-    columns: list[str]
-    types: dict[str, pa.DataType]
-    metadata: dict[bytes, bytes] | None  # the schema metadata of the whole concatenated table
-    dtypes: dict[str, Any]  # pandas dtype of every column in read_columns' frame
-    widen: frozenset[str]  # integer columns with nulls somewhere: float64 in every block
-
-
-def block_dtypes(path: Path, fmt: Format, columns: Sequence[str]) -> dict[str, Any] | None:
-    """The pandas dtype of each of ``columns`` in every block :func:`iter_column_blocks` yields
-    (the dtypes :func:`read_columns` gives), or ``None`` when the source is only read whole.
-
-    Blocks are offered only where they provably give :func:`read_columns`' frame row for row:
-    Parquet, with every requested column a top-level integer, floating-point, boolean or string
-    column of the same Arrow type in every file (no type promotion across files). Where Arrow's
-    conversion to pandas depends on whether a column holds nulls at all (integers become float64,
-    booleans object), the file footers must record null counts: an integer column with nulls in
-    any file is widened to float64 in every block, as the whole-table conversion does, and a
-    boolean column with nulls is read whole. CSV is always read whole (its type inference looks
-    at whole columns). Reads footers only; raises :class:`SourceError` for missing columns with
-    :func:`read_columns`' message.
-    """
-    wanted = list(dict.fromkeys(columns))
-    if wanted:
-        _check_present(path, fmt, wanted)
-    plan = _block_plan(path, wanted) if fmt == "parquet" else None
-    return None if plan is None else dict(plan.dtypes)
-
-
-def iter_column_blocks(
-    path: Path, fmt: Format, columns: Sequence[str], rows_per_block: int
-) -> Iterator[pd.DataFrame]:
-    """:func:`read_columns`, as consecutive blocks of at most ``rows_per_block`` rows.
-
-    Concatenated in order, the blocks hold exactly the rows, values and dtypes of
-    ``read_columns(path, fmt, columns)``; each block has its own RangeIndex from 0. When
-    :func:`block_dtypes` is not ``None``, the Parquet files are streamed in :func:`_read_parquet`'s
-    order as Arrow record batches, so only one block is in memory at a time; otherwise the whole
-    frame is read and yielded as a single block. Errors are :func:`read_columns`' (columns are
-    checked before any row is read); a file that no longer matches its footer mid-read raises
-    :class:`SourceError`.
-    """
-    if rows_per_block < 1:
-        raise ValueError("rows_per_block must be at least 1")
-    wanted = list(dict.fromkeys(columns))
-    if wanted:
-        _check_present(path, fmt, wanted)
-    plan = _block_plan(path, wanted) if fmt == "parquet" else None
-    if plan is None:
-        yield read_columns(path, fmt, wanted)
-        return
-    for file in plan.files:
-        yield from _file_blocks(file, plan, rows_per_block)
-
-
-def _file_blocks(file: Path, plan: _BlockPlan, rows_per_block: int) -> Iterator[pd.DataFrame]:
-    with _guarded("Parquet data"):
-        # No pre-buffering (it loads the whole file's column chunks up front) and buffered page
-        # reads: Arrow then holds about a page per column, not a row group (I/O only; the
-        # decoded values are the same).
-        reader = pq.ParquetFile(file, pre_buffer=False, buffer_size=_READ_BUFFER_BYTES)
-    with reader:
-        with _guarded("Parquet data"):
-            batches = reader.iter_batches(batch_size=rows_per_block, columns=plan.columns)
-        while True:
-            # Only the reading is guarded: the consumer's own errors never pass through here.
-            with _guarded("Parquet data"):
-                batch = next(batches, None)
-                if batch is None:
-                    return
-                frame = _block_frame(batch, plan)
-            yield frame
-
-
-def _block_frame(batch: pa.RecordBatch, plan: _BlockPlan) -> pd.DataFrame:
-    if dict(zip(batch.schema.names, batch.schema.types, strict=True)) != plan.types:
-        raise SourceError(_SOURCE_CHANGED_WHILE_READING)
-    table = pa.Table.from_batches([batch]).replace_schema_metadata(plan.metadata)
-    # split_blocks: one array per column (zero-copy where Arrow allows) instead of a consolidated
-    # copy; it changes the frame's memory layout only, not a dtype or a value.
-    frame = table.to_pandas(split_blocks=True)
-    # Arrow makes an integer column float64 only when it holds a null; the whole table does so
-    # for every row if any file has one. numpy's int→float64 cast is the C conversion Arrow uses.
-    widen = {c: np.float64 for c in plan.widen if frame[c].dtype.kind in "iu"}
-    if widen:
-        frame = frame.astype(widen)
-    if list(frame.columns) != plan.columns:
-        frame = frame[plan.columns]
-    index = frame.index
-    if not (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1):
-        frame = frame.reset_index(drop=True)
-    if any(frame[c].dtype != plan.dtypes[c] for c in plan.columns):
-        raise SourceError(_SOURCE_CHANGED_WHILE_READING)
-    return frame
-
-
-def _block_plan(path: Path, wanted: list[str]) -> _BlockPlan | None:
-    if not wanted:
-        return None
-    files = _parquet_files(path)
-    with _guarded("Parquet data"):
-        footers = [_footer(f, wanted) for f in files]
-    if any(footer is None for footer in footers):
-        return None
-    schemas = [footer[0] for footer in footers if footer is not None]
-    nulls = [footer[1] for footer in footers if footer is not None]
-    try:
-        # The schema _read_parquet's table gets, metadata included (the first file's).
-        unified = (
-            schemas[0]
-            if len(schemas) == 1
-            else pa.concat_tables(
-                [s.empty_table() for s in schemas], promote_options="permissive"
-            ).schema
-        )
-        if any(s.types != unified.types for s in schemas):
-            return None  # promotion across files: not proven value-for-value, read whole
-        # What Arrow's to_pandas makes of each column without and with nulls.
-        plain = unified.empty_table().to_pandas()
-        with_nulls = pa.Table.from_arrays(
-            [pa.nulls(1, t) for t in unified.types], schema=unified
-        ).to_pandas()
-        if list(plain.columns) != wanted or list(with_nulls.columns) != wanted:
-            return None
-        dtypes = {c: plain[c].dtype for c in wanted}
-        null_dtypes = {c: with_nulls[c].dtype for c in wanted}
-    except (pa.ArrowException, ValueError, TypeError, KeyError):
-        return None
-    widen: set[str] = set()
-    for column in wanted:
-        if dtypes[column] == null_dtypes[column]:
-            continue
-        has_nulls = [file_nulls[column] for file_nulls in nulls]
-        if None in has_nulls:
-            return None  # a footer does not say: read whole
-        if not any(has_nulls):
-            continue
-        if not (
-            isinstance(dtypes[column], np.dtype)
-            and dtypes[column].kind in "iu"
-            and null_dtypes[column] == np.float64
-        ):
-            return None  # e.g. booleans with nulls become objects: read whole
-        dtypes[column] = null_dtypes[column]
-        widen.add(column)
-    return _BlockPlan(
-        files=files,
-        columns=wanted,
-        types=dict(zip(unified.names, unified.types, strict=True)),
-        metadata=unified.metadata,
-        dtypes=dtypes,
-        widen=frozenset(widen),
-    )
-
-
-def _footer(file: Path, wanted: list[str]) -> tuple[pa.Schema, dict[str, bool | None]] | None:
-    """The schema ``pq.read_table(file, columns=wanted)`` has, and whether each column holds a
-    null (``None`` when the footer lacks the count); ``None`` if a column is not block-readable."""
-    with pq.ParquetFile(file) as reader:
-        arrow = reader.schema_arrow
-        metadata = reader.metadata
-    names = arrow.names
-    for column in wanted:
-        # One top-level primitive field, and no nested field whose path could also match it.
-        if names.count(column) != 1 or any(column.startswith(f"{n}.") for n in names):
-            return None
-        if not any(is_type(arrow.field(column).type) for is_type in _BLOCK_TYPES):
-            return None
-    leaves: dict[str, list[int]] = {}
-    for index in range(metadata.num_columns):
-        leaves.setdefault(metadata.schema.column(index).path, []).append(index)
-    has_nulls: dict[str, bool | None] = {}
-    for column in wanted:
-        if len(leaves.get(column, [])) != 1:
-            return None
-        has_nulls[column] = _has_nulls(metadata, leaves[column][0])
-    schema = pa.schema([arrow.field(c) for c in wanted], metadata=arrow.metadata)
-    return schema, has_nulls
-
-
-def _has_nulls(metadata: pq.FileMetaData, leaf: int) -> bool | None:
-    for group in range(metadata.num_row_groups):
-        statistics = metadata.row_group(group).column(leaf).statistics
-        if statistics is None or not statistics.has_null_count:
-            return None
-        if statistics.null_count > 0:
-            return True
-    return False
+def fingerprint(path: Path) -> str:
+    """:meth:`FileSource.fingerprint` of a local path (file or Parquet folder)."""
+    fmt: Format = "parquet" if path.is_dir() or path.suffix.lower() in PARQUET_SUFFIXES else "csv"
+    return local_source(path, fmt).fingerprint()

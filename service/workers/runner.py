@@ -31,15 +31,8 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.data.encoding import Encoder, encode_one_vs_rest, labels_row_by_row
-from service.data.sources import (
-    SourceError,
-    block_dtypes,
-    count_rows,
-    fingerprint,
-    iter_column_blocks,
-    read_columns,
-)
+from service.data.encoding import Encoder, encode_one_vs_rest
+from service.data.sources import SourceError, fingerprint, local_source
 from service.data.spec import Feature, LabelSpec
 from service.db.models import Dataset, Job, TrainedModel, utcnow
 from service.db.session import session_factory
@@ -202,33 +195,17 @@ def read_encoded(
     is bit for bit the whole-frame one. Otherwise (CSV, …) the whole frame is read and encoded.
     ``rows_per_block`` defaults to about :data:`BLOCK_BYTES` of float64 per block.
     """
-    fmt: Any = source_format
+    # TEMPORARY (issue 8 part A in progress): whole read through the new FileSource.
+    import pyarrow as pa
+
     columns = [*encoder.columns, label.column]
-    dtypes = block_dtypes(source, fmt, columns)
-    if (
-        dtypes is None
-        or not encoder.encodes_row_by_row(dtypes)
-        or not labels_row_by_row(label, dtypes[label.column])
-    ):
-        frame = read_columns(source, fmt, columns)
-        X = encoder.encode(frame)
-        Y = _encode_labels(encoder, frame[label.column], label, label_bound)
-        return X, Y
-    if rows_per_block is None:
-        rows_per_block = max(1, BLOCK_BYTES // (8 * max(len(columns), encoder.dimension)))
-    n = count_rows(source, fmt)
-    X = np.empty((n, encoder.dimension), dtype=np.float64)
-    Y = np.empty((len(label.classes or []), n) if label.type == "categorical" else n)
-    start = 0
-    for block in iter_column_blocks(source, fmt, columns, rows_per_block):
-        stop = start + len(block)
-        if stop > n:
-            raise SourceError("source changed while the job was reading it")
-        encoder.encode_into(block, X[start:stop])
-        Y[..., start:stop] = _encode_labels(encoder, block[label.column], label, label_bound)
-        start = stop
-    if start != n:
-        raise SourceError("source changed while the job was reading it")
+    src = local_source(source, source_format)  # type: ignore[arg-type]
+    names = list(dict.fromkeys(columns))
+    frame = pa.Table.from_batches(
+        list(src.iter_batches(names, 1 << 16))
+    ).to_pandas()
+    X = encoder.encode(frame)
+    Y = _encode_labels(encoder, frame[label.column], label, label_bound)
     return X, Y
 
 
