@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from service import safe_text
 from service.data.spec import CategoricalFeature, Feature, LabelSpec, LabelValue, NumericFeature
 from service.models.registry import ModelSpec
 
@@ -21,8 +34,53 @@ Role = Literal["admin", "owner", "analyst"]
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
 
+# Smallest accepted ε and smallest positive δ (jobs and budgets): below them the calibrations
+# under/overflow (ε = 5e-324 made `math.log` fail, or a pure-DP noise scale infinite). Every
+# optimizer's plan is checked at these bounds in tests/test_input_hygiene.py.
+MIN_EPSILON = 1e-6
+MIN_POSITIVE_DELTA = 1e-100
+
+
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body (or part of one), validated at the HTTP edge.
+
+    - unknown fields are refused (``extra="forbid"``);
+    - JSON types are taken as sent (``strict=True``): ``true`` or ``"0.5"`` is not a number,
+      ``1.0`` is not an integer; a JSON integer is a valid float;
+    - no string anywhere inside (values and object keys, at any depth) holds a control
+      character or a lone surrogate (service/safe_text.py), reported at its own field.
+
+    Fields whose type is a model defined elsewhere (label, features, the model spec) are
+    declared with :func:`strictly` so that they are validated strictly too.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _safe_text(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        path = safe_text.first_unsafe_path(data) if isinstance(data, dict) else None
+        if path is not None:
+            error = InitErrorDetails(
+                type=PydanticCustomError("control_character", safe_text.MESSAGE),
+                loc=path,
+                input="",  # never echo the offending value
+            )
+            raise ValidationError.from_exception_data(cls.__name__, [error])
+        return handler(data)
+
+
+def strictly(kind: Any) -> BeforeValidator:
+    """Validate a field of type ``kind`` (a model defined outside this module) strictly, as
+    :class:`Strict` validates its own fields; errors keep their field paths."""
+    adapter: TypeAdapter[Any] = TypeAdapter(kind)
+    return BeforeValidator(lambda value: adapter.validate_python(value, strict=True))
+
+
+def _zero_or_large_enough(value: float, info: ValidationInfo) -> float:
+    if 0 < value < MIN_POSITIVE_DELTA:
+        raise ValueError(f"must be 0 or at least {MIN_POSITIVE_DELTA:g}")
+    return value
 
 
 # --- keys -----------------------------------------------------------------------------------
@@ -33,7 +91,9 @@ class KeyCreate(Strict):
         min_length=1,
         max_length=200,
         pattern=r"^[A-Za-z0-9_.@-]+$",
-        description="The principal this key authenticates (used in dataset grants).",
+        description="The principal this key authenticates (used in dataset grants). A new name "
+        "creates the principal; an existing name with the same role gets another key "
+        "(rotation); an existing name with another role is refused (409).",
     )
     role: Role
 
@@ -58,10 +118,15 @@ class KeyCreated(BaseModel):
 
 
 class PrivacyBudget(Strict):
-    epsilon: float = Field(gt=0, le=1000, description="Total ε_B of the dataset.")
+    epsilon: float = Field(ge=MIN_EPSILON, le=1000, description="Total ε_B of the dataset.")
     delta: float = Field(
-        ge=0, lt=1, description="Total δ_B. 0 makes the dataset pure ε-DP (basic composition)."
+        ge=0,
+        lt=1,
+        description="Total δ_B. 0 makes the dataset pure ε-DP (basic composition); otherwise "
+        f"at least {MIN_POSITIVE_DELTA:g}.",
     )
+
+    _delta_bound = field_validator("delta")(_zero_or_large_enough)
 
 
 class DatasetSource(Strict):
@@ -77,9 +142,50 @@ class DatasetSource(Strict):
 class DatasetCreate(Strict):
     name: str = Field(min_length=1, max_length=200)
     source: DatasetSource
-    label: LabelSpec
-    features: list[Feature] = Field(min_length=1)
+    label: Annotated[LabelSpec, strictly(LabelSpec)]
+    features: Annotated[list[Feature], strictly(list[Feature])] = Field(min_length=1)
     budget: PrivacyBudget
+    strict: bool = Field(
+        default=False,
+        description="Refuse the source (422, naming the field) when label values lie outside "
+        "the declared set or a numeric feature has non-empty cells that are not numbers. "
+        "Without it the source is registered and the counts are in `validation`.",
+    )
+
+
+class FeatureValidation(BaseModel):
+    """Counts over one declared feature column, from parsing the whole source at registration."""
+
+    name: str
+    missing: int = Field(description="Empty or absent cells (encoded as missing).")
+    unparseable: int = Field(
+        description="Non-empty cells that do not convert to the declared type (encoded as "
+        "missing)."
+    )
+    out_of_bounds: int = Field(description="Numeric cells outside [min, max] (clipped).")
+    unknown_category: int = Field(
+        description="Categorical cells outside the declared categories (all-zero block)."
+    )
+
+
+class LabelValidation(BaseModel):
+    """Counts over the label column."""
+
+    column: str
+    missing: int = Field(description="Empty or absent label cells.")
+    outside_declared: int = Field(
+        description="Binary/categorical labels: values outside the declared set."
+    )
+    unparseable: int = Field(description="Numeric labels: non-empty cells that are not numbers.")
+
+
+class ValidationOut(BaseModel):
+    """The owner's validation report: how the service's reader sees the source. Shown to the
+    dataset's owner and to admins only, never to analysts."""
+
+    rows: int
+    features: list[FeatureValidation]
+    label: LabelValidation
 
 
 class DatasetOut(BaseModel):
@@ -93,7 +199,15 @@ class DatasetOut(BaseModel):
     budget: PrivacyBudget
     fingerprint: str | None = Field(default=None, description="Shown to the owner only.")
     source: DatasetSource | None = Field(default=None, description="Shown to the owner only.")
+    validation: ValidationOut | None = Field(
+        default=None,
+        description="The validation report of the registration. Shown to the owner and admins "
+        "only (null for others, and for datasets registered before reports existed).",
+    )
     created_at: datetime
+    retired_at: datetime | None = Field(
+        default=None, description="Set when an admin retired the dataset: no job is admitted."
+    )
 
 
 class GrantCreate(Strict):
@@ -164,13 +278,17 @@ class OptimizerChoice(Strict):
 
 
 class JobPrivacy(Strict):
-    epsilon: float = Field(gt=0, le=1000)
-    delta: float = Field(ge=0, lt=1, description="0 asks for pure ε-DP.")
+    epsilon: float = Field(ge=MIN_EPSILON, le=1000)
+    delta: float = Field(
+        ge=0, lt=1, description=f"0 asks for pure ε-DP; otherwise at least {MIN_POSITIVE_DELTA:g}."
+    )
+
+    _delta_bound = field_validator("delta")(_zero_or_large_enough)
 
 
 class JobCreate(Strict):
     dataset_id: str
-    model: ModelSpec
+    model: Annotated[ModelSpec, strictly(ModelSpec)]
     optimizer: OptimizerChoice
     privacy: JobPrivacy
 

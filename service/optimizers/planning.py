@@ -56,7 +56,7 @@ def plan_job(
             f"unknown optimizer {optimizer_name!r}; GET /v1/optimizers lists the catalog",
         ) from None
     try:
-        params = optimizer.Params.model_validate(raw_params)
+        params = optimizer.Params.model_validate(raw_params, strict=True)  # JSON types as sent
     except ValidationError as exc:
         first = exc.errors()[0]
         path = ".".join(str(p) for p in first.get("loc", ()))
