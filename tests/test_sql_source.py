@@ -1,0 +1,341 @@
+"""SQL tables as sources, against a real PostgreSQL database (and a SQLite file).
+
+The "warehouse" is a database of its own, as an operator's database would be; the service's own
+database is not involved at this level.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from service.data.sources import SourceError
+from service.data.sql_source import open_sql_source, parse_sql_uri, reopen_sql_source
+from service.settings import Settings, SettingsError
+from tests.conftest import _fresh_postgres_database
+
+pytestmark = pytest.mark.postgres
+
+SECRET = "s3cr3t-pw-never-shown"
+
+
+@pytest.fixture(scope="module")
+def warehouse() -> Iterator[str]:
+    """A fresh PostgreSQL database standing for an operator's warehouse; yields its URL."""
+    yield from _fresh_postgres_database()
+
+
+@pytest.fixture(scope="module")
+def settings(warehouse: str) -> Settings:
+    # Trust auth ignores the password: it is there to prove it never shows.
+    url = make_url(warehouse).set(password=SECRET).render_as_string(hide_password=False)
+    unreachable = make_url(url).set(port=1).render_as_string(hide_password=False)
+    return Settings(
+        database_url="sqlite://",
+        data_roots=(),
+        workers=1,
+        dask_scheduler=None,
+        sql_connections={"wh": url, "down": unreachable},
+    )
+
+
+def run(url: str, *statements: str) -> None:
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for statement in statements:
+            conn.execute(sa.text(statement))
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def tables(warehouse: str) -> str:
+    run(
+        warehouse,
+        "CREATE SCHEMA sales",
+        "CREATE TABLE people (id integer PRIMARY KEY, age bigint, score double precision, "
+        "amount numeric, ok boolean, city text, blob bytea, born date)",
+        # Inserted out of key order: reads must come back ordered by the key.
+        "INSERT INTO people VALUES "
+        "(3, 30, 0.5, 12.25, true, 'Zürich', '\\x0001', '2001-02-03'), "
+        "(1, NULL, 'NaN', 'NaN', NULL, NULL, NULL, NULL), "
+        "(2, -7, '-Infinity', 1e300, false, '', '\\x', '1999-12-31'), "
+        "(5, 9223372036854775807, 1.5, 0.1, true, 'a,\"b\"\nc', '\\xff', '2020-01-01'), "
+        "(4, 0, 0, 0, false, 'x', '\\x00', '2000-01-01')",
+        "CREATE TABLE sales.orders (region text, units integer)",
+        "INSERT INTO sales.orders VALUES ('b', 2), ('a', 9), ('a', 1), (NULL, 3), ('a', 1)",
+        'CREATE TABLE "Mixed$Case" (k integer PRIMARY KEY, v text)',
+        "INSERT INTO \"Mixed$Case\" VALUES (1, 'one')",
+        "CREATE TABLE unordered (doc json)",
+        "INSERT INTO unordered VALUES ('{}')",
+        "CREATE TABLE victim (id integer PRIMARY KEY)",
+    )
+    return warehouse
+
+
+def read_all(source: object, columns: list[str], block: int = 2) -> pa.Table:
+    batches = list(source.iter_batches(columns, block))  # type: ignore[attr-defined]
+    assert all(b.num_rows <= block for b in batches)
+    return pa.Table.from_batches(batches)
+
+
+# ----------------------------------------------------------------------------------------------
+# URIs and identifiers
+# ----------------------------------------------------------------------------------------------
+
+
+def test_uri_forms_are_parsed() -> None:
+    ref = parse_sql_uri("sql://wh/people")
+    assert (ref.connection, ref.schema, ref.table) == ("wh", None, "people")
+    ref = parse_sql_uri("sql://my-db_2/sales.orders")
+    assert (ref.connection, ref.schema, ref.table) == ("my-db_2", "sales", "orders")
+    assert ref.location == "sql://my-db_2/sales.orders"
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "sql://wh/users;drop table victim",
+        'sql://wh/"a"."b"',
+        'sql://wh/"victim"',
+        "sql://wh/a.b.c",
+        "sql://wh/1table",
+        "sql://wh/",
+        "sql://wh",
+        "sql://wh/people--",
+        "sql://wh/people where 1=1",
+        "sql://wh/peo ple",
+        "sql://wh/x" + "y" * 63,
+        "sql://w h/people",
+        "sql:///people",
+        "postgresql://wh/people",
+        "sql://wh/people)",
+    ],
+)
+def test_invalid_identifiers_are_refused_before_any_lookup(uri: str) -> None:
+    with pytest.raises(SourceError):
+        parse_sql_uri(uri)
+
+
+def test_an_injection_attempt_changes_nothing(settings: Settings, tables: str) -> None:
+    for uri in ("sql://wh/victim;drop table victim", 'sql://wh/public."victim"; drop'):
+        with pytest.raises(SourceError):
+            open_sql_source(uri, settings)
+    assert open_sql_source("sql://wh/victim", settings).count_rows() == 0
+
+
+def test_an_unconfigured_connection_is_refused(settings: Settings, tables: str) -> None:
+    with pytest.raises(SourceError, match="'nope' is not configured"):
+        open_sql_source("sql://nope/people", settings)
+
+
+def test_missing_tables_and_columns_are_refused(settings: Settings, tables: str) -> None:
+    with pytest.raises(SourceError, match="table not found"):
+        open_sql_source("sql://wh/absent", settings)
+    with pytest.raises(SourceError, match="table not found"):
+        open_sql_source("sql://wh/nosuchschema.people", settings)
+    source = open_sql_source("sql://wh/people", settings)
+    with pytest.raises(SourceError, match="'nope'"):
+        list(source.iter_batches(["age", "nope"], 10))
+
+
+def test_credentials_never_appear(settings: Settings, tables: str) -> None:
+    messages: list[str] = []
+    for uri in ("sql://down/people", "sql://wh/absent", "sql://nope/x", "sql://wh/a;b"):
+        with pytest.raises(SourceError) as caught:
+            open_sql_source(uri, settings)
+        messages.append(str(caught.value))
+        error = caught.value
+        assert error.__cause__ is None and (error.__context__ is None or error.__suppress_context__)
+    source = open_sql_source("sql://wh/people", settings)
+    messages += [repr(source), source.location]
+    for message in messages:
+        assert SECRET not in message
+        assert "127.0.0.1" not in message and "postgres" not in message.lower()
+    assert SECRET not in repr(settings) and "dpfit_test" not in repr(settings)
+    assert "could not reflect the table in connection 'down'" in messages[0]
+
+
+def test_a_malformed_connection_setting_is_a_clear_startup_error() -> None:
+    bad_url = '{"wh": "not a url with s3cr3t"}'
+    with pytest.raises(SettingsError, match="the URL of 'wh' is not a SQLAlchemy URL") as caught:
+        Settings.from_env({"DPFIT_SQL_CONNECTIONS": bad_url})
+    assert "s3cr3t" not in str(caught.value)
+    for raw in ("[]", "{", '{"a b": "sqlite://"}', '{"wh": 1}'):
+        with pytest.raises(SettingsError):
+            Settings.from_env({"DPFIT_SQL_CONNECTIONS": raw})
+    parsed = Settings.from_env({"DPFIT_SQL_CONNECTIONS": '{"wh": "sqlite:///x.db"}'})
+    assert parsed.sql_connections == {"wh": "sqlite:///x.db"}
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading
+# ----------------------------------------------------------------------------------------------
+
+
+def test_table_is_read_in_key_order_with_natural_arrow_types(
+    settings: Settings, tables: str
+) -> None:
+    source = open_sql_source("sql://wh/people", settings)
+    assert source.format == "sql"
+    assert source.location == "sql://wh/public.people"
+    assert source.columns() == ["id", "age", "score", "amount", "ok", "city", "blob", "born"]
+    assert source.order_by == ["id"]
+    assert source.count_rows() == 5
+    table = read_all(source, ["id", "age", "score", "amount", "ok", "city", "blob", "born"])
+    assert table.schema.types == [
+        pa.int64(),
+        pa.int64(),
+        pa.float64(),
+        pa.float64(),
+        pa.bool_(),
+        pa.string(),
+        pa.binary(),
+        pa.string(),
+    ]
+    rows = table.to_pylist()
+    assert [r["id"] for r in rows] == [1, 2, 3, 4, 5]
+    assert rows[0]["age"] is None and rows[0]["ok"] is None and rows[0]["city"] is None
+    assert math.isnan(rows[0]["score"]) and math.isnan(rows[0]["amount"])
+    assert rows[1]["score"] == -math.inf and rows[1]["amount"] == 1e300
+    assert rows[1]["city"] == "" and rows[1]["blob"] == b""
+    assert rows[2] == {
+        "id": 3,
+        "age": 30,
+        "score": 0.5,
+        "amount": 12.25,
+        "ok": True,
+        "city": "Zürich",
+        "blob": b"\x00\x01",
+        "born": "2001-02-03",
+    }
+    assert rows[4]["age"] == 2**63 - 1 and rows[4]["city"] == 'a,"b"\nc'
+
+
+def test_requested_columns_come_in_the_requested_order(settings: Settings, tables: str) -> None:
+    source = open_sql_source("sql://wh/people", settings)
+    table = read_all(source, ["city", "id"], block=3)
+    assert table.column_names == ["city", "id"]
+    assert table.column("id").to_pylist() == [1, 2, 3, 4, 5]
+    no_columns = list(source.iter_batches([], 2))
+    assert [b.num_rows for b in no_columns] == [2, 2, 1]
+    assert all(b.num_columns == 0 for b in no_columns)
+
+
+def test_a_table_without_primary_key_is_read_ordered_by_all_columns(
+    settings: Settings, tables: str
+) -> None:
+    source = open_sql_source("sql://wh/sales.orders", settings)
+    assert source.location == "sql://wh/sales.orders"
+    assert source.order_by == ["region", "units"]
+    table = read_all(source, ["units", "region"])
+    # NULL sorts last in PostgreSQL's ascending order.
+    assert table.to_pylist() == [
+        {"units": 1, "region": "a"},
+        {"units": 1, "region": "a"},
+        {"units": 9, "region": "a"},
+        {"units": 2, "region": "b"},
+        {"units": 3, "region": None},
+    ]
+
+
+def test_a_table_that_cannot_be_ordered_is_refused(settings: Settings, tables: str) -> None:
+    with pytest.raises(SourceError, match="no primary key"):
+        open_sql_source("sql://wh/unordered", settings)
+
+
+def test_case_sensitive_identifiers_are_quoted(settings: Settings, tables: str) -> None:
+    source = open_sql_source("sql://wh/public.Mixed$Case", settings)
+    assert read_all(source, ["v"]).to_pylist() == [{"v": "one"}]
+    with pytest.raises(SourceError, match="table not found"):
+        open_sql_source("sql://wh/mixed$case", settings)
+
+
+def test_reopen_from_the_stored_location(settings: Settings, tables: str) -> None:
+    source = open_sql_source("sql://wh/people", settings)
+    again = reopen_sql_source(source.location, settings)
+    assert again.fingerprint() == source.fingerprint()
+    assert read_all(again, ["id", "city"]).equals(read_all(source, ["id", "city"]))
+    with pytest.raises(SourceError):
+        reopen_sql_source("sql://wh/people", settings)  # stored locations are schema-qualified
+
+
+# ----------------------------------------------------------------------------------------------
+# Fingerprint
+# ----------------------------------------------------------------------------------------------
+
+
+def test_fingerprint_is_content_only_and_changes_with_any_cell(
+    settings: Settings, warehouse: str, tables: str
+) -> None:
+    run(
+        warehouse,
+        "CREATE TABLE fp_a (id integer PRIMARY KEY, x double precision, s text)",
+        "CREATE TABLE fp_b (id integer PRIMARY KEY, x double precision, s text)",
+        "INSERT INTO fp_a VALUES (1, 0.5, 'p'), (2, NULL, ''), (3, 2, 'q')",
+        # The same rows, inserted in another order, in another table.
+        "INSERT INTO fp_b VALUES (3, 2, 'q'), (1, 0.5, 'p'), (2, NULL, '')",
+    )
+    a = open_sql_source("sql://wh/fp_a", settings)
+    b = open_sql_source("sql://wh/fp_b", settings)
+    first = a.fingerprint()
+    assert first.startswith("sha256:") and len(first) == len("sha256:") + 64
+    assert a.fingerprint() == first == b.fingerprint()
+    changes = [
+        ("UPDATE fp_b SET x = 0.5000000001 WHERE id = 1", "UPDATE fp_b SET x = 0.5 WHERE id = 1"),
+        ("UPDATE fp_b SET s = NULL WHERE id = 2", "UPDATE fp_b SET s = '' WHERE id = 2"),
+        ("UPDATE fp_b SET x = 0 WHERE id = 2", "UPDATE fp_b SET x = NULL WHERE id = 2"),
+        ("INSERT INTO fp_b VALUES (4, 1, 'r')", "DELETE FROM fp_b WHERE id = 4"),
+        ("UPDATE fp_b SET id = 9 WHERE id = 3", "UPDATE fp_b SET id = 3 WHERE id = 9"),
+        (
+            "ALTER TABLE fp_b ALTER COLUMN x TYPE numeric",
+            "ALTER TABLE fp_b ALTER COLUMN x TYPE double precision",
+        ),
+    ]
+    for change, undo in changes:
+        run(warehouse, change)
+        # Reopened: a changed column type is seen by reflection (as a worker's reopen sees it).
+        assert open_sql_source("sql://wh/fp_b", settings).fingerprint() != first, change
+        run(warehouse, undo)
+        assert open_sql_source("sql://wh/fp_b", settings).fingerprint() == first, undo
+    run(warehouse, "UPDATE fp_b SET s = 'P' WHERE id = 1")
+    assert b.fingerprint() != first  # an open source sees cell changes too
+
+
+# ----------------------------------------------------------------------------------------------
+# SQLite (the cheap second dialect): types are not enforced there, cells still convert totally
+# ----------------------------------------------------------------------------------------------
+
+
+def test_sqlite_tables_read_with_mistyped_cells_as_null(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'wh.db'}"
+    run(
+        url,
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER, x REAL, flag BOOLEAN, s TEXT)",
+        "INSERT INTO t VALUES (2, 'abc', 'not a number', 7, 'b'), (1, 4, 1.5, 1, 'a'), "
+        "(3, 2.5, X'00', 0, X'ff')",
+    )
+    settings = Settings(
+        database_url="sqlite://",
+        data_roots=(),
+        workers=1,
+        dask_scheduler=None,
+        sql_connections={"lite": url},
+    )
+    source = open_sql_source("sql://lite/t", settings)
+    assert source.location == "sql://lite/main.t"
+    assert source.count_rows() == 3
+    assert read_all(source, ["id", "n", "x", "flag", "s"]).to_pylist() == [
+        {"id": 1, "n": 4, "x": 1.5, "flag": True, "s": "a"},
+        {"id": 2, "n": None, "x": None, "flag": None, "s": "b"},
+        {"id": 3, "n": None, "x": None, "flag": False, "s": None},
+    ]
+    first = source.fingerprint()
+    assert reopen_sql_source(source.location, settings).fingerprint() == first
+    run(url, "UPDATE t SET s = 'A' WHERE id = 1")
+    assert source.fingerprint() != first
