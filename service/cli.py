@@ -29,16 +29,18 @@ def migrate(database_url: str) -> None:
 
 
 def create_key_cli(database_url: str, name: str, role: str) -> str:
-    from service.api.auth import create_key
+    """A new key for principal ``name`` under the same rules as POST /v1/keys (one role per
+    principal; same name and role = rotation). Raises `RoleConflict`."""
     from service.db.session import make_engine, session_factory
+    from service.principals import issue_key
 
     engine = make_engine(database_url)
     try:
         with session_factory(engine).begin() as session:
-            _, key = create_key(session, name, role)
+            secret = issue_key(session, name=name, role=role).secret  # type: ignore[arg-type]
     finally:
         engine.dispose()
-    return key
+    return secret
 
 
 def openapi_yaml() -> str:
@@ -112,7 +114,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"migrated {settings.database_url}")
     elif args.command == "keys":
         migrate(settings.database_url)
-        key = create_key_cli(settings.database_url, args.name, args.role)
+        from pydantic import ValidationError
+
+        from service.principals import RoleConflict
+        from service.schemas import KeyCreate
+
+        try:
+            KeyCreate(name=args.name, role=args.role)  # the same name rules as POST /v1/keys
+            key = create_key_cli(settings.database_url, args.name, args.role)
+        except ValidationError:
+            print("dpfit keys create: --name must be 1-200 of A-Z a-z 0-9 _ . @ -", file=sys.stderr)
+            return 2
+        except RoleConflict as exc:
+            print(f"dpfit keys create: {exc}", file=sys.stderr)
+            return 1
         print(f"created {args.role} key for {args.name!r}; it is shown once:")
         print(key)
     return 0

@@ -11,7 +11,9 @@ from service.db.models import Dataset, Grant, Job, TrainedModel
 
 
 def is_owner(principal: Principal, dataset: Dataset) -> bool:
-    return principal.is_admin or dataset.owner == principal.name
+    """Admins, and the owner principal named on the dataset (names are unique and permanent;
+    the role check keeps a pre-0004 dataset of a name that migrated to another role closed)."""
+    return principal.is_admin or (principal.role == "owner" and dataset.owner == principal.name)
 
 
 def is_granted(session: Session, principal: Principal, dataset: Dataset) -> bool:

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
 from service import __version__
-from service.api import catalog, datasets, jobs, models
+from service.api import catalog, datasets, jobs, keys, models
 from service.api.errors import install_error_handlers
 from service.db.session import make_engine, session_factory
 from service.schemas import Problem
@@ -77,7 +77,7 @@ def create_app(
     app.state.settings = settings
     app.state.dispatcher = None
     install_error_handlers(app)
-    for module in (datasets, jobs, models, catalog):
+    for module in (datasets, jobs, models, keys, catalog):
         app.include_router(module.router)
     _serve_problem_json_schema(app)
     return app

@@ -1,22 +1,21 @@
-"""API keys: random secrets shown once, stored as SHA-256, carrying a role and a principal name."""
+"""Authentication: a bearer API key → the `Principal` (id, name, role) it belongs to.
+
+Keys and principals live in ``service.principals``; this module only turns a request into a
+principal, and gates routes by role.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from service.api.errors import ProblemError
-from service.db.models import ApiKey
+from service.principals import authenticate_key
 
-KEY_PREFIX = "dpf_"
 _bearer = HTTPBearer(
     auto_error=False, description="An API key from `dpfit keys create` or POST /v1/keys."
 )
@@ -24,29 +23,15 @@ _bearer = HTTPBearer(
 
 @dataclass(frozen=True)
 class Principal:
+    """The authenticated caller, from the principals table: one permanent name, one role."""
+
+    id: str
     name: str
     role: str
 
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
-
-
-def new_key() -> str:
-    """A fresh key: 32 random bytes, url-safe (high entropy, so a plain SHA-256 is enough)."""
-    return KEY_PREFIX + secrets.token_urlsafe(32)
-
-
-def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
-def create_key(session: Session, name: str, role: str) -> tuple[ApiKey, str]:
-    """Insert a key row; returns it and the plaintext key (never stored)."""
-    key = new_key()
-    row = ApiKey(id="key_" + secrets.token_hex(8), name=name, role=role, key_hash=hash_key(key))
-    session.add(row)
-    return row, key
 
 
 def authenticate(
@@ -57,14 +42,11 @@ def authenticate(
         raise ProblemError(401, "Unauthorized", "Send 'Authorization: Bearer <api key>'.")
     sessions = request.app.state.sessions
     with sessions() as session:
-        row = session.scalar(
-            select(ApiKey).where(
-                ApiKey.key_hash == hash_key(credentials.credentials), ApiKey.revoked_at.is_(None)
-            )
-        )
-    if row is None:
+        row = authenticate_key(session, credentials.credentials)
+        principal = None if row is None else Principal(id=row.id, name=row.name, role=row.role)
+    if principal is None:
         raise ProblemError(401, "Unauthorized", "Unknown or revoked API key.")
-    return Principal(name=row.name, role=row.role)
+    return principal
 
 
 def require(*roles: str) -> Callable[[Principal], Principal]:

@@ -32,6 +32,7 @@ from service.ledger.admission import (
     recompute_totals,
     spent_of,
 )
+from service.principals import NotAnAnalyst, require_analyst
 from service.schemas import (
     BudgetOut,
     ChargeOut,
@@ -143,12 +144,17 @@ def get_dataset(dataset_id: str, principal: AnyRole, sessions: Sessions) -> Data
 def create_grant(
     dataset_id: str, body: GrantCreate, principal: Owner, sessions: Sessions
 ) -> GrantOut:
-    """Let the principal (an API key's name) submit jobs on this dataset, optionally capped.
+    """Let an existing analyst principal submit jobs on this dataset, optionally capped.
 
-    Idempotent; granting again replaces the cap."""
+    Idempotent; granting again replaces the cap. A name that is not an analyst principal is
+    refused (422 on `principal`)."""
     try:
         with sessions.begin() as session:
             owned_dataset(session, principal, dataset_id)
+            try:
+                require_analyst(session, body.principal)
+            except NotAnAnalyst as exc:
+                raise invalid("principal", str(exc)) from None
             grant = session.scalar(
                 select(Grant).where(
                     Grant.dataset_id == dataset_id, Grant.principal == body.principal

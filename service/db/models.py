@@ -46,14 +46,28 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
 
 
+class Principal(Base):
+    """Who acts: one permanent, unique ``name`` and one ``role`` (admin, owner or analyst).
+
+    Datasets, grants, jobs, charges and models name their principal by ``name``; a name is never
+    deleted nor given to another principal, so revoking keys never moves ownership.
+    """
+
+    __tablename__ = "principals"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class ApiKey(Base):
-    """An API key: only its SHA-256 is stored; ``name`` is the principal it authenticates."""
+    """An API key of one principal (several for rotation): only its SHA-256 is stored."""
 
     __tablename__ = "api_keys"
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), index=True)
-    role: Mapped[str] = mapped_column(String(16))
+    principal_id: Mapped[str] = mapped_column(ForeignKey("principals.id"), index=True)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
