@@ -38,6 +38,8 @@ class Settings:
     - ``DPFIT_DASK_TLS_CA``, ``DPFIT_DASK_TLS_CERT``, ``DPFIT_DASK_TLS_KEY``: the CA, certificate
       and key the service presents to an external scheduler (all three or none; without them it
       uses ``client.pem``/``client-key.pem`` of ``DPFIT_DASK_TLS_DIR``).
+    - ``DPFIT_MAX_BODY_BYTES``: the largest request body the API reads (default 10 MiB);
+      larger ones are refused with 413 before any parsing.
     """
 
     database_url: str
@@ -53,6 +55,7 @@ class Settings:
     dask_tls_ca: Path | None = None
     dask_tls_cert: Path | None = None
     dask_tls_key: Path | None = None
+    max_body_bytes: int = 10 * 1024 * 1024
 
     @staticmethod
     def from_env(environ: dict[str, str] | None = None) -> Settings:
@@ -78,6 +81,7 @@ class Settings:
             dask_tls_ca=_optional_path(env.get("DPFIT_DASK_TLS_CA")),
             dask_tls_cert=_optional_path(env.get("DPFIT_DASK_TLS_CERT")),
             dask_tls_key=_optional_path(env.get("DPFIT_DASK_TLS_KEY")),
+            max_body_bytes=int(env.get("DPFIT_MAX_BODY_BYTES") or 10 * 1024 * 1024),
         )
 
 
