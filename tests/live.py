@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.walkthrough import COPIES
+
 BIN = Path(sys.executable).parent
 
 
@@ -124,8 +126,10 @@ def start_server(
     env = dict(os.environ)
     env.update(
         DPFIT_DATABASE_URL=database_url,
-        DPFIT_DATA_ROOTS=os.pathsep.join(str(p) for p in data_roots),
+        DPFIT_DATA_ROOTS=os.pathsep.join(str(p) for p in [*data_roots, COPIES]),
         DPFIT_WORKERS=str(workers),
+        # The server's Dask TLS certificates live in its home (made at first start).
+        DPFIT_DASK_TLS_DIR=str(home / "dask-tls"),
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
     )
     if scheduler:

@@ -1,8 +1,10 @@
 """Dispatching jobs to Dask workers, and recovering unfinished jobs after a restart.
 
 One job is one Dask task running numpy in-process on a worker (DESIGN §5: a task round trip is
-~11 ms, far below a job's cost). The embedded default is a ``LocalCluster`` of worker
-*processes*; ``DPFIT_DASK_SCHEDULER`` points at an external scheduler instead.
+~11 ms, far below a job's cost). The embedded default is a local cluster of worker
+*processes* (:mod:`service.workers.cluster`); ``DPFIT_DASK_SCHEDULER`` points at an external
+scheduler instead. Either way every Dask connection is mutual TLS
+(:mod:`service.workers.security`).
 """
 
 from __future__ import annotations
@@ -35,25 +37,23 @@ class DaskDispatcher:
     """Submits ``run_job`` tasks to a Dask cluster and watches their futures."""
 
     def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
-        from distributed import Client, LocalCluster
+        from distributed import Client
+
+        from service.workers.cluster import start_cluster
+        from service.workers.security import embedded_security, external_security
 
         self._settings = settings
         self._sessions = sessions
         self._cluster = None
+        # Closed control plane (DESIGN §5): mutual TLS on every Dask connection, listeners on
+        # settings.dask_host only, no scheduler or worker HTTP server.
         if settings.dask_scheduler:
-            self._client = Client(settings.dask_scheduler)
+            security = external_security(settings)
+            self._client = Client(settings.dask_scheduler, security=security)
         else:
-            self._cluster = LocalCluster(
-                n_workers=settings.workers,
-                threads_per_worker=1,
-                processes=True,
-                # No Dask dashboard (it is unauthenticated and would claim port 8787;
-                # dashboard_address=None does not turn it off): a random port, no dashboard.
-                dashboard_address=":0",
-                scheduler_kwargs={"dashboard": False},
-                memory_limit=0,
-            )
-            self._client = Client(self._cluster)
+            security = embedded_security(settings)
+            self._cluster = start_cluster(settings, security)
+            self._client = Client(self._cluster, security=security)
         self._client.register_plugin(WorkerEngines())
         self._client.run(_warm_up)
         self._futures: dict[str, object] = {}

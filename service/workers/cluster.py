@@ -1,0 +1,98 @@
+"""The embedded Dask cluster with a closed control plane: TLS only, one interface, no HTTP.
+
+Dask's ``Scheduler`` and ``Worker`` always start a Tornado HTTP server (``start_http_server`` is
+called unconditionally; ``dashboard=False`` only drops the Bokeh pages, and the scheduler's
+``/info``, ``/json``, ``/eventstream``, ``/metrics`` and ``/health`` routes stay). With
+``LocalCluster(dashboard_address=":0")`` that server listened on 0.0.0.0 and its pages named
+every job (issue 9). Here the server classes simply never start it: :class:`ClosedScheduler` and
+:class:`ClosedWorker` override ``start_http_server`` with a no-op, so no HTTP socket exists at all.
+Nothing else in ``distributed`` needs that server unless the dashboard, Jupyter or the ``ws://``
+protocol is enabled, which we never do. Nannies have no HTTP server.
+
+Every listener (scheduler, nannies, workers) binds to ``settings.dask_host`` (default
+``127.0.0.1``) and speaks TLS with mutual authentication (:mod:`service.workers.security`).
+
+For an external cluster, ``dask scheduler``/``dask worker`` take ``--preload
+service.workers.cluster``: :func:`dask_setup` closes the HTTP server those commands started
+(README, "Security of the worker cluster").
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from distributed import Nanny, Scheduler, SpecCluster, Worker
+
+if TYPE_CHECKING:
+    from distributed.security import Security
+
+    from service.settings import Settings
+
+logger = logging.getLogger("dpfit.dispatch")
+
+
+class ClosedScheduler(Scheduler):
+    """A Dask scheduler without an HTTP server (no dashboard, no info/json/metrics pages)."""
+
+    def start_http_server(self, *args: Any, **kwargs: Any) -> None:
+        """Start nothing: the scheduler serves Dask's TLS protocol only."""
+
+
+class ClosedWorker(Worker):
+    """A Dask worker without an HTTP server (no /metrics, /health or dashboard)."""
+
+    def start_http_server(self, *args: Any, **kwargs: Any) -> None:
+        """Start nothing: the worker serves Dask's TLS protocol only."""
+
+
+def start_cluster(settings: Settings, security: Security) -> SpecCluster:
+    """A ``SpecCluster`` shaped like ``LocalCluster(processes=True, threads_per_worker=1)``:
+    one ``ClosedScheduler`` in this process, ``settings.workers`` nannies (in this process) each
+    running one ``ClosedWorker`` process, every listener ``tls://`` on ``settings.dask_host``."""
+    host = settings.dask_host
+    scheduler = {
+        "cls": ClosedScheduler,
+        "options": {
+            "host": host,
+            "port": 0,
+            "protocol": "tls://",
+            "security": security,
+            "dashboard": False,
+            "dashboard_address": None,
+        },
+    }
+    worker = {
+        "cls": Nanny,
+        "options": {
+            "worker_class": ClosedWorker,
+            "host": host,
+            "protocol": "tls://",
+            "security": security,
+            "nthreads": 1,
+            "memory_limit": 0,
+            "dashboard": False,
+            "dashboard_address": None,
+            "silence_logs": logging.WARN,
+        },
+    }
+    return SpecCluster(
+        scheduler=scheduler,
+        workers={i: worker for i in range(settings.workers)},
+        worker=worker,
+        security=security,
+        silence_logs=logging.WARN,
+    )
+
+
+def dask_setup(server: object) -> None:
+    """``--preload service.workers.cluster`` for ``dask scheduler``/``dask worker``: close the
+    HTTP server the command started, so no page answers (Dask runs preloads after it started)."""
+    http_server = getattr(server, "http_server", None)
+    if http_server is None:
+        return
+    http_server.stop()
+    services = getattr(server, "services", {})
+    if services.get("dashboard") is http_server:
+        del services["dashboard"]
+    logger.info("closed the Dask HTTP server of %s", type(server).__name__)
