@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
 import copy
 import importlib.util
+import shutil
+import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+# One budget per data: a source backs one dataset, so tests register fresh copies of the example
+# data from here (tests/live.py makes it a data root of every server it starts).
+COPIES = Path(tempfile.mkdtemp(prefix="dpfit-test-data-"))
+atexit.register(shutil.rmtree, COPIES, True)
 
 CREDIT_FEATURES: list[dict[str, Any]] = [
     {"name": "age", "type": "numeric", "min": 18, "max": 90},
@@ -22,9 +30,24 @@ CREDIT_FEATURES: list[dict[str, Any]] = [
 CREDIT_LABEL = {"column": "income", "positive": ">50K", "negative": "<=50K"}
 
 
+def fresh_credit_copy() -> str:
+    """A new copy of examples/credit.csv in :data:`COPIES` with content of its own (one extra,
+    empty, unused column with a unique name: the same rows for every declared column), so that
+    it can be registered again. Returns its name (relative to the data root)."""
+    tag = uuid.uuid4().hex[:12]
+    header, *rows = (EXAMPLES / "credit.csv").read_text().splitlines()
+    name = f"credit-{tag}.csv"
+    text = "\n".join([f"{header},copy_{tag}", *(f"{row}," for row in rows)]) + "\n"
+    (COPIES / name).write_text(text)
+    return name
+
+
 def credit_dataset(
-    epsilon: float = 3.0, delta: float = 1e-5, uri: str = "credit.csv"
+    epsilon: float = 3.0, delta: float = 1e-5, uri: str | None = None
 ) -> dict[str, Any]:
+    """The walkthrough's registration body; by default on a fresh copy of the example data."""
+    if uri is None:
+        uri = fresh_credit_copy()
     return {
         "name": "credit",
         "source": {"uri": uri},
