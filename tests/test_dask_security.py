@@ -221,9 +221,11 @@ def test_the_embedded_set_lives_beside_the_sqlite_file(tmp_path: Path) -> None:
     )
     security = embedded_security(settings)
     assert security.require_encryption
-    assert security.tls_ca_file == str(tmp_path / "db" / "dask-tls" / "ca.pem")
+    directory = tmp_path / "db" / "dask-tls"
+    assert security.tls_ca_file == str(directory / "ca.pem")
     for role in ("scheduler", "worker", "client"):
-        assert getattr(security, f"tls_{role}_cert") == str(tmp_path / "db/dask-tls" / f"{role}.pem")
+        assert getattr(security, f"tls_{role}_cert") == str(directory / f"{role}.pem")
+        assert getattr(security, f"tls_{role}_key") == str(directory / f"{role}-key.pem")
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 """DPFIT_DASK_SCHEDULER: the service dispatches to an external Dask scheduler and its workers
-(here started as separate `dask scheduler` / `dask worker` processes on loopback)."""
+(here started as separate `dask scheduler` / `dask worker` processes on loopback), exactly as the
+README's "Security of the worker cluster" says: mutual TLS with a set made by
+`python -m service.workers.security DIR`, `--preload service.workers.cluster` (no HTTP server)."""
 
 from __future__ import annotations
 
@@ -9,22 +11,52 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+from distributed import Client
+from distributed.security import Security
 
+from service.workers.security import TlsSet
 from tests.conftest import EXAMPLES
 from tests.live import free_port, start_server
+from tests.test_dask_security import LOOPBACK, listeners
 from tests.walkthrough import credit_dataset, logistic_job
 
 BIN = Path(sys.executable).parent
 
 
+@dataclass(frozen=True)
+class ExternalCluster:
+    address: str
+    pids: tuple[int, ...]
+
+
+def _tls_args(tls: TlsSet, role: str) -> list[str]:
+    return [
+        "--tls-ca-file",
+        str(tls.ca),
+        "--tls-cert",
+        str(tls.cert(role)),
+        "--tls-key",
+        str(tls.key(role)),
+    ]
+
+
 @pytest.fixture
-def dask_cluster(tmp_path: Path) -> Iterator[str]:
+def dask_cluster(tmp_path: Path) -> Iterator[ExternalCluster]:
+    made = subprocess.run(
+        [sys.executable, "-m", "service.workers.security", str(tmp_path / "dask-tls")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert "--tls-cert" in made.stdout
+    tls = TlsSet(tmp_path / "dask-tls")
     port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
+    address = f"tls://127.0.0.1:{port}"
     log = open(tmp_path / "dask.log", "ab")  # noqa: SIM115
     common = {
         "stdout": log,
@@ -41,6 +73,11 @@ def dask_cluster(tmp_path: Path) -> Iterator[str]:
             "--port",
             str(port),
             "--no-dashboard",
+            "--dashboard-address",
+            "127.0.0.1:0",
+            "--preload",
+            "service.workers.cluster",
+            *_tls_args(tls, "scheduler"),
         ],
         **common,
     )
@@ -54,13 +91,18 @@ def dask_cluster(tmp_path: Path) -> Iterator[str]:
             "--nthreads",
             "1",
             "--no-dashboard",
+            "--dashboard-address",
+            "127.0.0.1:0",
             "--host",
             "127.0.0.1",
+            "--preload",
+            "service.workers.cluster",
+            *_tls_args(tls, "worker"),
         ],
         **common,
     )
     try:
-        yield address
+        yield ExternalCluster(address, (scheduler.pid, worker.pid))
     finally:
         for process in (worker, scheduler):
             os.killpg(process.pid, signal.SIGTERM)
@@ -71,10 +113,26 @@ def dask_cluster(tmp_path: Path) -> Iterator[str]:
                 os.killpg(process.pid, signal.SIGKILL)
 
 
-def test_jobs_run_on_an_external_scheduler(dask_cluster: str, tmp_path: Path) -> None:
+def test_jobs_run_on_an_external_scheduler(dask_cluster: ExternalCluster, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'dpfit.db'}"
-    server = start_server(url, data_roots=[EXAMPLES], home=tmp_path, scheduler=dask_cluster)
+    # start_server points DPFIT_DASK_TLS_DIR at tmp_path/dask-tls: the set the cluster uses.
+    server = start_server(url, data_roots=[EXAMPLES], home=tmp_path, scheduler=dask_cluster.address)
     try:
+        # The external cluster is closed too: loopback only, TLS only, no HTTP page.
+        ports = [s.port for pid in dask_cluster.pids for s in listeners(pid) if s.kind == "tcp"]
+        assert len(ports) >= 3  # scheduler, nanny, worker
+        for pid in dask_cluster.pids:
+            assert all(s.ip in LOOPBACK for s in listeners(pid)), listeners(pid)
+        for port in ports:
+            for page in ("/health", "/json/identity.json", "/metrics"):
+                with pytest.raises(httpx.HTTPError):
+                    httpx.get(f"http://127.0.0.1:{port}{page}", timeout=5)
+        foreign = Security.temporary()  # a certificate of another CA
+        with (
+            pytest.raises(OSError),
+            Client(dask_cluster.address, security=foreign, timeout="3s") as client,
+        ):
+            client.run_on_scheduler(os.getpid)
         health = httpx.get(f"{server.base_url}/healthz").json()
         assert health["workers"].startswith("external scheduler")
         owner = server.client(server.key("owner", "owner"))
