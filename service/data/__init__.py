@@ -1,8 +1,12 @@
 """Dataset loading, public encoding and bounds enforcement.
 
 - :mod:`service.data.spec` — the public schema (pydantic models of the HTTP contract);
-- :mod:`service.data.sources` — resolving, fingerprinting, counting and reading CSV/Parquet sources;
-- :mod:`service.data.encoding` — mapping rows to vectors with ‖x‖₂ ≤ 1 using declared bounds only.
+- :mod:`service.data.source` — the :class:`Source` protocol every dataset source implements;
+- :mod:`service.data.sources` — local CSV/Parquet sources (:class:`FileSource`), resolution,
+  fingerprints, and ``open_source``/``reopen_source`` (dispatch on the URI scheme);
+- :mod:`service.data.cells` — the per-cell conversion rules (the "How cells become numbers" table);
+- :mod:`service.data.encoding` — mapping rows to vectors with ‖x‖₂ ≤ 1 using declared bounds only;
+- :mod:`service.data.reader` — ``read_encoded`` (workers) and ``validate_source`` (registration).
 
 The names below are re-exported lazily, so importing ``service.data.spec`` (the API contract) does
 not pull in pandas and pyarrow.
@@ -15,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from service.data.encoding import Encoder, encode_labels, normalise_value
+    from service.data.reader import ValidationReport, read_encoded, validate_source
+    from service.data.source import Source
     from service.data.sources import (
+        FileSource,
         SourceError,
-        available_columns,
-        count_rows,
         detect_format,
-        fingerprint,
-        read_columns,
+        open_source,
+        reopen_source,
         resolve_source,
     )
 
@@ -29,26 +34,32 @@ _EXPORTS = {
     "Encoder": "service.data.encoding",
     "encode_labels": "service.data.encoding",
     "normalise_value": "service.data.encoding",
+    "ValidationReport": "service.data.reader",
+    "read_encoded": "service.data.reader",
+    "validate_source": "service.data.reader",
+    "Source": "service.data.source",
+    "FileSource": "service.data.sources",
     "SourceError": "service.data.sources",
-    "available_columns": "service.data.sources",
-    "count_rows": "service.data.sources",
     "detect_format": "service.data.sources",
-    "fingerprint": "service.data.sources",
-    "read_columns": "service.data.sources",
+    "open_source": "service.data.sources",
+    "reopen_source": "service.data.sources",
     "resolve_source": "service.data.sources",
 }
 
 __all__ = [
     "Encoder",
+    "FileSource",
+    "Source",
     "SourceError",
-    "available_columns",
-    "count_rows",
+    "ValidationReport",
     "detect_format",
     "encode_labels",
-    "fingerprint",
     "normalise_value",
-    "read_columns",
+    "open_source",
+    "read_encoded",
+    "reopen_source",
     "resolve_source",
+    "validate_source",
 ]
 
 

@@ -104,9 +104,7 @@ def normalise_lines(chunk: bytes, n_fields: int) -> bytes:
     return b"".join(pieces)
 
 
-def iter_csv_tables(
-    text: bytes, n_fields: int, indices: Sequence[int]
-) -> Iterator[pa.Table]:
+def iter_csv_tables(text: bytes, n_fields: int, indices: Sequence[int]) -> Iterator[pa.Table]:
     """Arrow tables of the fields at ``indices`` (in that order, as ``pa.binary()``) of
     :func:`normalise_lines` output, one row per line."""
     if not indices:

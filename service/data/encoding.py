@@ -9,7 +9,7 @@ For *any* input — huge, negative, NaN, ±inf, wrongly typed or unknown values 
 How the bound is reached, using only the owner's declared public schema
 ------------------------------------------------------------------------
 1. Each numeric feature is clipped into its declared ``[min, max]`` and mapped affinely onto
-   ``[−1, 1]``; a missing or non-numeric value becomes 0 (the midpoint).
+   ``[−1, 1]``; a MISSING cell (:mod:`service.data.cells`) becomes 0 (the midpoint).
 2. Each categorical feature is one-hot encoded over its declared categories, so its block has
    at most one 1 (an unknown or missing value gives all zeros).
 3. An intercept, if fitted, is one more constant column equal to 1.
@@ -19,24 +19,36 @@ How the bound is reached, using only the owner's declared public schema
 5. Finally rows are clipped to norm 1, which only guards against floating-point rounding; how many
    rows that touches is never computed into any output.
 
-Categorical and label values are matched by a normalised string form (:func:`normalise_value`) so
-that the same data read from CSV or Parquet, or sent as JSON, matches the same categories.
+Row-locality
+------------
+Cells are converted one by one by the rules of :mod:`service.data.cells` (which depend on the cell
+and the declared schema only), and every step above works row by row, so each encoded row depends
+on its own cells alone: encoding a source block by block gives, bit for bit, the encoding of all
+rows at once. Categorical and label values are matched by a normalised string form
+(:func:`normalise_value`) so that the same data read from CSV or Parquet, or sent as JSON, matches
+the same categories.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
-import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from numpy.typing import NDArray
 from pydantic import TypeAdapter
 
+from service.data.cells import (
+    category_cells,
+    category_values,
+    normalise_value,
+    numeric_cells,
+    numeric_values,
+)
 from service.data.spec import CategoricalFeature, Feature, LabelSpec, NumericFeature
 
 FloatArray = NDArray[np.float64]
@@ -45,138 +57,81 @@ AnyFeature = NumericFeature | CategoricalFeature
 ENCODING_VERSION = 1
 
 _FEATURE_ADAPTER: TypeAdapter[AnyFeature] = TypeAdapter(Feature)
-_INTEGER = re.compile(r"[+-]?\d+")
-_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_BOOL_WORDS = {"true": "1", "false": "0"}
 # Clipping a row to norm 1 by dividing by its norm can land one or two ulps above 1; shrinking by
 # a few ulps more makes the bound hold exactly in float64.
 _SHRINK = 1.0 - 4.0 * np.finfo(np.float64).eps
 _MAX_NORM_PASSES = 4
 # Up to numpy's iterator buffer (8192 elements) np.einsum sums each row of a C-contiguous matrix
-# in one inner loop, whatever the number of rows; beyond it a row's sum is split where the buffer
-# ends, which depends on the row's position. Half of it, for margin: row by row up to here.
+# in one inner loop, whatever the number of rows; half of it, for margin.
 _ROW_BY_ROW_MAX_DIMENSION = 4096
+__all__ = [
+    "Encoder",
+    "clip_rows_to_unit_norm",
+    "encode_labels",
+    "encode_one_vs_rest",
+    "normalise_value",
+]
+
+#: What the encoder reads: a DataFrame, an Arrow record batch or table, or a mapping of column
+#: name → Arrow array / pandas Series / sequence of Python values.
+Cells = pd.DataFrame | pa.RecordBatch | pa.Table | Mapping[str, Any]
 
 
 # --------------------------------------------------------------------------------------------
-# Value normalisation (categories and labels)
+# Per-column conversion (each cell by the rules of service.data.cells)
 # --------------------------------------------------------------------------------------------
 
 
-def normalise_value(value: Any) -> str | None:
-    """The canonical string key of a categorical or label value; ``None`` means "missing".
-
-    Rules (applied to declared categories and to data alike):
-
-    - missing (None, NaN, pd.NA, NaT) → ``None``, which matches nothing;
-    - booleans and the strings "true"/"false" (any case) → "1" / "0", like Python's ``True == 1``;
-    - integral numbers (``3``, ``3.0``, ``"3"``, ``" 3.0 "``, ``"003"``) → their integer digits "3";
-    - other finite reals → the shortest round-tripping repr ("2.5"); ±inf → "inf" / "-inf";
-    - other strings → stripped of surrounding whitespace.
-    """
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    if isinstance(value, bool | np.bool_):
-        return "1" if value else "0"
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    if isinstance(value, numbers.Real):
-        return _real_key(value)
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="replace")
-    if isinstance(value, str):
-        return _string_key(value)
-    return str(value).strip()
+def _column(data: Cells, name: str) -> Any:
+    if isinstance(data, pa.RecordBatch | pa.Table):
+        return data.column(name)
+    column = data[name]
+    if isinstance(column, pd.DataFrame):
+        raise ValueError(f"column {name!r} appears more than once")
+    return column
 
 
-def _real_key(value: numbers.Real) -> str | None:
-    as_float = float(value)
-    if math.isnan(as_float):
-        return None
-    if math.isinf(as_float):
-        return "inf" if as_float > 0 else "-inf"
-    if as_float.is_integer():
-        return str(int(as_float))
-    # str() of a numpy float32 is its own shortest repr ("0.1"), not the widened float64 one.
-    return str(value) if isinstance(value, np.floating) else repr(as_float)
+def _has_column(data: Cells, name: str) -> bool:
+    if isinstance(data, pa.RecordBatch | pa.Table):
+        return name in data.schema.names
+    if isinstance(data, pd.DataFrame):
+        return name in data.columns
+    return name in data
 
 
-def _string_key(value: str) -> str:
-    text = value.strip()
-    if text.lower() in _BOOL_WORDS:
-        return _BOOL_WORDS[text.lower()]
-    if _INTEGER.fullmatch(text):
-        return str(int(text))
-    if _DECIMAL.fullmatch(text):
-        return _real_key(float(text)) or text  # never None: the pattern excludes NaN
-    return text
+def _rows(data: Cells) -> int:
+    if isinstance(data, pa.RecordBatch | pa.Table | pd.DataFrame):
+        return len(data)
+    lengths = {len(column) for column in data.values()}
+    if len(lengths) > 1:
+        raise ValueError("columns of different lengths")
+    return lengths.pop() if lengths else 0
 
 
-def _value_codes(values: pd.Series, lookup: Mapping[str, int]) -> NDArray[np.intp]:
-    """Index into ``lookup`` of every value's normalised key, −1 where missing or unknown.
-
-    Vectorised: ``pd.factorize`` hashes the column in C; Python only visits distinct values.
-    """
-    try:
-        codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    except TypeError:  # unhashable cells (e.g. lists from a Parquet list column)
-        codes, uniques = pd.factorize(values.map(_hashable), use_na_sentinel=True)
-    per_unique = [
-        lookup.get(key, -1) if (key := normalise_value(u)) is not None else -1 for u in uniques
-    ]
-    # A trailing −1 makes factorize's NA sentinel (code −1) map to "unknown".
-    table = np.array([*per_unique, -1], dtype=np.intp)
-    return table[codes]
+def _as_arrow(column: Any) -> pa.Array | pa.ChunkedArray | None:
+    """An Arrow view of a column whose cells keep their values, or ``None`` (convert each
+    Python value on its own: object columns may mix types)."""
+    if isinstance(column, pa.Array | pa.ChunkedArray):
+        return column
+    if isinstance(column, pd.Series) and column.dtype != object:
+        return pa.array(column, from_pandas=True)
+    return None
 
 
-def _hashable(value: Any) -> Hashable:
-    return value if isinstance(value, Hashable) else repr(value)
+def column_numbers(column: Any) -> FloatArray:
+    """A column's cells as float64, NaN where MISSING (:mod:`service.data.cells`)."""
+    arrow = _as_arrow(column)
+    if arrow is not None:
+        return numeric_cells(arrow)
+    return numeric_values(list(column))[0]
 
 
-# --------------------------------------------------------------------------------------------
-# Numeric coercion
-# --------------------------------------------------------------------------------------------
-
-
-def _to_float(values: pd.Series) -> FloatArray:
-    """Values as float64; anything non-numeric becomes NaN. Never raises on cell contents."""
-    if values.dtype.kind in "biuf":
-        return values.to_numpy(dtype=np.float64, na_value=np.nan)
-    try:
-        converted = pd.to_numeric(values, errors="coerce")
-    except (OverflowError, TypeError, ValueError):
-        return _to_float_by_unique(values)
-    if converted.dtype.kind not in "biuf":
-        return _to_float_by_unique(values)
-    return converted.to_numpy(dtype=np.float64, na_value=np.nan)
-
-
-def _to_float_by_unique(values: pd.Series) -> FloatArray:
-    """Slow-path coercion (integers beyond float range, odd objects), once per distinct value."""
-    try:
-        codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    except TypeError:
-        codes, uniques = pd.factorize(values.map(_hashable), use_na_sentinel=True)
-    table = np.array([*(_scalar_to_float(u) for u in uniques), np.nan], dtype=np.float64)
-    return table[codes]
-
-
-def _scalar_to_float(value: Any) -> float:
-    if isinstance(value, bool | np.bool_):
-        return float(value)
-    if isinstance(value, numbers.Integral):
-        try:
-            return float(value)
-        except OverflowError:
-            return math.inf if value > 0 else -math.inf
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return math.nan
-    return math.nan
+def column_codes(column: Any, lookup: Mapping[str, int]) -> NDArray[np.intp]:
+    """A column's cells as indices into ``lookup`` (−1 where MISSING or not declared)."""
+    arrow = _as_arrow(column)
+    if arrow is not None:
+        return category_cells(arrow, lookup)[0]
+    return category_values(list(column), lookup)[0]
 
 
 def _unit_interval(raw: FloatArray, low: float, high: float) -> FloatArray:
@@ -201,15 +156,23 @@ def clip_rows_to_unit_norm(matrix: FloatArray) -> FloatArray:
 
     After this, ``np.einsum("ij,ij->i", m, m) <= 1`` holds exactly in float64. Assumes finite
     entries whose squares do not overflow (|x| < 1e154); :meth:`Encoder.encode` only passes
-    entries in [−1, 1].
+    entries in [−1, 1]. A row's result depends on that row only, wherever it sits in ``matrix``.
     """
     for _ in range(_MAX_NORM_PASSES):
-        squared = np.einsum("ij,ij->i", matrix, matrix)
+        squared = _row_squares(matrix)
         over = squared > 1.0
         if not over.any():
             break
         matrix[over] *= (_SHRINK / np.sqrt(squared[over]))[:, None]
     return matrix
+
+
+def _row_squares(matrix: FloatArray) -> FloatArray:
+    if matrix.shape[1] <= _ROW_BY_ROW_MAX_DIMENSION:
+        return np.einsum("ij,ij->i", matrix, matrix)
+    # Wider rows: np.einsum over the matrix may split a row's sum where its iterator buffer
+    # ends, which depends on the row's position; summing each row on its own does not.
+    return np.array([np.einsum("j,j->", row, row) for row in matrix], dtype=np.float64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,77 +254,54 @@ class Encoder:
 
     # ---- encoding ----------------------------------------------------------------------
 
-    def encode(self, frame: pd.DataFrame) -> FloatArray:
-        """Encode a DataFrame holding (at least) :attr:`columns`.
+    def encode(self, data: Cells) -> FloatArray:
+        """Encode rows holding (at least) :attr:`columns`: a DataFrame, an Arrow record batch or
+        table (e.g. a source's raw cells), or a mapping of column name → cells.
 
-        Returns a C-contiguous float64 array of shape ``(len(frame), dimension)`` whose rows all
-        have ‖x‖₂ ≤ 1, whatever the cells contain. Column order: features in declared order
-        (each categorical as its one-hot block), then the intercept.
-        Raises ``ValueError`` naming missing columns (names only, never values).
+        Returns a C-contiguous float64 array of shape ``(rows, dimension)`` whose rows all have
+        ‖x‖₂ ≤ 1, whatever the cells contain. Column order: features in declared order (each
+        categorical as its one-hot block), then the intercept. Row ``i`` depends on row ``i``'s
+        cells only. Raises ``ValueError`` naming missing columns (names only, never values).
         """
-        self._check_frame(frame)
-        out = np.empty((len(frame), self.dimension), dtype=np.float64)
-        return np.ascontiguousarray(self.encode_into(frame, out))
+        self._check_columns(data)
+        out = np.empty((_rows(data), self.dimension), dtype=np.float64)
+        return self.encode_into(data, out)
 
-    def encode_into(self, frame: pd.DataFrame, out: FloatArray) -> FloatArray:
+    def encode_into(self, data: Cells, out: FloatArray) -> FloatArray:
         """:meth:`encode` written into ``out`` (all of it is overwritten); returns ``out``.
 
-        ``out`` must be a C-contiguous float64 array of shape ``(len(frame), dimension)``, e.g.
-        the rows ``X[start:stop]`` of a preallocated matrix, so that a large source can be
-        encoded one block of rows at a time. Whether that equals encoding all rows at once, bit
-        for bit, depends on the column dtypes: see :meth:`encodes_row_by_row`.
+        ``out`` must be a C-contiguous float64 array of shape ``(rows, dimension)``, e.g. the rows
+        ``X[start:stop]`` of a preallocated matrix: encoding a source block by block gives, bit
+        for bit, :meth:`encode` of all its rows (every step is per row; the row norms are summed
+        row by row, so a row's sum never depends on where a block starts).
         """
-        self._check_frame(frame)
+        self._check_columns(data)
         if (
             not isinstance(out, np.ndarray)
             or out.dtype != np.float64
-            or out.shape != (len(frame), self.dimension)
+            or out.shape != (_rows(data), self.dimension)
             or not out.flags.c_contiguous
             or not out.flags.writeable
         ):
             raise ValueError("out must be a writeable C-contiguous float64 (rows, dimension) array")
         out.fill(0.0)
-        self._fill(frame, out)
+        self._fill(data, out)
         out *= self.scale
         return clip_rows_to_unit_norm(out)
 
-    def encodes_row_by_row(self, dtypes: Mapping[str, Any]) -> bool:
-        """Whether every encoded row depends on that row's cells alone, for feature columns of
-        the given pandas ``dtypes`` — so that encoding blocks of rows and stacking them gives
-        exactly :meth:`encode` of all the rows.
-
-        True when each numeric feature's column is numeric or boolean (object or string columns
-        are coerced with whole-column type inference), each categorical feature's column is
-        numeric, boolean or a pandas string dtype (in an object column, values of different
-        types that compare equal could share one category key), and :attr:`dimension` is at most
-        4096 (beyond, the row norms of :func:`clip_rows_to_unit_norm` may be summed differently
-        in a block). A column absent from ``dtypes`` counts as not row by row.
-        """
-        if self.dimension > _ROW_BY_ROW_MAX_DIMENSION:
-            return False
-        for feature in self.features:
-            dtype = dtypes.get(feature.name)
-            if dtype is None:
-                return False
-            row_by_row = (
-                _numbers_row_by_row(dtype)
-                if isinstance(feature, NumericFeature)
-                else _codes_row_by_row(dtype)
-            )
-            if not row_by_row:
-                return False
-        return True
-
-    def _check_frame(self, frame: pd.DataFrame) -> None:
-        missing = [c for c in self.columns if c not in frame.columns]
+    def _check_columns(self, data: Cells) -> None:
+        missing = [c for c in self.columns if not _has_column(data, c)]
         if missing:
             raise ValueError(f"missing feature column(s): {_quoted(missing)}")
-        repeated = [c for c in self.columns if isinstance(frame[c], pd.DataFrame)]
-        if repeated:
-            raise ValueError(f"feature column(s) appear more than once: {_quoted(repeated)}")
+        if isinstance(data, pd.DataFrame):
+            repeated = [c for c in self.columns if isinstance(data[c], pd.DataFrame)]
+            if repeated:
+                raise ValueError(f"feature column(s) appear more than once: {_quoted(repeated)}")
 
     def encode_records(self, records: Sequence[Mapping[str, Any]]) -> FloatArray:
-        """Encode prediction rows given as dicts in the raw schema (the analyst's own inputs).
+        """Encode prediction rows given as dicts in the raw schema (the analyst's own inputs),
+        each value converted by the same per-cell rules as a source's cells (a JSON number is a
+        typed number, a JSON string is text, ``true``/``false`` are booleans).
 
         Extra keys are ignored. A record lacking a feature column raises ``ValueError`` naming the
         record index and the column; a record that is not a mapping raises ``TypeError``.
@@ -372,22 +312,23 @@ class Encoder:
             missing = [c for c in self.columns if c not in record]
             if missing:
                 raise ValueError(f"record {index} is missing feature column(s): {_quoted(missing)}")
-        frame = pd.DataFrame(
-            {c: pd.Series([r[c] for r in records], dtype=object) for c in self.columns},
-            index=pd.RangeIndex(len(records)),
-        )
-        return self.encode(frame)
+        columns = {c: [r[c] for r in records] for c in self.columns}
+        out = np.empty((len(records), self.dimension), dtype=np.float64)
+        out.fill(0.0)
+        self._fill(columns, out)
+        out *= self.scale
+        return clip_rows_to_unit_norm(out)
 
-    def _fill(self, frame: pd.DataFrame, out: FloatArray) -> None:
+    def _fill(self, data: Cells, out: FloatArray) -> None:
         lookups = iter(self._lookups)
         position = 0
         for feature in self.features:
-            values = frame[feature.name]
+            values = _column(data, feature.name)
             if isinstance(feature, NumericFeature):
-                out[:, position] = _unit_interval(_to_float(values), feature.min, feature.max)
+                out[:, position] = _unit_interval(column_numbers(values), feature.min, feature.max)
                 position += 1
             else:
-                codes = _value_codes(values, next(lookups))
+                codes = column_codes(values, next(lookups))
                 rows = np.flatnonzero(codes >= 0)
                 out[rows, position + codes[rows]] = 1.0
                 position += len(feature.categories)
@@ -429,59 +370,40 @@ class Encoder:
         return encoder
 
 
-def encode_labels(
-    data: pd.DataFrame | pd.Series, label: LabelSpec, bound: float | None = None
-) -> FloatArray:
-    """Binary: +1.0 where the label equals ``label.positive`` (normalised matching), −1.0
-    elsewhere. Numeric: the value as a float (missing/non-numeric → 0), clipped to
-    [−bound, bound] when a public ``bound`` is given.
-
-    Missing or unexpected values count as negative, as :class:`LabelSpec` declares; nothing about
-    which values occurred is reported. ``data`` is the label column or a frame holding it.
-    """
-    if isinstance(data, pd.DataFrame):
-        if label.column not in data.columns:
+def _label_column(data: Any, label: LabelSpec) -> Any:
+    if isinstance(data, pd.DataFrame | pa.RecordBatch | pa.Table | Mapping):
+        if not _has_column(data, label.column):
             raise ValueError(f"missing label column: {_quoted([label.column])}")
-        data = data[label.column]
+        return _column(data, label.column)
+    return data
+
+
+def encode_labels(data: Any, label: LabelSpec, bound: float | None = None) -> FloatArray:
+    """Binary: +1.0 where the label's key equals ``label.positive``'s, −1.0 elsewhere (MISSING
+    and undeclared values included). Numeric: the cell's number (MISSING → 0), clipped to
+    [−bound, bound] when a public ``bound`` is given. Per cell (:mod:`service.data.cells`).
+
+    ``data`` is the label column (Arrow array, Series, sequence) or a frame/batch holding it.
+    Nothing about which values occurred is reported.
+    """
+    column = _label_column(data, label)
     if label.type == "numeric":
-        values = np.nan_to_num(_to_float(data), nan=0.0)
+        values = np.nan_to_num(column_numbers(column), nan=0.0)
         if bound is not None:
             values = np.clip(values, -bound, bound)
         return np.ascontiguousarray(values, dtype=np.float64)
     positive = normalise_value(label.positive)
-    codes = _value_codes(data, {positive: 0} if positive is not None else {})
+    codes = column_codes(column, {positive: 0} if positive is not None else {})
     return np.ascontiguousarray(np.where(codes == 0, 1.0, -1.0), dtype=np.float64)
 
 
-def labels_row_by_row(label: LabelSpec, dtype: Any) -> bool:
-    """Whether :func:`encode_labels` (binary, numeric) and :func:`encode_one_vs_rest`
-    (categorical) give every row a value that depends on that row's label alone, for a label
-    column of pandas ``dtype`` — so that labels can be encoded block by block. Numeric labels
-    need a numeric or boolean column, binary and categorical ones a numeric, boolean or pandas
-    string column (the rules of :meth:`Encoder.encodes_row_by_row`)."""
-    return _numbers_row_by_row(dtype) if label.type == "numeric" else _codes_row_by_row(dtype)
-
-
-def _numbers_row_by_row(dtype: Any) -> bool:
-    # _to_float converts these with to_numpy, value by value; other dtypes go through
-    # pd.to_numeric, whose result type (int, float, object) depends on the whole column.
-    return getattr(dtype, "kind", None) in ("b", "i", "u", "f")
-
-
-def _codes_row_by_row(dtype: Any) -> bool:
-    # _value_codes factorizes: equal values get one code, and for these dtypes equal values
-    # always have the same normalised key (0.0 and −0.0 both give "0"); missing values get −1.
-    return _numbers_row_by_row(dtype) or isinstance(dtype, pd.StringDtype)
-
-
-def encode_one_vs_rest(data: pd.DataFrame | pd.Series, label: LabelSpec) -> FloatArray:
-    """For a categorical label: a (K, n) matrix whose row k is +1 where the value is class k
-    (normalised matching) and −1 elsewhere — the labels of the K one-vs-rest problems."""
-    if isinstance(data, pd.DataFrame):
-        data = data[label.column]
+def encode_one_vs_rest(data: Any, label: LabelSpec) -> FloatArray:
+    """For a categorical label: a (K, n) matrix whose row k is +1 where the cell's key is class
+    k's and −1 elsewhere — the labels of the K one-vs-rest problems (MISSING: no class)."""
+    column = _label_column(data, label)
     classes = label.classes or []
     lookup = {normalise_value(c): k for k, c in enumerate(classes)}
-    codes = _value_codes(data, {key: k for key, k in lookup.items() if key is not None})
+    codes = column_codes(column, {key: k for key, k in lookup.items() if key is not None})
     out = np.full((len(classes), len(codes)), -1.0)
     rows = np.flatnonzero(codes >= 0)
     out[codes[rows], rows] = 1.0

@@ -356,9 +356,7 @@ class FileSource:
                 self._hash_file(self._path, digest)
         return f"sha256:{digest.hexdigest()}"
 
-    def iter_batches(
-        self, columns: Sequence[str], rows_per_block: int
-    ) -> Iterator[pa.RecordBatch]:
+    def iter_batches(self, columns: Sequence[str], rows_per_block: int) -> Iterator[pa.RecordBatch]:
         """The raw cells of ``columns`` in blocks of at most ``rows_per_block`` rows. Raises
         :class:`SourceError` naming requested columns the source lacks (before any row)."""
         if rows_per_block < 1:
@@ -442,9 +440,7 @@ class FileSource:
         with _guarded("Parquet data"):
             # No pre-buffering (it loads the whole file's column chunks up front) and buffered
             # page reads: Arrow then holds about a page per column, not a row group.
-            reader = self._parquet_file(
-                file, pre_buffer=False, buffer_size=_READ_BUFFER_BYTES
-            )
+            reader = self._parquet_file(file, pre_buffer=False, buffer_size=_READ_BUFFER_BYTES)
             unique = list(dict.fromkeys(wanted))
             batches = reader.iter_batches(batch_size=rows_per_block, columns=unique)
         with reader:

@@ -6,15 +6,23 @@ every write it makes is conditioned on the job row still carrying that attempt, 
 unique ``job_id`` means only the first finished result is stored and released.
 
 Order of events, which the refund rule depends on (DESIGN §1):
-1. pre-check the file fingerprint — a changed file fails the job *with* a refund: no row of the
-   registered dataset was used;
+1. reopen the source from the dataset row (``reopen_source``) and pre-check its fingerprint — a
+   changed source fails the job *with* a refund: no row of the registered dataset was used;
 2. claim: ``queued|running → running`` and ``data_read_at`` set, in one committed UPDATE,
    before any row is read; from here on the charge stays;
-3. read, encode (declared bounds enforced), re-check the fingerprint, optimise, add noise;
+3. read and encode with the row-local reader (:func:`service.data.reader.read_encoded`: every
+   cell converts or becomes MISSING, declared bounds enforced), re-check the fingerprint,
+   optimise, add noise;
 4. store the model and mark the job succeeded in one transaction.
 
+Total after the claim: no cell's content can make the job fail — the reader converts every cell
+and raises only for content-independent reasons. What can still fail a job after the claim is
+independent of any one row's content and keeps the charge: an I/O error or a vanished source
+(``FAILED_READING``), a source whose fingerprint changed (``SOURCE_CHANGED``, used only when the
+fingerprint really differs from the registered one), a killed worker, a cancellation.
+
 Nothing computed from the rows is written anywhere but the noised model: errors are fixed
-messages and logs carry exception *types* only (a pandas message can quote a cell).
+messages and logs carry exception *types* only.
 """
 
 from __future__ import annotations
@@ -22,7 +30,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,8 +38,10 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.data.encoding import Encoder, encode_one_vs_rest
-from service.data.sources import SourceError, fingerprint, local_source
+from service.data.encoding import Encoder
+from service.data.reader import read_encoded
+from service.data.source import Source
+from service.data.sources import SourceError, reopen_source
 from service.data.spec import Feature, LabelSpec
 from service.db.models import Dataset, Job, TrainedModel, utcnow
 from service.db.session import session_factory
@@ -43,14 +52,12 @@ from service.optimizers.base import JobCancelled, ReleasePlan
 from service.optimizers.one_vs_rest import class_plan_of
 from service.optimizers.planning import plan_from_json
 from service.optimizers.registry import get_optimizer
+from service.settings import Settings
 from service.workers.engines import job_engine
 
 logger = logging.getLogger("dpfit.worker")
 
 PROGRESS_INTERVAL_S = 0.25
-# Rows per block when a Parquet source is read and encoded block-wise: about this many bytes of
-# float64 per block, so the peak is the encoded matrix and labels plus one block.
-BLOCK_BYTES = 16 << 20
 FAILED_READING = "The job failed while reading or fitting the data; its charge stands."
 SOURCE_CHANGED = (
     "The dataset's file changed since it was registered (fingerprint mismatch); "
@@ -71,11 +78,12 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
             return job.status if job is not None else "missing"
         dataset = session.get(Dataset, job.dataset_id)
         assert dataset is not None
-        source = Path(dataset.source_path)
+        source_path = dataset.source_path
         source_format = dataset.source_format
         registered_fingerprint = dataset.fingerprint
 
-    if not _source_unchanged(source, registered_fingerprint):
+    source = _reopen(source_format, source_path)
+    if source is None or not _source_unchanged(source, registered_fingerprint):
         with sessions.begin() as session:
             if cancel_or_refund_unread(session, job_id, "failed", SOURCE_CHANGED):
                 return "failed"
@@ -87,22 +95,36 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
             return job.status if job is not None else "missing"
 
     try:
-        return _fit_and_store(
-            sessions, job_id, attempt, source, source_format, registered_fingerprint
-        )
+        return _fit_and_store(sessions, job_id, attempt, source, registered_fingerprint)
     except JobCancelled:
         return _finish(sessions, job_id, attempt, "cancelled", None)
-    except SourceError:
-        return _mark_failed(sessions, job_id, attempt, SOURCE_CHANGED)
     except Exception as exc:  # noqa: BLE001 - any failure after reading keeps the charge
         logger.error("job %s attempt %d failed: %s", job_id, attempt, type(exc).__name__)
-        return _mark_failed(sessions, job_id, attempt, FAILED_READING)
+        changed = _fingerprint_differs(source, registered_fingerprint)
+        return _mark_failed(
+            sessions, job_id, attempt, SOURCE_CHANGED if changed else FAILED_READING
+        )
 
 
-def _source_unchanged(source: Path, registered: str) -> bool:
+def _reopen(source_format: str, source_path: str) -> Source | None:
     try:
-        return fingerprint(source) == registered
+        return reopen_source(source_format, source_path, Settings.from_env())
+    except (OSError, ValueError):  # SourceError, SettingsError: nothing was read
+        return None
+
+
+def _source_unchanged(source: Source, registered: str) -> bool:
+    try:
+        return source.fingerprint() == registered
     except (OSError, SourceError):
+        return False
+
+
+def _fingerprint_differs(source: Source, registered: str) -> bool:
+    """True only when the source's fingerprint could be computed and differs."""
+    try:
+        return source.fingerprint() != registered
+    except Exception:  # noqa: BLE001 - unreadable now: not proven changed
         return False
 
 
@@ -135,8 +157,7 @@ def _fit_and_store(
     sessions: sessionmaker[Session],
     job_id: str,
     attempt: int,
-    source: Path,
-    source_format: str,
+    source: Source,
     registered_fingerprint: str,
 ) -> str:
     with sessions() as session:
@@ -154,8 +175,8 @@ def _fit_and_store(
         fit_intercept=bool(getattr(model_spec, "fit_intercept", False)),
     )
     loss = build_loss(model_spec)
-    X, Y = read_encoded(source, source_format, encoder, label, getattr(loss, "label_bound", None))
-    if fingerprint(source) != registered_fingerprint:
+    X, Y = read_encoded(source, encoder, label, getattr(loss, "label_bound", None))
+    if source.fingerprint() != registered_fingerprint:
         raise SourceError("source changed while the job was reading it")
 
     plan = plan_from_json(plan_json)
@@ -175,46 +196,6 @@ def _fit_and_store(
         )
     del X, Y
     return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
-
-
-def read_encoded(
-    source: Path,
-    source_format: str,
-    encoder: Encoder,
-    label: LabelSpec,
-    label_bound: float | None,
-    rows_per_block: int | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The encoded rows ``X`` (n, dimension) and labels ``Y`` ((n,), or (K, n) for a categorical
-    label) of the source's feature and label columns.
-
-    Where the source can be read block by block with the dtypes of the whole read, and the
-    encoding of those dtypes is row by row (:func:`block_dtypes`,
-    :meth:`Encoder.encodes_row_by_row`, :func:`labels_row_by_row`), the blocks are encoded
-    straight into preallocated ``X`` and ``Y``: the peak is those plus one block, and the result
-    is bit for bit the whole-frame one. Otherwise (CSV, …) the whole frame is read and encoded.
-    ``rows_per_block`` defaults to about :data:`BLOCK_BYTES` of float64 per block.
-    """
-    # TEMPORARY (issue 8 part A in progress): whole read through the new FileSource.
-    import pyarrow as pa
-
-    columns = [*encoder.columns, label.column]
-    src = local_source(source, source_format)  # type: ignore[arg-type]
-    names = list(dict.fromkeys(columns))
-    frame = pa.Table.from_batches(
-        list(src.iter_batches(names, 1 << 16))
-    ).to_pandas()
-    X = encoder.encode(frame)
-    Y = _encode_labels(encoder, frame[label.column], label, label_bound)
-    return X, Y
-
-
-def _encode_labels(
-    encoder: Encoder, column: Any, label: LabelSpec, label_bound: float | None
-) -> np.ndarray:
-    if label.type == "categorical":
-        return encode_one_vs_rest(column, label)
-    return encoder.encode_labels(column, label, label_bound)
 
 
 def _offset(progress: _ProgressReporter, done: int) -> Callable[[int], None]:

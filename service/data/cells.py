@@ -1,0 +1,324 @@
+"""Per-cell conversion: how one cell becomes a number, a category, or MISSING.
+
+Every rule here is a function of *one cell* and the declared public schema: never of other rows,
+of a column's inferred type, of the file's length or of an encoding guess. Arrays are converted
+with Arrow compute/numpy (vectorised), but each output element depends on its own input element
+only; where a block's distinct values are visited in Python (categories), each distinct value is
+mapped on its own. A typed source's column type (Parquet, SQL) is part of the schema: the cell
+converts by its value and that type.
+
+How cells become numbers
+------------------------
+
+==========================  =================================================  ===================
+declared type / cell        converts to                                        MISSING when
+==========================  =================================================  ===================
+numeric, text or bytes      the ASCII decimal ``[+-]digits[.digits][e[+-]d]``  empty/absent, not
+                            (``.5``, ``5.`` too), surrounding ASCII            that grammar
+                            whitespace ignored, as the nearest float64         (``1,000``, ``0x1``,
+                                                                               ``١٢٣``, ``True``,
+                                                                               ``n/a``, ``NaN``,
+                                                                               ``inf``), overflow
+                                                                               (``1e309``),
+                                                                               undecodable bytes
+numeric, integer / decimal  its value as float64 (nearest)                     null
+numeric, float              its value                                          null, NaN, ±inf
+numeric, boolean            1 (true) / 0 (false)                               null
+numeric, other types        —                                                  always
+categorical / label value   the canonical key: ``true``/``false`` (any case)   null, empty or
+                            → 1/0; integral numbers and integer text           blank text, NaN,
+                            (``3``, ``3.0``, ``"003"``) → ``3``; other         undecodable bytes
+                            decimals → shortest repr (``2.5``); other text
+                            → itself, stripped; matched against the
+                            declared categories/classes
+==========================  =================================================  ===================
+
+MISSING has one public encoding per declared type:
+
+========================  ====================================================================
+declared type             encoding of MISSING (and of what is not declared)
+========================  ====================================================================
+numeric feature           the midpoint of [min, max] (0 after the map onto [−1, 1])
+categorical feature       the all-zero block (as a category outside the declared list)
+binary label              negative (−1): every label that is not ``positive`` is negative
+categorical label         no class (−1 for every one-vs-rest problem)
+numeric label             0 (then clipped to the model's declared ``label_bound``)
+========================  ====================================================================
+
+A finite numeric value outside the declared [min, max] is clipped into it (never MISSING). The
+validation report counts, per column, cells that were MISSING because they were empty or absent
+(``missing``) or because they did not convert (``unparseable``), values clipped
+(``out_of_bounds``) and category values outside the declared list (``unknown_category``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+CodeArray = NDArray[np.intp]
+StatusArray = NDArray[np.uint8]
+
+#: Cell status codes (for the validation report).
+OK, MISSING, UNPARSEABLE = 0, 1, 2
+
+_WS = r"[ \t\n\r\f\v]"
+_NUMBER = rf"{_WS}*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?{_WS}*"
+_NUMBER_ARROW = f"^{_NUMBER}$"
+_BLANK_ARROW = f"^{_WS}*$"
+_NUMBER_TEXT = re.compile(_NUMBER, re.ASCII)
+_NUMBER_BYTES = re.compile(_NUMBER.encode(), re.ASCII)
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_BOOL_WORDS = {"true": "1", "false": "0"}
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_string_view(kind)
+        or pa.types.is_binary_view(kind)
+    )
+
+
+def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One contiguous array, dictionary-decoded (a cell's value does not depend on either)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    return array
+
+
+# --------------------------------------------------------------------------------------------
+# Numeric cells
+# --------------------------------------------------------------------------------------------
+
+
+def numeric_cells(array: pa.Array | pa.ChunkedArray) -> FloatArray:
+    """float64 per cell, NaN where MISSING (see the module table)."""
+    return _numeric(_plain(array))[0]
+
+
+def numeric_cells_with_status(array: pa.Array | pa.ChunkedArray) -> tuple[FloatArray, StatusArray]:
+    """:func:`numeric_cells` and each cell's status (OK, MISSING = empty/absent, UNPARSEABLE)."""
+    plain = _plain(array)
+    values, missing = _numeric(plain, with_missing=True)
+    status = np.where(np.isnan(values), UNPARSEABLE, OK).astype(np.uint8)
+    status[missing] = MISSING
+    return values, status
+
+
+def _numeric(array: pa.Array, with_missing: bool = False) -> tuple[FloatArray, NDArray[np.bool_]]:
+    kind = array.type
+    nulls = _null_mask(array) if with_missing else np.zeros(0, dtype=bool)
+    if _is_text(kind):
+        values = _numeric_text(array)
+        if with_missing:
+            blank = pc.fill_null(pc.match_substring_regex(array, _BLANK_ARROW), True)
+            nulls = blank.to_numpy(zero_copy_only=False)
+        return values, nulls
+    if pa.types.is_boolean(kind) or pa.types.is_integer(kind) or pa.types.is_decimal(kind):
+        values = _to_numpy(pc.cast(array, pa.float64(), safe=False))
+    elif pa.types.is_floating(kind):
+        values = _to_numpy(pc.cast(array, pa.float64()))
+        if with_missing:
+            nulls = nulls | np.isnan(values)
+    elif pa.types.is_null(kind):
+        return np.full(len(array), np.nan), np.ones(len(array), dtype=bool)
+    else:
+        return np.full(len(array), np.nan), nulls
+    values[~np.isfinite(values)] = np.nan
+    return values, nulls
+
+
+def _numeric_text(array: pa.Array) -> FloatArray:
+    matches = pc.fill_null(pc.match_substring_regex(array, _NUMBER_ARROW), False)
+    kept = pc.if_else(matches, array, pa.scalar(None, array.type))
+    text = kept if pa.types.is_string(kept.type) else pc.cast(kept, pa.string())
+    try:
+        parsed = pc.cast(pc.ascii_trim_whitespace(text), pa.float64())
+        values = _to_numpy(parsed)
+    except (pa.ArrowException, ValueError):
+        # Arrow refused a cell the grammar admits: convert those cells one by one (same rule).
+        values = np.array([_parse_number(t) for t in text.to_pylist()], dtype=np.float64)
+    values[~np.isfinite(values)] = np.nan
+    return values
+
+
+def _to_numpy(array: pa.Array) -> FloatArray:
+    values = np.asarray(array.to_numpy(zero_copy_only=False), dtype=np.float64)
+    return values if values.flags.writeable else values.copy()
+
+
+def _null_mask(array: pa.Array) -> NDArray[np.bool_]:
+    if array.null_count == 0:
+        return np.zeros(len(array), dtype=bool)
+    return np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _parse_number(text: str | None) -> float:
+    if text is None or not _NUMBER_TEXT.fullmatch(text):
+        return math.nan
+    value = float(text)
+    return value if math.isfinite(value) else math.nan
+
+
+def numeric_value(value: Any) -> tuple[float, int]:
+    """One cell given as a Python value (a JSON prediction input, an object column): its float
+    (NaN when MISSING) and status, by the same rules as the typed and text arrays."""
+    if value is None or value is pa.NULL:
+        return math.nan, MISSING
+    if isinstance(value, bool | np.bool_):
+        return float(value), OK
+    if isinstance(value, numbers.Integral):
+        try:
+            result = float(value)
+        except OverflowError:
+            return math.nan, UNPARSEABLE
+        return result, OK
+    if isinstance(value, numbers.Real):
+        result = float(value)
+        if math.isnan(result):
+            return math.nan, MISSING
+        return (result, OK) if math.isfinite(result) else (math.nan, UNPARSEABLE)
+    if isinstance(value, bytes):
+        if not value.strip(b" \t\n\r\f\v"):
+            return math.nan, MISSING
+        if not _NUMBER_BYTES.fullmatch(value):
+            return math.nan, UNPARSEABLE
+        value = value.decode("ascii")
+    if isinstance(value, str):
+        if not value.strip(" \t\n\r\f\v"):
+            return math.nan, MISSING
+        parsed = _parse_number(value)
+        return parsed, OK if not math.isnan(parsed) else UNPARSEABLE
+    return math.nan, UNPARSEABLE
+
+
+def numeric_values(values: Sequence[Any]) -> tuple[FloatArray, StatusArray]:
+    """:func:`numeric_value` of each value."""
+    pairs = [numeric_value(v) for v in values]
+    return (
+        np.array([p[0] for p in pairs], dtype=np.float64),
+        np.array([p[1] for p in pairs], dtype=np.uint8),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Categorical and label cells
+# --------------------------------------------------------------------------------------------
+
+
+def category_key(value: Any) -> tuple[str | None, int]:
+    """The canonical key of one categorical/label cell and its status (``None`` when MISSING or
+    UNPARSEABLE). Declared categories use the same keys (:func:`normalise_value`)."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            return None, UNPARSEABLE
+    key = normalise_value(value)
+    return key, (OK if key is not None else MISSING)
+
+
+def normalise_value(value: Any) -> str | None:
+    """The canonical string key of a categorical or label value; ``None`` means "missing".
+
+    - missing (None, NaN, pd.NA, NaT, empty or blank text) → ``None``, which matches nothing;
+    - booleans and the strings "true"/"false" (any case) → "1" / "0", like Python's ``True == 1``;
+    - integral numbers (``3``, ``3.0``, ``"3"``, ``" 3.0 "``, ``"003"``; ASCII digits) → "3";
+    - other finite reals → the shortest round-tripping repr ("2.5"); ±inf → "inf" / "-inf";
+    - other strings → stripped of surrounding whitespace; bytes are decoded as UTF-8 (invalid
+      sequences replaced — :func:`category_key` treats them as unparseable instead).
+    """
+    if value is None or value is pa.NULL or _is_pandas_missing(value):
+        return None
+    if isinstance(value, bool | np.bool_):
+        return "1" if value else "0"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        return _real_key(value)
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
+    if isinstance(value, str):
+        return _string_key(value)
+    return str(value).strip() or None
+
+
+def _is_pandas_missing(value: Any) -> bool:
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        return False
+    return value is pd.NA or value is pd.NaT
+
+
+def _real_key(value: numbers.Real) -> str | None:
+    as_float = float(value)
+    if math.isnan(as_float):
+        return None
+    if math.isinf(as_float):
+        return "inf" if as_float > 0 else "-inf"
+    if as_float.is_integer():
+        return str(int(as_float))
+    # str() of a numpy float32 is its own shortest repr ("0.1"), not the widened float64 one.
+    return str(value) if isinstance(value, np.floating) else repr(as_float)
+
+
+def _string_key(value: str) -> str | None:
+    text = value.strip()
+    if not text:
+        return None
+    if text.lower() in _BOOL_WORDS:
+        return _BOOL_WORDS[text.lower()]
+    if _INTEGER_TEXT.fullmatch(text):
+        return str(int(text))
+    if _DECIMAL_TEXT.fullmatch(text):
+        return _real_key(float(text)) or text  # never None: the pattern excludes NaN
+    return text
+
+
+def category_cells(
+    array: pa.Array | pa.ChunkedArray, lookup: Mapping[str, int]
+) -> tuple[CodeArray, StatusArray]:
+    """Per cell: the index of its key in ``lookup`` (−1 when MISSING, UNPARSEABLE or not
+    declared) and its status. Distinct values of the block are mapped one at a time in Python;
+    each mapping depends on that value alone."""
+    plain = _plain(array)
+    if pa.types.is_null(plain.type):
+        n = len(plain)
+        return np.full(n, -1, dtype=np.intp), np.full(n, MISSING, dtype=np.uint8)
+    encoded = pc.dictionary_encode(plain, null_encoding="mask")
+    keys = [category_key(v) for v in encoded.dictionary.to_pylist()]
+    code_table = np.array(
+        [*(lookup.get(k, -1) if k is not None else -1 for k, _ in keys), -1], dtype=np.intp
+    )
+    status_table = np.array([*(s for _, s in keys), MISSING], dtype=np.uint8)
+    indices = encoded.indices
+    positions = np.asarray(
+        pc.fill_null(indices, len(keys)).to_numpy(zero_copy_only=False), dtype=np.intp
+    )
+    return code_table[positions], status_table[positions]
+
+
+def category_values(
+    values: Sequence[Any], lookup: Mapping[str, int]
+) -> tuple[CodeArray, StatusArray]:
+    """:func:`category_cells` for Python values (JSON inputs, object columns), one by one."""
+    keys = [category_key(v) for v in values]
+    codes = np.array([lookup.get(k, -1) if k is not None else -1 for k, _ in keys], dtype=np.intp)
+    return codes, np.array([s for _, s in keys], dtype=np.uint8)
