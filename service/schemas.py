@@ -398,3 +398,8 @@ class Problem(BaseModel):
     epsilon_remaining: float | None = Field(
         default=None, description="On 409: the dataset's remaining ε at δ_B."
     )
+    dataset_id: str | None = Field(
+        default=None,
+        description="On 409 for a source that is already registered: the dataset it backs "
+        "(given to that dataset's owner and to admins only).",
+    )

@@ -75,6 +75,8 @@ def _dotted(loc: tuple[Any, ...]) -> str:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    install_registration_handlers(app)
+
     @app.exception_handler(ProblemError)
     async def _problem(_: Request, exc: ProblemError) -> JSONResponse:
         return problem_response(exc.status, exc.title, exc.detail, exc.field, **exc.extra)
@@ -104,3 +106,40 @@ def install_error_handlers(app: FastAPI) -> None:
         return problem_response(
             500, "Internal error", "The server failed; nothing was charged twice."
         )
+
+
+def install_registration_handlers(app: FastAPI) -> None:
+    """The domain errors of dataset registration and retirement (service/registration.py)."""
+    from service.registration import (
+        DatasetNotFound,
+        DatasetRetired,
+        RegistrationRefused,
+        SourceAlreadyRegistered,
+    )
+
+    @app.exception_handler(RegistrationRefused)
+    async def _refused(_: Request, exc: RegistrationRefused) -> JSONResponse:
+        return problem_response(422, "Invalid request", exc.message, exc.field)
+
+    @app.exception_handler(SourceAlreadyRegistered)
+    async def _registered(_: Request, exc: SourceAlreadyRegistered) -> JSONResponse:
+        if exc.existing_id is None:
+            detail = "This data (its location or content) is already registered as a dataset."
+            return problem_response(409, "Already registered", detail, "source.uri")
+        detail = (
+            f"This data (its location or content) is already registered as dataset "
+            f"{exc.existing_id!r}; one source has one budget."
+        )
+        return problem_response(
+            409, "Already registered", detail, "source.uri", dataset_id=exc.existing_id
+        )
+
+    @app.exception_handler(DatasetNotFound)
+    async def _not_found(_: Request, exc: DatasetNotFound) -> JSONResponse:
+        detail = f"Dataset {exc.dataset_id!r} does not exist or is not visible to you."
+        return problem_response(404, "Not found", detail)
+
+    @app.exception_handler(DatasetRetired)
+    async def _retired(_: Request, exc: DatasetRetired) -> JSONResponse:
+        detail = f"Dataset {exc.dataset_id!r} is retired: its budget is final, no job is admitted."
+        return problem_response(409, "Dataset retired", detail, "dataset_id")

@@ -98,6 +98,27 @@ class Dataset(Base):
     spent_rdp: Mapped[list[Any]] = mapped_column(JSON)
     spent_pure_epsilon: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The owner's validation report from registration (service.data.reader.ValidationReport
+    # JSON); shown to the owner and admins only. NULL for datasets registered before it existed.
+    validation: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # Set once by an admin (POST /v1/datasets/{id}/retire): no job is admitted afterwards.
+    retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class SourceClaim(Base):
+    """One budget per data: a claim on a source's location or content, held by one dataset.
+
+    ``key`` is ``"location:<sha256 of the canonical location>"`` or ``"content:<sha256 of the
+    fingerprint>"``. Claims are never deleted (a retired dataset keeps its claims), so the
+    primary key makes a second registration of the same location or content impossible, also
+    under concurrent registrations.
+    """
+
+    __tablename__ = "source_claims"
+
+    key: Mapped[str] = mapped_column(String(80), primary_key=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class Grant(Base):

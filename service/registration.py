@@ -1,0 +1,395 @@
+"""Registering and retiring datasets: the service functions behind ``POST /v1/datasets`` and
+``POST /v1/datasets/{id}/retire``. Routes only translate HTTP; these raise domain errors.
+
+Guarantees
+----------
+- **Refusals come before a budget exists.** Registration opens the source inside the roots the
+  owner may use, checks the declared columns, fixes ``n`` and the content fingerprint, and parses
+  the *whole* source with the worker's own row-local reader
+  (:func:`service.data.reader.validate_source`). Whatever refuses the source (unreadable,
+  too short, strict mode) refuses it here, before any dataset row or budget exists.
+- **One budget per data.** A dataset claims its source's canonical location and its content
+  fingerprint (:class:`~service.db.models.SourceClaim`, primary key = the claim). Claims are
+  never deleted, also not when a dataset is retired, so the same location, or the same content
+  under another path, never backs a second dataset: the service never hands out a second budget
+  for the same data. The claims are inserted in the dataset's own transaction, so of two
+  concurrent registrations of one source exactly one commits; the other gets
+  :class:`SourceAlreadyRegistered`. Limit: equality is byte equality (per source kind) — a
+  modified copy (one row changed, re-encoded, re-ordered) is new data. Registration is a trust
+  boundary for owners.
+- **Scoped roots.** ``DPFIT_DATA_ROOTS`` entries may be scoped to owners
+  (:attr:`Settings.root_owners`). An owner resolves URIs only inside the roots open to them, and
+  a location inside a root scoped to others is refused with the same message as any location
+  outside the roots (it does not tell whether the file exists). Admins may use every root.
+- **The validation report** is stored with the dataset; who may see it is the API's concern
+  (owner and admins only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import unquote, urlsplit
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.data.encoding import Encoder
+from service.data.source import Source
+from service.data.sources import SourceError, open_source
+from service.db.models import Dataset, SourceClaim, utcnow
+from service.ids import new_id
+from service.ledger.accounting import ORDERS
+from service.ledger.admission import curve_to_json, lock_dataset
+from service.schemas import DatasetCreate, NumericFeature
+from service.settings import Settings
+
+if TYPE_CHECKING:
+    from service.data.reader import ValidationReport
+
+
+
+class Actor(Protocol):
+    """Who acts: the API's authenticated principal (only its name and admin flag matter here)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def is_admin(self) -> bool: ...
+
+
+class RegistrationRefused(Exception):
+    """The registration cannot be accepted; ``field`` is the request field at fault. The
+    message quotes the request and counts of the owner's validation report, never a cell."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class SourceAlreadyRegistered(Exception):
+    """The source's location or content already backs a dataset (one budget per data).
+
+    ``existing_id`` is that dataset's id when the caller owns it or is an admin, else ``None``
+    (others learn that the data is registered, not by which dataset)."""
+
+    def __init__(self, existing_id: str | None) -> None:
+        super().__init__(existing_id or "")
+        self.existing_id = existing_id
+
+
+class DatasetNotFound(LookupError):
+    """No dataset of this id is visible to the caller (the API answers 404)."""
+
+    def __init__(self, dataset_id: str) -> None:
+        super().__init__(dataset_id)
+        self.dataset_id = dataset_id
+
+
+class DatasetRetired(Exception):
+    """The dataset was retired by an admin: its budget is final, no job is admitted."""
+
+    def __init__(self, dataset_id: str) -> None:
+        super().__init__(dataset_id)
+        self.dataset_id = dataset_id
+
+
+# --------------------------------------------------------------------------------------------
+# Claims (alembic revision 0005 computes the same keys for existing datasets)
+# --------------------------------------------------------------------------------------------
+
+
+def location_claim(location: str) -> str:
+    """The claim key of a canonical source location (``Source.location``)."""
+    return "location:" + hashlib.sha256(location.encode()).hexdigest()
+
+
+def content_claim(fingerprint: str) -> str:
+    """The claim key of a content fingerprint (``Source.fingerprint()``)."""
+    return "content:" + hashlib.sha256(fingerprint.encode()).hexdigest()
+
+
+def claimed_by(session: Session, keys: list[str]) -> Dataset | None:
+    """The (earliest) dataset holding any of the claim ``keys``, if one does."""
+    return session.scalar(
+        select(Dataset)
+        .join(SourceClaim, SourceClaim.dataset_id == Dataset.id)
+        .where(SourceClaim.key.in_(keys))
+        .order_by(Dataset.created_at)
+        .limit(1)
+    )
+
+
+def _already_registered(principal: Actor, existing: Dataset) -> SourceAlreadyRegistered:
+    visible = principal.is_admin or existing.owner == principal.name
+    return SourceAlreadyRegistered(existing.id if visible else None)
+
+
+# --------------------------------------------------------------------------------------------
+# Data roots open to an owner
+# --------------------------------------------------------------------------------------------
+
+
+def settings_for(settings: Settings, principal: Actor) -> Settings:
+    """``settings`` with only the data roots ``principal`` may register from (admins: all)."""
+    if principal.is_admin or not settings.root_owners:
+        return settings
+    return replace(
+        settings,
+        data_roots=tuple(r for r in settings.data_roots if _open_to(settings, str(r), principal)),
+        object_store_roots=tuple(
+            r for r in settings.object_store_roots if _open_to(settings, r, principal)
+        ),
+    )
+
+
+def _open_to(settings: Settings, root: str, principal: Actor) -> bool:
+    owners = settings.root_owners.get(root)
+    return owners is None or principal.name in owners
+
+
+def _inside_foreign_root(settings: Settings, location: str, principal: Actor) -> bool:
+    """Whether ``location`` lies in a root scoped to others (also when reached through an
+    unscoped root that contains it)."""
+    if principal.is_admin:
+        return False
+    for root, owners in settings.root_owners.items():
+        if principal.name in owners:
+            continue
+        if root.startswith("s3://"):
+            if location == root or location.startswith(root + "/"):
+                return True
+        elif "://" not in location and Path(location).is_relative_to(root):
+            return True
+    return False
+
+
+def _open(body: DatasetCreate, settings: Settings, principal: Actor) -> Source:
+    """Open the source inside the roots open to ``principal``. A location in a root scoped to
+    others is refused with the message a location that does not exist there would get: for a
+    ``file://`` URI the check comes before any existence check; a relative path that only
+    exists in such a root is "not found"."""
+    uri = body.source.uri
+    text = uri.strip()
+    mine = settings_for(settings, principal)
+    outside = RegistrationRefused("source.uri", f"{uri!r} lies outside the allowed data roots")
+    not_found = RegistrationRefused("source.uri", f"{uri!r} was not found under any data root")
+    is_file_uri = text.lower().startswith("file:")
+    is_relative = not is_file_uri and "://" not in text
+    if is_file_uri and _inside_foreign_root(settings, _file_uri_path(text), principal):
+        raise outside
+    if (is_file_uri or is_relative) and not mine.data_roots and settings.data_roots:
+        raise outside if is_file_uri else not_found
+    try:
+        source = open_source(uri, mine, body.source.format)
+    except SourceError as exc:
+        raise RegistrationRefused("source.uri", str(exc)) from None
+    if _inside_foreign_root(settings, source.location, principal):
+        raise not_found if is_relative else outside
+    return source
+
+
+def _file_uri_path(text: str) -> str:
+    """The resolved local path a ``file://`` URI names (existing or not; "" if malformed)."""
+    try:
+        return str(Path(unquote(urlsplit(text).path)).resolve())
+    except (OSError, RuntimeError, ValueError):
+        return ""
+
+
+# --------------------------------------------------------------------------------------------
+# Registration
+# --------------------------------------------------------------------------------------------
+
+
+def register_dataset(
+    *,
+    sessions: sessionmaker[Session],
+    principal: Actor,
+    body: DatasetCreate,
+    settings: Settings,
+) -> Dataset:
+    """Register ``body``'s source for ``principal`` (an owner or admin) and return the new row.
+
+    Raises :class:`RegistrationRefused` (422) or :class:`SourceAlreadyRegistered` (409).
+    Order: open (roots), columns, ``n`` and fingerprint, the claim check (cheap, so a duplicate is
+    refused before the whole source is parsed), validation of the whole source, strict mode,
+    then one transaction inserting the dataset and its claims.
+    """
+    source = _open(body, settings, principal)
+    try:
+        columns = set(source.columns())
+    except SourceError as exc:
+        raise RegistrationRefused("source.uri", str(exc)) from None
+    _check_columns(body, columns)
+    try:
+        n_rows = source.count_rows()
+        fingerprint = source.fingerprint()
+    except (SourceError, OSError):
+        raise RegistrationRefused("source.uri", "the source could not be read") from None
+    if n_rows < 2:
+        raise RegistrationRefused("source.uri", "the source must have at least 2 rows")
+    claims = [location_claim(source.location), content_claim(fingerprint)]
+    with sessions() as session:
+        existing = claimed_by(session, claims)
+        if existing is not None:
+            raise _already_registered(principal, existing)
+
+    from service.data.reader import validate_source
+
+    try:
+        report = validate_source(source, body.features, body.label)
+        unchanged = source.fingerprint() == fingerprint
+    except (SourceError, OSError):
+        raise RegistrationRefused("source.uri", "the source could not be read") from None
+    if not unchanged or report.rows != n_rows:
+        raise RegistrationRefused(
+            "source.uri", "the source changed while it was being registered; try again"
+        )
+    if body.strict:
+        check_strict(body, report)
+
+    dataset = Dataset(
+        id=new_id("ds"),
+        name=body.name,
+        owner=principal.name,
+        source_uri=body.source.uri,
+        source_path=source.location,
+        source_format=source.format,
+        fingerprint=fingerprint,
+        label=body.label.model_dump(mode="json"),
+        features=[f.model_dump(mode="json") for f in body.features],
+        n_rows=n_rows,
+        n_features=Encoder(features=body.features, fit_intercept=False).n_features,
+        epsilon=body.budget.epsilon,
+        delta=body.budget.delta,
+        spent_rdp=curve_to_json([0.0] * len(ORDERS)),
+        spent_pure_epsilon=0.0,
+        validation=report.to_json(),
+        created_at=utcnow(),
+    )
+    try:
+        with sessions.begin() as session:
+            session.add(dataset)
+            session.flush()
+            session.add_all(SourceClaim(key=key, dataset_id=dataset.id) for key in claims)
+    except IntegrityError:
+        # A concurrent registration of the same location or content committed first.
+        with sessions() as session:
+            existing = claimed_by(session, claims)
+        raise (
+            _already_registered(principal, existing)
+            if existing is not None
+            else SourceAlreadyRegistered(None)
+        ) from None
+    return dataset
+
+
+def _check_columns(body: DatasetCreate, columns: set[str]) -> None:
+    if body.label.column not in columns:
+        raise RegistrationRefused(
+            "label.column", f"column {body.label.column!r} is not in the source"
+        )
+    names = [f.name for f in body.features]
+    for i, name in enumerate(names):
+        if name not in columns:
+            raise RegistrationRefused(f"features.{i}.name", f"column {name!r} is not in the source")
+        if name == body.label.column:
+            raise RegistrationRefused(
+                f"features.{i}.name", "the label column cannot also be a feature"
+            )
+        if name in names[:i]:
+            raise RegistrationRefused(f"features.{i}.name", f"column {name!r} is listed twice")
+
+
+def check_strict(body: DatasetCreate, report: ValidationReport) -> None:
+    """Strict mode: refuse label values outside the declared set (binary/categorical), and
+    non-empty cells that are not numbers in a numeric feature or a numeric label.
+
+    The message gives counts from the report (the owner's own data, shown to the owner only)."""
+    counts = report_counts(report)
+    label = counts["label"]
+    rows = counts["rows"]
+    if body.label.type == "numeric":
+        if label["unparseable"] > 0:
+            raise RegistrationRefused(
+                "label.column",
+                f"strict: {label['unparseable']} of {rows} label cells are not numbers",
+            )
+    elif label["outside_declared"] > 0:
+        declared = (
+            "the declared classes"
+            if body.label.type == "categorical"
+            else "the declared positive and negative values"
+        )
+        raise RegistrationRefused(
+            "label.classes" if body.label.type == "categorical" else "label.positive",
+            f"strict: {label['outside_declared']} of {rows} labels are none of {declared}",
+        )
+    for i, feature in enumerate(body.features):
+        if not isinstance(feature, NumericFeature):
+            continue
+        bad = counts["features"][i]["unparseable"]
+        if bad > 0:
+            raise RegistrationRefused(
+                f"features.{i}.name",
+                f"strict: {bad} of {rows} non-empty cells of numeric column {feature.name!r} "
+                "are not numbers",
+            )
+
+
+def report_counts(report: ValidationReport) -> dict[str, Any]:
+    """The report as the API's ``ValidationOut`` shape: rows, features (a list in declared
+    order, each with its ``name``), label."""
+    data = report.to_json()
+    return {
+        "rows": data["rows"],
+        "features": [{"name": name, **c} for name, c in data["features"].items()],
+        "label": data["label"],
+    }
+
+
+def stored_report_counts(stored: dict[str, Any]) -> dict[str, Any]:
+    """A dataset's stored report (``Dataset.validation``) in the API's ``ValidationOut`` shape."""
+    from service.data.reader import ValidationReport
+
+    return report_counts(ValidationReport.from_json(stored))
+
+
+# --------------------------------------------------------------------------------------------
+# Retirement
+# --------------------------------------------------------------------------------------------
+
+
+def retire_dataset(
+    *, sessions: sessionmaker[Session], principal: Actor, dataset_id: str
+) -> Dataset:
+    """Retire a dataset (admins only; :class:`DatasetNotFound` for everyone else).
+
+    Takes the dataset row lock that admission takes, so no job is admitted after this commits;
+    the budget spent so far is final. The dataset keeps its claims: the same location or content
+    can never be registered again. Idempotent (a second call keeps the first ``retired_at``).
+    """
+    if not principal.is_admin:
+        raise DatasetNotFound(dataset_id)
+    with sessions.begin() as session:
+        dataset = lock_dataset(session, dataset_id)
+        if dataset is None:
+            raise DatasetNotFound(dataset_id)
+        if dataset.retired_at is None:
+            dataset.retired_at = utcnow()
+    return dataset
+
+
+def ensure_not_retired(session: Session, dataset_id: str) -> None:
+    """Raise :class:`DatasetRetired` if the dataset is retired. Called by job submission inside
+    the admission transaction, after the dataset row is locked, so it races safely with
+    :func:`retire_dataset`."""
+    retired_at = session.scalar(select(Dataset.retired_at).where(Dataset.id == dataset_id))
+    if retired_at is not None:
+        raise DatasetRetired(dataset_id)
