@@ -5,10 +5,14 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
@@ -20,7 +24,10 @@ from service.data.object_store import (
 )
 from service.data.sources import FileSource, SourceError, local_source
 from service.settings import Settings
-from tests.s3_server import SECRET_KEY, S3Server, running_s3_server
+from tests.conftest import EXAMPLES
+from tests.live import LiveServer, start_server
+from tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, running_s3_server
+from tests.walkthrough import credit_dataset, logistic_job
 
 CSV = b'age,city,label\n31,Bern,1\n,Z\xc3\xbcrich,0\n45,"a,b",1\n'
 
@@ -258,3 +265,85 @@ def test_an_unreachable_store_leaks_nothing(s3: S3Server) -> None:
     assert message == "'s3://lake/data/people.csv' could not be reached in the object store"
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
     assert SECRET_KEY not in message and "127.0.0.1" not in message
+
+
+# ----------------------------------------------------------------------------------------------
+# End to end: a live server registers S3 objects, runs jobs and releases models
+# ----------------------------------------------------------------------------------------------
+
+
+def wait_done(client: httpx.Client, job_id: str, timeout: float = 180.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return job  # type: ignore[no-any-return]
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not finish")
+
+
+@pytest.fixture(scope="module")
+def live(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A live `dpfit serve` with the root ``s3://lake/data`` (the AWS variables that point at the
+    moto server are in the environment it inherits), and the example data in the bucket: as a
+    CSV object and as a Parquet folder of two parts."""
+    credit = (EXAMPLES / "credit.csv").read_bytes()
+    s3.put("lake", "data/credit/credit.csv", credit)
+    table = pacsv.read_csv(io.BytesIO(credit))
+    half = table.num_rows // 2
+    s3.put("lake", "data/credit-parts/part-0.parquet", parquet_bytes(table.slice(0, half)))
+    s3.put("lake", "data/credit-parts/part-1.parquet", parquet_bytes(table.slice(half)))
+    home = tmp_path_factory.mktemp("s3-live")
+    roots: list[Any] = [EXAMPLES, "s3://lake/data"]
+    server = start_server(f"sqlite:///{home / 'dpfit.db'}", data_roots=roots, home=home)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("uri", "fmt"),
+    [("s3://lake/data/credit-parts", "parquet"), ("s3://lake/data/credit/credit.csv", "csv")],
+)
+def test_s3_objects_end_to_end(live: LiveServer, uri: str, fmt: str) -> None:
+    owner = live.client(live.key("s3-owner", "owner"))
+    analyst = live.client(live.key("s3-analyst", "analyst"))
+    response = owner.post("/v1/datasets", json=credit_dataset(uri=uri))
+    assert response.status_code == 201, response.text
+    dataset = response.json()
+    assert dataset["n_rows"] == 4000
+    assert dataset["source"] == {"uri": uri, "format": fmt}
+    assert SECRET_KEY not in response.text
+    grant = owner.post(f"/v1/datasets/{dataset['id']}/grants", json={"principal": "s3-analyst"})
+    assert grant.status_code == 201, grant.text
+
+    job = analyst.post("/v1/jobs", json=logistic_job(dataset["id"]))
+    assert job.status_code == 202, job.text
+    done = wait_done(analyst, job.json()["id"])
+    assert done["status"] == "succeeded", done
+    model = analyst.get(f"/v1/models/{done['model_id']}")
+    assert model.status_code == 200, model.text
+    assert len(model.json()["coefficients"]) == dataset["n_features"]
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "s3://other/data/people.csv",
+        "s3://lake/secret/people.csv",
+        "s3://lake/database.csv",
+        "s3://lake/data/../secret/people.csv",
+        "s3://lake/data/credit/../../secret/people.csv",
+        "s3://lake/data/absent.csv",
+        "s3://lake/data/people.csv?versionId=1",
+    ],
+)
+def test_refusals_name_the_field_and_leak_nothing(live: LiveServer, uri: str) -> None:
+    owner = live.client(live.key("s3-owner", "owner"))
+    response = owner.post("/v1/datasets", json=credit_dataset(uri=uri))
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert response.json()["field"] == "source.uri"
+    for secret in (SECRET_KEY, ACCESS_KEY, "127.0.0.1"):
+        assert secret not in response.text

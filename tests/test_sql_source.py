@@ -6,10 +6,14 @@ database is not involved at this level.
 
 from __future__ import annotations
 
+import json
 import math
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pyarrow as pa
 import pytest
 import sqlalchemy as sa
@@ -18,7 +22,9 @@ from sqlalchemy.engine import make_url
 from service.data.sources import SourceError
 from service.data.sql_source import open_sql_source, parse_sql_uri, reopen_sql_source
 from service.settings import Settings, SettingsError
-from tests.conftest import _fresh_postgres_database
+from tests.conftest import EXAMPLES, _fresh_postgres_database
+from tests.live import LiveServer, start_server
+from tests.walkthrough import credit_dataset, logistic_job
 
 pytestmark = pytest.mark.postgres
 
@@ -339,3 +345,107 @@ def test_sqlite_tables_read_with_mistyped_cells_as_null(tmp_path: Path) -> None:
     assert reopen_sql_source(source.location, settings).fingerprint() == first
     run(url, "UPDATE t SET s = 'A' WHERE id = 1")
     assert source.fingerprint() != first
+
+
+# ----------------------------------------------------------------------------------------------
+# End to end: a live server registers a PostgreSQL table, runs a job and releases a model
+# ----------------------------------------------------------------------------------------------
+
+
+def wait_done(client: httpx.Client, job_id: str, timeout: float = 180.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return job  # type: ignore[no-any-return]
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not finish")
+
+
+@pytest.fixture(scope="module")
+def live(
+    settings: Settings, warehouse: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LiveServer]:
+    """A live `dpfit serve` (its own SQLite database) whose operator configured the warehouse
+    as connection ``wh`` (with a password, to prove it never shows) and an unreachable one."""
+    header, *lines = (EXAMPLES / "credit.csv").read_text().splitlines()
+    assert header == "age,hours_per_week,education,sector,income"
+    values = [line.split(",") for line in lines]
+    engine = sa.create_engine(warehouse)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "CREATE TABLE credit (id integer PRIMARY KEY, age integer, hours_per_week "
+                "numeric, education text, sector varchar(20), income text)"
+            )
+        )
+        conn.execute(
+            sa.text("INSERT INTO credit VALUES (:id, :a, :h, :e, :s, :i)"),
+            [
+                {"id": i, "a": int(a), "h": int(h), "e": e, "s": s, "i": y}
+                for i, (a, h, e, s, y) in enumerate(values)
+            ],
+        )
+    engine.dispose()
+    home = tmp_path_factory.mktemp("sql-live")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DPFIT_SQL_CONNECTIONS", json.dumps(settings.sql_connections))
+        server = start_server(f"sqlite:///{home / 'dpfit.db'}", data_roots=[EXAMPLES], home=home)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_postgresql_table_end_to_end(live: LiveServer, tables: str) -> None:
+    owner = live.client(live.key("sql-owner", "owner"))
+    analyst = live.client(live.key("sql-analyst", "analyst"))
+    body = credit_dataset(uri="sql://wh/credit")
+    response = owner.post("/v1/datasets", json=body)
+    assert response.status_code == 201, response.text
+    dataset = response.json()
+    assert dataset["n_rows"] == 4000
+    assert dataset["source"] == {"uri": "sql://wh/credit", "format": "sql"}
+    assert dataset["fingerprint"].startswith("sha256:")
+    assert SECRET not in response.text
+    grant = owner.post(f"/v1/datasets/{dataset['id']}/grants", json={"principal": "sql-analyst"})
+    assert grant.status_code == 201, grant.text
+
+    job = analyst.post("/v1/jobs", json=logistic_job(dataset["id"]))
+    assert job.status_code == 202, job.text
+    done = wait_done(analyst, job.json()["id"])
+    assert done["status"] == "succeeded", done
+    model = analyst.get(f"/v1/models/{done['model_id']}")
+    assert model.status_code == 200, model.text
+    assert len(model.json()["coefficients"]) == dataset["n_features"]
+
+    # One budget per data: the same table (named with or without its schema) registers once.
+    again = owner.post("/v1/datasets", json=credit_dataset(uri="sql://wh/public.credit"))
+    assert again.status_code == 409, again.text
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "sql://wh/credit;drop table credit",
+        'sql://wh/"public"."credit"',
+        "sql://wh/public.credit.x",
+        "sql://nope/credit",
+        "sql://down/credit",
+        "sql://wh/absent",
+    ],
+)
+def test_refusals_name_the_field_and_leak_nothing(live: LiveServer, uri: str) -> None:
+    owner = live.client(live.key("sql-owner", "owner"))
+    response = owner.post("/v1/datasets", json=credit_dataset(uri=uri))
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert response.json()["field"] == "source.uri"
+    for secret in (SECRET, "127.0.0.1", "5432", "dpfit_test", "postgres"):
+        assert secret not in response.text
+    # The injection attempt changed nothing.
+    assert open_sql_source("sql://wh/credit", live_settings(live)).count_rows() == 4000
+
+
+def live_settings(live: LiveServer) -> Settings:
+    return Settings.from_env({"DPFIT_SQL_CONNECTIONS": live.env["DPFIT_SQL_CONNECTIONS"]})
