@@ -286,3 +286,16 @@ def test_an_external_scheduler_needs_tls_and_existing_certificates(tmp_path: Pat
     )
     assert security.require_encryption
     assert security.tls_client_cert == str(tls.cert("client"))
+
+
+def test_the_api_host_of_an_external_cluster_needs_only_the_client_files(tmp_path: Path) -> None:
+    tls = ensure_tls_set(tmp_path / "dask-tls")
+    for role in ("scheduler", "worker"):
+        tls.cert(role).unlink()
+        tls.key(role).unlink()
+    security = external_security(_external(tmp_path, "tls://127.0.0.1:8786"))
+    assert security.tls_ca_file == str(tls.ca)
+    assert security.tls_client_key == str(tls.key("client"))
+    tls.key("client").chmod(0o644)
+    with pytest.raises(DaskTlsError, match="has mode 0644"):
+        external_security(_external(tmp_path, "tls://127.0.0.1:8786"))

@@ -148,7 +148,7 @@ def external_security(settings: Settings) -> Security:
                 "scheduler and workers with its files, and set DPFIT_DASK_TLS_DIR=DIR (or set "
                 "DPFIT_DASK_TLS_CA, DPFIT_DASK_TLS_CERT and DPFIT_DASK_TLS_KEY)"
             )
-        check_tls_set(tls)
+        check_tls_set(tls, roles=("client",))
         ca, cert, key = tls.ca, tls.cert("client"), tls.key("client")
     return Security(
         require_encryption=True,
@@ -167,13 +167,16 @@ def ensure_tls_set(directory: Path) -> TlsSet:
     return tls
 
 
-def check_tls_set(tls: TlsSet) -> None:
-    """Refuse a set that is incomplete, readable by others, malformed, expired or foreign."""
+def check_tls_set(tls: TlsSet, roles: tuple[str, ...] = ROLES) -> None:
+    """Refuse a set that is incomplete, readable by others, malformed, expired or foreign.
+
+    Only the CA and the files of ``roles`` are looked at (a host of an external cluster holds
+    the files of its own role only)."""
     _check_private_directory(tls.directory)
-    for path in tls.files():
+    for path in (tls.ca, *(p for r in roles for p in (tls.cert(r), tls.key(r)))):
         _check_file(path, private=True)
     ca = _load_certificate(tls.ca)
-    for role in ROLES:
+    for role in roles:
         cert = _load_certificate(tls.cert(role))
         try:
             cert.verify_directly_issued_by(ca)
