@@ -418,3 +418,91 @@ def test_scoped_roots_admit_only_their_owners(scoped_server: LiveServer) -> None
     # Alice registers under her roots (relative or file://) and under the open root.
     assert alice.post("/v1/datasets", json=credit_dataset(uri=in_alices.name)).status_code == 201
     assert alice.post("/v1/datasets", json=credit_dataset(uri=nested.as_uri())).status_code == 201
+
+
+# --------------------------------------------------------------------------------------------
+# Migration 0005 on a database that already holds duplicates
+# --------------------------------------------------------------------------------------------
+
+
+def _upgrade(url: str, revision: str) -> None:
+    from alembic.config import Config
+
+    from alembic import command
+    from service.cli import ROOT
+
+    config = Config(str(ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(ROOT / "alembic"))
+    config.attributes["url"] = url
+    command.upgrade(config, revision)
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_migration_keeps_the_earliest_of_legacy_duplicates(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Legacy rows: d1 and d2 share path and content, d3 has d1's content under another path,
+    d4 and d5 share a path with different content (the file changed between registrations).
+    The earliest of each keeps its budget; d2, d3 and d5 are retired; nothing fails."""
+    from datetime import UTC, datetime, timedelta
+
+    import sqlalchemy as sa
+
+    from service.db.models import Dataset, SourceClaim
+    from service.db.session import make_engine, session_factory
+    from service.registration import content_claim, location_claim
+
+    if backend == "postgres":
+        url = request.getfixturevalue("private_postgres_database")
+    else:
+        url = f"sqlite:///{tmp_path / 'legacy.db'}"
+    _upgrade(url, "0004")
+    datasets = sa.table(
+        "datasets",
+        *(sa.column(c) for c in ("id", "name", "owner", "source_uri", "source_path")),
+        *(sa.column(c) for c in ("source_format", "fingerprint", "n_rows", "n_features")),
+        *(sa.column(c) for c in ("epsilon", "delta", "spent_pure_epsilon")),
+        sa.column("label", sa.JSON()),
+        sa.column("features", sa.JSON()),
+        sa.column("spent_rdp", sa.JSON()),
+        sa.column("created_at", sa.DateTime(timezone=True)),
+    )
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    legacy = [  # id, path, fingerprint, minutes after t0 (d4 is the earliest of all)
+        ("d1", "/data/a.csv", "sha256:x", 1),
+        ("d2", "/data/a.csv", "sha256:x", 2),
+        ("d3", "/data/b.csv", "sha256:x", 3),
+        ("d4", "/data/c.csv", "sha256:y", 0),
+        ("d5", "/data/c.csv", "sha256:z", 4),
+    ]
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        for dataset_id, path, digest, minutes in legacy:
+            conn.execute(
+                sa.insert(datasets).values(
+                    id=dataset_id, name=dataset_id, owner="o", source_uri=path,
+                    source_path=path, source_format="csv", fingerprint=digest, n_rows=10,
+                    n_features=1, epsilon=1.0, delta=0.0, spent_pure_epsilon=0.0,
+                    label={"column": "y", "positive": 1, "negative": 0}, features=[],
+                    spent_rdp=[0.0], created_at=t0 + timedelta(minutes=minutes),
+                )
+            )  # fmt: skip
+    engine.dispose()
+
+    _upgrade(url, "head")
+    engine = make_engine(url)
+    with session_factory(engine)() as session:
+        retired = {d.id: d.retired_at is not None for d in session.scalars(sa.select(Dataset))}
+        claims = {c.key: c.dataset_id for c in session.scalars(sa.select(SourceClaim))}
+    engine.dispose()
+    assert retired == {"d1": False, "d2": True, "d3": True, "d4": False, "d5": True}
+    assert claims == {
+        location_claim("/data/a.csv"): "d1",
+        content_claim("sha256:x"): "d1",
+        location_claim("/data/b.csv"): "d3",  # free, so claimed, though d3 is retired
+        location_claim("/data/c.csv"): "d4",
+        content_claim("sha256:y"): "d4",
+        content_claim("sha256:z"): "d5",
+    }
