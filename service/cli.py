@@ -53,6 +53,16 @@ def openapi_yaml() -> str:
     return yaml.safe_dump(app.openapi(), sort_keys=False, allow_unicode=True, width=100)
 
 
+def masked_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (for banners and logs)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - an unparsable URL is not shown at all
+        return "(unparsable database URL)"
+
+
 def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> None:
     import uvicorn
 
@@ -63,7 +73,7 @@ def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> Non
         migrate(settings.database_url)
     shown = "http://localhost" if host in ("0.0.0.0", "::") else f"http://{host}"
     print(f"dpfit listening on {shown}:{port}  (API docs: {shown}:{port}/docs)", flush=True)
-    print(f"database: {settings.database_url}", flush=True)
+    print(f"database: {masked_url(settings.database_url)}", flush=True)
     print("data roots: " + ", ".join(str(r) for r in settings.data_roots), flush=True)
     workers = settings.dask_scheduler or f"LocalCluster, {settings.workers} worker process(es)"
     print(f"workers: {workers}", flush=True)
@@ -111,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         serve(settings, args.host, args.port, not args.no_migrate)
     elif args.command == "migrate":
         migrate(settings.database_url)
-        print(f"migrated {settings.database_url}")
+        print(f"migrated {masked_url(settings.database_url)}")
     elif args.command == "keys":
         migrate(settings.database_url)
         from pydantic import ValidationError

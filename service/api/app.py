@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from service import __version__
 from service.api import catalog, datasets, jobs, keys, models
 from service.api.errors import install_error_handlers
-from service.db.session import make_engine, session_factory
+from service.api.middleware import BodyLimit, RequestContext, SafeTarget
+from service.db.session import expected_schema_revision, make_engine, session_factory
 from service.schemas import Problem
 from service.settings import Settings
 from service.workers.dispatch import DaskDispatcher, Dispatcher, recover_unfinished
@@ -28,7 +29,12 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     403: {"description": "The key's role may not do this", **_PROBLEM},
     404: {"description": "Not found or not visible to this key", **_PROBLEM},
     409: {"description": "Conflict (e.g. the budget does not allow the job)", **_PROBLEM},
+    413: {"description": "The request body is larger than the limit", **_PROBLEM},
     422: {"description": "Invalid request; `field` names the part at fault", **_PROBLEM},
+    503: {
+        "description": "The database is unreachable or its schema is missing (see Retry-After)",
+        **_PROBLEM,
+    },
 }
 
 DESCRIPTION = """\
@@ -51,7 +57,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.database_url)
+        engine = make_engine(settings.database_url, must_exist=True)
         app.state.engine = engine
         app.state.sessions = session_factory(engine)
         app.state.dispatcher = factory(settings, app.state.sessions)
@@ -76,7 +82,12 @@ def create_app(
     )
     app.state.settings = settings
     app.state.dispatcher = None
+    app.state.schema_revision = expected_schema_revision()
     install_error_handlers(app)
+    # Outermost last: request id + failure log, then the body limit, then safe paths/queries.
+    app.add_middleware(SafeTarget)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestContext)
     for module in (datasets, jobs, models, keys, catalog):
         app.include_router(module.router)
     _serve_problem_json_schema(app)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from sqlalchemy import text
+from fastapi.responses import JSONResponse
 
 from service.api.deps import Sessions
+from service.api.errors import problem_response
+from service.api.middleware import RETRY_AFTER_SECONDS
+from service.db.session import schema_revision
 from service.optimizers.registry import catalog
 from service.schemas import Health, OptimizerInfo
 
@@ -21,9 +24,25 @@ def list_optimizers() -> list[OptimizerInfo]:
 
 
 @router.get("/healthz", response_model=Health, tags=["health"], summary="Health")
-def healthz(request: Request, sessions: Sessions) -> Health:
+def healthz(request: Request, sessions: Sessions) -> Health | JSONResponse:
+    """ok only when the database answers AND carries the schema revision this code expects.
+
+    Unreachable database → 503 (middleware); reachable but empty or at another Alembic
+    revision (e.g. recreated, or not migrated) → 503 naming both revisions. Both carry
+    ``Retry-After``.
+    """
+    expected = request.app.state.schema_revision
     with sessions() as session:
-        session.execute(text("SELECT 1"))
+        found = schema_revision(session)
+    if expected is not None and found != expected:
+        response = problem_response(
+            503,
+            "Service unavailable",
+            f"The database schema is missing or out of date (found revision {found or 'none'}, "
+            f"this service needs {expected}); run `dpfit migrate`.",
+        )
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
     dispatcher = request.app.state.dispatcher
     workers = dispatcher.describe() if dispatcher is not None else "none"
     return Health(status="ok", database=sessions.kw["bind"].dialect.name, workers=workers)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 
@@ -10,17 +12,8 @@ from service.api.access import owned_dataset, visible_dataset
 from service.api.auth import Principal
 from service.api.deps import AnyRole, AppSettings, Owner, Sessions
 from service.api.errors import ProblemError, invalid
-from service.data.encoding import Encoder
-from service.data.sources import (
-    SourceError,
-    available_columns,
-    count_rows,
-    detect_format,
-    fingerprint,
-    resolve_source,
-)
+from service.api.pagination import PageParams, finish_page, paginate
 from service.db.models import Charge, Dataset, Grant
-from service.ids import new_id
 from service.ledger import filter as privacy_filter
 from service.ledger.accounting import ORDERS
 from service.ledger.admission import (
@@ -33,6 +26,7 @@ from service.ledger.admission import (
     spent_of,
 )
 from service.principals import NotAnAnalyst, require_analyst
+from service.registration import register_dataset, retire_dataset, stored_report_counts
 from service.schemas import (
     BudgetOut,
     ChargeOut,
@@ -41,6 +35,7 @@ from service.schemas import (
     GrantCreate,
     GrantOut,
     LedgerOut,
+    ValidationOut,
 )
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -62,74 +57,66 @@ def dataset_out(dataset: Dataset, principal: Principal) -> DatasetOut:
             "source": {"uri": dataset.source_uri, "format": dataset.source_format}
             if owner_view
             else None,
+            "validation": validation_out(dataset.validation) if owner_view else None,
             "created_at": dataset.created_at,
+            "retired_at": dataset.retired_at,
         }
     )
+
+
+def validation_out(stored: dict[str, Any] | None) -> ValidationOut | None:
+    """The stored validation report in the API's shape (``None`` for datasets registered before
+    reports existed)."""
+    if stored is None:
+        return None
+    return ValidationOut.model_validate(stored_report_counts(stored))
 
 
 @router.post("", status_code=201, response_model=DatasetOut, summary="Register a dataset")
 def create_dataset(
     body: DatasetCreate, principal: Owner, sessions: Sessions, settings: AppSettings
 ) -> DatasetOut:
-    """Register a CSV/Parquet file (under an allowed data root) with its public schema and budget.
+    """Register a source (under a data root open to the caller) with its public schema and
+    budget.
 
-    Reads the header, counts rows (n is public) and records the file's fingerprint; a job on a
-    changed file fails with a clear error.
+    Parses the whole source with the workers' reader and answers with the validation report
+    (shown to the owner and admins only); ``strict`` refuses label values outside the declared
+    set and non-numbers in numeric columns. A source whose location or content already backs a
+    dataset is refused with 409 (one budget per data; the existing id is named only to its owner
+    and admins). n and the fingerprint are fixed here; a job on a changed source fails.
     """
-    try:
-        path = resolve_source(body.source.uri, settings.data_roots)
-        fmt = body.source.format or detect_format(path)
-        columns = set(available_columns(path, fmt))
-    except SourceError as exc:
-        raise invalid("source.uri", str(exc)) from None
-    if body.label.column not in columns:
-        raise invalid("label.column", f"column {body.label.column!r} is not in the source")
-    names = [f.name for f in body.features]
-    for i, name in enumerate(names):
-        if name not in columns:
-            raise invalid(f"features.{i}.name", f"column {name!r} is not in the source")
-        if name == body.label.column:
-            raise invalid(f"features.{i}.name", "the label column cannot also be a feature")
-        if name in names[:i]:
-            raise invalid(f"features.{i}.name", f"column {name!r} is listed twice")
-    try:
-        n_rows = count_rows(path, fmt)
-        digest = fingerprint(path)
-    except (SourceError, OSError):
-        raise invalid("source.uri", "the source could not be read") from None
-    if n_rows < 2:
-        raise invalid("source.uri", "the source must have at least 2 rows")
-    encoder = Encoder(features=body.features, fit_intercept=False)
-    dataset = Dataset(
-        id=new_id("ds"),
-        name=body.name,
-        owner=principal.name,
-        source_uri=body.source.uri,
-        source_path=str(path),
-        source_format=fmt,
-        fingerprint=digest,
-        label=body.label.model_dump(mode="json"),
-        features=[f.model_dump(mode="json") for f in body.features],
-        n_rows=n_rows,
-        n_features=encoder.n_features,
-        epsilon=body.budget.epsilon,
-        delta=body.budget.delta,
-        spent_rdp=curve_to_json([0.0] * len(ORDERS)),
-        spent_pure_epsilon=0.0,
+    dataset = register_dataset(
+        sessions=sessions, principal=principal, body=body, settings=settings
     )
-    with sessions.begin() as session:
-        session.add(dataset)
     return dataset_out(dataset, principal)
 
 
+@router.post(
+    "/{dataset_id}/retire", response_model=DatasetOut, summary="Retire a dataset (admins)"
+)
+def retire(dataset_id: str, principal: AnyRole, sessions: Sessions) -> DatasetOut:
+    """Retire a dataset: no job is admitted on it afterwards and its budget is final. Its source
+    (location and content) can never be registered again. Admins only (404 for everyone else);
+    idempotent."""
+    return dataset_out(
+        retire_dataset(sessions=sessions, principal=principal, dataset_id=dataset_id), principal
+    )
+
+
 @router.get("", response_model=list[DatasetOut], summary="List visible datasets")
-def list_datasets(principal: AnyRole, sessions: Sessions) -> list[DatasetOut]:
+def list_datasets(
+    principal: AnyRole, sessions: Sessions, page: PageParams, request: Request, response: Response
+) -> list[DatasetOut]:
+    """Datasets you own or were granted (admins: all), oldest first, one page per call (see
+    `X-Next-Cursor`)."""
     with sessions() as session:
-        query = select(Dataset).order_by(Dataset.created_at)
+        query = select(Dataset)
         if not principal.is_admin:
             granted = select(Grant.dataset_id).where(Grant.principal == principal.name)
             query = query.where(or_(Dataset.owner == principal.name, Dataset.id.in_(granted)))
-        return [dataset_out(d, principal) for d in session.scalars(query)]
+        rows = session.scalars(paginate(query, page, Dataset.created_at, Dataset.id)).all()
+        rows = finish_page(rows, page, request, response, key=lambda d: (d.created_at, d.id))
+        return [dataset_out(d, principal) for d in rows]
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut, summary="Get a dataset")

@@ -7,13 +7,15 @@ import json
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Response
-from sqlalchemy import select, update
+from fastapi import APIRouter, Header, Query, Request, Response
+from sqlalchemy import Exists, exists, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.api.access import visible_dataset, visible_job
 from service.api.deps import AnyRole, AppDispatcher, Sessions
 from service.api.errors import ProblemError, invalid, not_found
+from service.api.pagination import PageParams, finish_page, paginate
 from service.db.models import Charge, Job
 from service.ids import new_id
 from service.ledger.accounting import charge_curve
@@ -27,17 +29,27 @@ from service.ledger.admission import (
 from service.models.registry import build_loss
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.planning import plan_job, plan_to_json
-from service.schemas import JobCreate, JobOut
+from service.registration import DatasetRetired, ensure_not_retired
+from service.schemas import JobCreate, JobOut, JobStatus
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 logger = logging.getLogger("dpfit.api")
 
 
-def job_out(session: Session, job: Job) -> JobOut:
-    refunded = (
-        session.scalar(select(Charge.id).where(Charge.job_id == job.id, Charge.kind == "refund"))
-        is not None
-    )
+def refunded_column() -> Exists:
+    """Whether the job's charge was refunded, as a column of a job query (no query per job)."""
+    return exists().where(Charge.job_id == Job.id, Charge.kind == "refund")
+
+
+def job_out(session: Session, job: Job, refunded: bool | None = None) -> JobOut:
+    """The job as the API shows it; ``refunded`` is looked up unless the caller has it."""
+    if refunded is None:
+        refunded = (
+            session.scalar(
+                select(Charge.id).where(Charge.job_id == job.id, Charge.kind == "refund")
+            )
+            is not None
+        )
     return JobOut.model_validate(
         {
             "id": job.id,
@@ -75,7 +87,9 @@ def create_job(
     sessions: Sessions,
     dispatcher: AppDispatcher,
     response: Response,
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)] = None,
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", max_length=200, pattern=r"^[\x21-\x7e]+$")
+    ] = None,
 ) -> JobOut:
     """Plan the job from public information, charge its RDP curve atomically, dispatch it.
 
@@ -84,6 +98,8 @@ def create_job(
     """
     with sessions() as session:
         dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
+        if dataset.retired_at is not None:
+            raise DatasetRetired(dataset.id)
         n_rows, n_features, dataset_delta = dataset.n_rows, dataset.n_features, dataset.delta
         label_type = dataset.label.get("type", "binary")
         classes = len(dataset.label["classes"]) if label_type == "categorical" else None
@@ -147,6 +163,8 @@ def create_job(
     try:
         with sessions.begin() as session:
             admitted = admit_job(session, body.dataset_id, job, charge)
+            if admitted.id == new_job_id:  # under admission's lock: races safely with retire
+                ensure_not_retired(session, body.dataset_id)
             out = job_out(session, admitted)
     except BudgetExceeded as exc:
         raise ProblemError(
@@ -157,6 +175,15 @@ def create_job(
             extra={"epsilon_remaining": exc.remaining},
         ) from None
     except IdempotencyConflict:
+        raise invalid(
+            "Idempotency-Key", "this Idempotency-Key was already used with a different request"
+        ) from None
+    except IntegrityError:
+        # The only unique key a new job can break is (principal, Idempotency-Key): the same
+        # key was admitted concurrently on another dataset (same-dataset retries serialise on
+        # the dataset lock and replay), i.e. with a different request. Nothing was charged.
+        if idempotency_key is None:
+            raise ProblemError(409, "Conflict", "A concurrent change conflicted; retry.") from None
         raise invalid(
             "Idempotency-Key", "this Idempotency-Key was already used with a different request"
         ) from None
@@ -173,12 +200,24 @@ def create_job(
 
 
 @router.get("", response_model=list[JobOut], summary="List your jobs")
-def list_jobs(principal: AnyRole, sessions: Sessions) -> list[JobOut]:
+def list_jobs(
+    principal: AnyRole,
+    sessions: Sessions,
+    page: PageParams,
+    request: Request,
+    response: Response,
+    status: Annotated[JobStatus | None, Query(description="Only jobs in this status.")] = None,
+) -> list[JobOut]:
+    """Your jobs (admins: all), oldest first, one page per call (see `X-Next-Cursor`)."""
+    query = select(Job, refunded_column())
+    if not principal.is_admin:
+        query = query.where(Job.principal == principal.name)
+    if status is not None:
+        query = query.where(Job.status == status)
     with sessions() as session:
-        query = select(Job).order_by(Job.created_at)
-        if not principal.is_admin:
-            query = query.where(Job.principal == principal.name)
-        return [job_out(session, j) for j in session.scalars(query)]
+        rows = session.execute(paginate(query, page, Job.created_at, Job.id)).all()
+        rows = finish_page(rows, page, request, response, key=lambda r: (r[0].created_at, r[0].id))
+        return [job_out(session, job, refunded) for job, refunded in rows]
 
 
 @router.get("/{job_id}", response_model=JobOut, summary="Get a job")

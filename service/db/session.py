@@ -8,25 +8,72 @@ admission transaction locks the dataset row with ``SELECT … FOR UPDATE`` (ledg
 
 from __future__ import annotations
 
+import os
+import sqlite3
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for ``url`` with the settings the ledger's atomicity relies on."""
+def make_engine(url: str, must_exist: bool = False) -> Engine:
+    """An engine for ``url`` with the settings the ledger's atomicity relies on.
+
+    ``must_exist`` (the API server): a SQLite file is opened read-write but never created, and a
+    pooled connection whose file was deleted is discarded at checkout — so a deleted database
+    answers "unable to open database file" (a 503, see :func:`database_unavailable`) instead of
+    silently writing into an unlinked file or a new empty one.
+    """
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        engine = create_engine(
-            url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
-        )
+        timeout = SQLITE_BUSY_TIMEOUT_MS / 1000
+        path = parsed.database
+        if must_exist and path and path != ":memory:" and not path.startswith("file:"):
+            file = Path(path).resolve()
+
+            def connect() -> sqlite3.Connection:
+                return sqlite3.connect(
+                    f"{file.as_uri()}?mode=rw", uri=True, timeout=timeout, check_same_thread=False
+                )
+
+            engine = create_engine(url, creator=connect)
+            _discard_if_deleted(engine, file)
+        else:
+            engine = create_engine(
+                url, connect_args={"timeout": timeout, "check_same_thread": False}
+            )
         _configure_sqlite(engine)
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def database_unavailable(error: BaseException) -> bool:
+    """Whether ``error`` means the database is unreachable or its schema is missing.
+
+    True for connection failures and disconnects (``OperationalError``, ``InterfaceError``, a
+    DBAPI error that invalidated its connection), a full connection pool, SQLite's "no such
+    table" / "unable to open database file" (both ``OperationalError``) and PostgreSQL's
+    undefined table/column (a database recreated empty or not migrated). The API answers these
+    with 503 and ``Retry-After``; everything else stays a 500.
+    """
+    if isinstance(error, exc.TimeoutError | exc.OperationalError | exc.InterfaceError):
+        return True
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return True
+    if isinstance(error, exc.ProgrammingError):
+        return getattr(error.orig, "sqlstate", None) in ("42P01", "42703")
+    return False
+
+
+def _discard_if_deleted(engine: Engine, file: Path) -> None:
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(*_: Any) -> None:
+        if not os.path.exists(file):
+            raise exc.DisconnectionError("the SQLite database file was deleted")
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -53,3 +100,26 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
 
 def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
+
+
+ALEMBIC_DIR = Path(__file__).resolve().parents[2] / "alembic"
+
+
+def expected_schema_revision() -> str | None:
+    """The Alembic head this code expects (None when the migrations are not shipped)."""
+    if not (ALEMBIC_DIR / "versions").is_dir():
+        return None
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(ALEMBIC_DIR)).get_current_head()
+
+
+def schema_revision(session: Session) -> str | None:
+    """The database's Alembic revision, or None when it has no ``alembic_version`` table (a
+    database created empty). Connection errors propagate."""
+    from sqlalchemy import inspect, text
+
+    connection = session.connection()
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()

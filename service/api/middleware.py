@@ -1,0 +1,197 @@
+"""Pure ASGI middlewares: request ids and failure logging, the body limit, safe paths and queries.
+
+Order (outermost first, see app.py): :class:`RequestContext` → :class:`BodyLimit` →
+:class:`SafeTarget` → the routes. They are plain ASGI (no ``BaseHTTPMiddleware``), so a request
+costs a few function calls and bodies are streamed, not buffered.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+from typing import Any
+from urllib.parse import parse_qsl
+
+from fastapi import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service import safe_text
+from service.api.errors import problem_response
+from service.db.session import database_unavailable
+
+logger = logging.getLogger("dpfit.api")
+
+REQUEST_ID_HEADER = "x-request-id"
+RETRY_AFTER_SECONDS = 5
+_CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+
+def request_id_of(scope: Scope) -> str:
+    """The id :class:`RequestContext` gave this request ("-" outside one)."""
+    return str(scope.get("state", {}).get("request_id", "-"))
+
+
+class RequestContext:
+    """Gives every request an id, echoes it as ``X-Request-ID``, and turns any exception that
+    escaped the routes into one problem+json answer and ONE log line.
+
+    - The id is the client's ``X-Request-ID`` when it is short and plain (``[A-Za-z0-9._:-]``,
+      at most 64 characters), otherwise a fresh random one.
+    - Database unreachable or its schema missing (:func:`database_unavailable`) → 503 with
+      ``Retry-After``; anything else → 500. The log line names the method, the route path
+      template when known, the exception type and the request id — never the exception's
+      message or a traceback (SQLAlchemy messages carry SQL parameters, i.e. request data).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _client_request_id(scope) or secrets.token_hex(8)
+        scope.setdefault("state", {})["request_id"] = request_id
+        header = (REQUEST_ID_HEADER.encode(), request_id.encode())
+        started = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                message["headers"] = [*message.get("headers", []), header]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception as error:  # noqa: BLE001 - the last line of defence, by design
+            unavailable = database_unavailable(error)
+            route = getattr(scope.get("route"), "path", None) or "(unrouted)"
+            logger.error(
+                "%s %s failed: %s (request %s)%s",
+                scope.get("method", "?"),
+                route,
+                type(error).__name__,
+                request_id,
+                " — database unavailable, answered 503" if unavailable else "",
+            )
+            if started:
+                return  # the status line is out; the server closes the connection
+            if unavailable:
+                response = problem_response(
+                    503,
+                    "Service unavailable",
+                    "The database is unreachable or its schema is missing; retry later.",
+                    request_id=request_id,
+                )
+                response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            else:
+                response = problem_response(
+                    500,
+                    "Internal error",
+                    "The server failed; nothing was charged twice.",
+                    request_id=request_id,
+                )
+            await response(scope, receive, send_with_id)
+
+
+def _client_request_id(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"x-request-id":
+            text = value.decode("latin-1")
+            return text if _CLIENT_ID.match(text) else None
+    return None
+
+
+class BodyTooLarge(HTTPException):
+    """Raised from ``receive`` once a streamed body passes the limit (FastAPI re-raises
+    HTTPExceptions met while reading a body, so it becomes the 413 problem)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"The request body is larger than the limit of {limit} bytes.")
+
+
+class BodyLimit:
+    """Refuses request bodies larger than ``max_bytes`` before anything parses them: 413.
+
+    A declared ``Content-Length`` over the limit is answered at once (the body is never read);
+    otherwise the bytes are counted as they stream in and reading stops at the limit.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            response = problem_response(
+                413,
+                "Content too large",
+                f"The request body is larger than the limit of {self.max_bytes} bytes.",
+            )
+            await response(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise BodyTooLarge(self.max_bytes)
+            return message
+
+        await self.app(scope, counted, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+class SafeTarget:
+    """Paths and query strings with control characters never reach a route (or a database).
+
+    A path segment with one → 404 (no id or name can contain it, so nothing is there); a query
+    parameter with one → 422 naming ``query.<name>``. Uses service/safe_text.py, the rule that
+    request bodies follow too.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            problem = _target_problem(scope)
+            if problem is not None:
+                await problem(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _target_problem(scope: Scope) -> Any:
+    if not safe_text.is_safe(scope.get("path", "")):
+        return problem_response(
+            404, "Not found", "Nothing exists at a path containing control characters."
+        )
+    query = scope.get("query_string", b"")
+    if query:
+        pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)  # as Starlette does
+        for name, value in pairs:
+            if not (safe_text.is_safe(name) and safe_text.is_safe(value)):
+                field = f"query.{name}" if safe_text.is_safe(name) and name else "query"
+                return problem_response(
+                    422, "Invalid request", f"{field} {safe_text.MESSAGE}", field
+                )
+    return None
