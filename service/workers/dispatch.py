@@ -22,7 +22,12 @@ from service.workers.engines import WorkerEngines
 
 logger = logging.getLogger("dpfit.dispatch")
 
-RECOVERY_FAILED = "The job was interrupted too many times; its charge stands."
+RECOVERY_FAILED = (
+    "The job was interrupted too many times after a worker had read its data; its charge stands."
+)
+INTERRUPTED_UNREAD = (
+    "The job's worker task failed before any data was read; its charge was refunded."
+)
 
 
 class Dispatcher(Protocol):
@@ -113,11 +118,11 @@ def _parse_key(key: str) -> tuple[str, int]:
 
 def mark_interrupted_failed(sessions: sessionmaker[Session], job_id: str, attempt: int) -> None:
     """A task died outside the runner (e.g. its worker was killed): fail it, keep the charge
-    unless no worker ever read the data (then refund)."""
+    unless no worker ever read the data (then refund). The job's error says which happened."""
     from service.ledger.admission import cancel_or_refund_unread
 
     with sessions.begin() as session:
-        if cancel_or_refund_unread(session, job_id, "failed", RECOVERY_FAILED):
+        if cancel_or_refund_unread(session, job_id, "failed", INTERRUPTED_UNREAD):
             return
         session.execute(
             update(Job)
@@ -131,8 +136,12 @@ def recover_unfinished(
 ) -> list[str]:
     """Re-dispatch every accepted job that has not finished (after a restart).
 
-    A job that already used ``max_attempts`` dispatches fails instead (refunded only if no
-    worker ever read its data). Returns the re-dispatched job ids.
+    The retry limit counts runs, not dispatches: a job no worker has started (``data_read_at``
+    NULL) is always re-dispatched — it cost nothing yet, however many restarts it waited
+    through. A job that a worker started and that has used ``max_attempts`` dispatches fails
+    instead, and its charge stands (the data was read). Without a per-run counter in the schema
+    the dispatches before its first run count too, so such a job may fail earlier, never later.
+    Returns the re-dispatched job ids.
     """
     redispatched: list[tuple[str, int]] = []
     exhausted: list[tuple[str, int]] = []
@@ -141,7 +150,7 @@ def recover_unfinished(
             select(Job).where(Job.status.in_(("queued", "running"))).order_by(Job.created_at)
         ).all()
         for job in jobs:
-            if job.attempt >= max_attempts:
+            if job.data_read_at is not None and job.attempt >= max_attempts:
                 exhausted.append((job.id, job.attempt))
                 continue
             job.attempt += 1
