@@ -132,11 +132,20 @@ class PrivacyBudget(Strict):
 class DatasetSource(Strict):
     uri: str = Field(
         min_length=1,
-        description="A path relative to an allowed data root, or a file:// URI inside one.",
+        description="A path relative to an allowed data root, a file:// URI inside one, "
+        "s3://bucket/key under an s3:// data root, or sql://<connection>/[<schema>.]<table> of "
+        "an operator-configured connection.",
     )
     format: Literal["csv", "parquet"] | None = Field(
-        default=None, description="Detected from the suffix when omitted."
+        default=None,
+        description="Detected from the suffix when omitted (a folder is Parquet); ignored for "
+        "s3:// and sql:// sources.",
     )
+
+
+class DatasetSourceOut(BaseModel):
+    uri: str = Field(description="The URI the owner registered.")
+    format: Literal["csv", "parquet", "sql"]
 
 
 class DatasetCreate(Strict):
@@ -198,7 +207,7 @@ class DatasetOut(BaseModel):
     features: list[Feature]
     budget: PrivacyBudget
     fingerprint: str | None = Field(default=None, description="Shown to the owner only.")
-    source: DatasetSource | None = Field(default=None, description="Shown to the owner only.")
+    source: DatasetSourceOut | None = Field(default=None, description="Shown to the owner only.")
     validation: ValidationOut | None = Field(
         default=None,
         description="The validation report of the registration. Shown to the owner and admins "
