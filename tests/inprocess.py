@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from service.api.app import create_app
 from service.cli import create_key_cli, migrate
 from service.settings import Settings
+from tests.walkthrough import COPIES
 
 
 class QueueOnly:
@@ -39,10 +40,11 @@ def bearer(key: str | None) -> dict[str, str]:
 @contextmanager
 def in_process_app(database_url: str, data_root: Path) -> Iterator[tuple[TestClient, str]]:
     """A migrated database, the app on it, and a first admin key made as `dpfit keys create`
-    makes it. Yields the client (no key) and the admin key."""
+    makes it. Yields the client (no key) and the admin key. The data roots are ``data_root``
+    and the folder of ``credit_dataset()``'s fresh copies."""
     migrate(database_url)
     settings = Settings(
-        database_url=database_url, data_roots=(data_root,), workers=1, dask_scheduler=None
+        database_url=database_url, data_roots=(data_root, COPIES), workers=1, dask_scheduler=None
     )
     admin_key = create_key_cli(database_url, "admin", "admin")
     app = create_app(settings, dispatcher_factory=QueueOnly)

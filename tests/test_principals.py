@@ -108,7 +108,9 @@ def test_a_revoked_principals_name_is_not_reused(api: tuple[TestClient, str]) ->
         "/v1/datasets", json=credit_dataset(), headers=bearer(owner["key"])
     ).json()
     granted = client.post(
-        f"/v1/datasets/{dataset['id']}/grants", json={"principal": "bob"}, headers=bearer(owner["key"])
+        f"/v1/datasets/{dataset['id']}/grants",
+        json={"principal": "bob"},
+        headers=bearer(owner["key"]),
     )
     assert granted.status_code == 201, granted.text
     job = client.post("/v1/jobs", json=logistic_job(dataset["id"]), headers=bearer(bob["key"]))
@@ -166,7 +168,9 @@ def test_the_last_admin_key_cannot_be_revoked(api: tuple[TestClient, str]) -> No
     assert client.get("/v1/keys", headers=bearer(admin)).status_code == 200
 
     other = new_key(client, admin, "root", "admin")
-    assert client.post(f"/v1/keys/{first_id}/revoke", headers=bearer(other["key"])).status_code == 200
+    assert (
+        client.post(f"/v1/keys/{first_id}/revoke", headers=bearer(other["key"])).status_code == 200
+    )
     problem(client.get("/v1/keys", headers=bearer(admin)), 401)
     problem(client.post(f"/v1/keys/{other['id']}/revoke", headers=bearer(other["key"])), 409)
     # Revoking an already revoked key stays idempotent.
@@ -229,17 +233,35 @@ def test_migration_0004_resolves_conflicting_legacy_names(database_url: str) -> 
         conn.execute(
             keys.insert(),
             [
-                {"id": i, "name": n, "role": r, "key_hash": hash_key(s), "created_at": c,
-                 "revoked_at": v}
+                {
+                    "id": i,
+                    "name": n,
+                    "role": r,
+                    "key_hash": hash_key(s),
+                    "created_at": c,
+                    "revoked_at": v,
+                }
                 for i, n, r, c, v, s in LEGACY_KEYS
             ],
         )
         conn.execute(
             datasets.insert().values(
-                id="ds_legacy", name="d", owner="alice", source_uri="credit.csv",
-                source_path="/x/credit.csv", source_format="csv", fingerprint="f", label={},
-                features=[], n_rows=10, n_features=1, epsilon=1.0, delta=0.0, spent_rdp=[],
-                spent_pure_epsilon=0.0, created_at=T0,
+                id="ds_legacy",
+                name="d",
+                owner="alice",
+                source_uri="credit.csv",
+                source_path="/x/credit.csv",
+                source_format="csv",
+                fingerprint="f",
+                label={},
+                features=[],
+                n_rows=10,
+                n_features=1,
+                epsilon=1.0,
+                delta=0.0,
+                spent_rdp=[],
+                spent_pure_epsilon=0.0,
+                created_at=T0,
             )
         )
         conn.execute(
