@@ -23,7 +23,7 @@ from service.workers.security import TlsSet
 from tests.conftest import EXAMPLES
 from tests.live import free_port, start_server
 from tests.test_dask_security import LOOPBACK, listeners
-from tests.walkthrough import credit_dataset, logistic_job
+from tests.walkthrough import COPIES, credit_dataset, logistic_job
 
 BIN = Path(sys.executable).parent
 
@@ -58,11 +58,14 @@ def dask_cluster(tmp_path: Path) -> Iterator[ExternalCluster]:
     port = free_port()
     address = f"tls://127.0.0.1:{port}"
     log = open(tmp_path / "dask.log", "ab")  # noqa: SIM115
+    # Workers read the sources themselves: they need the service's data roots.
+    roots = os.pathsep.join(str(p) for p in (EXAMPLES, COPIES))
     common = {
         "stdout": log,
         "stderr": subprocess.STDOUT,
         "start_new_session": True,
         "cwd": tmp_path,
+        "env": dict(os.environ, DPFIT_DATA_ROOTS=roots),
     }
     scheduler = subprocess.Popen(
         [
