@@ -11,14 +11,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from service.data.encoding import Encoder, encode_labels
+from service.data.cells import numeric_cells
+from service.data.encoding import Encoder
+from service.data.reader import read_encoded
 from service.data.sources import (
     SourceError,
     available_columns,
     count_rows,
     detect_format,
     fingerprint,
-    read_columns,
+    local_source,
+    open_source,
     resolve_source,
 )
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
@@ -44,6 +47,12 @@ def _frame() -> pd.DataFrame:
             "label": ["yes", "no", "yes", "no", "no"],
         }
     )
+
+
+def read_columns(path: Path, fmt: str, columns: list[str]) -> pa.Table:
+    """The raw cells of ``columns``, all blocks concatenated."""
+    source = local_source(path, fmt)  # type: ignore[arg-type]
+    return pa.Table.from_batches(list(source.iter_batches(columns, 2)))
 
 
 def _write_all_formats(root: Path, frame: pd.DataFrame) -> None:
@@ -194,11 +203,15 @@ def test_count_rows(roots: list[Path]) -> None:
     assert count_rows(roots[0] / "folder", "parquet") == 5
 
 
-def test_count_rows_csv_with_quoted_newlines_and_header_only(tmp_path: Path) -> None:
+def test_count_rows_csv_lines_are_rows_and_quotes_never_span_lines(tmp_path: Path) -> None:
+    """One physical line is one row: a quote cannot swallow the next line, a blank line is a row
+    of missing cells, and the count does not depend on any cell."""
     path = tmp_path / "q.csv"
     path.write_text('a,b\n1,"two\nlines"\n2,x\n\n3,y\n')
-    assert count_rows(path, "csv") == 3
-    assert len(read_columns(path, "csv", ["b"])) == 3
+    assert count_rows(path, "csv") == 5
+    cells = read_columns(path, "csv", ["a", "b"])
+    assert cells.column("a").to_pylist() == [b"", b"", b"2", b"", b"3"]
+    assert cells.column("b").to_pylist() == [b"", b"", b"x", b"", b"y"]
     header_only = tmp_path / "h.csv"
     header_only.write_text("a,b\n")
     assert count_rows(header_only, "csv") == 0
@@ -212,13 +225,26 @@ def test_count_rows_csv_with_quoted_newlines_and_header_only(tmp_path: Path) -> 
 def test_read_columns_selects_and_orders(roots: list[Path]) -> None:
     _write_all_formats(roots[0], _frame())
     for name, fmt in [("data.csv", "csv"), ("data.parquet", "parquet"), ("folder", "parquet")]:
-        frame = read_columns(roots[0] / name, fmt, ["zone", "age"])
-        assert list(frame.columns) == ["zone", "age"]
-        assert frame["age"].tolist() == [25, 61, 40, 33, 19]
-        assert isinstance(frame.index, pd.RangeIndex)
+        cells = read_columns(roots[0] / name, fmt, ["zone", "age"])
+        assert cells.column_names == ["zone", "age"]
+        assert numeric_cells(cells.column("age")).tolist() == [25, 61, 40, 33, 19]
         assert available_columns(roots[0] / name, fmt) == list(_frame().columns)
-    empty = read_columns(roots[0] / "data.csv", "csv", [])
-    assert empty.shape == (5, 0)
+    csv_cells = read_columns(roots[0] / "data.csv", "csv", ["age"])
+    assert csv_cells.schema.field("age").type == pa.binary()  # text stays undecoded bytes
+
+
+def test_open_source_dispatches_local_paths(roots: list[Path]) -> None:
+    _write_all_formats(roots[0], _frame())
+
+    class _Settings:
+        data_roots = roots
+
+    source = open_source("data.csv", _Settings())
+    assert (source.format, source.location) == ("csv", str(roots[0] / "data.csv"))
+    assert source.count_rows() == 5
+    assert open_source("folder", _Settings()).format == "parquet"
+    with pytest.raises(SourceError, match="outside"):
+        open_source("../x.csv", _Settings())
 
 
 def test_same_data_encodes_identically_in_every_format(roots: list[Path]) -> None:
@@ -236,9 +262,8 @@ def test_same_data_encodes_identically_in_every_format(roots: list[Path]) -> Non
     results = []
     for name in ["data.csv", "data.parquet", "folder"]:
         path = resolve_source(name, roots)
-        fmt = detect_format(path)
-        frame = read_columns(path, fmt, [*encoder.columns, label.column])
-        results.append((encoder.encode(frame), encode_labels(frame, label)))
+        source = local_source(path, detect_format(path))
+        results.append(read_encoded(source, encoder, label, None, 3))
     reference_x, reference_y = results[0]
     assert reference_x.shape == (5, encoder.dimension)
     np.testing.assert_array_equal(reference_y, [1, -1, 1, -1, -1])
@@ -251,9 +276,8 @@ def test_same_data_encodes_identically_in_every_format(roots: list[Path]) -> Non
 def test_csv_keeps_na_like_strings_as_values(tmp_path: Path) -> None:
     path = tmp_path / "na.csv"
     path.write_text("region,x\nNA,1\n,2\nEU,3\n")
-    frame = read_columns(path, "csv", ["region"])
-    assert frame["region"].iloc[0] == "NA"
-    assert pd.isna(frame["region"].iloc[1])
+    cells = read_columns(path, "csv", ["region"])
+    assert cells.column("region").to_pylist() == [b"NA", b"", b"EU"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,30 +301,29 @@ def test_missing_column_message_names_only_columns(roots: list[Path]) -> None:
         assert "city" not in str(error.value)
 
 
-def test_malformed_csv_message_is_generic(tmp_path: Path) -> None:
+def test_unbalanced_quote_is_an_unparseable_row_not_an_error(tmp_path: Path) -> None:
     path = tmp_path / "bad.csv"
-    path.write_text(f'a,b\n1,2\n3,"{SECRET}\n')  # unterminated quote
-    for call in (lambda: read_columns(path, "csv", ["a", "b"]), lambda: count_rows(path, "csv")):
-        with pytest.raises(SourceError) as error:
-            call()
-        _assert_clean(error)
-        assert "row" not in str(error.value).lower()
+    path.write_text(f'a,b\n1,2\n3,"{SECRET}\n4,5\n')  # unterminated quote on one line
+    assert count_rows(path, "csv") == 3
+    cells = read_columns(path, "csv", ["a", "b"])
+    assert cells.column("a").to_pylist() == [b"1", b"", b"4"]
+    assert cells.column("b").to_pylist() == [b"2", b"", b"5"]
 
 
 def test_ragged_csv_rows_are_read_consistently(tmp_path: Path) -> None:
     path = tmp_path / "ragged.csv"
     path.write_text("a,b,c\n1,2,3\n4,5\n6,7,8,9\n")
-    frame = read_columns(path, "csv", ["a", "c"])
-    assert len(frame) == count_rows(path, "csv") == 3
-    assert frame["a"].tolist() == [1, 4, 6]
+    cells = read_columns(path, "csv", ["a", "c"])
+    assert cells.num_rows == count_rows(path, "csv") == 3
+    assert cells.column("a").to_pylist() == [b"1", b"4", b"6"]
+    assert cells.column("c").to_pylist() == [b"3", b"", b"8"]
 
 
-def test_undecodable_csv_message_is_generic(tmp_path: Path) -> None:
+def test_undecodable_csv_cells_are_bytes_not_errors(tmp_path: Path) -> None:
     path = tmp_path / "latin.csv"
-    path.write_bytes(b"a,b\n1," + SECRET.encode() + b"\xff\xfe\n")
-    with pytest.raises(SourceError) as error:
-        read_columns(path, "csv", ["b"])
-    _assert_clean(error)
+    path.write_bytes(b"a,b\n1," + SECRET.encode() + b"\xff\xfe\n2,x\n")
+    cells = read_columns(path, "csv", ["b"])
+    assert cells.column("b").to_pylist() == [SECRET.encode() + b"\xff\xfe", b"x"]
 
 
 def test_corrupt_parquet_message_is_generic(tmp_path: Path) -> None:
@@ -309,6 +332,7 @@ def test_corrupt_parquet_message_is_generic(tmp_path: Path) -> None:
     for call in (
         lambda: read_columns(path, "parquet", ["a"]),
         lambda: count_rows(path, "parquet"),
+        lambda: list(local_source(path, "parquet").iter_batches(["a"], 5)),
         lambda: available_columns(path, "parquet"),
     ):
         with pytest.raises(SourceError) as error:
@@ -316,14 +340,18 @@ def test_corrupt_parquet_message_is_generic(tmp_path: Path) -> None:
         _assert_clean(error)
 
 
-def test_incompatible_parquet_parts_message_is_generic(roots: list[Path]) -> None:
+def test_parquet_parts_of_different_types_convert_file_by_file(roots: list[Path]) -> None:
+    """No type promotion across files: each file's cells convert by that file's column type (a
+    list column converts to nothing: MISSING), and reading never fails on it."""
     folder = roots[0] / "mixed"
     folder.mkdir()
-    pq.write_table(pa.table({"a": [1, 2]}), folder / "p0.parquet")
-    pq.write_table(pa.table({"a": [[SECRET]]}), folder / "p1.parquet")
-    with pytest.raises(SourceError) as error:
-        read_columns(folder, "parquet", ["a"])
-    _assert_clean(error)
+    pq.write_table(pa.table({"a": [1, 2], "y": [1.0, 2.0]}), folder / "p0.parquet")
+    pq.write_table(pa.table({"a": [[SECRET]], "y": ["3"]}), folder / "p1.parquet")
+    encoder = Encoder((NumericFeature(name="a", min=0, max=2),), False)
+    source = local_source(folder, "parquet")
+    X, y = read_encoded(source, encoder, LabelSpec(column="y", type="numeric"), None, 2)
+    np.testing.assert_array_equal(X[:, 0], [0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(y, [1.0, 2.0, 3.0])
 
 
 def test_resolution_messages_do_not_reveal_symlink_targets(roots: list[Path]) -> None:

@@ -74,7 +74,9 @@ def read_encoded(
         stop = start + batch.num_rows
         if stop > n:
             raise SourceError(SOURCE_CHANGED_WHILE_READING)
-        encoder.encode_into(batch, X[start:stop])
+        # By position: the label column may also be a feature column (a repeated name).
+        features = {name: batch.column(i) for i, name in enumerate(encoder.columns)}
+        encoder.encode_into(features, X[start:stop])
         cells = batch.column(len(columns) - 1)
         if label.type == "categorical":
             Y[:, start:stop] = encode_one_vs_rest(cells, label)
