@@ -6,6 +6,8 @@ the CLI's rules, and the 0004 migration of conflicting legacy rows — on SQLite
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,10 +22,17 @@ from alembic.migration import MigrationContext
 from fastapi.testclient import TestClient
 
 from alembic import command
-from service.cli import ROOT, main
+from service.cli import ROOT, main, migrate
 from service.db.models import Base
 from service.db.session import make_engine, session_factory
-from service.principals import authenticate_key, hash_key
+from service.principals import (
+    LastAdminKey,
+    RoleConflict,
+    authenticate_key,
+    hash_key,
+    issue_key,
+    revoke_key,
+)
 from tests.inprocess import bearer, in_process_app
 from tests.walkthrough import EXAMPLES, credit_dataset, logistic_job
 
@@ -315,3 +324,84 @@ def test_migration_0004_resolves_conflicting_legacy_names(database_url: str) -> 
             assert bob is not None and bob.role == "analyst"
     finally:
         engine.dispose()
+
+
+# --- races on PostgreSQL (SQLite serializes every transaction with BEGIN IMMEDIATE) ----------
+
+
+def _run_blocked(url: str, first: Any, second: Any) -> Any:
+    """Run ``first(session)`` in a transaction left open, start ``second(session)`` in another
+    thread until PostgreSQL shows it waiting on a lock, then commit the first; returns what the
+    second returned or raised."""
+    engine = make_engine(url)
+    sessions = session_factory(engine)
+    outcome: dict[str, Any] = {}
+
+    def run_second() -> None:
+        try:
+            with sessions.begin() as session:
+                outcome["value"] = second(session)
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            outcome["value"] = exc
+
+    try:
+        with sessions.begin() as session:
+            first(session)
+            session.flush()
+            thread = threading.Thread(target=run_second)
+            thread.start()
+            deadline = time.monotonic() + 60
+            with engine.connect() as watcher:
+                while time.monotonic() < deadline and thread.is_alive():
+                    waiting = watcher.execute(
+                        sa.text(
+                            "SELECT count(*) FROM pg_stat_activity WHERE "
+                            "datname = current_database() AND wait_event_type = 'Lock'"
+                        )
+                    ).scalar_one()
+                    watcher.rollback()
+                    if waiting:
+                        break
+                    time.sleep(0.02)
+            assert thread.is_alive(), "the second transaction was not blocked by the first"
+        thread.join(60)
+        return outcome["value"]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.postgres
+def test_concurrent_first_keys_of_one_name_get_one_role(private_postgres_database: str) -> None:
+    url = private_postgres_database
+    migrate(url)
+    result = _run_blocked(
+        url,
+        lambda s: issue_key(s, name="dana", role="owner"),
+        lambda s: issue_key(s, name="dana", role="analyst"),
+    )
+    assert isinstance(result, RoleConflict)
+    same = _run_blocked(
+        url,
+        lambda s: issue_key(s, name="erin", role="owner"),
+        lambda s: issue_key(s, name="erin", role="owner"),
+    )
+    assert same.principal.name == "erin"
+    engine = make_engine(url)
+    with session_factory(engine)() as session:
+        roles = dict(session.execute(sa.text("SELECT name, role FROM principals")).all())
+        keys = session.execute(sa.text("SELECT count(*) FROM api_keys")).scalar_one()
+    engine.dispose()
+    assert roles == {"dana": "owner", "erin": "owner"} and keys == 3
+
+
+@pytest.mark.postgres
+def test_two_admins_revoking_each_other_leave_one(private_postgres_database: str) -> None:
+    url = private_postgres_database
+    migrate(url)
+    engine = make_engine(url)
+    with session_factory(engine).begin() as session:
+        first = issue_key(session, name="admin", role="admin").key.id
+        second = issue_key(session, name="root", role="admin").key.id
+    engine.dispose()
+    result = _run_blocked(url, lambda s: revoke_key(s, first), lambda s: revoke_key(s, second))
+    assert isinstance(result, LastAdminKey)
