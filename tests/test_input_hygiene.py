@@ -7,9 +7,7 @@ problem+json naming the field, never a 5xx, and costs nothing.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import shutil
 import threading
 import uuid
 from pathlib import Path
@@ -23,7 +21,6 @@ from service.optimizers.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.planning import plan_job
 from service.optimizers.registry import optimizer_names
 from service.schemas import MIN_EPSILON, MIN_POSITIVE_DELTA
-from tests.conftest import EXAMPLES
 from tests.live import LiveServer
 from tests.walkthrough import credit_dataset, logistic_job
 
@@ -38,29 +35,15 @@ def problem(response: httpx.Response, status: int, field: str | None = None) -> 
     return body
 
 
-def own_copy(server: LiveServer, tag: str) -> str:
-    """A copy of the example data under the server's own data root, with one extra row so its
-    content (fingerprint) is new: one source backs one dataset."""
-    name = f"credit-{tag}.csv"
-    target = server.home / name
-    shutil.copyfile(EXAMPLES / "credit.csv", target)
-    n = int(hashlib.sha256(tag.encode()).hexdigest(), 16)
-    with target.open("a") as f:
-        for _ in range(4):  # 4 extra rows from 7,056 ages × hours each: copies never collide
-            n, cell = divmod(n, 72 * 98)
-            f.write(f"{18 + cell % 72},{1 + cell // 72},HS,private,<=50K\n")
-    return name
-
-
 @pytest.fixture
 def actors(server: LiveServer) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:8]
     owner = server.client(server.key(f"owner-{tag}", "owner"))
     analyst = server.client(server.key(f"analyst-{tag}", "analyst"))
     datasets = []
-    for i in range(2):
+    for _ in range(2):
         created = owner.post(
-            "/v1/datasets", json=credit_dataset(epsilon=50.0, uri=own_copy(server, f"{tag}{i}"))
+            "/v1/datasets", json=credit_dataset(epsilon=50.0)
         )
         assert created.status_code == 201, created.text
         dataset_id = created.json()["id"]
@@ -122,7 +105,7 @@ def test_json_integers_are_valid_floats(actors: dict[str, Any]) -> None:
 def test_dataset_fields_are_not_coerced(
     actors: dict[str, Any], server: LiveServer, mutate: Any, field: str
 ) -> None:
-    body = credit_dataset(uri=own_copy(server, uuid.uuid4().hex[:8]))
+    body = credit_dataset()
     mutate(body)
     problem(actors["owner"].post("/v1/datasets", json=body), 422, field)
 
@@ -136,10 +119,10 @@ def test_control_characters_in_bodies_are_422(
 ) -> None:
     owner, analyst = actors["owner"], actors["analyst"]
     dataset_id = actors["datasets"][0]
-    body = credit_dataset(uri=own_copy(server, uuid.uuid4().hex[:8]))
+    body = credit_dataset()
     body["name"] = bad
     problem(owner.post("/v1/datasets", json=body), 422, "name")
-    body = credit_dataset(uri=own_copy(server, uuid.uuid4().hex[:8]))
+    body = credit_dataset()
     body["features"][0]["name"] = bad
     problem(owner.post("/v1/datasets", json=body), 422, "features.0.name")
     body = credit_dataset(uri=bad)
@@ -274,7 +257,7 @@ def test_tiny_budgets_are_refused_with_the_bound(
         ({"epsilon": 5e-324, "delta": 1e-5}, "budget.epsilon"),
         ({"epsilon": 1.0, "delta": 5e-324}, "budget.delta"),
     ):
-        body = credit_dataset(uri=own_copy(server, uuid.uuid4().hex[:8]))
+        body = credit_dataset()
         body["budget"] = budget
         problem(actors["owner"].post("/v1/datasets", json=body), 422, field)
 
