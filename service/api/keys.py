@@ -5,10 +5,12 @@ The rules live in ``service.principals``; these routes translate its errors to H
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
+from sqlalchemy import select
 
 from service.api.deps import Admin, Sessions
 from service.api.errors import ProblemError, not_found
+from service.api.pagination import PageParams, finish_page, paginate
 from service.db.models import ApiKey
 from service.db.models import Principal as PrincipalRow
 from service.principals import (
@@ -16,7 +18,6 @@ from service.principals import (
     LastAdminKey,
     RoleConflict,
     issue_key,
-    list_keys,
     revoke_key,
 )
 from service.schemas import KeyCreate, KeyCreated, KeyOut
@@ -58,10 +59,16 @@ def create_api_key(body: KeyCreate, _: Admin, sessions: Sessions) -> KeyCreated:
 
 
 @router.get("", response_model=list[KeyOut], summary="List keys")
-def list_api_keys(_: Admin, sessions: Sessions) -> list[KeyOut]:
-    """Every key's id, principal name, role and dates (never the key itself)."""
+def list_api_keys(
+    _: Admin, sessions: Sessions, page: PageParams, request: Request, response: Response
+) -> list[KeyOut]:
+    """Every key's id, principal name, role and dates (never the key itself), oldest first,
+    one page per call (see `X-Next-Cursor`)."""
+    query = select(ApiKey, PrincipalRow).join(PrincipalRow, ApiKey.principal_id == PrincipalRow.id)
     with sessions() as session:
-        return [key_out(key, principal) for key, principal in list_keys(session)]
+        rows = session.execute(paginate(query, page, ApiKey.created_at, ApiKey.id)).all()
+        rows = finish_page(rows, page, request, response, key=lambda r: (r[0].created_at, r[0].id))
+        return [key_out(key, principal) for key, principal in rows]
 
 
 @router.post("/{key_id}/revoke", response_model=KeyOut, summary="Revoke a key")

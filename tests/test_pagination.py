@@ -1,0 +1,166 @@
+"""Pagination (issue 9): every list answers pages of `limit` items with an opaque cursor in
+`X-Next-Cursor` / `Link`, filters jobs by status, and costs one query per page.
+
+Live servers on SQLite and PostgreSQL, plus one in-process app on a real SQLite file whose
+engine counts the SQL statements a list makes.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import event
+
+from tests.inprocess import bearer, in_process_app
+from tests.live import LiveServer
+from tests.walkthrough import COPIES, credit_dataset, logistic_job
+
+
+def problem(response: httpx.Response, status: int, field: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert response.json()["field"] == field, response.json()
+
+
+def all_pages(client: httpx.Client, path: str, **params: Any) -> tuple[list[Any], int]:
+    """Follow the `Link: rel="next"` headers; returns every item and the number of pages."""
+    response = client.get(path, params=params)
+    items, pages = [], 0
+    while True:
+        assert response.status_code == 200, response.text
+        pages += 1
+        items.extend(response.json())
+        link = response.headers.get("link")
+        if link is None:
+            assert "x-next-cursor" not in response.headers
+            return items, pages
+        match = re.fullmatch(r'<(/v1/[^>]+)>; rel="next"', link)
+        assert match, link
+        assert f"cursor={response.headers['x-next-cursor']}" in match.group(1)
+        response = client.get(match.group(1))
+
+
+@pytest.fixture
+def people(server: LiveServer) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:8]
+    owner = server.client(server.key(f"pg-owner-{tag}", "owner"))
+    analyst_name = f"pg-analyst-{tag}"
+    analyst = server.client(server.key(analyst_name, "analyst"))
+    return {"owner": owner, "analyst": analyst, "analyst_name": analyst_name}
+
+
+def test_datasets_page_in_creation_order(people: dict[str, Any]) -> None:
+    owner = people["owner"]
+    created = []
+    for _ in range(5):
+        response = owner.post("/v1/datasets", json=credit_dataset())
+        assert response.status_code == 201, response.text
+        created.append(response.json()["id"])
+    items, pages = all_pages(owner, "/v1/datasets", limit=2)
+    assert [d["id"] for d in items] == created and pages == 3
+    assert [d["id"] for d in owner.get("/v1/datasets").json()] == created  # default limit 100
+    # A dataset registered while paging appears on a later page; none is skipped or repeated.
+    first = owner.get("/v1/datasets", params={"limit": 3})
+    late = owner.post("/v1/datasets", json=credit_dataset()).json()["id"]
+    rest, _ = all_pages(owner, "/v1/datasets", limit=3, cursor=first.headers["x-next-cursor"])
+    assert [d["id"] for d in first.json() + rest] == [*created, late]
+
+
+def test_jobs_page_and_filter_by_status(people: dict[str, Any]) -> None:
+    owner, analyst = people["owner"], people["analyst"]
+    dataset_id = owner.post("/v1/datasets", json=credit_dataset(epsilon=50.0)).json()["id"]
+    owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": people["analyst_name"]})
+    submitted = []
+    for _ in range(5):
+        job = analyst.post("/v1/jobs", json=logistic_job(dataset_id, epsilon=0.05, iterations=1))
+        assert job.status_code == 202, job.text
+        submitted.append(job.json()["id"])
+    items, pages = all_pages(analyst, "/v1/jobs", limit=2)
+    assert [j["id"] for j in items] == submitted and pages == 3
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        states = {j["id"]: j["status"] for j in analyst.get("/v1/jobs").json()}
+        if all(s in ("succeeded", "failed", "cancelled") for s in states.values()):
+            break
+        time.sleep(0.2)
+    succeeded, _ = all_pages(analyst, "/v1/jobs", status="succeeded", limit=4)
+    assert [j["id"] for j in succeeded] == submitted
+    assert all(j["status"] == "succeeded" for j in succeeded)
+    assert analyst.get("/v1/jobs", params={"status": "queued"}).json() == []
+    # The owner sees only their own jobs (none), not the analyst's.
+    assert owner.get("/v1/jobs").json() == []
+
+
+def test_keys_page(server: LiveServer, people: dict[str, Any]) -> None:
+    admin = server.client(server.key("admin", "admin"))
+    everything = admin.get("/v1/keys", params={"limit": 1000}).json()
+    items, pages = all_pages(admin, "/v1/keys", limit=1)
+    assert items == everything and pages == len(everything) >= 3
+
+
+def test_bad_page_parameters_are_422(people: dict[str, Any]) -> None:
+    analyst = people["analyst"]
+    for path in ("/v1/jobs", "/v1/datasets"):
+        problem(analyst.get(path, params={"limit": 0}), 422, "query.limit")
+        problem(analyst.get(path, params={"limit": 1001}), 422, "query.limit")
+        problem(analyst.get(path, params={"limit": "ten"}), 422, "query.limit")
+        for cursor in ("abc", "bm90IGpzb24", "WzEsMl0", "WyIyMDI2LTAxLTAxIiwgIngiXQ"):
+            problem(analyst.get(path, params={"cursor": cursor}), 422, "cursor")
+    problem(analyst.get("/v1/jobs", params={"status": "done"}), 422, "query.status")
+
+
+def test_one_query_per_page_whatever_the_page_size(tmp_path: Path) -> None:
+    """The statements GET /v1/jobs makes do not grow with the number of jobs listed (before:
+    one refund lookup per job), and the refund flag stays right for every job."""
+    url = f"sqlite:///{tmp_path / 'dpfit.db'}"
+    with in_process_app(url, COPIES) as (client, admin_key):
+        admin = bearer(admin_key)
+        owner = bearer(
+            client.post("/v1/keys", json={"name": "o", "role": "owner"}, headers=admin).json()[
+                "key"
+            ]
+        )
+        analyst = bearer(
+            client.post("/v1/keys", json={"name": "a", "role": "analyst"}, headers=admin).json()[
+                "key"
+            ]
+        )
+        dataset_id = client.post(
+            "/v1/datasets", json=credit_dataset(epsilon=50.0), headers=owner
+        ).json()["id"]
+        client.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": "a"}, headers=owner)
+        ids = []
+        for _ in range(30):
+            job = client.post(
+                "/v1/jobs", json=logistic_job(dataset_id, epsilon=0.05), headers=analyst
+            )
+            assert job.status_code == 202, job.text
+            ids.append(job.json()["id"])
+        cancelled = set(ids[::3])
+        for job_id in cancelled:  # queued, never read: cancelling refunds
+            assert client.post(f"/v1/jobs/{job_id}/cancel", headers=analyst).status_code == 200
+
+        statements: list[str] = []
+        engine = client.app.state.engine
+
+        def count(*args: Any) -> None:
+            statements.append(str(args[2]))
+
+        event.listen(engine, "before_cursor_execute", count)
+        try:
+            one = client.get("/v1/jobs", params={"limit": 1}, headers=analyst)
+            n_one = len(statements)
+            statements.clear()
+            every = client.get("/v1/jobs", params={"limit": 1000}, headers=analyst)
+            n_every = len(statements)
+        finally:
+            event.remove(engine, "before_cursor_execute", count)
+        assert len(one.json()) == 1 and len(every.json()) == 30
+        assert n_every == n_one <= 4, statements
+        assert {j["id"] for j in every.json() if j["refunded"]} == cancelled
