@@ -132,16 +132,6 @@ def authenticate_key(session: Session, secret: str) -> PrincipalRow | None:
     )
 
 
-def list_keys(session: Session) -> list[tuple[ApiKey, PrincipalRow]]:
-    """Every key with its principal, oldest first (never a secret: only hashes are stored)."""
-    rows = session.execute(
-        select(ApiKey, PrincipalRow)
-        .join(PrincipalRow, ApiKey.principal_id == PrincipalRow.id)
-        .order_by(ApiKey.created_at, ApiKey.id)
-    ).all()
-    return [(key, principal) for key, principal in rows]
-
-
 def revoke_key(session: Session, key_id: str) -> tuple[ApiKey, PrincipalRow]:
     """Revoke one key (idempotent): it authenticates nothing from now on.
 
