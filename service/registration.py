@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import select
+from sqlalchemy import or_, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -123,6 +123,40 @@ def claimed_by(session: Session, keys: list[str]) -> Dataset | None:
         .order_by(Dataset.created_at)
         .limit(1)
     )
+
+
+def nested_with(session: Session, location: str) -> Dataset | None:
+    """The (earliest) dataset whose location holds ``location`` (a Parquet folder or prefix
+    holding this file) or lies inside it (a file of this folder): part of the same data.
+
+    Local paths and ``s3://`` keys nest by ``/`` segments; ``sql://`` tables never nest."""
+    if location.startswith("sql://"):
+        return None
+    parts = location.rstrip("/").split("/")
+    ancestors = ["/".join(parts[:i]) for i in range(1, len(parts))]
+    ancestors = [a for a in ancestors if a and not a.endswith(":") and a != "s3:/"]
+    inside = Dataset.source_path.startswith(location.rstrip("/") + "/", autoescape=True)
+    return session.scalar(
+        select(Dataset)
+        .where(or_(Dataset.source_path.in_(ancestors), inside))
+        .order_by(Dataset.created_at)
+        .limit(1)
+    )
+
+
+def _conflicting(session: Session, location: str, keys: list[str]) -> Dataset | None:
+    return claimed_by(session, keys) or nested_with(session, location)
+
+
+# Registrations take this PostgreSQL advisory lock in their inserting transaction, so the
+# nesting check (a range, not a key) cannot race; SQLite transactions are serial already
+# (BEGIN IMMEDIATE). The claims' primary key stays the guard for equal locations and contents.
+_REGISTRATION_LOCK = 0x6470666974_01
+
+
+def _serialise_registrations(session: Session) -> None:
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _REGISTRATION_LOCK})
 
 
 def _already_registered(principal: Actor, existing: Dataset) -> SourceAlreadyRegistered:
@@ -236,7 +270,7 @@ def register_dataset(
         raise RegistrationRefused("source.uri", "the source must have at least 2 rows")
     claims = [location_claim(source.location), content_claim(fingerprint)]
     with sessions() as session:
-        existing = claimed_by(session, claims)
+        existing = _conflicting(session, source.location, claims)
         if existing is not None:
             raise _already_registered(principal, existing)
 
@@ -245,7 +279,9 @@ def register_dataset(
     try:
         report = validate_source(source, body.features, body.label)
         unchanged = source.fingerprint() == fingerprint
-    except (SourceError, OSError):
+    except SourceError as exc:  # its messages never quote a cell
+        raise RegistrationRefused("source.uri", str(exc)) from None
+    except OSError:
         raise RegistrationRefused("source.uri", "the source could not be read") from None
     if not unchanged or report.rows != n_rows:
         raise RegistrationRefused(
@@ -275,6 +311,10 @@ def register_dataset(
     )
     try:
         with sessions.begin() as session:
+            _serialise_registrations(session)
+            existing = _conflicting(session, source.location, claims)
+            if existing is not None:
+                raise _already_registered(principal, existing)
             session.add(dataset)
             session.flush()
             session.add_all(SourceClaim(key=key, dataset_id=dataset.id) for key in claims)

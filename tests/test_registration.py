@@ -248,9 +248,32 @@ def test_the_same_data_registers_once(team: dict[str, Any]) -> None:
     assert team["owner"].get(f"/v1/datasets/{first_id}").json()["retired_at"] is None
 
 
-def _register_concurrently(server: LiveServer, key: str, bodies: list[dict[str, Any]]) -> list[int]:
+def test_a_folder_and_the_files_inside_it_are_the_same_data(team: dict[str, Any]) -> None:
+    """A Parquet folder and a file of it back one dataset together, in either order."""
+    home = team["server"].home
+    for first_is_folder in (True, False):
+        t = tag()
+        folder = home / f"folder-{t}"
+        folder.mkdir()
+        for part in range(2):
+            crafted_parquet(folder / f"part-{part}.parquet", tag=f"{t}{part}")
+        folder_body = crafted_body(folder.name)
+        folder_body["source"]["format"] = "parquet"
+        file_body = crafted_body(f"{folder.name}/part-1.parquet")
+        first, second = (folder_body, file_body) if first_is_folder else (file_body, folder_body)
+        created = team["owner"].post("/v1/datasets", json=first)
+        assert created.status_code == 201, created.text
+        got = problem(team["owner"].post("/v1/datasets", json=second), 409)
+        assert got["dataset_id"] == created.json()["id"]
+        assert "dataset_id" not in problem(team["other"].post("/v1/datasets", json=second), 409)
+
+
+def _register_concurrently(
+    server: LiveServer, key: str, bodies: list[dict[str, Any]]
+) -> list[tuple[int, str]]:
+    """Every body POSTed at once from its own client; (status, source uri) sorted."""
     barrier = threading.Barrier(len(bodies))
-    codes: list[int] = []
+    codes: list[tuple[int, str]] = []
     lock = threading.Lock()
 
     def register(body: dict[str, Any]) -> None:
@@ -258,7 +281,7 @@ def _register_concurrently(server: LiveServer, key: str, bodies: list[dict[str, 
             barrier.wait()
             code = http.post("/v1/datasets", json=body).status_code
         with lock:
-            codes.append(code)
+            codes.append((code, body["source"]["uri"]))
 
     threads = [threading.Thread(target=register, args=(b,)) for b in bodies]
     for thread in threads:
@@ -281,12 +304,38 @@ def test_concurrent_registrations_of_one_source_admit_exactly_one(server: LiveSe
     shutil.copyfile(COPIES / body["source"]["uri"], copy)
     bodies = [credit_dataset(uri=body["source"]["uri"]) for _ in range(4)]
     bodies += [credit_dataset(uri=copy.name) for _ in range(4)]
-    codes = _register_concurrently(server, owner_key, bodies)
+    codes = [code for code, _ in _register_concurrently(server, owner_key, bodies)]
     assert codes == [201] + [409] * 7, codes
     with server.client(owner_key) as owner:
         listed = owner.get("/v1/datasets").json()
     listed = listed["items"] if isinstance(listed, dict) else listed
     assert len(listed) == 1
+
+
+@pytest.mark.postgres
+def test_concurrent_registrations_of_a_folder_and_its_files_admit_exactly_one(
+    server: LiveServer,
+) -> None:
+    """A folder (four clients) and each of its two files (two clients each) at once: either the
+    folder is registered once, or each file once (two files are different data) — never both.
+    Nesting is a range, not a key: this holds by the registrations' serialisation."""
+    t = tag()
+    owner_key = server.key(f"nest-racer-{t}", "owner")
+    folder = server.home / f"race-folder-{t}"
+    folder.mkdir()
+    for part in range(2):
+        crafted_parquet(folder / f"part-{part}.parquet", tag=f"{t}{part}")
+    folder_body = crafted_body(folder.name)
+    folder_body["source"]["format"] = "parquet"
+    bodies = [folder_body] * 4
+    bodies += [crafted_body(f"{folder.name}/part-{part % 2}.parquet") for part in range(4)]
+    results = _register_concurrently(server, owner_key, bodies)
+    created = sorted(uri for code, uri in results if code == 201)
+    assert all(code in (201, 409) for code, _ in results), results
+    assert created in (
+        [folder.name],
+        [f"{folder.name}/part-0.parquet", f"{folder.name}/part-1.parquet"],
+    ), results
 
 
 def test_retired_dataset_admits_no_job_and_its_data_stays_claimed(

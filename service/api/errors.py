@@ -98,6 +98,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:  # FastAPI could not decode the body (e.g. not UTF-8)
+            return problem_response(
+                422, "Invalid request", "body: not a JSON document in UTF-8", "body"
+            )
         return problem_response(exc.status_code, str(exc.detail), str(exc.detail))
 
     @app.exception_handler(Exception)
@@ -124,11 +128,12 @@ def install_registration_handlers(app: FastAPI) -> None:
     @app.exception_handler(SourceAlreadyRegistered)
     async def _registered(_: Request, exc: SourceAlreadyRegistered) -> JSONResponse:
         if exc.existing_id is None:
-            detail = "This data (its location or content) is already registered as a dataset."
+            detail = "This data (its location, a folder holding it or a file inside it, or its "
+            detail += "content) is already registered as a dataset."
             return problem_response(409, "Already registered", detail, "source.uri")
         detail = (
-            f"This data (its location or content) is already registered as dataset "
-            f"{exc.existing_id!r}; one source has one budget."
+            "This data (its location, a folder holding it or a file inside it, or its content) "
+            f"is already registered as dataset {exc.existing_id!r}; one source has one budget."
         )
         return problem_response(
             409, "Already registered", detail, "source.uri", dataset_id=exc.existing_id
