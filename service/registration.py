@@ -12,11 +12,13 @@ Guarantees
   fingerprint (:class:`~service.db.models.SourceClaim`, primary key = the claim). Claims are
   never deleted, also not when a dataset is retired, so the same location, or the same content
   under another path, never backs a second dataset: the service never hands out a second budget
-  for the same data. The claims are inserted in the dataset's own transaction, so of two
-  concurrent registrations of one source exactly one commits; the other gets
-  :class:`SourceAlreadyRegistered`. Limit: equality is byte equality (per source kind) — a
-  modified copy (one row changed, re-encoded, re-ordered) is new data. Registration is a trust
-  boundary for owners.
+  for the same data. A location nested in a registered one (a file of a registered Parquet
+  folder or ``s3://`` prefix), or holding one, is the same data too. The claims are inserted in
+  the dataset's own transaction (which re-checks nesting under a PostgreSQL advisory lock;
+  SQLite transactions are serial), so of concurrent registrations of one source exactly one
+  commits; the others get :class:`SourceAlreadyRegistered`. Limit: equality is byte equality
+  (per source kind) — a modified copy (one row changed, re-encoded, re-ordered, another format)
+  is new data. Registration is a trust boundary for owners.
 - **Scoped roots.** ``DPFIT_DATA_ROOTS`` entries may be scoped to owners
   (:attr:`Settings.root_owners`). An owner resolves URIs only inside the roots open to them, and
   a location inside a root scoped to others is refused with the same message as any location
