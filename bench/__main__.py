@@ -7,15 +7,26 @@ import argparse
 import sys
 from types import ModuleType
 
-from bench import catalog, head_to_head, paper_wu, paper_zhang, scaling, service_overhead
+from bench import (
+    catalog,
+    head_to_head,
+    load,
+    paper_wu,
+    paper_zhang,
+    reader,
+    scaling,
+    service_overhead,
+)
 
 SUITES: dict[str, ModuleType] = {
     "catalog": catalog,
     "service": service_overhead,
+    "load": load,
     "paper-zhang": paper_zhang,
     "paper-wu": paper_wu,
     "head-to-head": head_to_head,
     "scaling": scaling,
+    "reader": reader,
 }
 
 

@@ -55,9 +55,9 @@ from bench.data import (
     write_synthetic_parquet,
 )
 from service.data.encoding import Encoder
-from service.data.sources import read_columns
+from service.data.reader import read_encoded
+from service.data.sources import local_source
 from service.models.logistic import LogisticLoss
-from service.workers.runner import read_encoded
 
 SIZES = [10_000, 100_000, 1_000_000, 10_000_000]
 D = 100
@@ -144,7 +144,7 @@ def job_times(
             write_synthetic_parquet(path, n, D, dtype=dtype, seed=1)
         write_time = time.perf_counter() - start
         start = time.perf_counter()
-        X, y = read_encoded(path, "parquet", encoder, SYNTHETIC_LABEL, None)
+        X, y = read_encoded(local_source(path, "parquet"), encoder, SYNTHETIC_LABEL, None)
         read_time = time.perf_counter() - start
         encode_time = 0.0  # fused: the worker reads and encodes block by block
         gc.collect()
@@ -283,8 +283,9 @@ def adult_dataset_body(uri: str) -> dict[str, Any]:
 
 
 def adult_in_process(path: Path, repeat: int = 3) -> dict[str, float]:
-    """The same Adult job as the API runs, in this process: read the CSV with the service's loader,
-    encode, plan, fit (median of ``repeat``)."""
+    """The same Adult job as the API runs, in this process: read the CSV and encode it with the
+    worker's row-local reader (one fused stage, reported as "read"; "encode" is 0), plan, fit
+    (median of ``repeat``)."""
     from service.data.spec import LabelSpec
 
     encoder = Encoder(features=ADULT_FEATURES, fit_intercept=True)
@@ -292,12 +293,9 @@ def adult_in_process(path: Path, repeat: int = 3) -> dict[str, float]:
     stages: dict[str, list[float]] = {"read": [], "encode": [], "plan": [], "fit": []}
     for seed in range(repeat):
         start = time.perf_counter()
-        frame = read_columns(path, "csv", [*encoder.columns, "income"])
+        X, y = read_encoded(local_source(path, "csv"), encoder, label, None)
         stages["read"].append(time.perf_counter() - start)
-        start = time.perf_counter()
-        X = encoder.encode(frame)
-        y = encoder.encode_labels(frame, label)
-        stages["encode"].append(time.perf_counter() - start)
+        stages["encode"].append(0.0)
         start = time.perf_counter()
         job = plan("output_perturbation_gd", logistic_model(1e-4), len(y), X.shape[1], 1.0, 1e-6)
         stages["plan"].append(time.perf_counter() - start)

@@ -49,24 +49,25 @@ def normalise_lines(chunk: bytes, n_fields: int) -> bytes:
     starts = np.empty_like(ends)
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
-    before_end = np.maximum(ends - 1, 0)
-    stops = ends - ((ends > starts) & (buf[before_end] == _CR))  # content end, exclusive
+    stops = ends - ((ends > starts) & (buf[np.maximum(ends - 1, 0)] == _CR))  # content end
     n_lines = ends.size
     bad = np.zeros(n_lines, dtype=bool)
+    # Everything below works on the positions of the few special bytes, never byte by byte.
+    commas = np.flatnonzero(buf == _COMMA)
+    fields = 1 + np.searchsorted(commas, ends) - np.searchsorted(commas, starts)
 
-    carriage = np.flatnonzero(buf == _CR)
-    if carriage.size:
+    if b"\r" in chunk:
+        carriage = np.flatnonzero(buf == _CR)
         line = np.searchsorted(ends, carriage)
         bad[line[carriage != stops[line]]] = True
 
-    commas = np.flatnonzero(buf == _COMMA)
-    comma_line = np.searchsorted(ends, commas)
-    quotes = np.flatnonzero(buf == _QUOTE)
-    if quotes.size:
-        quote_line = np.searchsorted(ends, quotes)
+    if b'"' in chunk:
+        quotes = np.flatnonzero(buf == _QUOTE)
         first = np.searchsorted(quotes, starts)  # index of each line's first quote
-        rank = np.arange(quotes.size) - first[quote_line]
-        opening = rank % 2 == 0
+        per_line = np.searchsorted(quotes, ends) - first
+        quote_line = np.repeat(np.arange(n_lines), per_line)  # quotes are sorted
+        bad |= per_line % 2 == 1
+        opening = (np.arange(quotes.size) - first[quote_line]) % 2 == 0
         previous = np.where(quotes > starts[quote_line], buf[quotes - 1], _COMMA)
         following = np.where(
             quotes + 1 < stops[quote_line], buf[np.minimum(quotes + 1, len(buf) - 1)], _COMMA
@@ -77,10 +78,13 @@ def normalise_lines(chunk: bytes, n_fields: int) -> bytes:
             (following == _COMMA) | (following == _QUOTE),
         )
         bad[quote_line[~valid]] = True
-        bad |= np.bincount(quote_line, minlength=n_lines) % 2 == 1
-        inside = (np.searchsorted(quotes, commas) - first[comma_line]) % 2 == 1
-        commas, comma_line = commas[~inside], comma_line[~inside]
-    fields = 1 + np.bincount(comma_line, minlength=n_lines)
+        # Commas between an opening quote and the next quote of its line are inside a value.
+        pair = np.flatnonzero(opening[:-1] & (quote_line[:-1] == quote_line[1:]))
+        commas_before = np.searchsorted(commas, quotes)
+        inside = commas_before[pair + 1] - commas_before[pair]
+        fields -= np.bincount(quote_line[pair], weights=inside, minlength=n_lines).astype(
+            fields.dtype
+        )
 
     to_fix = np.flatnonzero(bad | (fields != n_fields))
     if to_fix.size == 0:
@@ -89,24 +93,41 @@ def normalise_lines(chunk: bytes, n_fields: int) -> bytes:
     pieces: list[bytes] = []
     done = 0
     for i in to_fix.tolist():
-        start = int(starts[i])
+        start, stop = int(starts[i]), int(stops[i])
         pieces.append(chunk[done:start])
         if bad[i]:
             pieces.append(empty_line)
         elif fields[i] < n_fields:
-            pieces.append(chunk[start : int(stops[i])] + b"," * (n_fields - int(fields[i])))
+            pieces.append(chunk[start:stop] + b"," * (n_fields - int(fields[i])))
         else:
-            cut = int(commas[np.searchsorted(commas, start) + n_fields - 1])
-            pieces.append(chunk[start:cut])
+            pieces.append(_first_fields(chunk[start:stop], n_fields))
         pieces.append(b"\n")
         done = int(ends[i]) + 1
     pieces.append(chunk[done:])
     return b"".join(pieces)
 
 
-def iter_csv_tables(text: bytes, n_fields: int, indices: Sequence[int]) -> Iterator[pa.Table]:
+def _first_fields(line: bytes, n_fields: int) -> bytes:
+    """The first ``n_fields`` fields of a well-quoted line with more fields than that."""
+    quoted = False
+    seen = 0
+    for position, byte in enumerate(line):
+        if byte == _QUOTE:
+            quoted = not quoted
+        elif byte == _COMMA and not quoted:
+            seen += 1
+            if seen == n_fields:
+                return line[:position]
+    return line
+
+
+def iter_csv_tables(
+    text: bytes, n_fields: int, indices: Sequence[int], lines: int | None = None
+) -> Iterator[pa.Table]:
     """Arrow tables of the fields at ``indices`` (in that order, as ``pa.binary()``) of
-    :func:`normalise_lines` output, one row per line."""
+    :func:`normalise_lines` output (``lines`` of them, counted if not given), one row per line."""
+    if lines is None:
+        lines = text.count(b"\n")
     if not indices:
         raise ValueError("read at least one column")
     names = [f"f{i}" for i in range(n_fields)]
@@ -123,6 +144,6 @@ def iter_csv_tables(text: bytes, n_fields: int, indices: Sequence[int]) -> Itera
             null_values=[],
         ),
     )
-    if table.num_rows != text.count(b"\n"):
+    if table.num_rows != lines:
         raise RowCountMismatch("the CSV chunk parsed into a different number of rows")
     yield pa.table([table.column(names[i]) for i in indices], names=[names[i] for i in indices])

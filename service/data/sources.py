@@ -403,8 +403,9 @@ class FileSource:
                     chunk = next(lines, None)
                     if chunk is None:
                         return
+                    rows = chunk.count(b"\n")
                     text = normalise_lines(chunk, len(header))
-                    tables = list(iter_csv_tables(text, len(header), indices))
+                    tables = list(iter_csv_tables(text, len(header), indices, rows))
                 for table in tables:
                     for batch in table.to_batches(max_chunksize=rows_per_block):
                         yield pa.RecordBatch.from_arrays(batch.columns, names=wanted)
