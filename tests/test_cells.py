@@ -1,0 +1,170 @@
+"""The per-cell conversion rules (service.data.cells) and the owner's validation report."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.data.cells import (
+    MISSING,
+    OK,
+    UNPARSEABLE,
+    category_cells,
+    category_key,
+    numeric_cells,
+    numeric_cells_with_status,
+    numeric_value,
+)
+from service.data.encoding import Encoder
+from service.data.reader import ValidationReport, validate_source
+from service.data.sources import local_source
+from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
+
+NUMBER_ALPHABET = "0123456789.eE+- \t\x0bxinfaINFAd_١５\r"
+
+
+def _bits(values: np.ndarray) -> list[int]:
+    return values.astype(np.float64).view(np.uint64).tolist()
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.text(NUMBER_ALPHABET, max_size=12) | st.binary(max_size=4), max_size=12))
+def test_text_tiers_agree_with_the_scalar_rule_cell_by_cell(cells: list[str | bytes]) -> None:
+    """Whichever Arrow tier converts a block (the plain cast accepts only clean cells), every
+    cell gets the value the one-cell rule gives it, alone or among any other cells."""
+    raw = [c.encode("utf-8") if isinstance(c, str) else c for c in cells]
+    together = numeric_cells(pa.array(raw, pa.binary()))
+    alone = [numeric_cells(pa.array([c], pa.binary()))[0] for c in raw]
+    scalar = [numeric_value(c)[0] for c in raw]
+    assert _bits(together) == _bits(np.array(alone)) == _bits(np.array(scalar))
+    strings = [c.decode("utf-8") for c in raw if _decodes(c)]
+    as_text = numeric_cells(pa.array(strings, pa.string()))
+    assert _bits(as_text) == _bits(np.array([numeric_value(s)[0] for s in strings]))
+
+
+def _decodes(cell: bytes) -> bool:
+    try:
+        cell.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("cell", "value", "status"),
+    [
+        (b"0.5", 0.5, OK),
+        (b" 5 ", 5.0, OK),
+        (b"\t-3e2\t", -300.0, OK),
+        (b"+.5", 0.5, OK),
+        (b"5.", 5.0, OK),
+        (b"007", 7.0, OK),
+        (b"1e-400", 0.0, OK),
+        (b"", math.nan, MISSING),
+        (b"   ", math.nan, MISSING),
+        (None, math.nan, MISSING),
+        (b"1,000", math.nan, UNPARSEABLE),
+        (b"1e309", math.nan, UNPARSEABLE),
+        (b"-inf", math.nan, UNPARSEABLE),
+        (b"NaN", math.nan, UNPARSEABLE),
+        (b"True", math.nan, UNPARSEABLE),
+        (b"false", math.nan, UNPARSEABLE),
+        (b"n/a", math.nan, UNPARSEABLE),
+        (b"0x10", math.nan, UNPARSEABLE),
+        ("١٢٣".encode(), math.nan, UNPARSEABLE),
+        (b"\xff\xfe", math.nan, UNPARSEABLE),
+        (b'"5"', math.nan, UNPARSEABLE),  # a quote that is part of the cell's text
+    ],
+)
+def test_numeric_text_rule_table(cell: bytes | None, value: float, status: int) -> None:
+    values, statuses = numeric_cells_with_status(pa.array([cell, b"1"], pa.binary()))
+    assert _bits(values[:1]) == _bits(np.array([value]))
+    assert statuses.tolist() == [status, OK]
+    assert numeric_value(cell)[1] == status
+
+
+def test_typed_numeric_cells() -> None:
+    cases = [
+        (pa.array([True, False, None]), [1.0, 0.0, math.nan], [OK, OK, MISSING]),
+        (pa.array([2**63 - 1, -5, None], pa.int64()), [2.0**63, -5.0, math.nan], [OK, OK, MISSING]),
+        (
+            pa.array([1.5, math.inf, math.nan, None]),
+            [1.5, math.nan, math.nan, math.nan],
+            [OK, UNPARSEABLE, MISSING, MISSING],
+        ),
+        (pa.array([[1], None], pa.list_(pa.int64())), [math.nan] * 2, [UNPARSEABLE, MISSING]),
+        (pa.array(["a", "b"]).dictionary_encode(), [math.nan] * 2, [UNPARSEABLE] * 2),
+        (pa.array([" 2 ", "x"]).dictionary_encode(), [2.0, math.nan], [OK, UNPARSEABLE]),
+    ]
+    for array, values, statuses in cases:
+        got, status = numeric_cells_with_status(array)
+        assert _bits(got) == _bits(np.array(values))
+        assert status.tolist() == statuses
+
+
+def test_category_keys() -> None:
+    lookup = {"3": 0, "1": 1, "a b": 2, "2.5": 3}
+    array = pa.array([b"003", b" a b ", b"TRUE", b"2.50", b"", b"\xff", b"z", None], pa.binary())
+    codes, status = category_cells(array, lookup)
+    assert codes.tolist() == [0, 2, 1, 3, -1, -1, -1, -1]
+    assert status.tolist() == [OK, OK, OK, OK, MISSING, UNPARSEABLE, OK, MISSING]
+    assert category_key(3.0) == ("3", OK)
+    assert category_key(True) == ("1", OK)
+    assert category_key("١") == ("١", OK)  # non-ASCII digits are text, not the number 1
+    typed = category_cells(pa.array([3, None, 1], pa.int8()), lookup)[0]
+    assert typed.tolist() == [0, -1, 1]
+
+
+def test_prediction_records_follow_the_same_rules() -> None:
+    encoder = Encoder(
+        (
+            NumericFeature(name="x", min=0, max=1),
+            CategoricalFeature(name="c", categories=["a", 1]),
+        ),
+        fit_intercept=False,
+    )
+    rows = encoder.encode_records(
+        [{"x": True, "c": 1}, {"x": "True", "c": "1.0"}, {"x": " 1 ", "c": None}]
+    )
+    scale = encoder.scale
+    np.testing.assert_allclose(
+        rows / scale, [[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]], atol=1e-12
+    )
+
+
+def test_validation_report_counts(tmp_path: Path) -> None:
+    path = tmp_path / "data.csv"
+    path.write_text(
+        "age,colour,y\n"
+        "30,red,yes\n"
+        ",blue,no\n"  # age missing
+        "n/a,purple,maybe\n"  # age unparseable, colour unknown, label outside
+        "200,,\n"  # age out of bounds, colour missing, label missing
+        '"unbalanced,red,yes\n'  # unparseable line: every cell missing
+        "-5,red,Yes\n"  # out of bounds; "Yes" is not "yes": outside the declared set
+    )
+    features = [
+        NumericFeature(name="age", min=0, max=100),
+        CategoricalFeature(name="colour", categories=["red", "blue"]),
+    ]
+    label = LabelSpec(column="y", positive="yes", negative="no")
+    report = validate_source(local_source(path, "csv"), features, label)
+    assert report.to_json() == {
+        "rows": 6,
+        "features": {
+            "age": {"missing": 2, "unparseable": 1, "out_of_bounds": 2, "unknown_category": 0},
+            "colour": {"missing": 2, "unparseable": 0, "out_of_bounds": 0, "unknown_category": 1},
+        },
+        "label": {"column": "y", "missing": 2, "outside_declared": 2, "unparseable": 0},
+    }
+    assert ValidationReport.from_json(report.to_json()) == report
+    numeric = validate_source(
+        local_source(path, "csv"), features[:1], LabelSpec(column="age", type="numeric")
+    )
+    assert numeric.label.unparseable == 1 and numeric.label.missing == 2
