@@ -228,6 +228,9 @@ def test_requested_columns_come_in_the_requested_order(settings: Settings, table
     table = read_all(source, ["city", "id"], block=3)
     assert table.column_names == ["city", "id"]
     assert table.column("id").to_pylist() == [1, 2, 3, 4, 5]
+    # A column may be asked for twice (a label that is also a feature): both get its cells.
+    repeated = pa.Table.from_batches(list(source.iter_batches(["city", "id", "city"], 2)))
+    assert repeated.num_columns == 3 and repeated.column(0).equals(repeated.column(2))
     no_columns = list(source.iter_batches([], 2))
     assert [b.num_rows for b in no_columns] == [2, 2, 1]
     assert all(b.num_columns == 0 for b in no_columns)

@@ -319,15 +319,14 @@ class SqlSource:
         selected = [self._selected(c) for c in wanted]
         query = self._ordered(sa.select(*selected).select_from(self._table))
         schema = pa.schema([pa.field(c, self.arrow_type(c)) for c in wanted])
-        converters = [_CONVERTERS[self._families[c]] for c in wanted]
+        families = [self._families[c] for c in wanted]
         with _guarded(self._ref, "read the table"), self._engine.connect() as conn:
-            result = conn.execution_options(stream_results=True, yield_per=rows_per_block).execute(
-                query
-            )
-            for rows in result.partitions(rows_per_block):
+            typed = conn.dialect.name == "postgresql"
+            for rows in _stream_rows(conn, query, rows_per_block):
+                cells = list(zip(*rows, strict=True))
                 arrays = [
-                    pa.array([convert(row[i]) for row in rows], type=schema.field(i).type)
-                    for i, convert in enumerate(converters)
+                    _column_array(values, family, typed)
+                    for values, family in zip(cells, families, strict=True)
                 ]
                 yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -354,20 +353,14 @@ class SqlSource:
         row_text = sa.cast(sa.func.row(*(self._table.c[c] for c in self._columns)), sa.Text)
         row_digest = sa.func.sha256(sa.func.convert_to(row_text, sa.literal_column("'UTF8'")))
         query = self._ordered(sa.select(row_digest).select_from(self._table))
-        result = conn.execution_options(stream_results=True, yield_per=_FINGERPRINT_ROWS).execute(
-            query
-        )
-        for rows in result.partitions(_FINGERPRINT_ROWS):
+        for rows in _stream_rows(conn, query, _FINGERPRINT_ROWS):
             digest.update(b"".join(bytes(row[0]) for row in rows))
 
     def _digest_generic(self, conn: Connection, digest: Any) -> None:
         query = self._ordered(
             sa.select(*(self._table.c[c] for c in self._columns)).select_from(self._table)
         )
-        result = conn.execution_options(stream_results=True, yield_per=_FINGERPRINT_ROWS).execute(
-            query
-        )
-        for rows in result.partitions(_FINGERPRINT_ROWS):
+        for rows in _stream_rows(conn, query, _FINGERPRINT_ROWS):
             for row in rows:
                 digest.update(hashlib.sha256(b"".join(_encode_value(v) for v in row)).digest())
 
@@ -378,6 +371,30 @@ class SqlSource:
             size = min(rows_per_block, remaining)
             yield pa.RecordBatch.from_struct_array(pa.array([{}] * size, type=pa.struct([])))
             remaining -= size
+
+
+def _stream_rows(
+    conn: Connection, query: sa.Select[Any], size: int
+) -> Iterator[Sequence[Sequence[Any]]]:
+    """The rows of ``query`` in blocks of at most ``size``, through a server-side cursor (one
+    block in memory at a time).
+
+    With psycopg (3), a named cursor in binary mode on the driver's connection (about twice as
+    fast as through SQLAlchemy's result rows; the Python values are the same); elsewhere
+    SQLAlchemy's ``stream_results``/``yield_per``. The SQL is SQLAlchemy's compilation of
+    ``query`` either way (identifiers quoted, values bound).
+    """
+    if conn.dialect.driver == "psycopg":
+        compiled = query.compile(dialect=conn.dialect)
+        driver = conn.connection.driver_connection
+        with driver.cursor(name="dpfit_source_read", binary=True) as cursor:  # type: ignore[union-attr]
+            cursor.itersize = size
+            cursor.execute(str(compiled), compiled.params or None)
+            while rows := cursor.fetchmany(size):
+                yield rows
+        return
+    result = conn.execution_options(stream_results=True, yield_per=size).execute(query)
+    yield from result.partitions(size)
 
 
 def _framed(data: bytes) -> bytes:
@@ -445,6 +462,29 @@ def _to_binary(value: Any) -> bytes | None:
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value)
     return None
+
+
+# Families whose values a type-enforcing database (PostgreSQL) returns exactly as Arrow takes
+# them (int, float, bool, str, bytes or None): a block of such a column goes to Arrow whole.
+_TRUSTED: frozenset[Family] = frozenset({"int", "float", "bool", "text", "binary", "other"})
+
+
+def _column_array(values: Sequence[Any], family: Family, typed: bool) -> pa.Array:
+    """One block of one column as an Arrow array, each cell by :data:`_CONVERTERS`.
+
+    Where the database enforces column types (``typed``), the values of a trusted family are
+    already what the per-cell conversion returns, so Arrow converts the block whole; should it
+    refuse one, the block is converted cell by cell instead — the same result either way, so the
+    path taken does not depend on the content.
+    """
+    arrow_type = _ARROW_TYPES[family]
+    if typed and family in _TRUSTED:
+        try:
+            return pa.array(values, type=arrow_type)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            pass
+    convert = _CONVERTERS[family]
+    return pa.array([convert(v) for v in values], type=arrow_type)
 
 
 _CONVERTERS: dict[Family, Callable[[Any], Any]] = {
