@@ -17,9 +17,15 @@ import httpx
 import pyarrow as pa
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 from sqlalchemy.engine import make_url
 
+from service.data.encoding import Encoder
+from service.data.reader import read_encoded
 from service.data.sources import SourceError
+from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 from service.data.sql_source import open_sql_source, parse_sql_uri, reopen_sql_source
 from service.settings import Settings, SettingsError
 from tests.conftest import EXAMPLES, _fresh_postgres_database
@@ -452,3 +458,108 @@ def test_refusals_name_the_field_and_leak_nothing(live: LiveServer, uri: str) ->
 
 def live_settings(live: LiveServer) -> Settings:
     return Settings.from_env({"DPFIT_SQL_CONNECTIONS": live.env["DPFIT_SQL_CONNECTIONS"]})
+
+
+# ----------------------------------------------------------------------------------------------
+# Row locality through the worker's reader: one replaced row changes no other row's encoding
+# ----------------------------------------------------------------------------------------------
+
+PROPERTY_FEATURES = [
+    NumericFeature(name="x", min=0, max=1),
+    NumericFeature(name="d", min=-5, max=5),
+    NumericFeature(name="f", min=-5, max=5),
+    CategoricalFeature(name="c", categories=["a", "b", 1]),
+]
+PROPERTY_LABEL = LabelSpec(column="y", type="binary", positive="yes", negative="no")
+ADVERSARIAL_TEXT = [
+    "",
+    " ",
+    "True",
+    "false",
+    "n/a",
+    "NaN",
+    "-inf",
+    "1e309",
+    "٣",
+    "1,000",
+    '"1"',
+    " 0.5 ",
+    "0x1",
+    "yes",
+    "no",
+    "a",
+    "b",
+    "1",
+    "1.0",
+    "x" * 10_000,
+    "\u00a0",
+    "é",
+]
+text_cells = st.one_of(st.none(), st.sampled_from(ADVERSARIAL_TEXT), st.text(max_size=20))
+numeric_cells = st.one_of(
+    st.none(),
+    st.sampled_from(["NaN", "Infinity", "-Infinity", "1e300", "-1e1000", "1e-400", "0"]),
+    st.decimals(allow_nan=False, allow_infinity=False).map(str),
+)
+float_cells = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True))
+property_rows = st.fixed_dictionaries(
+    {"x": text_cells, "d": numeric_cells, "f": float_cells, "c": text_cells, "y": text_cells}
+)
+
+
+def clean(value: str | None) -> str | None:
+    """PostgreSQL text cannot hold NUL."""
+    return None if value is None else value.replace("\x00", "")
+
+
+@hyp_settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    base=st.lists(property_rows, min_size=3, max_size=6),
+    replacement=property_rows,
+    index=st.integers(min_value=0, max_value=5),
+    new_key=st.booleans(),
+)
+def test_one_replaced_row_changes_no_other_rows_encoding(
+    settings: Settings,
+    warehouse: str,
+    tables: str,
+    base: list[dict[str, Any]],
+    replacement: dict[str, Any],
+    index: int,
+    new_key: bool,
+) -> None:
+    """Neighbouring tables (one row replaced by adversarial cells, possibly under another key,
+    so that it moves in the order): every other row's encoded vector and label are bit-identical
+    (compared by key), and both tables read without error."""
+    index %= len(base)
+    keyed = {10 * (i + 1): row for i, row in enumerate(base)}
+    old_key = 10 * (index + 1)
+    neighbour = {k: v for k, v in keyed.items() if k != old_key}
+    neighbour[5 if new_key else old_key] = replacement
+    encoded = []
+    for rows in (keyed, neighbour):
+        engine = sa.create_engine(warehouse)
+        with engine.begin() as conn:
+            conn.execute(sa.text("DROP TABLE IF EXISTS prop"))
+            conn.execute(
+                sa.text(
+                    "CREATE TABLE prop (id integer PRIMARY KEY, x text, d numeric, "
+                    "f double precision, c text, y text)"
+                )
+            )
+            conn.execute(
+                sa.text("INSERT INTO prop VALUES (:id, :x, CAST(:d AS numeric), :f, :c, :y)"),
+                [
+                    {"id": k, **{n: clean(v) if isinstance(v, str) else v for n, v in r.items()}}
+                    for k, r in rows.items()
+                ],
+            )
+        engine.dispose()
+        source = open_sql_source("sql://wh/prop", settings)
+        X, Y = read_encoded(source, Encoder(PROPERTY_FEATURES), PROPERTY_LABEL, None, 2)
+        keys = sorted(rows)
+        assert X.shape[0] == len(keys)
+        encoded.append({k: (X[i].tobytes(), Y[i].tobytes()) for i, k in enumerate(keys)})
+    for key in keyed:
+        if key != old_key:
+            assert encoded[0][key] == encoded[1][key]
