@@ -382,6 +382,57 @@ def test_retired_dataset_admits_no_job_and_its_data_stays_claimed(
     assert state["status"] == "succeeded", state
 
 
+@pytest.mark.postgres
+def test_no_job_is_admitted_after_retirement_under_concurrent_submissions(
+    server: LiveServer,
+) -> None:
+    """Eight analysts submit jobs in a loop while an admin retires the dataset: every charge on
+    the ledger was written before the retirement, every later submission answers 409."""
+    t = tag()
+    owner = server.client(server.key(f"owner-r{t}", "owner"))
+    admin = server.client(server.key("admin", "admin"))
+    analysts = [f"analyst-r{t}-{i}" for i in range(8)]
+    keys = [server.key(name, "analyst") for name in analysts]
+    dataset_id = owner.post("/v1/datasets", json=credit_dataset(epsilon=1000.0)).json()["id"]
+    for name in analysts:
+        owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": name})
+    job = logistic_job(dataset_id, epsilon=0.5, delta=1e-6, iterations=5)
+    first_admitted = threading.Event()
+    last: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def submit(key: str) -> None:
+        with server.client(key, timeout=120) as http:
+            for _ in range(500):  # until refused (the retirement comes after the first 202)
+                response = http.post("/v1/jobs", json=job)
+                assert response.status_code in (202, 409), response.text
+                if response.status_code == 202:
+                    first_admitted.set()
+                    continue
+                with lock:
+                    last.append(response.json())
+                return
+
+    threads = [threading.Thread(target=submit, args=(k,)) for k in keys]
+    for thread in threads:
+        thread.start()
+    assert first_admitted.wait(120)
+    response = admin.post(f"/v1/datasets/{dataset_id}/retire")
+    for thread in threads:
+        thread.join()
+    assert response.status_code == 200, response.text
+    retired_at = response.json()["retired_at"]
+    # Every client stopped on the retirement (not on the budget), and stays refused.
+    assert len(last) == len(keys) and all("retired" in p["detail"] for p in last), last
+    for key in keys:
+        with server.client(key) as http:
+            assert http.post("/v1/jobs", json=job).status_code == 409
+    charges = owner.get(f"/v1/datasets/{dataset_id}/ledger").json()["charges"]
+    assert charges and all(
+        c["created_at"] <= retired_at for c in charges if c["kind"] == "charge"
+    ), (retired_at, charges)
+
+
 def test_an_undecodable_byte_registers_and_every_job_succeeds(team: dict[str, Any]) -> None:
     """One undecodable byte in one cell of a used column: registration counts it (unparseable)
     and jobs on the file succeed, like jobs on the neighbouring file without the byte."""
