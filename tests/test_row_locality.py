@@ -25,15 +25,17 @@ from service.data.sources import local_source
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 
 MAX_EXAMPLES = 300
+BIG = 2**53 + 1
 HEADER = ["x", "z", "c", "y"]
 FEATURES = [
     NumericFeature(name="x", min=0, max=1),
     NumericFeature(name="z", min=-5, max=5),
-    CategoricalFeature(name="c", categories=["a", "b", 1]),
+    # 2^53 + 1 is not a float64: an integer column read as floats would lose this category.
+    CategoricalFeature(name="c", categories=["a", "b", 1, BIG]),
 ]
 LABELS = [
     LabelSpec(column="y", type="binary", positive="yes", negative="no"),
-    LabelSpec(column="y", type="categorical", classes=["a", "b", 1]),
+    LabelSpec(column="y", type="categorical", classes=["a", "b", 1, BIG]),
     LabelSpec(column="y", type="numeric"),
 ]
 
@@ -110,7 +112,7 @@ def _cells(kind: str) -> st.SearchStrategy[Any]:
         "string": st.sampled_from(TEXT_TOKENS),
         "float64": st.floats(allow_nan=True, allow_infinity=True)
         | st.sampled_from([0.0, -0.0, 0.5, 1.0, 2.5, 1e308, -1e-320]),
-        "int64": st.integers(-(2**63), 2**63 - 1) | st.integers(-3, 3),
+        "int64": st.sampled_from([BIG, 1, 2**63 - 1]) | st.integers(-(2**63), 2**63 - 1),
         "bool": st.booleans(),
     }[kind]
     return st.none() | value
@@ -266,7 +268,11 @@ def test_csv_row_count_is_the_number_of_lines() -> None:
         path.write_bytes(body)
         source = local_source(path, "csv")
         assert source.count_rows() == 6
-        X, Y = read_encoded(source, Encoder(FEATURES), LABELS[0], None)
-        assert X.shape == (6, 6)
+        encoder = Encoder(FEATURES)
+        X, Y = read_encoded(source, encoder, LABELS[0], None)
+        assert X.shape == (6, encoder.dimension)
+        assert Y.tolist() == [1.0, -1.0, -1.0, -1.0, -1.0, -1.0]
+        # Row 1 parses; the blank, unbalanced and broken-quote lines are all-missing rows.
+        assert np.count_nonzero(X[[1, 2, 5], :-1]) == 0
         path.write_bytes(body.rstrip(b"\n"))  # no final terminator: same rows
         assert local_source(path, "csv").count_rows() == 6

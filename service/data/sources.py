@@ -16,7 +16,9 @@ The CSV row rule (row-local by construction; :mod:`service.data.csv_lines` imple
 - The first physical line is the header (the schema). Every later physical line — the bytes up to
   and including ``\\n``, a trailing ``\\r`` before it dropped — is exactly one row, *blank lines
   included* (all cells missing). The file's final line terminator does not start a row; a last
-  line without a terminator is a row. So ``n`` counts line terminators only: no cell can change it.
+  line without a terminator is a row if it is not empty (an empty one is the same bytes as no
+  line). So ``n`` is the number of line terminators after the header, plus one for a non-empty
+  unterminated last line: no cell can change it.
 - Within a line, fields are separated by ``,``; a field may be enclosed in ``"…"`` with ``""`` for
   a literal quote. Newlines never occur inside a value (a quote cannot reach into another line).
 - A line with more fields than the header keeps its first ones; a line with fewer has the absent
