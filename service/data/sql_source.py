@@ -62,6 +62,9 @@ SCHEME = "sql://"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
 _CONNECTION = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _FINGERPRINT_ROWS = 10_000
+# Rows fetched (as Python objects, ~10x their Arrow size) and converted at a time: batches are
+# at most this long whatever the caller's block, so the peak stays a few tens of MiB.
+_FETCH_ROWS = 16_384
 
 Family = Literal["int", "float", "decimal", "bool", "text", "binary", "other"]
 
@@ -309,12 +312,15 @@ class SqlSource:
         return f"sha256:{digest.hexdigest()}"
 
     def iter_batches(self, columns: Sequence[str], rows_per_block: int) -> Iterator[pa.RecordBatch]:
+        """The cells of ``columns`` in the stable order, in batches of at most
+        ``min(rows_per_block, 16384)`` rows (rows are Python objects until converted: the cap
+        bounds the peak whatever block the caller asks for)."""
         if rows_per_block < 1:
             raise ValueError("rows_per_block must be at least 1")
         wanted = list(columns)
         self._check_present(wanted)
         if not wanted:
-            yield from self._empty_batches(rows_per_block)
+            yield from self._empty_batches(min(rows_per_block, _FETCH_ROWS))
             return
         selected = [self._selected(c) for c in wanted]
         query = self._ordered(sa.select(*selected).select_from(self._table))
@@ -322,7 +328,7 @@ class SqlSource:
         families = [self._families[c] for c in wanted]
         with _guarded(self._ref, "read the table"), self._engine.connect() as conn:
             typed = conn.dialect.name == "postgresql"
-            for rows in _stream_rows(conn, query, rows_per_block):
+            for rows in _stream_rows(conn, query, min(rows_per_block, _FETCH_ROWS)):
                 cells = list(zip(*rows, strict=True))
                 arrays = [
                     _column_array(values, family, typed)
