@@ -55,6 +55,9 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         server.put("lake", "data/parts/.part-0.parquet.crc", b"crc")
         server.put("lake", "data/parts/notes.txt", b"not data")
         server.put("lake", "data/parts/nested/part-9.parquet", PART_1)
+        # Siblings whose keys start like the folder's: never members of it.
+        server.put("lake", "data/parts-extra/part-0.parquet", PART_1)
+        server.put("lake", "data/partsx.parquet", PART_1)
         server.put("lake", "data/one.parquet", PART_0)
         server.put("lake", "data/empty/_SUCCESS", b"")
         server.put("lake", "data/notes.txt", b"text")
@@ -205,7 +208,8 @@ def test_a_parquet_folder_reads_its_sorted_direct_members(s3: S3Server) -> None:
         source = open_object_store_source(uri, SETTINGS)
         assert (source.format, source.location) == ("parquet", "s3://lake/data/parts")
         assert source.columns() == ["x", "y"]
-        assert source.count_rows() == 3  # _SUCCESS, .crc, notes.txt and nested/ are not read
+        # _SUCCESS, .crc, notes.txt, nested/ and the sibling prefixes are not read.
+        assert source.count_rows() == 3
         assert rows(source, ["y", "x"]) == [
             {"y": 1, "x": 0.5},
             {"y": 0, "x": 1.5},
