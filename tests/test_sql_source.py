@@ -563,3 +563,27 @@ def test_one_replaced_row_changes_no_other_rows_encoding(
     for key in keyed:
         if key != old_key:
             assert encoded[0][key] == encoded[1][key]
+
+
+def test_a_table_changed_after_registration_fails_the_job_with_a_refund(
+    live: LiveServer, warehouse: str
+) -> None:
+    run(
+        warehouse,
+        "CREATE TABLE credit_changing AS SELECT * FROM credit",
+        "ALTER TABLE credit_changing ADD PRIMARY KEY (id)",
+        "UPDATE credit_changing SET age = 40 WHERE id = 0",  # content of its own: a new dataset
+    )
+    owner = live.client(live.key("sql-owner", "owner"))
+    analyst = live.client(live.key("sql-analyst", "analyst"))
+    response = owner.post("/v1/datasets", json=credit_dataset(uri="sql://wh/credit_changing"))
+    assert response.status_code == 201, response.text
+    dataset_id = response.json()["id"]
+    grant = owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": "sql-analyst"})
+    assert grant.status_code == 201, grant.text
+    run(warehouse, "UPDATE credit_changing SET hours_per_week = 41 WHERE id = 7")
+    job = analyst.post("/v1/jobs", json=logistic_job(dataset_id))
+    assert job.status_code == 202, job.text
+    done = wait_done(analyst, job.json()["id"])
+    assert done["status"] == "failed" and "changed" in done["error"], done
+    assert done["refunded"] is True and done["model_id"] is None
