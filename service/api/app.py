@@ -14,7 +14,7 @@ from service import __version__
 from service.api import catalog, datasets, jobs, keys, models
 from service.api.errors import install_error_handlers
 from service.api.middleware import BodyLimit, RequestContext, SafeTarget
-from service.db.session import expected_schema_revision, make_engine, session_factory
+from service.db.session import ApiSessions, expected_schema_revision, make_engine
 from service.schemas import Problem
 from service.settings import Settings
 from service.workers.dispatch import DaskDispatcher, Dispatcher, recover_unfinished
@@ -57,9 +57,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine = make_engine(settings.database_url, must_exist=True)
+        engine = make_engine(settings.database_url, must_exist=True, pre_ping=False)
         app.state.engine = engine
-        app.state.sessions = session_factory(engine)
+        app.state.sessions = ApiSessions(engine)
         app.state.dispatcher = factory(settings, app.state.sessions)
         recovered = recover_unfinished(
             app.state.sessions, app.state.dispatcher, settings.max_attempts

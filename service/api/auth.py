@@ -6,7 +6,7 @@ principal, and gates routes by role.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -49,10 +49,10 @@ def authenticate(
     return principal
 
 
-def require(*roles: str) -> Callable[[Principal], Principal]:
+def require(*roles: str) -> Callable[[Principal], Awaitable[Principal]]:
     """A dependency admitting only the given roles (admin is always admitted)."""
 
-    def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+    async def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
         if principal.role != "admin" and principal.role not in roles:
             allowed = ", ".join(("admin", *roles))
             raise ProblemError(403, "Forbidden", f"This needs one of the roles: {allowed}.")

@@ -42,7 +42,7 @@ class Page:
     after: tuple[datetime, str] | None
 
 
-def page_params(
+async def page_params(
     limit: Annotated[
         int, Query(ge=1, le=MAX_LIMIT, description="Items per page (default 100, at most 1000).")
     ] = DEFAULT_LIMIT,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +22,18 @@ from sqlalchemy.orm import Session, sessionmaker
 SQLITE_BUSY_TIMEOUT_MS = 60_000
 
 
-def make_engine(url: str, must_exist: bool = False) -> Engine:
+def make_engine(url: str, must_exist: bool = False, pre_ping: bool = True) -> Engine:
     """An engine for ``url`` with the settings the ledger's atomicity relies on.
 
     ``must_exist`` (the API server): a SQLite file is opened read-write but never created, and a
     pooled connection whose file was deleted is discarded at checkout — so a deleted database
     answers "unable to open database file" (a 503, see :func:`database_unavailable`) instead of
     silently writing into an unlinked file or a new empty one.
+
+    ``pre_ping=False`` (the API server) skips PostgreSQL's liveness round trip at every checkout:
+    a connection found dead then fails its request with a disconnect error (a 503, see
+    :func:`database_unavailable`) and SQLAlchemy replaces the whole pool. Workers keep the ping
+    (a job's writes should not fail on a connection that died while idle).
     """
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -40,7 +47,7 @@ def make_engine(url: str, must_exist: bool = False) -> Engine:
                     f"{file.as_uri()}?mode=rw", uri=True, timeout=timeout, check_same_thread=False
                 )
 
-            engine = create_engine(url, creator=connect)
+            engine = create_engine(url, creator=connect, pool_size=40, max_overflow=10)
             _discard_if_deleted(engine, file)
         else:
             engine = create_engine(
@@ -48,7 +55,11 @@ def make_engine(url: str, must_exist: bool = False) -> Engine:
             )
         _configure_sqlite(engine)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    # Up to the API's 40 worker threads; the first 20 stay open (connecting is a process fork
+    # on the server: an overflow connection is closed when it returns, so the pool must not be
+    # much smaller than the concurrency or it churns). SQLite keeps 40 (opening is cheap but
+    # runs the PRAGMAs above).
+    return create_engine(url, pool_pre_ping=pre_ping, pool_size=20, max_overflow=20)
 
 
 def database_unavailable(error: BaseException) -> bool:
@@ -91,11 +102,44 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        if connection.get_execution_options().get(READ_ONLY_OPTION):
+            connection.exec_driver_sql("BEGIN")  # deferred: a reader never takes the write lock
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+READ_ONLY_OPTION = "dpfit_read_only"
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions whose every transaction may write (SQLite: ``BEGIN IMMEDIATE``)."""
     return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+class ApiSessions(sessionmaker[Session]):
+    """The API's sessions: ``sessions()`` reads, ``sessions.begin()`` writes.
+
+    On SQLite a read session begins a *deferred* transaction (a WAL snapshot, no lock), so reads
+    never queue behind the write lock — before, every GET began ``BEGIN IMMEDIATE`` and all
+    requests were serialised with each other and with the workers' progress writes. Write
+    transactions (``begin()``) still take the lock up front, which the ledger's admission relies
+    on. A read session must not write (the API's never do; workers use :func:`session_factory`).
+    On PostgreSQL both are the same.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(bind=engine, expire_on_commit=False)
+        self._readers = sessionmaker(
+            bind=engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False
+        )
+
+    def __call__(self, **kw: Any) -> Session:
+        return self._readers(**kw)
+
+    @contextmanager
+    def begin(self) -> Iterator[Session]:  # type: ignore[override]
+        with super().__call__() as session, session.begin():
+            yield session
 
 
 def is_sqlite(engine: Engine) -> bool:
