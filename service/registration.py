@@ -219,6 +219,8 @@ def _open(body: DatasetCreate, settings: Settings, principal: Actor) -> Source:
     is_relative = not is_file_uri and "://" not in text
     if is_file_uri and _inside_foreign_root(settings, _file_uri_path(text), principal):
         raise outside
+    if text.lower().startswith("s3://") and _inside_foreign_root(settings, text, principal):
+        raise outside  # before the object store is asked whether the key exists
     if (is_file_uri or is_relative) and not mine.data_roots and settings.data_roots:
         raise outside if is_file_uri else not_found
     try:
