@@ -241,7 +241,8 @@ class BudgetOut(BaseModel):
     epsilon: float = Field(description="Total ε_B.")
     delta: float = Field(description="Total δ_B.")
     epsilon_spent: float = Field(
-        description="ε spent at δ_B (RDP filter; basic composition if δ_B = 0)."
+        description="ε at δ_B of the standing charges' composition (exact Gaussian DP when all "
+        "are Gaussian-family, else Rényi; basic composition if δ_B = 0)."
     )
     epsilon_remaining: float
     jobs_charged: int = Field(description="Jobs whose charge stands (charges minus refunds).")
@@ -263,8 +264,26 @@ class ChargeOut(BaseModel):
     delta: float
     rdp: list[float | None] = Field(description="RDP curve at `orders` (null = infinite).")
     pure_epsilon: float | None
+    gdp_mu: float | None = Field(
+        default=None, description="Exact μ of a Gaussian-family job (null: Rényi curve only)."
+    )
     event: dict[str, Any]
     created_at: datetime
+
+
+class BudgetHistoryPoint(BaseModel):
+    at: datetime = Field(description="When the charge or refund was written.")
+    kind: Literal["charge", "refund"]
+    job_id: str | None = Field(description="Null for other analysts' jobs (not yours to see).")
+    epsilon_spent: float = Field(description="The dataset's ε spent at δ_B after this row.")
+    your_epsilon_spent: float = Field(description="ε at δ_B of your own standing charges.")
+
+
+class BudgetHistoryOut(BaseModel):
+    dataset_id: str
+    epsilon: float = Field(description="Total ε_B.")
+    delta: float = Field(description="Total δ_B.")
+    points: list[BudgetHistoryPoint] = Field(description="Oldest first, one per ledger row.")
 
 
 class LedgerOut(BaseModel):
@@ -324,6 +343,29 @@ class JobOut(BaseModel):
     created_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
+
+
+class JobEstimateOut(BaseModel):
+    """What `POST /v1/jobs` would do with this body now; nothing is charged or written."""
+
+    dataset_id: str
+    admissible: bool = Field(description="Whether the budget (and your cap) admits the job now.")
+    reason: str = Field(description="Why it fits, or why not and what remains.")
+    epsilon: float = Field(description="The dataset's ε_B.")
+    delta: float = Field(description="The dataset's δ_B.")
+    epsilon_spent: float = Field(description="ε spent at δ_B before the job.")
+    epsilon_spent_after: float = Field(description="ε spent at δ_B if the job were charged.")
+    epsilon_remaining_after: float = Field(description="ε_B − epsilon_spent_after, at least 0.")
+    accounting: Literal["gaussian", "renyi", "pure"] = Field(
+        description="How the ledger charges the job: exact Gaussian DP (μ), a Rényi curve, or "
+        "pure ε (basic composition)."
+    )
+    gdp_mu: float | None = Field(description="The job's exact μ (Gaussian-family jobs).")
+    mechanism: str
+    noise_scale: float
+    sensitivity: float
+    steps: int
+    plan: dict[str, Any] = Field(description="The release plan a submission would store.")
 
 
 # --- models ------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from service.optimizers.dp_accmd import (
     simplex_to_weights,
 )
 from service.optimizers.registry import catalog, get_optimizer, optimizer_names
-from service.privacy.calibration import calibrate_noise_multiplier, event_epsilon
+from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon, gdp_mu
 
 OPT = DpAccMD()
 
@@ -115,13 +115,13 @@ def test_default_plan_follows_the_stated_formulas(
     smooth_c = (0.25 + mu) * radius**2
     assert hp["smoothness_l1"] == pytest.approx(smooth_c)
     bregman = math.log(2 * d + 1)
-    z1 = calibrate_noise_multiplier(lambda z: dp_event.GaussianDpEvent(z), eps, 1e-5)
+    z1 = 1.0 / gdp_mu(eps, 1e-5)  # one exact Gaussian release
     floor = radius * sensitivity * z1 * math.sqrt(4 * math.log(d) + 2 * math.log(2))
     t_star = math.sqrt(smooth_c * math.sqrt(bregman) / floor)
     assert cfg.iterations == min(500, max(1, math.ceil(t_star)))
-    # under RDP, T Gaussian steps with multiplier z cost what one step with z/√T costs
+    # in GDP, T Gaussian steps with multiplier z are exactly one step with z/√T
     z = hp["noise_multiplier"]
-    assert z == pytest.approx(z1 * math.sqrt(cfg.iterations), rel=1e-4)
+    assert z == pytest.approx(z1 * math.sqrt(cfg.iterations), rel=1e-9)
     assert plan.noise_scale == cfg.noise_sigma == pytest.approx(z * sensitivity)
     dual_sq = radius**2 * cfg.noise_sigma**2 * dual_noise_factor(d)
     gamma = min(
@@ -142,9 +142,9 @@ def test_event_is_calibrated_composition(eps: float, delta: float) -> None:
     inner = plan.event.event
     assert isinstance(inner, dp_event.GaussianDpEvent)
     assert inner.noise_multiplier == pytest.approx(plan.noise_scale / plan.sensitivity, rel=1e-12)
-    spent = event_epsilon(plan.event, delta)
-    assert spent <= eps
-    assert spent >= eps * (1 - 1e-4)
+    mu = event_mu(plan.event)  # exact √T/z-GDP, the μ the ledger charges
+    assert mu is not None and gdp_delta(eps, mu) <= delta
+    assert gdp_epsilon(mu, delta) == pytest.approx(eps, rel=1e-6)
     curve = rdp_curve(plan.event)
     z = inner.noise_multiplier
     assert curve[0] == pytest.approx(40 * 1.5 / (2 * z * z), rel=1e-12)

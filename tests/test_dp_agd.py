@@ -34,7 +34,7 @@ from service.optimizers.dp_gd import (
 )
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.registry import catalog, get_optimizer
-from service.privacy.calibration import event_epsilon
+from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon
 from tests.nonconvex_loss import (
     LinearLoss,
     SigmoidLoss,
@@ -130,8 +130,9 @@ def test_event_meets_the_target_tightly(eps: float, delta: float) -> None:
     z = event.event.noise_multiplier
     assert plan.sensitivity == pytest.approx(2 / n)
     assert plan.noise_scale == pytest.approx(z * plan.sensitivity, rel=1e-12)
-    spent = event_epsilon(event, delta)
-    assert eps * (1 - 5e-3) <= spent <= eps
+    mu = event_mu(event)  # exact √T/z-GDP: the μ the ledger charges
+    assert mu is not None and gdp_delta(eps, mu) <= delta
+    assert gdp_epsilon(mu, delta) == pytest.approx(eps, rel=1e-6)
     # the accounting is exactly dp_gd's for the same T: acceleration is post-processing
     gd = DPGD().plan(
         DPGDParams(iterations=60), LogisticLoss(l2=0.01), n, 4, PrivacyTarget(eps, delta)

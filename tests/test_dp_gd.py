@@ -32,6 +32,7 @@ from service.optimizers.dp_gd import (
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.registry import catalog, get_optimizer
 from service.privacy.calibration import calibrate_noise_multiplier, event_epsilon
+from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon
 from tests.nonconvex_loss import (
     SIGMOID_BETA,
     LinearLoss,
@@ -141,9 +142,10 @@ def test_event_meets_the_target_tightly(eps: float, delta: float) -> None:
     assert plan.sensitivity == pytest.approx(2 / n)  # 2L/n, L = 1
     assert plan.noise_scale == pytest.approx(z * plan.sensitivity, rel=1e-12)
     assert plan.hyperparameters["noise_multiplier"] == z
-    spent = event_epsilon(event, delta)
-    assert spent <= eps
-    assert spent >= eps * (1 - 5e-3)
+    mu = event_mu(event)  # exact: √T/z-GDP, the μ the ledger charges
+    assert mu == pytest.approx(10.0 / z, rel=1e-12)
+    assert gdp_delta(eps, mu) <= delta
+    assert gdp_epsilon(mu, delta) == pytest.approx(eps, rel=1e-6)
     # the ledger's curve: finite, and the pinned Gaussian convention ρ(α) = T α / (2 z²)
     curve = rdp_curve(event)
     assert all(math.isfinite(v) for v in curve[:12])
@@ -190,7 +192,6 @@ def test_infeasible_specs_name_the_field() -> None:
         (loss, PrivacyTarget(1.0, math.nan), {}, "privacy.delta"),
         (loss, PrivacyTarget(0.0, 1e-5), {}, "privacy.epsilon"),
         (loss, PrivacyTarget(math.inf, 1e-5), {}, "privacy.epsilon"),
-        (loss, PrivacyTarget(1e-3, 1e-12), {"iterations": 10}, "privacy.epsilon"),
         (LinearLoss(), PrivacyTarget(1.0, 1e-5), {}, "optimizer.params.step_size"),
     ]
     broken = LogisticLoss()

@@ -16,6 +16,7 @@ from service.ledger.accounting import rdp_curve
 from service.models.registry import parse_model_spec
 from service.optimizers.base import PrivacyTarget
 from service.optimizers.planning import plan_job
+from service.privacy.gdp import event_mu
 from tests.live import LiveServer
 from tests.walkthrough import EXAMPLES, credit_dataset, logistic_job, write_large_credit
 
@@ -124,10 +125,13 @@ def test_forty_concurrent_clients_get_exactly_k_jobs(
         dataset["n_features"],
         PrivacyTarget(0.25, 1e-6),
     )
-    curve = rdp_curve(planned.plan.event)
+    cost = privacy_filter.Cost(
+        rdp=tuple(rdp_curve(planned.plan.event)), mu=event_mu(planned.plan.event)
+    )
+    assert cost.mu is not None  # output perturbation: charged its exact μ
     spent, k = privacy_filter.Spent.nothing(), 0
-    while privacy_filter.admit(budget, spent, curve, None).admitted:
-        spent, k = spent.plus(curve, None), k + 1
+    while privacy_filter.admit(budget, spent, cost).admitted:
+        spent, k = spent.plus(cost), k + 1
     assert 1 < k < CLIENTS
 
     barrier = threading.Barrier(CLIENTS)

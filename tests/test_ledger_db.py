@@ -27,9 +27,11 @@ from service.ledger.admission import (
     admit_job,
     cancel_or_refund_unread,
     curve_to_json,
+    live_spent,
     recompute_totals,
     spent_of,
 )
+from service.privacy.gdp import event_mu
 
 CLIENTS = 40
 
@@ -95,39 +97,48 @@ def charge_for(event: dp_event.DpEvent, epsilon: float, delta: float) -> JobChar
         rdp=rdp_curve(event),
         pure_epsilon=epsilon if delta == 0 else None,
         event=event_to_json(event),
+        mu=None if delta == 0 else event_mu(event),
     )
 
 
-def sequential_capacity(budget: privacy_filter.Budget, charge: JobCharge) -> int:
+def sequential_capacity(budget: privacy_filter.Budget, charges: list[JobCharge]) -> int:
+    """Jobs admitted one by one, cycling through ``charges``, until the first refusal."""
     spent, k = privacy_filter.Spent.nothing(), 0
-    while privacy_filter.admit(budget, spent, charge.rdp, charge.pure_epsilon).admitted:
-        spent, k = spent.plus(charge.rdp, charge.pure_epsilon), k + 1
+    while privacy_filter.admit(budget, spent, charges[k % len(charges)].cost).admitted:
+        spent, k = spent.plus(charges[k % len(charges)].cost), k + 1
     return k
 
 
-def hammer(sessions: sessionmaker[Session], dataset_id: str, charge: JobCharge) -> int:
-    """CLIENTS threads admit one job each, released together; returns how many got in."""
-    barrier = threading.Barrier(CLIENTS)
+def hammer(
+    sessions: sessionmaker[Session],
+    dataset_id: str,
+    charge: JobCharge | list[JobCharge],
+    clients: int = CLIENTS,
+) -> int:
+    """``clients`` threads admit one job each (client i: charge i mod len), released together;
+    returns how many got in."""
+    charges = charge if isinstance(charge, list) else [charge]
+    barrier = threading.Barrier(clients)
     admitted: list[bool] = []
     lock = threading.Lock()
 
-    def client() -> None:
+    def client(i: int) -> None:
         barrier.wait()
         try:
             with sessions.begin() as session:
-                admit_job(session, dataset_id, new_job(dataset_id), charge)
+                admit_job(session, dataset_id, new_job(dataset_id), charges[i % len(charges)])
             ok = True
         except BudgetExceeded:
             ok = False
         with lock:
             admitted.append(ok)
 
-    threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(admitted) == CLIENTS
+    assert len(admitted) == clients
     return sum(admitted)
 
 
@@ -145,13 +156,16 @@ def assert_ledger_adds_up(sessions: sessionmaker[Session], dataset_id: str, expe
     assert cached.rdp == pytest.approx(totals.rdp, rel=1e-12)
     assert cached.pure_epsilon == pytest.approx(totals.pure_epsilon)
     budget = privacy_filter.Budget(dataset.epsilon, dataset.delta)
-    assert privacy_filter.spent_epsilon(budget, cached) <= budget.epsilon * (1 + 1e-9)
+    with sessions() as session:
+        live = live_spent(session, dataset_id)
+    assert privacy_filter.fits(budget, live) is not None  # the filter's invariant holds
+    assert privacy_filter.spent_epsilon(budget, live) <= budget.epsilon * (1 + 1e-9)
 
 
 def test_concurrent_gaussian_admissions_never_overspend(sessions: sessionmaker[Session]) -> None:
     budget = privacy_filter.Budget(epsilon=1.0, delta=1e-5)
     charge = charge_for(dp_event.GaussianDpEvent(noise_multiplier=12.0), 0.3, 1e-6)
-    k = sequential_capacity(budget, charge)
+    k = sequential_capacity(budget, [charge])
     assert 1 < k < CLIENTS
     dataset_id = make_dataset(sessions, budget.epsilon, budget.delta)
     assert hammer(sessions, dataset_id, charge) == k
@@ -223,3 +237,55 @@ def test_per_principal_cap_refuses_beyond_the_grant(sessions: sessionmaker[Sessi
             except BudgetExceeded as exc:
                 assert "capped at ε = 0.7" in exc.reason
     assert admitted == {"capped": 2, "free": 5}
+
+
+def _sampled_charge() -> JobCharge:
+    """A subsampled Gaussian job (Rényi only; +∞ at α = 10⁶)."""
+    event = dp_event.SelfComposedDpEvent(
+        dp_event.SampledWithoutReplacementDpEvent(1000, 50, dp_event.GaussianDpEvent(4.0)), 20
+    )
+    return charge_for(event, 0.5, 1e-6)
+
+
+def test_200_concurrent_mixed_clients_never_overspend(sessions: sessionmaker[Session]) -> None:
+    """200 clients at once, Gaussian-family and subsampled jobs interleaved: the jobs admitted
+    never break the filter's invariant, and nothing more fits afterwards for the job that
+    was refused (so the ledger is neither overspent nor short-changed by the race)."""
+    budget = privacy_filter.Budget(epsilon=3.0, delta=1e-5)
+    gauss = charge_for(dp_event.GaussianDpEvent(noise_multiplier=8.0), 0.5, 1e-6)
+    charges = [gauss, _sampled_charge()]
+    dataset_id = make_dataset(sessions, budget.epsilon, budget.delta)
+    k = hammer(sessions, dataset_id, charges, clients=200)
+    assert 1 < k < 200
+    assert_ledger_adds_up(sessions, dataset_id, k)
+    with sessions() as session:
+        live = live_spent(session, dataset_id)
+    assert not privacy_filter.admit(budget, live, gauss.cost).admitted
+
+
+def test_refunding_an_infinite_curve_keeps_the_ledger_consistent(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The issue's refund bug: a sampled job holds +∞ at α = 10⁶; refunding it used to write
+    ∞ − ∞ = NaN into the cached total (SQLite: inconsistent ledger; PostgreSQL: 500). Now the
+    cache is the live charges summed again, and later admissions are unaffected."""
+    sampled, gauss = _sampled_charge(), charge_for(dp_event.GaussianDpEvent(8.0), 0.5, 1e-6)
+    dataset_id = make_dataset(sessions, 3.0, 1e-5)
+    with sessions.begin() as session:
+        first = admit_job(session, dataset_id, new_job(dataset_id), gauss).id
+    with sessions.begin() as session:
+        job = admit_job(session, dataset_id, new_job(dataset_id), sampled).id
+    with sessions.begin() as session:
+        assert cancel_or_refund_unread(session, job, "cancelled", None)
+    with sessions() as session:
+        dataset = session.get(Dataset, dataset_id)
+        assert dataset is not None
+        cached = spent_of(dataset)
+        totals = recompute_totals(session, dataset_id)
+        live = live_spent(session, dataset_id)
+    assert cached.rdp == pytest.approx(totals.rdp, rel=1e-12)
+    assert cached.rdp == pytest.approx(gauss.cost.rdp, rel=1e-12)
+    assert live.all_gaussian and live.mu_squared == pytest.approx(1 / 64)
+    with sessions.begin() as session:
+        admit_job(session, dataset_id, new_job(dataset_id), gauss)
+    assert first

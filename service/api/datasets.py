@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 
-from service.api.access import owned_dataset, visible_dataset
+from service.api.access import is_owner, owned_dataset, visible_dataset
 from service.api.auth import Principal
 from service.api.deps import AnyRole, AppSettings, Owner, Sessions
 from service.api.errors import ProblemError, invalid
@@ -20,14 +20,18 @@ from service.ledger.admission import (
     budget_of,
     count_charged_jobs,
     curve_to_json,
+    live_spent,
     principal_cap,
     principal_spent,
     recompute_totals,
     spent_of,
 )
+from service.ledger.history import budget_history
 from service.principals import NotAnAnalyst, require_analyst
 from service.registration import register_dataset, retire_dataset, stored_report_counts
 from service.schemas import (
+    BudgetHistoryOut,
+    BudgetHistoryPoint,
     BudgetOut,
     ChargeOut,
     DatasetCreate,
@@ -42,7 +46,7 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
 
 def dataset_out(dataset: Dataset, principal: Principal) -> DatasetOut:
-    owner_view = principal.is_admin or principal.name == dataset.owner
+    owner_view = is_owner(principal, dataset)
     return DatasetOut.model_validate(
         {
             "id": dataset.id,
@@ -113,7 +117,10 @@ def list_datasets(
         query = select(Dataset)
         if not principal.is_admin:
             granted = select(Grant.dataset_id).where(Grant.principal == principal.name)
-            query = query.where(or_(Dataset.owner == principal.name, Dataset.id.in_(granted)))
+            visible = Dataset.id.in_(granted)
+            if principal.role == "owner":  # only an owner principal owns datasets
+                visible = or_(Dataset.owner == principal.name, visible)
+            query = query.where(visible)
         rows = session.scalars(paginate(query, page, Dataset.created_at, Dataset.id)).all()
         rows = finish_page(rows, page, request, response, key=lambda d: (d.created_at, d.id))
         return [dataset_out(d, principal) for d in rows]
@@ -169,7 +176,7 @@ def create_grant(
 def get_budget(dataset_id: str, principal: AnyRole, sessions: Sessions) -> BudgetOut:
     with sessions() as session:
         dataset = visible_dataset(session, principal, dataset_id)
-        budget, spent = budget_of(dataset), spent_of(dataset)
+        budget, spent = budget_of(dataset), live_spent(session, dataset_id)
         jobs = count_charged_jobs(session, dataset_id)
         cap = principal_cap(session, dataset_id, principal.name)
         mine = privacy_filter.spent_epsilon(
@@ -178,7 +185,8 @@ def get_budget(dataset_id: str, principal: AnyRole, sessions: Sessions) -> Budge
     accounting = (
         "basic composition of pure ε-DP jobs (δ_B = 0)"
         if budget.pure
-        else "Rényi-DP filter over 13 orders, (ε, δ_B) by the Canonne–Kamath–Steinke conversion"
+        else "exact Gaussian DP for Gaussian-family jobs (Σμ² ≤ μ_B², Smith–Thakurta filter), "
+        "Rényi-DP filter for the others (Canonne–Kamath–Steinke conversion), one (ε_B, δ_B)"
     )
     return BudgetOut(
         dataset_id=dataset_id,
@@ -190,6 +198,26 @@ def get_budget(dataset_id: str, principal: AnyRole, sessions: Sessions) -> Budge
         accounting=accounting,
         your_epsilon_cap=cap,
         your_epsilon_spent=mine,
+    )
+
+
+@router.get(
+    "/{dataset_id}/budget/history",
+    response_model=BudgetHistoryOut,
+    summary="The budget's history (burn-down)",
+)
+def get_budget_history(dataset_id: str, principal: AnyRole, sessions: Sessions) -> BudgetHistoryOut:
+    """ε spent at δ_B after every charge and refund, oldest first. Owners and admins see every
+    job id; analysts see their own job ids, the dataset's total curve and their own curve."""
+    with sessions() as session:
+        dataset = visible_dataset(session, principal, dataset_id)
+        points = budget_history(session, dataset, principal.name, is_owner(principal, dataset))
+        budget = budget_of(dataset)
+    return BudgetHistoryOut(
+        dataset_id=dataset_id,
+        epsilon=budget.epsilon,
+        delta=budget.delta,
+        points=[BudgetHistoryPoint.model_validate(p, from_attributes=True) for p in points],
     )
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from typing import Annotated
 
@@ -17,20 +15,22 @@ from service.api.deps import AnyRole, AppDispatcher, Sessions
 from service.api.errors import ProblemError, invalid, not_found
 from service.api.pagination import PageParams, finish_page, paginate
 from service.db.models import Charge, Job
-from service.ids import new_id
-from service.ledger.accounting import charge_curve
 from service.ledger.admission import (
     BudgetExceeded,
     IdempotencyConflict,
-    JobCharge,
-    admit_job,
+    budget_of,
     cancel_or_refund_unread,
 )
-from service.models.registry import build_loss
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget
-from service.optimizers.planning import plan_job, plan_to_json
-from service.registration import DatasetRetired, ensure_not_retired
-from service.schemas import JobCreate, JobOut, JobStatus
+from service.optimizers.base import InfeasibleSpec
+from service.schemas import JobCreate, JobEstimateOut, JobOut, JobStatus
+from service.submission import (
+    DatasetFacts,
+    PricedJob,
+    estimate_job,
+    price_job,
+    request_hash,
+    submit_job,
+)
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 logger = logging.getLogger("dpfit.api")
@@ -70,9 +70,45 @@ def job_out(session: Session, job: Job, refunded: bool | None = None) -> JobOut:
     )
 
 
-def _request_hash(body: JobCreate) -> str:
-    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+def _priced(facts: DatasetFacts, body: JobCreate) -> PricedJob:
+    try:
+        return price_job(facts, body)
+    except InfeasibleSpec as exc:
+        raise invalid(exc.field, exc.message) from None
+
+
+@router.post(
+    "/estimate",
+    response_model=JobEstimateOut,
+    summary="Price a job without submitting it",
+)
+def estimate(body: JobCreate, principal: AnyRole, sessions: Sessions) -> JobEstimateOut:
+    """Plan and price the body of `POST /v1/jobs` exactly as a submission would, and say
+    whether the dataset's budget (and your grant's cap) would admit it now. Charges nothing,
+    writes nothing. ε figures are at the dataset's δ_B."""
+    with sessions() as session:
+        dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
+        priced = _priced(DatasetFacts.of(dataset), body)
+        answer = estimate_job(session, dataset, principal.name, priced)
+        budget = budget_of(dataset)
+    plan = priced.planned.plan
+    return JobEstimateOut(
+        dataset_id=body.dataset_id,
+        admissible=answer.admissible,
+        reason=answer.reason,
+        epsilon=budget.epsilon,
+        delta=budget.delta,
+        epsilon_spent=answer.epsilon_spent,
+        epsilon_spent_after=answer.epsilon_spent_after,
+        epsilon_remaining_after=answer.epsilon_remaining_after,
+        accounting=answer.accounting,
+        gdp_mu=answer.gdp_mu,
+        mechanism=plan.mechanism,
+        noise_scale=plan.noise_scale,
+        sensitivity=plan.sensitivity,
+        steps=plan.total_steps,
+        plan=priced.plan_json,
+    )
 
 
 @router.post(
@@ -97,74 +133,20 @@ def create_job(
     with the same ``Idempotency-Key`` returns the same job and charges once.
     """
     with sessions() as session:
-        dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
-        if dataset.retired_at is not None:
-            raise DatasetRetired(dataset.id)
-        n_rows, n_features, dataset_delta = dataset.n_rows, dataset.n_features, dataset.delta
-        label_type = dataset.label.get("type", "binary")
-        classes = len(dataset.label["classes"]) if label_type == "categorical" else None
-    task = build_loss(body.model).task
-    if (task == "regression") != (label_type == "numeric"):
-        wanted = "a regression model" if label_type == "numeric" else "a classification model"
-        raise invalid(
-            "model",
-            f"this dataset's label is {label_type}, so it needs {wanted}; "
-            f"{body.model.type!r} is a {task} model",
+        facts = DatasetFacts.of(
+            visible_dataset(session, principal, body.dataset_id, field="dataset_id")
         )
-    if dataset_delta == 0 and body.privacy.delta > 0:
-        raise invalid(
-            "privacy.delta",
-            "this dataset's budget has δ = 0 (pure ε-DP); submit the job with privacy.delta = 0",
-        )
-    target = PrivacyTarget(epsilon=body.privacy.epsilon, delta=body.privacy.delta)
-    try:
-        planned = plan_job(
-            body.model,
-            body.optimizer.name,
-            body.optimizer.params,
-            n_rows,
-            n_features,
-            target,
-            classes=classes,
-        )
-        curve = charge_curve(planned.plan.event, planned.plan.parallel_events)
-    except InfeasibleSpec as exc:
-        raise invalid(exc.field, exc.message) from None
-    except (ValueError, ArithmeticError) as exc:
-        # Planning sees only the public spec, so its message quotes no data.
-        raise invalid(
-            "optimizer.params", f"this job cannot be planned or accounted: {exc}"
-        ) from None
-
-    spec = body.model_dump(mode="json")
-    spec["optimizer"]["params"] = planned.params.model_dump(mode="json")
-    job = Job(
-        id=new_id("job"),
-        dataset_id=body.dataset_id,
-        principal=principal.name,
-        spec=spec,
-        plan=plan_to_json(planned.plan),
-        status="queued",
-        progress_step=0,
-        progress_total=planned.plan.total_steps,
-        attempt=1,
-        cancel_requested=False,
-        idempotency_key=idempotency_key,
-        request_hash=_request_hash(body),
-    )
-    charge = JobCharge(
-        epsilon=target.epsilon,
-        delta=target.delta,
-        rdp=curve,
-        pure_epsilon=target.epsilon if target.delta == 0 else None,
-        event=job.plan["event"],
-    )
-    new_job_id = job.id
+    priced = _priced(facts, body)
     try:
         with sessions.begin() as session:
-            admitted = admit_job(session, body.dataset_id, job, charge)
-            if admitted.id == new_job_id:  # under admission's lock: races safely with retire
-                ensure_not_retired(session, body.dataset_id)
+            admitted, is_new = submit_job(
+                session,
+                body.dataset_id,
+                principal.name,
+                priced,
+                idempotency_key=idempotency_key,
+                body_hash=request_hash(body),
+            )
             out = job_out(session, admitted)
     except BudgetExceeded as exc:
         raise ProblemError(
@@ -189,7 +171,7 @@ def create_job(
         ) from None
     except LookupError:
         raise not_found(f"Dataset {body.dataset_id!r}", "dataset_id") from None
-    if out.id == new_job_id:
+    if is_new:
         try:
             dispatcher.submit(out.id, 1)
         except Exception as exc:  # noqa: BLE001 - the job stays queued; recovery dispatches it

@@ -174,7 +174,8 @@ class Charge(Base):
     """One append-only ledger row: a job's charge, or the refund that cancels it.
 
     ``rdp`` is the job's RDP curve on the ledger's fixed orders (None stands for +inf);
-    ``pure_epsilon`` is set for pure ε-DP jobs (basic composition on δ_B = 0 datasets).
+    ``pure_epsilon`` is set for pure ε-DP jobs (basic composition on δ_B = 0 datasets);
+    ``gdp_mu`` is the exact μ of a Gaussian-family job (ledger/filter.py; NULL: Rényi only).
     """
 
     __tablename__ = "charges"
@@ -188,6 +189,7 @@ class Charge(Base):
     delta: Mapped[float] = mapped_column(Float)
     rdp: Mapped[list[Any]] = mapped_column(JSON)
     pure_epsilon: Mapped[float | None] = mapped_column(Float)
+    gdp_mu: Mapped[float | None] = mapped_column(Float, nullable=True)
     event: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 

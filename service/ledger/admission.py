@@ -18,7 +18,6 @@ from sqlalchemy.orm import Session
 
 from service.db.models import Charge, Dataset, Grant, Job, utcnow
 from service.ledger import filter as privacy_filter
-from service.ledger.accounting import ORDERS
 
 
 class BudgetExceeded(Exception):
@@ -36,17 +35,26 @@ class IdempotencyConflict(Exception):
 
 @dataclass(frozen=True)
 class JobCharge:
-    """What a new job costs: its RDP curve, its ε if pure, and its event for audit."""
+    """What a new job costs: its RDP curve, its exact μ if it is a Gaussian-family job, its ε
+    if pure, and its event for audit."""
 
     epsilon: float
     delta: float
     rdp: Sequence[float]
     pure_epsilon: float | None
     event: dict[str, object]
+    mu: float | None = None
+
+    @property
+    def cost(self) -> privacy_filter.Cost:
+        return privacy_filter.Cost(
+            rdp=tuple(self.rdp), mu=self.mu, pure_epsilon=self.pure_epsilon
+        )
 
 
 def curve_to_json(curve: Sequence[float]) -> list[float | None]:
-    return [None if math.isinf(v) else float(v) for v in curve]
+    """+∞ (and NaN, read as +∞: never optimistic) become null in JSON."""
+    return [None if not math.isfinite(v) else float(v) for v in curve]
 
 
 def curve_from_json(curve: Sequence[float | None]) -> tuple[float, ...]:
@@ -57,10 +65,46 @@ def budget_of(dataset: Dataset) -> privacy_filter.Budget:
     return privacy_filter.Budget(epsilon=dataset.epsilon, delta=dataset.delta)
 
 
-def spent_of(dataset: Dataset) -> privacy_filter.Spent:
-    return privacy_filter.Spent(
-        rdp=curve_from_json(dataset.spent_rdp), pure_epsilon=dataset.spent_pure_epsilon
+def cost_of(row: Charge) -> privacy_filter.Cost:
+    """What a stored charge costs (rows written before revision 0006 have no μ: Rényi only)."""
+    return privacy_filter.Cost(
+        rdp=curve_from_json(row.rdp), mu=row.gdp_mu, pure_epsilon=row.pure_epsilon
     )
+
+
+def spent_of(dataset: Dataset) -> privacy_filter.Spent:
+    """The dataset's *cached* Rényi and pure totals (audit only; admission recomputes)."""
+    return privacy_filter.Spent(
+        rdp=curve_from_json(dataset.spent_rdp),
+        mu_squared=0.0,
+        all_gaussian=False,
+        pure_epsilon=dataset.spent_pure_epsilon,
+    )
+
+
+def live_charges(
+    session: Session, dataset_id: str, principal: str | None = None
+) -> list[Charge]:
+    """The dataset's charges that stand (no refund row for their job), oldest first."""
+    query = select(Charge).where(Charge.dataset_id == dataset_id)
+    if principal is not None:
+        query = query.where(Charge.principal == principal)
+    rows = session.scalars(query.order_by(Charge.id)).all()
+    refunded = {r.job_id for r in rows if r.kind == "refund"}
+    return [r for r in rows if r.kind == "charge" and r.job_id not in refunded]
+
+
+def live_spent(
+    session: Session, dataset_id: str, principal: str | None = None
+) -> privacy_filter.Spent:
+    """The sum of the live charges, recomputed from the rows (never by subtracting a refund:
+    a curve holding +∞ then never meets ∞ − ∞)."""
+    return privacy_filter.Spent.of(cost_of(r) for r in live_charges(session, dataset_id, principal))
+
+
+def _write_cache(dataset: Dataset, spent: privacy_filter.Spent) -> None:
+    dataset.spent_rdp = curve_to_json(spent.rdp)
+    dataset.spent_pure_epsilon = spent.pure_epsilon
 
 
 def lock_dataset(session: Session, dataset_id: str) -> Dataset | None:
@@ -70,6 +114,35 @@ def lock_dataset(session: Session, dataset_id: str) -> Dataset | None:
 
 def find_idempotent(session: Session, principal: str, key: str) -> Job | None:
     return session.scalar(select(Job).where(Job.principal == principal, Job.idempotency_key == key))
+
+
+def check_admissible(
+    session: Session, dataset: Dataset, principal: str, cost: privacy_filter.Cost
+) -> privacy_filter.Spent:
+    """Raise :class:`BudgetExceeded` unless a job of ``cost`` by ``principal`` fits the dataset's
+    filter and the principal's cap; returns the dataset's live spend *before* the job.
+
+    Read-only: ``POST /v1/jobs/estimate`` calls it without the lock, admission under it.
+    """
+    budget = budget_of(dataset)
+    spent = live_spent(session, dataset.id)
+    decision = privacy_filter.admit(budget, spent, cost)
+    if not decision.admitted:
+        raise BudgetExceeded(decision.reason, privacy_filter.remaining_epsilon(budget, spent))
+    cap = principal_cap(session, dataset.id, principal)
+    if cap is not None:
+        capped = privacy_filter.Budget(epsilon=cap, delta=budget.delta)
+        mine = live_spent(session, dataset.id, principal)
+        decision = privacy_filter.admit(capped, mine, cost)
+        if not decision.admitted:
+            raise BudgetExceeded(
+                f"your grant on this dataset is capped at ε = {cap:.6g}: {decision.reason}",
+                min(
+                    privacy_filter.remaining_epsilon(capped, mine),
+                    privacy_filter.remaining_epsilon(budget, spent),
+                ),
+            )
+    return spent
 
 
 def admit_job(session: Session, dataset_id: str, job: Job, charge: JobCharge) -> Job:
@@ -89,23 +162,8 @@ def admit_job(session: Session, dataset_id: str, job: Job, charge: JobCharge) ->
             if earlier.request_hash != job.request_hash:
                 raise IdempotencyConflict(job.idempotency_key)
             return earlier
-    budget, spent = budget_of(dataset), spent_of(dataset)
-    decision = privacy_filter.admit(budget, spent, charge.rdp, charge.pure_epsilon)
-    if not decision.admitted:
-        raise BudgetExceeded(decision.reason, privacy_filter.remaining_epsilon(budget, spent))
-    cap = principal_cap(session, dataset_id, job.principal)
-    if cap is not None:
-        capped = privacy_filter.Budget(epsilon=cap, delta=budget.delta)
-        mine = principal_spent(session, dataset_id, job.principal)
-        decision = privacy_filter.admit(capped, mine, charge.rdp, charge.pure_epsilon)
-        if not decision.admitted:
-            raise BudgetExceeded(
-                f"your grant on this dataset is capped at ε = {cap:.6g}: {decision.reason}",
-                min(
-                    privacy_filter.remaining_epsilon(capped, mine),
-                    privacy_filter.remaining_epsilon(budget, spent),
-                ),
-            )
+    cost = charge.cost
+    spent = check_admissible(session, dataset, job.principal, cost)
     session.add(job)
     session.flush()
     session.add(
@@ -118,22 +176,23 @@ def admit_job(session: Session, dataset_id: str, job: Job, charge: JobCharge) ->
             delta=charge.delta,
             rdp=curve_to_json(charge.rdp),
             pure_epsilon=charge.pure_epsilon,
+            gdp_mu=charge.mu,
             event=dict(charge.event),
         )
     )
-    after = spent.plus(charge.rdp, charge.pure_epsilon)
-    dataset.spent_rdp = curve_to_json(after.rdp)
-    dataset.spent_pure_epsilon = after.pure_epsilon
+    _write_cache(dataset, spent.plus(cost))
     return job
 
 
 def refund_job(session: Session, job: Job) -> bool:
     """Append a refund for ``job``'s charge (once). Caller guarantees the data was never read.
 
-    Must be called inside a transaction; locks the dataset row.
+    Must be called inside a transaction; locks the dataset row. The cached total is then the
+    live charges summed again (no subtraction).
     """
     dataset = lock_dataset(session, job.dataset_id)
-    assert dataset is not None
+    if dataset is None:
+        raise LookupError(job.dataset_id)
     rows = session.scalars(select(Charge).where(Charge.job_id == job.id)).all()
     if any(r.kind == "refund" for r in rows):
         return False
@@ -150,12 +209,12 @@ def refund_job(session: Session, job: Job) -> bool:
             delta=original.delta,
             rdp=list(original.rdp),
             pure_epsilon=original.pure_epsilon,
+            gdp_mu=original.gdp_mu,
             event=dict(original.event),
         )
     )
-    after = spent_of(dataset).plus(curve_from_json(original.rdp), original.pure_epsilon, sign=-1)
-    dataset.spent_rdp = curve_to_json(after.rdp)
-    dataset.spent_pure_epsilon = after.pure_epsilon
+    session.flush()
+    _write_cache(dataset, live_spent(session, dataset.id))
     return True
 
 
@@ -193,13 +252,7 @@ def principal_spent(session: Session, dataset_id: str, principal: str) -> privac
     A per-principal cap is a second filter over a subset of the charges; the dataset-wide filter
     still bounds the whole interaction, the cap only refuses more (Sage/PrivateKube-style blocks).
     """
-    spent = privacy_filter.Spent.nothing()
-    for row in session.scalars(
-        select(Charge).where(Charge.dataset_id == dataset_id, Charge.principal == principal)
-    ):
-        sign = 1 if row.kind == "charge" else -1
-        spent = spent.plus(curve_from_json(row.rdp), row.pure_epsilon, sign)
-    return spent
+    return live_spent(session, dataset_id, principal)
 
 
 @dataclass(frozen=True)
@@ -211,21 +264,9 @@ class LedgerTotals:
 
 def recompute_totals(session: Session, dataset_id: str) -> LedgerTotals:
     """The dataset's spend recomputed from its charge rows (the audit of the cached total)."""
-    rdp = [0.0] * len(ORDERS)
-    pure = 0.0
-    charged: set[str] = set()
-    for row in session.scalars(
-        select(Charge).where(Charge.dataset_id == dataset_id).order_by(Charge.id)
-    ):
-        sign = 1 if row.kind == "charge" else -1
-        for i, v in enumerate(curve_from_json(row.rdp)):
-            rdp[i] += sign * v
-        pure += sign * (row.pure_epsilon or 0.0)
-        if sign > 0:
-            charged.add(row.job_id)
-        else:
-            charged.discard(row.job_id)
-    return LedgerTotals(rdp=tuple(rdp), pure_epsilon=pure, jobs_charged=len(charged))
+    live = live_charges(session, dataset_id)
+    spent = privacy_filter.Spent.of(cost_of(r) for r in live)
+    return LedgerTotals(rdp=spent.rdp, pure_epsilon=spent.pure_epsilon, jobs_charged=len(live))
 
 
 def count_charged_jobs(session: Session, dataset_id: str) -> int:

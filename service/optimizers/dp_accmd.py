@@ -41,8 +41,8 @@ x, with L the per-example ℓ2-Lipschitz constant. The noise is isotropic Gaussi
 sensitivity is the relevant one even though the mirror geometry is ℓ1/ℓ∞ (the dual norm enters
 only the utility, through E‖ζ‖²_∞ below). Each step is a Gaussian mechanism with noise
 multiplier z = σ/Δ given the history (x^md_t is a function of earlier releases), so the run is
-the adaptive composition ``SelfComposedDpEvent(GaussianDpEvent(z), T)``, RDP α·T/(2z²);
-z is the smallest value the RDP accountant (REPLACE_ONE) accepts for the target (ε, δ) —
+the adaptive composition ``SelfComposedDpEvent(GaussianDpEvent(z), T)``, exactly √T/z-GDP
+(Dong, Roth & Su 2022); z is the smallest value with δ(ε; √T/z) ≤ δ (exact, privacy/gdp.py) —
 replacing the paper's (9), σ² = c·G²T log(1/δ)/(n²ε²) with an unspecified constant c. The
 released x^ag_{T+1} is post-processing.
 
@@ -84,7 +84,7 @@ from service.optimizers.base import (
     ReleasePlan,
 )
 from service.optimizers.inputs import checked_data
-from service.privacy.calibration import calibrate_noise_multiplier
+from service.privacy.gdp import gaussian_steps_multiplier
 
 __all__ = [
     "ITERATION_HARD_CAP",
@@ -248,8 +248,8 @@ class DpAccMD:
     )
     guarantee: ClassVar[str] = (
         "(ε, δ)-DP under replace-one adjacency: T adaptively composed Gaussian releases of the "
-        "full gradient, each with L2 sensitivity 2L/n, noise multiplier calibrated by RDP "
-        "accounting. Utility: E[P(w)] − min over the ℓ1 ball = O(L_C·ln(2d+1)/T² + "
+        "full gradient, each with L2 sensitivity 2L/n, noise multiplier calibrated exactly "
+        "in Gaussian DP (μ = √T/z). Utility: E[P(w)] − min over the ℓ1 ball = O(L_C·ln(2d+1)/T² + "
         "R·L·√(log d·log(2d+1)·log(1/δ))/(nε)), L_C = (β+μ)R²."
     )
     reference: ClassVar[str] = (
@@ -297,9 +297,7 @@ class DpAccMD:
         if p.iterations is not None:
             iterations = int(p.iterations)
         else:
-            z_single = calibrate_noise_multiplier(
-                lambda z: dp_event.GaussianDpEvent(noise_multiplier=z), eps, delta, rtol=1e-6
-            )
+            z_single = gaussian_steps_multiplier(1, eps, delta)
             floor = radius * sensitivity * z_single * math.sqrt(noise_factor)
             t_star = math.sqrt(smooth_c * math.sqrt(bregman) / floor) if smooth_c > 0 else 1.0
             iterations = (
@@ -307,13 +305,7 @@ class DpAccMD:
                 if not t_star < p.max_iterations
                 else max(1, math.ceil(t_star))
             )
-        z = calibrate_noise_multiplier(
-            lambda m: accmd_event(m, iterations),
-            eps,
-            delta,
-            initial_guess=math.sqrt(iterations),
-            rtol=1e-6,
-        )
+        z = gaussian_steps_multiplier(iterations, eps, delta)  # exact GDP: μ = √T/z
         sigma = z * sensitivity
         dual_sigma_sq = radius**2 * sigma**2 * noise_factor
         noise_scale = dual_sigma_sq * (iterations + 1) * (iterations + 2) ** 2

@@ -28,8 +28,8 @@ part of the release at step t is the mean data gradient and
 
 Privacy (accounting). Each step is a Gaussian mechanism with noise multiplier z = σ/Δ given the
 history; T adaptively composed steps are ``SelfComposedDpEvent(GaussianDpEvent(z), T)`` under
-REPLACE_ONE, RDP Tα/(2z²) (Mironov 2017, Prop. 7). z is the smallest multiplier whose RDP →
-(ε, δ) conversion meets the target (:func:`service.privacy.calibration.calibrate_noise_multiplier`).
+REPLACE_ONE, exactly √T/z-GDP (Dong, Roth & Su 2022). z is the smallest multiplier with
+δ(ε; √T/z) ≤ δ (exact; :func:`service.privacy.gdp.gaussian_steps_multiplier`), the μ charged.
 w_T is post-processing of the T noisy gradients. δ = 0 is impossible (Gaussian noise).
 
 Utility and defaults (public information only). η = 1/β_F with β_F = β + μ (FISTA's step). The
@@ -38,7 +38,7 @@ Thm 4.4). For unbiased gradient noise with E‖ζ‖² = dσ², the accelerated 
 error has, besides that optimisation term, a noise term of order σ_* R / √T with
 σ_*² = dσ² (Lan 2012, Cor. 1, Euclidean setup with Bregman radius V = R²/2 — the bound
 :mod:`service.optimizers.dp_accmd` uses in the ℓ1 geometry). Since σ = z_T Δ and T Gaussian
-steps at (ε, δ) need z_T = z₁√T exactly under RDP (z₁: the multiplier of one release), that
+steps at (ε, δ) need z_T = z₁√T exactly (GDP; z₁: the multiplier of one release), that
 noise term equals c·R/√2 with c = Δ z₁ √d — a floor independent of T. The default T is where
 the optimisation term β_F V/T² = β_F R²/(2T²) has fallen to that floor:
 
@@ -201,7 +201,7 @@ class DPAGD:
     summary: ClassVar[str] = (
         "Nesterov-accelerated (FISTA) full-batch gradient descent from 0 with Gaussian noise "
         "on every gradient; reaches DP-GD's accuracy in far fewer steps on ill-conditioned "
-        "convex problems. Noise calibrated by RDP accounting of the T noisy steps."
+        "convex problems. Noise calibrated exactly in Gaussian DP (μ = √T/z) for the T noisy steps."
     )
     assumptions: ClassVar[str] = (
         "Convex, L-Lipschitz, β-smooth per-example loss on rows with ‖x‖₂ ≤ 1; l1 ≥ 0 via a "
@@ -209,8 +209,8 @@ class DPAGD:
     )
     guarantee: ClassVar[str] = (
         "(ε, δ)-DP, replace-one adjacency: T Gaussian steps of per-step sensitivity 2L/n, "
-        "accounted exactly as SelfComposed(Gaussian(σ/(2L/n)), T) by dp-accounting's RDP "
-        "accountant (the same accounting as dp_gd)."
+        "accounted exactly as SelfComposed(Gaussian(σ/(2L/n)), T), i.e. μ = √T·(2L/n)/σ "
+        "Gaussian DP (Dong, Roth & Su 2022); charged that μ (the same accounting as dp_gd)."
     )
     reference: ClassVar[str] = (
         "Beck & Teboulle (2009), FISTA, Thm 4.4; Wang, Ye & Xu (2017) Alg. 3–4 (DP-AccMD, "

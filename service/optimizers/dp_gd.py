@@ -28,13 +28,14 @@ q_t(S) = (1/n) Σ_i ∇ℓ(w_{t−1}; x_i, y_i), and
 The bound is attained, e.g. by the sigmoid loss (ℓ = σ(−y w·x), L = 1/4) at a row with
 w·x = 0 replaced by its opposite −x: the two gradients are −(1/4)y x and +(1/4)y x.
 
-Privacy (accounting). Each step is a Gaussian mechanism with noise multiplier z = σ/Δ, whose
-Rényi DP is α/(2z²) at every order α (Mironov 2017, Prop. 7); T adaptively composed steps give
-Tα/(2z²). The charged event is ``SelfComposedDpEvent(GaussianDpEvent(z), T)`` under REPLACE_ONE
-(dp-accounting's RDP accountant does not double z; DESIGN §2). z is the smallest multiplier
-whose RDP-to-(ε, δ) conversion (Canonne, Kamath & Steinke 2020, as dp-accounting implements it)
-meets the target, found numerically by
-:func:`service.privacy.calibration.calibrate_noise_multiplier`. Every iterate, hence w_T, is
+Privacy (accounting). Each step is a Gaussian mechanism with noise multiplier z = σ/Δ, i.e.
+exactly 1/z-GDP; T adaptively composed steps are exactly √T/z-GDP (Dong, Roth & Su 2022,
+Cor. 3.3), which is (ε, δ)-DP iff δ(ε; √T/z) ≤ δ (their Cor. 2.13). z is the smallest such
+multiplier, z = √T/μ* with μ* the exact one-release μ (:func:`service.privacy.gdp.
+gaussian_steps_multiplier`) — no RDP conversion, whose slack cost 8–10 % more noise. The event
+``SelfComposedDpEvent(GaussianDpEvent(z), T)`` (REPLACE_ONE, z not doubled; DESIGN §2) is what
+the ledger charges: its exact μ = √T/z, and its Rényi curve Tα/(2z²) where the filter needs
+one (ledger/filter.py). Every iterate, hence w_T, is
 post-processing of the T noisy gradients. δ = 0 is impossible (a Gaussian mechanism is never
 pure ε-DP).
 
@@ -46,13 +47,9 @@ unspecified constant c (G = L). An explicit valid version goes through zero-conc
     σ_zCDP = Δ √(T / (2ρ*)),   √ρ* = √(log(1/δ) + ε) − √(log(1/δ))   (:func:`zcdp_noise_std`).
 
 Since √ρ* ≥ ε / (2√(log(1/δ) + ε)), σ_zCDP² ≤ 2TΔ²(log(1/δ) + ε)/ε² ≤ 16 T L² log(1/δ)/(n²ε²)
-for ε ≤ log(1/δ): the paper's form holds with c = 16. Our numerical σ is never larger than
-σ_zCDP (tested over a grid of ε ∈ [0.1, 50], δ ∈ [1e-10, 1e-3], T ∈ [1, 10⁵]): the accountant's
-conversion is tighter than the classical zCDP one at every order of its grid. (For very small
-ε the optimal order exceeds the grid's largest order 256 and the comparison can flip; below
-the grid's conversion floor min_α [log(1/(αδ))/(α − 1) + log(1 − 1/α)] — about 0.02 at
-δ = 1e-5, 0.065 at δ = 1e-10 — no noise level can be certified and ``plan`` raises
-InfeasibleSpec("privacy.epsilon").)
+for ε ≤ log(1/δ): the paper's form holds with c = 16. Our σ is never larger than σ_zCDP: it
+is the exact Gaussian calibration, and ρ-zCDP → (ε, δ) is only an upper bound on the same
+Gaussian's privacy profile. Every ε > 0 can be met (no conversion floor).
 
 Defaults (public information only), with β_F = β + μ the smoothness of F, z₁ the noise
 multiplier a *single* Gaussian release would need for (ε, δ) (T-fold Gaussian composition is
@@ -101,7 +98,7 @@ from service.optimizers.base import (
 )
 from service.optimizers.inputs import Rows, checked_data, gradient_rows
 from service.privacy.analytic_gaussian import sample_gaussian
-from service.privacy.calibration import calibrate_noise_multiplier
+from service.privacy.gdp import gaussian_steps_multiplier
 
 __all__ = [
     "ITERATION_HARD_CAP",
@@ -209,10 +206,9 @@ def check_lipschitz(loss: Loss) -> None:
 
 
 def single_release_multiplier(epsilon: float, delta: float) -> float:
-    """z₁: the noise multiplier one Gaussian release needs for (ε, δ) (RDP accounting)."""
-    return calibrate_noise_multiplier(
-        lambda z: dp_event.GaussianDpEvent(noise_multiplier=z), epsilon, delta
-    )
+    """z₁: the noise multiplier one Gaussian release needs for (ε, δ), exactly (analytic
+    Gaussian, i.e. z₁ = 1/μ* with δ(ε; μ*) = δ; privacy/gdp.py)."""
+    return gaussian_steps_multiplier(1, epsilon, delta)
 
 
 def zcdp_noise_std(
@@ -260,15 +256,12 @@ def gaussian_steps_plan(
     extra: dict[str, Any],
 ) -> ReleasePlan:
     """The plan of T adaptively composed Gaussian full-gradient releases of sensitivity 2L/n:
-    the smallest multiplier z for which ``SelfComposed(Gaussian(z), T)`` meets (ε, δ) under the
-    RDP accountant, σ = z·2L/n (module docstring). ``extra`` joins the public hyperparameters."""
+    the smallest multiplier z for which ``SelfComposed(Gaussian(z), T)`` meets (ε, δ) exactly,
+    i.e. is √T/z-GDP with δ(ε; √T/z) ≤ δ (Gaussian DP composes exactly; privacy/gdp.py), and
+    σ = z·2L/n. The ledger charges the same μ = √T/z. ``extra`` joins the public
+    hyperparameters; ``z1`` (the one-release multiplier) is no longer needed for the search."""
     sensitivity = gradient_sensitivity(loss.lipschitz, n)
-    multiplier = calibrate_noise_multiplier(
-        lambda z: _gd_event(z, iterations),
-        target.epsilon,
-        target.delta,
-        initial_guess=z1 * math.sqrt(iterations),
-    )
+    multiplier = gaussian_steps_multiplier(iterations, target.epsilon, target.delta)
     hyperparameters: dict[str, Any] = {
         "iterations": iterations,
         "step_size": step,
@@ -414,7 +407,7 @@ class DPGD:
     name: ClassVar[str] = "dp_gd"
     summary: ClassVar[str] = (
         "Full-batch (proximal) gradient descent from 0 with Gaussian noise added to every "
-        "gradient; the noise is calibrated by RDP accounting of the T noisy steps."
+        "gradient; the noise is calibrated exactly in Gaussian DP (μ = √T/z) for the T noisy steps."
     )
     assumptions: ClassVar[str] = (
         "L-Lipschitz, β-smooth per-example loss on rows with ‖x‖₂ ≤ 1; convexity NOT required "
@@ -423,8 +416,8 @@ class DPGD:
     )
     guarantee: ClassVar[str] = (
         "(ε, δ)-DP, replace-one adjacency: T Gaussian steps of per-step sensitivity 2L/n, "
-        "accounted exactly as SelfComposed(Gaussian(σ/(2L/n)), T) by dp-accounting's RDP "
-        "accountant."
+        "accounted exactly as SelfComposed(Gaussian(σ/(2L/n)), T), i.e. μ = √T·(2L/n)/σ "
+        "Gaussian DP (Dong, Roth & Su 2022); charged that μ."
     )
     reference: ClassVar[str] = (
         "Wang, Ye & Xu (2017), 'Differentially Private Empirical Risk Minimization Revisited: "

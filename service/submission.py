@@ -1,0 +1,222 @@
+"""One path from a job request to its plan, its price and its admission.
+
+``POST /v1/jobs`` and ``POST /v1/jobs/estimate`` (and anything else that submits jobs) call
+these functions; routes only translate HTTP. Everything here raises domain errors:
+:class:`~service.optimizers.base.InfeasibleSpec` (field at fault), ``BudgetExceeded``,
+``IdempotencyConflict``, ``DatasetRetired``, ``LookupError``.
+
+Guarantee: :func:`estimate_job` and :func:`submit_job` price a request with the same
+:func:`price_job` (the plan is deterministic in the public spec) and decide with the same
+:func:`service.ledger.admission.check_admissible`; the estimate writes nothing. So an estimate
+says exactly what the admission would do on the ledger as it stood when it was read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from service.db.models import Dataset, Job
+from service.ids import new_id
+from service.ledger import filter as privacy_filter
+from service.ledger.accounting import charge_curve
+from service.ledger.admission import (
+    BudgetExceeded,
+    JobCharge,
+    admit_job,
+    budget_of,
+    check_admissible,
+    live_spent,
+)
+from service.models.registry import build_loss
+from service.optimizers.base import InfeasibleSpec, PrivacyTarget
+from service.optimizers.planning import JobPlan, plan_job, plan_to_json
+from service.privacy.gdp import parallel_mu
+from service.registration import DatasetRetired, ensure_not_retired
+from service.schemas import JobCreate
+
+__all__ = [
+    "DatasetFacts",
+    "Estimate",
+    "PricedJob",
+    "estimate_job",
+    "price_job",
+    "request_hash",
+    "submit_job",
+]
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    """The public facts about a dataset that planning needs."""
+
+    id: str
+    n_rows: int
+    n_features: int
+    delta: float
+    label_type: str
+    classes: int | None
+    retired: bool
+
+    @staticmethod
+    def of(dataset: Dataset) -> DatasetFacts:
+        label_type = str(dataset.label.get("type", "binary"))
+        classes = len(dataset.label["classes"]) if label_type == "categorical" else None
+        return DatasetFacts(
+            id=dataset.id,
+            n_rows=dataset.n_rows,
+            n_features=dataset.n_features,
+            delta=dataset.delta,
+            label_type=label_type,
+            classes=classes,
+            retired=dataset.retired_at is not None,
+        )
+
+
+@dataclass(frozen=True)
+class PricedJob:
+    """A planned job and what it costs the ledger."""
+
+    planned: JobPlan
+    charge: JobCharge
+    spec: dict[str, Any]
+    plan_json: dict[str, Any]
+
+
+def price_job(facts: DatasetFacts, body: JobCreate) -> PricedJob:
+    """Plan and price ``body`` on the dataset from public information only.
+
+    Raises :class:`InfeasibleSpec` naming the field at fault (planning sees only the public
+    spec, so no message quotes data) and :class:`DatasetRetired`.
+    """
+    if facts.retired:
+        raise DatasetRetired(facts.id)
+    task = build_loss(body.model).task
+    if (task == "regression") != (facts.label_type == "numeric"):
+        wanted = "a regression model" if facts.label_type == "numeric" else "a classification model"
+        raise InfeasibleSpec(
+            "model",
+            f"this dataset's label is {facts.label_type}, so it needs {wanted}; "
+            f"{body.model.type!r} is a {task} model",
+        )
+    if facts.delta == 0 and body.privacy.delta > 0:
+        raise InfeasibleSpec(
+            "privacy.delta",
+            "this dataset's budget has δ = 0 (pure ε-DP); submit the job with privacy.delta = 0",
+        )
+    target = PrivacyTarget(epsilon=body.privacy.epsilon, delta=body.privacy.delta)
+    try:
+        planned = plan_job(
+            body.model,
+            body.optimizer.name,
+            body.optimizer.params,
+            facts.n_rows,
+            facts.n_features,
+            target,
+            classes=facts.classes,
+        )
+        curve = charge_curve(planned.plan.event, planned.plan.parallel_events)
+    except InfeasibleSpec:
+        raise
+    except (ValueError, ArithmeticError) as exc:
+        raise InfeasibleSpec(
+            "optimizer.params", f"this job cannot be planned or accounted: {exc}"
+        ) from None
+    plan = planned.plan
+    plan_json = plan_to_json(plan)
+    charge = JobCharge(
+        epsilon=target.epsilon,
+        delta=target.delta,
+        rdp=curve,
+        pure_epsilon=target.epsilon if target.delta == 0 else None,
+        event=plan_json["event"],
+        mu=None if target.delta == 0 else parallel_mu(plan.event, plan.parallel_events),
+    )
+    spec = body.model_dump(mode="json")
+    spec["optimizer"]["params"] = planned.params.model_dump(mode="json")
+    return PricedJob(planned=planned, charge=charge, spec=spec, plan_json=plan_json)
+
+
+def request_hash(body: JobCreate) -> str:
+    """The canonical hash of a request body (Idempotency-Key replays must match it)."""
+    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What submitting a priced job would do now (ε at δ_B, see ledger/filter.py)."""
+
+    admissible: bool
+    reason: str
+    epsilon_spent: float
+    epsilon_spent_after: float
+    epsilon_remaining_after: float
+    accounting: str
+    gdp_mu: float | None
+
+
+def accounting_kind(charge: JobCharge) -> str:
+    """How the ledger accounts the job: ``pure``, ``gaussian`` (exact μ) or ``renyi``."""
+    if charge.pure_epsilon is not None:
+        return "pure"
+    return "gaussian" if charge.mu is not None else "renyi"
+
+
+def estimate_job(session: Session, dataset: Dataset, principal: str, priced: PricedJob) -> Estimate:
+    """Price ``priced`` against the dataset's live ledger without writing anything."""
+    budget = budget_of(dataset)
+    cost = priced.charge.cost
+    try:
+        spent = check_admissible(session, dataset, principal, cost)
+        admissible, reason = True, privacy_filter.fits(budget, spent.plus(cost))
+    except BudgetExceeded as exc:
+        spent = live_spent(session, dataset.id)
+        admissible, reason = False, exc.reason
+    after = spent.plus(cost)
+    return Estimate(
+        admissible=admissible,
+        reason=reason or "fits",
+        epsilon_spent=privacy_filter.spent_epsilon(budget, spent),
+        epsilon_spent_after=privacy_filter.spent_epsilon(budget, after),
+        epsilon_remaining_after=privacy_filter.remaining_epsilon(budget, after),
+        accounting=accounting_kind(priced.charge),
+        gdp_mu=priced.charge.mu,
+    )
+
+
+def submit_job(
+    session: Session,
+    dataset_id: str,
+    principal: str,
+    priced: PricedJob,
+    *,
+    idempotency_key: str | None,
+    body_hash: str,
+) -> tuple[Job, bool]:
+    """Admit the priced job atomically (ledger/admission.py) and return it with True — or the
+    earlier job of the same Idempotency-Key with False (nothing charged). Must run inside
+    ``session.begin()``; the caller commits, then dispatches a new job."""
+    job = Job(
+        id=new_id("job"),
+        dataset_id=dataset_id,
+        principal=principal,
+        spec=priced.spec,
+        plan=priced.plan_json,
+        status="queued",
+        progress_step=0,
+        progress_total=priced.planned.plan.total_steps,
+        attempt=1,
+        cancel_requested=False,
+        idempotency_key=idempotency_key,
+        request_hash=body_hash,
+    )
+    admitted = admit_job(session, dataset_id, job, priced.charge)
+    if admitted.id != job.id:
+        return admitted, False
+    ensure_not_retired(session, dataset_id)  # under admission's lock: races safely with retire
+    return admitted, True
