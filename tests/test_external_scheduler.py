@@ -123,7 +123,7 @@ def test_jobs_run_on_an_external_scheduler(dask_cluster: ExternalCluster, tmp_pa
     try:
         # The external cluster is closed too: loopback only, TLS only, no HTTP page.
         ports = [s.port for pid in dask_cluster.pids for s in listeners(pid) if s.kind == "tcp"]
-        assert len(ports) >= 3  # scheduler, nanny, worker
+        assert len(ports) == 3, ports  # scheduler, nanny, worker: their HTTP servers are shut
         for pid in dask_cluster.pids:
             assert all(s.ip in LOOPBACK for s in listeners(pid)), listeners(pid)
         for port in ports:
