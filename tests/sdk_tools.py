@@ -2,6 +2,11 @@
 
 `make sdk` runs ``python -m tests.sdk_tools generate sdk/python``; tests regenerate both into a
 temporary directory and fail when the committed copies are stale.
+
+Only the generated low-level package ``sdk/python/dpfit_client/`` is (re)written. Everything
+else in ``sdk/python`` is hand-written and kept: the high-level ``dpfit`` package, the packaging
+(``pyproject.toml``, which installs both packages with one ``pip install ./sdk/python``) and the
+README. openapi-python-client's own packaging files are discarded.
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "sdk" / "openapi-python-client.yaml"
 IGNORED = {".ruff_cache", "__pycache__", "dpfit_client.egg-info", "build"}
+#: The generated package: the only part of sdk/python that generation replaces.
+GENERATED = "dpfit_client"
 BIN = Path(sys.executable).parent
 
 
 def generate(output: Path, spec: Path = ROOT / "openapi.yaml") -> None:
-    """Run openapi-python-client on ``spec`` into ``output`` (replacing it)."""
+    """Run openapi-python-client on ``spec`` and replace ``output/dpfit_client`` with its
+    package; every other file under ``output`` (the hand-written ``dpfit`` package, the
+    packaging, the README) is left as it is."""
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "client"
@@ -42,9 +51,11 @@ def generate(output: Path, spec: Path = ROOT / "openapi.yaml") -> None:
             env=env,
             cwd=tmp,
         )
-        if output.exists():
-            shutil.rmtree(output)
-        shutil.copytree(target, output, ignore=shutil.ignore_patterns(*IGNORED))
+        package = output / GENERATED
+        if package.exists():
+            shutil.rmtree(package)
+        output.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(target / GENERATED, package, ignore=shutil.ignore_patterns(*IGNORED))
 
 
 def tree(root: Path) -> dict[str, bytes]:

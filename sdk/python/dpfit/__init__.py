@@ -1,0 +1,42 @@
+"""dpfit — the Python client of the dpfit service (differentially private model fitting).
+
+>>> import dpfit
+>>> c = dpfit.Client()                      # $DPFIT_URL, $DPFIT_API_KEY
+>>> m = c.fit("ds_…", "logistic_regression", epsilon=1.0, delta=1e-6, l2=0.01)
+>>> m.predict(df), m.to_sklearn()
+
+The generated low-level client (one function per endpoint) is ``dpfit_client``; this package
+is built on it and is what people use.
+"""
+
+from dpfit.client import DEFAULT_OPTIMIZER, Client, Estimate, Job
+from dpfit.encoding import PublicEncoding
+from dpfit.errors import (
+    AuthError,
+    BudgetExceeded,
+    Conflict,
+    ConnectionFailed,
+    DpfitError,
+    InvalidSpec,
+    JobFailed,
+    NotFound,
+)
+from dpfit.model import Model
+
+__version__ = "0.2.0"
+__all__ = [
+    "DEFAULT_OPTIMIZER",
+    "AuthError",
+    "BudgetExceeded",
+    "Client",
+    "Conflict",
+    "ConnectionFailed",
+    "DpfitError",
+    "Estimate",
+    "InvalidSpec",
+    "Job",
+    "JobFailed",
+    "Model",
+    "NotFound",
+    "PublicEncoding",
+]

@@ -1,0 +1,409 @@
+"""`dpfit.Client`: the analysts' and owners' high-level client of the dpfit HTTP API.
+
+It sits on the generated low-level client (``dpfit_client``: base URL, bearer key, timeouts,
+``httpx`` arguments) and adds what a person expects from a Python library: typed exceptions
+(:mod:`dpfit.errors`), lists that follow every page, jobs that are followed to the end with a
+progress bar, models that predict locally, and retries that never charge twice.
+
+Retries: requests that cannot change anything twice (reads, prediction, estimates, grants,
+cancellation) and job submissions — which always carry an ``Idempotency-Key`` — are retried on
+connection errors (``retries`` times, exponential backoff). A retried submission carries the
+SAME key, so the service returns the job it admitted the first time and charges once.
+Registration and key creation are never retried.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import httpx
+
+from dpfit.errors import ConnectionFailed, DpfitError, JobFailed, raise_for_problem
+from dpfit.model import Model, records
+
+__all__ = ["DEFAULT_OPTIMIZER", "DEFAULT_URL", "Client", "Estimate", "Job"]
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+#: Used when ``optimizer`` is not given: output-perturbation gradient descent (one Gaussian
+#: release after full-batch GD), the catalog's general choice for the convex models.
+DEFAULT_OPTIMIZER = "output_perturbation_gd"
+NEXT_CURSOR = "X-Next-Cursor"
+FINISHED = ("succeeded", "failed", "cancelled")
+
+ModelArg = str | Mapping[str, Any]
+OptimizerArg = str | Mapping[str, Any] | None
+
+
+def job_body(
+    dataset_id: str,
+    model: ModelArg,
+    optimizer: OptimizerArg,
+    epsilon: float,
+    delta: float,
+    **model_params: Any,
+) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/jobs``: ``model`` is a type name (``"logistic_regression"``,
+    extra keyword arguments become its parameters, e.g. ``l2=0.01``) or a whole spec dict;
+    ``optimizer`` a name, a ``{"name", "params"}`` dict, or ``None`` for :data:`DEFAULT_OPTIMIZER`.
+    """
+    spec = {"type": model, **model_params} if isinstance(model, str) else dict(model)
+    if isinstance(model, Mapping) and model_params:
+        spec.update(model_params)
+    if optimizer is None:
+        choice: dict[str, Any] = {"name": DEFAULT_OPTIMIZER, "params": {}}
+    elif isinstance(optimizer, str):
+        choice = {"name": optimizer, "params": {}}
+    else:
+        choice = {"params": {}, **dict(optimizer)}
+    return {
+        "dataset_id": dataset_id,
+        "model": spec,
+        "optimizer": choice,
+        "privacy": {"epsilon": epsilon, "delta": delta},
+    }
+
+
+class Estimate(dict):  # type: ignore[type-arg]
+    """The answer of ``POST /v1/jobs/estimate`` (a dict with attribute access): ``admissible``,
+    ``reason``, ``epsilon_spent_after``, ``epsilon_remaining_after``, ``mechanism``,
+    ``noise_scale``, ``sensitivity``, ``steps`` … Nothing was charged."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class Job:
+    """A submitted job. Attributes mirror ``GET /v1/jobs/{id}`` as last fetched (``status``,
+    ``progress``, ``model_id``, ``error``, ``refunded`` …); :meth:`refresh` fetches again."""
+
+    def __init__(self, client: Client, data: Mapping[str, Any]) -> None:
+        self._client = client
+        self.data: dict[str, Any] = dict(data)
+
+    @property
+    def id(self) -> str:
+        return str(self.data["id"])
+
+    @property
+    def status(self) -> str:
+        return str(self.data["status"])
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        """``(step, total)``; ``total`` is fixed before any data is read."""
+        p = self.data.get("progress") or {}
+        return int(p.get("step", 0)), int(p.get("total", 0))
+
+    @property
+    def model_id(self) -> str | None:
+        return self.data.get("model_id")
+
+    @property
+    def error(self) -> str | None:
+        return self.data.get("error")
+
+    @property
+    def refunded(self) -> bool:
+        return bool(self.data.get("refunded"))
+
+    @property
+    def done(self) -> bool:
+        return self.status in FINISHED
+
+    def refresh(self) -> Job:
+        self.data = self._client._json("GET", f"/v1/jobs/{self.id}")
+        return self
+
+    def cancel(self) -> Job:
+        """Cancel (refunded only if no worker read the data yet)."""
+        self.data = self._client._json("POST", f"/v1/jobs/{self.id}/cancel", retry=True)
+        return self
+
+    def wait(
+        self, progress: bool = False, timeout: float | None = None, poll: float = 0.25
+    ) -> Job:
+        """Follow the job until it finishes; raises :class:`JobFailed` if it failed or was
+        cancelled, ``TimeoutError`` after ``timeout`` seconds. ``progress=True`` shows a tqdm
+        bar (``tqdm.auto``: a terminal bar, or a widget in Jupyter) on stderr."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        bar = None
+        try:
+            while True:
+                if progress:
+                    bar = self._show(bar)
+                if self.done:
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"job {self.id} is still {self.status}")
+                time.sleep(poll)
+                poll = min(poll * 1.5, 2.0)
+                self.refresh()
+        finally:
+            if bar is not None:
+                bar.close()
+        if self.status != "succeeded":
+            raise JobFailed(self)
+        return self
+
+    def _show(self, bar: Any) -> Any:
+        step, total = self.progress
+        if bar is None:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=total or None, desc=f"job {self.id}", unit="step")
+        if total and bar.total != total:
+            bar.total = total
+        bar.set_postfix_str(self.status, refresh=False)
+        bar.update(max(0, step - bar.n))
+        return bar
+
+    def model(self) -> Model:
+        """The released model (the job must have succeeded)."""
+        if self.model_id is None:
+            raise DpfitError(f"job {self.id} has no model (status {self.status})")
+        return self._client.model(self.model_id)
+
+    def __repr__(self) -> str:
+        step, total = self.progress
+        return f"<dpfit.Job {self.id} {self.status} {step}/{total}>"
+
+
+class Client:
+    """A session with one dpfit service.
+
+    ``url`` defaults to ``$DPFIT_URL`` (else ``http://127.0.0.1:8000``), ``api_key`` to
+    ``$DPFIT_API_KEY``. Use it as a context manager (or call :meth:`close`). ``transport`` and
+    other ``httpx_args`` go to the underlying ``httpx.Client``.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 60.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+        transport: httpx.BaseTransport | None = None,
+        httpx_args: Mapping[str, Any] | None = None,
+    ) -> None:
+        from dpfit_client import AuthenticatedClient
+        from dpfit_client import Client as AnonymousClient
+
+        self.url = (url or os.environ.get("DPFIT_URL") or DEFAULT_URL).rstrip("/")
+        key = api_key if api_key is not None else os.environ.get("DPFIT_API_KEY")
+        args = dict(httpx_args or {})
+        if transport is not None:
+            args["transport"] = transport
+        common: dict[str, Any] = {"timeout": httpx.Timeout(timeout), "httpx_args": args}
+        self.low_level = (
+            AuthenticatedClient(base_url=self.url, token=key, **common)
+            if key
+            else AnonymousClient(base_url=self.url, **common)
+        )
+        self._http: httpx.Client = self.low_level.get_httpx_client()
+        self.retries = retries
+        self.backoff = backoff
+
+    # --- session ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- HTTP ---------------------------------------------------------------------------------
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        retry: bool | None = None,
+    ) -> httpx.Response:
+        """One request (retried on connection errors when ``retry``, default: GET only);
+        raises the typed error of a 4xx/5xx answer."""
+        retry = method == "GET" if retry is None else retry
+        attempts = 1 + (self.retries if retry else 0)
+        for attempt in range(attempts):
+            try:
+                response = self._http.request(
+                    method, path, json=json, params=params, headers=headers
+                )
+                break
+            except httpx.TransportError as exc:
+                if attempt + 1 >= attempts:
+                    raise ConnectionFailed(
+                        f"{method} {self.url}{path}: {type(exc).__name__}: {exc}"
+                    ) from exc
+                time.sleep(self.backoff * 2**attempt)
+        raise_for_problem(response)
+        return response
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._send(method, path, **kwargs).json()
+
+    def _pages(self, path: str, params: Mapping[str, Any] | None = None) -> Iterator[Any]:
+        """Every item of a paginated list (follows ``X-Next-Cursor``)."""
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        while True:
+            response = self._send("GET", path, params=query)
+            yield from response.json()
+            cursor = response.headers.get(NEXT_CURSOR)
+            if not cursor:
+                return
+            query["cursor"] = cursor
+
+    # --- datasets (owners register and grant; everyone reads what they may see) --------------
+
+    def datasets(self) -> list[dict[str, Any]]:
+        """Every dataset you own or were granted (admins: all), oldest first."""
+        return list(self._pages("/v1/datasets"))
+
+    def dataset(self, dataset_id: str) -> dict[str, Any]:
+        return dict(self._json("GET", f"/v1/datasets/{dataset_id}"))
+
+    def register_dataset(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """Register a source (owners). A source already registered raises :class:`Conflict`
+        whose ``dataset_id`` names the existing dataset (to its owner)."""
+        return dict(self._json("POST", "/v1/datasets", json=dict(spec), retry=False))
+
+    def grant(
+        self, dataset_id: str, principal: str, epsilon_cap: float | None = None
+    ) -> dict[str, Any]:
+        """Let analyst ``principal`` submit jobs on the dataset (owners; idempotent)."""
+        body: dict[str, Any] = {"principal": principal}
+        if epsilon_cap is not None:
+            body["epsilon_cap"] = epsilon_cap
+        return dict(
+            self._json("POST", f"/v1/datasets/{dataset_id}/grants", json=body, retry=True)
+        )
+
+    def budget(self, dataset_id: str) -> Any:
+        """The budget as a one-row pandas DataFrame (``epsilon``, ``delta``, ``epsilon_spent``,
+        ``epsilon_remaining``, ``jobs_charged``, ``your_epsilon_spent`` …)."""
+        import pandas as pd
+
+        return pd.DataFrame([self._json("GET", f"/v1/datasets/{dataset_id}/budget")])
+
+    def budget_history(self, dataset_id: str) -> Any:
+        """The burn-down: one row per charge or refund, oldest first (``at``, ``kind``,
+        ``job_id``, ``epsilon_spent`` at δ_B after the row, ``your_epsilon_spent``); the totals
+        are in ``.attrs`` (``epsilon``, ``delta``)."""
+        import pandas as pd
+
+        body = self._json("GET", f"/v1/datasets/{dataset_id}/budget/history")
+        columns = ["at", "kind", "job_id", "epsilon_spent", "your_epsilon_spent"]
+        frame = pd.DataFrame(body.get("points", []), columns=columns)
+        frame["at"] = pd.to_datetime(frame["at"], utc=True, format="ISO8601")
+        frame.attrs.update(
+            {"dataset_id": body.get("dataset_id"), "epsilon": body.get("epsilon"),
+             "delta": body.get("delta")}
+        )
+        return frame
+
+    # --- jobs ---------------------------------------------------------------------------------
+
+    def estimate(
+        self,
+        dataset_id: str,
+        model: ModelArg = "logistic_regression",
+        optimizer: OptimizerArg = None,
+        *,
+        epsilon: float,
+        delta: float,
+        **model_params: Any,
+    ) -> Estimate:
+        """Price a job without submitting it (nothing is charged)."""
+        body = job_body(dataset_id, model, optimizer, epsilon, delta, **model_params)
+        return Estimate(self._json("POST", "/v1/jobs/estimate", json=body, retry=True))
+
+    def submit(
+        self,
+        dataset_id: str,
+        model: ModelArg = "logistic_regression",
+        optimizer: OptimizerArg = None,
+        *,
+        epsilon: float,
+        delta: float,
+        idempotency_key: str | None = None,
+        **model_params: Any,
+    ) -> Job:
+        """Submit a job; the answer is queued and already charged. A fresh Idempotency-Key is
+        made per call unless given; connection errors are retried with the same key."""
+        body = job_body(dataset_id, model, optimizer, epsilon, delta, **model_params)
+        key = idempotency_key or f"dpfit-{uuid.uuid4().hex}"
+        data = self._json(
+            "POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key}, retry=True
+        )
+        return Job(self, data)
+
+    def fit(
+        self,
+        dataset_id: str,
+        model: ModelArg = "logistic_regression",
+        optimizer: OptimizerArg = None,
+        *,
+        epsilon: float,
+        delta: float,
+        progress: bool = True,
+        idempotency_key: str | None = None,
+        timeout: float | None = None,
+        **model_params: Any,
+    ) -> Model:
+        """Submit, follow the job (with a progress bar unless ``progress=False``) and return the
+        released :class:`Model`. Raises :class:`BudgetExceeded`, :class:`InvalidSpec`,
+        :class:`NotFound`, :class:`AuthError` at submission and :class:`JobFailed` after."""
+        job = self.submit(
+            dataset_id,
+            model,
+            optimizer,
+            epsilon=epsilon,
+            delta=delta,
+            idempotency_key=idempotency_key,
+            **model_params,
+        )
+        return job.wait(progress=progress, timeout=timeout).model()
+
+    def job(self, job_id: str) -> Job:
+        return Job(self, self._json("GET", f"/v1/jobs/{job_id}"))
+
+    def jobs(self, status: str | None = None) -> list[Job]:
+        """Your jobs (admins: all), oldest first, optionally only those in ``status``."""
+        return [Job(self, j) for j in self._pages("/v1/jobs", {"status": status})]
+
+    def cancel(self, job_id: str) -> Job:
+        return Job(self, self._json("POST", f"/v1/jobs/{job_id}/cancel", retry=True))
+
+    # --- models -------------------------------------------------------------------------------
+
+    def model(self, model_id: str) -> Model:
+        """A released model (with the dataset's public label values for a binary label)."""
+        body = self._json("GET", f"/v1/models/{model_id}")
+        label = None
+        if body.get("classes") is None:
+            label = self.dataset(str(body["dataset_id"])).get("label")
+        return Model.from_json(body, label)
+
+    def predict(self, model_id: str, rows: Any) -> dict[str, Any]:
+        """The service's own prediction (``POST /v1/models/{id}/predict``) for ``rows``;
+        :meth:`Model.predict` computes the same locally."""
+        body = {"rows": records(rows)}
+        return dict(self._json("POST", f"/v1/models/{model_id}/predict", json=body, retry=True))
+
+    def __repr__(self) -> str:
+        return f"<dpfit.Client {self.url}>"

@@ -1,0 +1,144 @@
+"""A released model as a fitted scikit-learn estimator (``Model.to_sklearn()``).
+
+The pipeline is ``[("encode", PublicEncodingTransformer), ("model", estimator)]``. The
+transformer applies the model's public encoding (intercept column included, so the estimators
+have ``intercept_ = 0`` and ``coef_`` = the released weights); the estimator is
+
+- binary ``logistic_regression`` / ``sigmoid_classifier``: ``LogisticRegression``;
+- binary ``huber_svm``: ``LinearSVC`` (no ``predict_proba`` in scikit-learn; ``Model`` has one);
+- categorical labels: :class:`OneVsRestLinear` over one binary estimator per class, whose
+  ``predict_proba`` normalises the per-class scores and ``predict`` takes the best — as the
+  service does (scikit-learn's ``OneVsRestClassifier`` predicts from the raw decision values);
+- ``huber_regression``: ``HuberRegressor``; ``cauchy_regression``: ``LinearRegression`` (the
+  prediction of every regression is ``w·x``).
+
+Nothing is fitted here: the estimators only carry the released coefficients, so predictions
+equal :meth:`dpfit.Model.predict` (up to the rounding of a matrix product, ~1e-16).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.linear_model import HuberRegressor, LinearRegression, LogisticRegression
+from sklearn.pipeline import Pipeline
+from sklearn.svm import LinearSVC
+
+from dpfit.encoding import PublicEncoding
+from dpfit.model import Model
+
+__all__ = ["OneVsRestLinear", "PublicEncodingTransformer", "to_sklearn"]
+
+
+class PublicEncodingTransformer(TransformerMixin, BaseEstimator):  # type: ignore[misc]
+    """Stateless transformer: rows (DataFrame or records) → the model's encoded matrix."""
+
+    def __init__(self, encoding: dict[str, Any] | None = None) -> None:
+        self.encoding = encoding
+
+    def fit(self, X: Any, y: Any = None) -> PublicEncodingTransformer:
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        return PublicEncoding(self.encoding or {}).encode(X)
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        encoding = PublicEncoding(self.encoding or {})
+        names = encoding.feature_names + (["intercept"] if encoding.fit_intercept else [])
+        return np.asarray(names, dtype=object)
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return True
+
+
+class OneVsRestLinear(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+    """One-vs-rest over fitted binary linear estimators (one per class, in ``classes_`` order).
+
+    ``score="logistic"`` scores σ(z); ``score="hinge"`` scores clip((1+z)/2, 0, 1); scores are
+    normalised across classes and the prediction is the class with the largest.
+    """
+
+    def __init__(
+        self, estimators: list[Any] | None = None, classes: Any = None, score: str = "logistic"
+    ) -> None:
+        self.estimators = estimators
+        self.classes = classes
+        self.score = score
+
+    def fit(self, X: Any, y: Any = None) -> OneVsRestLinear:
+        raise NotImplementedError("released models are fitted by the service, not here")
+
+    @property
+    def classes_(self) -> np.ndarray:
+        out = np.empty(len(self.classes), dtype=object)
+        out[:] = list(self.classes)
+        return out
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        return np.column_stack([e.decision_function(X) for e in self.estimators or []])
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        z = self.decision_function(X)
+        if self.score == "hinge":
+            scores = np.clip(0.5 * (1.0 + z), 0.0, 1.0)
+        else:
+            from scipy.special import expit
+
+            scores = expit(z)
+        return scores / np.maximum(scores.sum(axis=1, keepdims=True), 1e-300)
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return True
+
+
+def _binary(kind: str, weights: np.ndarray, classes: list[Any]) -> Any:
+    estimator = LinearSVC(fit_intercept=False) if kind == "huber_svm" else LogisticRegression(
+        fit_intercept=False
+    )
+    estimator.coef_ = np.asarray(weights, dtype=np.float64).reshape(1, -1)
+    estimator.intercept_ = np.zeros(1)
+    labels = np.empty(len(classes), dtype=object)
+    labels[:] = classes
+    estimator.classes_ = labels
+    estimator.n_features_in_ = estimator.coef_.shape[1]
+    return estimator
+
+
+def _regressor(kind: str, weights: np.ndarray) -> Any:
+    estimator = (
+        HuberRegressor(fit_intercept=False)
+        if kind == "huber_regression"
+        else LinearRegression(fit_intercept=False)
+    )
+    estimator.coef_ = np.asarray(weights, dtype=np.float64)
+    estimator.intercept_ = 0.0
+    estimator.n_features_in_ = estimator.coef_.shape[0]
+    if isinstance(estimator, HuberRegressor):
+        estimator.scale_ = 1.0
+        estimator.outliers_ = np.zeros(0, dtype=bool)
+    return estimator
+
+
+def to_sklearn(model: Model) -> Pipeline:
+    """The fitted pipeline for ``model`` (see the module docstring)."""
+    weights = model.weights()
+    if model.is_regression:
+        estimator: Any = _regressor(model.type, weights[0])
+    elif model.is_multiclass:
+        assert model.classes is not None
+        estimator = OneVsRestLinear(
+            estimators=[_binary(model.type, w, [0, 1]) for w in weights],
+            classes=list(model.classes),
+            score="hinge" if model.type == "huber_svm" else "logistic",
+        )
+    else:
+        assert model.classes is not None
+        estimator = _binary(model.type, weights[0], list(model.classes))
+    return Pipeline(
+        [("encode", PublicEncodingTransformer(model.encoding.description)), ("model", estimator)]
+    )
