@@ -170,7 +170,7 @@ def test_detect_format(tmp_path: Path) -> None:
 
 def test_fingerprint_stable_and_sensitive_to_one_byte(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
-    content = bytearray(b"x,y\n" + b"1,2\n" * 300_000)  # > 1 MiB: spans several chunks
+    content = bytearray(b"x,y\n" + b"1,2\n" * 100_000)  # > 1 MiB: spans several chunks
     path.write_bytes(bytes(content))
     first = fingerprint(path)
     assert first.startswith("sha256:") and len(first) == len("sha256:") + 64
@@ -370,3 +370,15 @@ def test_symlink_loop_message_is_generic(roots: list[Path]) -> None:
     with pytest.raises(SourceError) as error:
         resolve_source("loop-a/data.csv", roots)
     assert str(roots[0]) not in str(error.value)
+
+
+def test_a_very_long_cell_is_a_cell_not_a_read_failure(tmp_path: Path) -> None:
+    """A line longer than Arrow's parse block (and than one read chunk) must not fail the read:
+    that would be a failure decided by one row's content."""
+    path = tmp_path / "long.csv"
+    long_line = b"3," + b"9" * (9 << 20)
+    path.write_bytes(b"a,b\n" + b"1,2\n" * 100_000 + long_line + b"\n4,5\n")
+    cells = read_columns(path, "csv", ["a", "b"])
+    assert cells.num_rows == count_rows(path, "csv") == 100_002
+    assert cells.column("a").to_pylist()[-2:] == [b"3", b"4"]
+    assert len(cells.column("b")[-2].as_py()) == 9 << 20

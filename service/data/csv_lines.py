@@ -33,6 +33,19 @@ _PARSE = pcsv.ParseOptions(
 )
 
 
+_BLOCK_BYTES = 1 << 22
+
+
+def _block_size(text: bytes) -> int:
+    """Arrow's parse block: at least the longest line, which Arrow refuses to split (a long cell
+    must never make a read fail)."""
+    if len(text) <= _BLOCK_BYTES:
+        return _BLOCK_BYTES
+    ends = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == _NEWLINE)
+    longest = int(np.max(np.diff(ends, prepend=-1)))
+    return max(_BLOCK_BYTES, 2 * longest)
+
+
 class RowCountMismatch(ValueError):
     """Arrow parsed a different number of rows than the chunk has lines (a bug, never data)."""
 
@@ -134,7 +147,7 @@ def iter_csv_tables(
     unique = list(dict.fromkeys(indices))
     table = pcsv.read_csv(
         pa.py_buffer(text),
-        read_options=pcsv.ReadOptions(column_names=names, block_size=1 << 22),
+        read_options=pcsv.ReadOptions(column_names=names, block_size=_block_size(text)),
         parse_options=_PARSE,
         convert_options=pcsv.ConvertOptions(
             include_columns=[names[i] for i in unique],
