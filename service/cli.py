@@ -1,8 +1,10 @@
-"""`dpfit serve | migrate | keys create | openapi`."""
+"""`dpfit serve | migrate | keys create | openapi`, and the HTTP commands for people
+(`datasets | jobs | models | budget`, in service/cli_http.py)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -41,6 +43,41 @@ def create_key_cli(database_url: str, name: str, role: str) -> str:
     finally:
         engine.dispose()
     return secret
+
+
+def database_exists(database_url: str) -> bool:
+    """Whether ``database_url`` names a dpfit database that already exists: a SQLite file that
+    is there, or a server database holding Alembic's version table. Never creates anything (a
+    server that cannot be reached counts as absent)."""
+    from sqlalchemy import inspect
+    from sqlalchemy.engine import make_url
+
+    from service.db.session import make_engine
+
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        name = url.database or ""
+        if name in ("", ":memory:") or name.startswith("file:"):
+            return name not in ("", ":memory:")
+        if not Path(name).is_file():
+            return False
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            return inspect(connection).has_table("alembic_version")
+    except Exception:  # noqa: BLE001 - unreachable or not a database: nothing to write to
+        return False
+    finally:
+        engine.dispose()
+
+
+def _drop_empty_default_home() -> None:
+    """Remove the ``var/`` directory that reading the default settings made, if it is empty."""
+    from service.settings import DEFAULT_HOME
+
+    if not os.environ.get("DPFIT_DATABASE_URL"):
+        with contextlib.suppress(OSError):  # not empty, or not there
+            DEFAULT_HOME.rmdir()
 
 
 def openapi_yaml() -> str:
@@ -104,9 +141,19 @@ def main(argv: list[str] | None = None) -> int:
     p_create = keys_sub.add_parser("create", help="create a key; prints it as the last line")
     p_create.add_argument("--role", choices=("admin", "owner", "analyst"), required=True)
     p_create.add_argument("--name", required=True)
+    p_create.add_argument(
+        "--create",
+        action="store_true",
+        help="create and migrate the database if it does not exist yet (else refused)",
+    )
     p_openapi = sub.add_parser("openapi", help="print (or write) the OpenAPI document")
     p_openapi.add_argument("--output", type=Path)
+    from service import cli_http
+
+    cli_http.add_http_commands(sub)
     args = parser.parse_args(argv)
+    if args.command in cli_http.COMMANDS:
+        return cli_http.run(args)
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "openapi":
@@ -123,6 +170,16 @@ def main(argv: list[str] | None = None) -> int:
         migrate(settings.database_url)
         print(f"migrated {masked_url(settings.database_url)}")
     elif args.command == "keys":
+        shown = masked_url(settings.database_url)
+        if not args.create and not database_exists(settings.database_url):
+            print(
+                f"dpfit keys create: no dpfit database at {shown}; set DPFIT_DATABASE_URL to the "
+                "server's database (run from its directory for the default var/dpfit.db), or "
+                "pass --create to make a new one",
+                file=sys.stderr,
+            )
+            _drop_empty_default_home()
+            return 1
         migrate(settings.database_url)
         from pydantic import ValidationError
 
@@ -138,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         except RoleConflict as exc:
             print(f"dpfit keys create: {exc}", file=sys.stderr)
             return 1
+        print(f"database: {shown}")
         print(f"created {args.role} key for {args.name!r}; it is shown once:")
         print(key)
     return 0

@@ -192,7 +192,7 @@ def test_cli_follows_the_same_rules(
     database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("DPFIT_DATABASE_URL", database_url)
-    assert main(["keys", "create", "--role", "owner", "--name", "alice"]) == 0
+    assert main(["keys", "create", "--role", "owner", "--name", "alice", "--create"]) == 0
     first = capsys.readouterr().out.strip().splitlines()[-1]
     assert main(["keys", "create", "--role", "analyst", "--name", "alice"]) == 1
     assert "owner" in capsys.readouterr().err

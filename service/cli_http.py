@@ -1,0 +1,496 @@
+"""`dpfit datasets | jobs | models | budget`: the service's HTTP API for people, in a terminal.
+
+These commands are clients like any other: they talk to ``$DPFIT_URL`` (default
+``http://127.0.0.1:8000``) with ``$DPFIT_API_KEY`` through the ``dpfit`` Python client
+(``sdk/python``; ``make install`` installs it), so errors, paging, waiting and prediction behave
+exactly as in Python. They never open the database.
+
+Every command takes ``-o json`` (one JSON document on stdout, for scripts) and otherwise prints
+text. While waiting, a progress bar is drawn on stderr when stdout is a terminal.
+
+Exit codes (:data:`EXIT_CODES`): 0 ok, 1 other error (service unreachable, 5xx), 2 usage,
+3 not found, 4 invalid request or spec, 5 budget exceeded, 6 authentication/authorisation,
+7 job failed or cancelled, 8 other conflict (already registered, retired, already finished).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import pickle
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+EXIT_NOT_FOUND, EXIT_INVALID, EXIT_BUDGET, EXIT_AUTH, EXIT_JOB_FAILED, EXIT_CONFLICT = (
+    3, 4, 5, 6, 7, 8,
+)
+EXIT_CODES = {
+    EXIT_OK: "ok",
+    EXIT_ERROR: "other error (service unreachable, server error)",
+    EXIT_USAGE: "usage error",
+    EXIT_NOT_FOUND: "not found (or not visible to this key)",
+    EXIT_INVALID: "invalid request or spec (the field at fault is named)",
+    EXIT_BUDGET: "budget exceeded (what remains is named)",
+    EXIT_AUTH: "no key, unknown or revoked key, or a role that may not do this",
+    EXIT_JOB_FAILED: "the job failed or was cancelled",
+    EXIT_CONFLICT: "other conflict (already registered, retired, already finished)",
+}
+COMMANDS = ("datasets", "jobs", "models", "budget")
+
+
+# --- the parser ------------------------------------------------------------------------------
+
+
+def add_http_commands(sub: Any) -> None:
+    """Add ``datasets``, ``jobs``, ``models`` and ``budget`` to the CLI's subparsers."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text", help="output format"
+    )
+    common.add_argument("--url", help="service URL (default $DPFIT_URL, else 127.0.0.1:8000)")
+
+    def leaf(parent: Any, name: str, help: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = parent.add_parser(name, help=help, parents=[common])
+        return parser
+
+    datasets = sub.add_parser("datasets", help="list, show, register and grant datasets")
+    ds = datasets.add_subparsers(dest="action", required=True)
+    leaf(ds, "list", "datasets you own or were granted")
+    leaf(ds, "show", "one dataset").add_argument("dataset")
+    leaf(ds, "register", "register a dataset from a YAML or JSON spec (owners)").add_argument(
+        "spec", type=Path, help="the body of POST /v1/datasets as YAML or JSON"
+    )
+    p = leaf(ds, "grant", "let an analyst submit jobs on a dataset (owners)")
+    p.add_argument("dataset")
+    p.add_argument("principal")
+    p.add_argument("--epsilon-cap", type=float, help="at most this ε for the analyst")
+
+    jobs = sub.add_parser("jobs", help="submit, estimate, list, show, cancel and watch jobs")
+    js = jobs.add_subparsers(dest="action", required=True)
+    for name, help in (
+        ("submit", "submit a job (prints its id; with --wait, the model id)"),
+        ("estimate", "price a job without submitting it"),
+    ):
+        p = leaf(js, name, help)
+        p.add_argument("--dataset", required=True)
+        p.add_argument("--model", required=True, help="model type, e.g. logistic_regression")
+        p.add_argument("--l2", type=float, help="L2 regularisation of the model")
+        p.add_argument(
+            "--model-param", action="append", default=[], metavar="KEY=VALUE",
+            help="another model parameter (VALUE is JSON, else text); repeatable",
+        )
+        p.add_argument("--optimizer", help="optimizer name (default output_perturbation_gd)")
+        p.add_argument(
+            "--param", action="append", default=[], metavar="KEY=VALUE",
+            help="an optimizer parameter (VALUE is JSON, else text); repeatable",
+        )
+        p.add_argument("--epsilon", type=float, required=True)
+        p.add_argument("--delta", type=float, required=True)
+        if name == "submit":
+            p.add_argument("--wait", action="store_true", help="follow the job to its end")
+            p.add_argument("--idempotency-key", help="default: a fresh one (retries reuse it)")
+    p = leaf(js, "list", "your jobs")
+    p.add_argument("--status", choices=("queued", "running", "succeeded", "failed", "cancelled"))
+    leaf(js, "show", "one job").add_argument("job")
+    leaf(js, "cancel", "cancel a queued or running job").add_argument("job")
+    leaf(js, "watch", "follow a job to its end").add_argument("job")
+
+    models = sub.add_parser("models", help="show, predict with and export released models")
+    ms = models.add_subparsers(dest="action", required=True)
+    leaf(ms, "show", "a released model").add_argument("model")
+    p = leaf(ms, "predict", "predict the rows of a CSV file (header = the raw schema)")
+    p.add_argument("model")
+    p.add_argument("rows", type=Path)
+    p.add_argument(
+        "--local", action="store_true", help="compute locally from the public encoding"
+    )
+    p = leaf(ms, "export", "write the model as JSON or as a pickled scikit-learn Pipeline")
+    p.add_argument("model")
+    p.add_argument("--format", choices=("json", "sklearn"), required=True)
+    p.add_argument("--file", type=Path, help="output file (required for sklearn)")
+
+    p = leaf(sub, "budget", "what is spent and what remains of a dataset's budget")
+    p.add_argument("dataset")
+    p.add_argument("--history", action="store_true", help="the burn-down, one line per charge")
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one HTTP command; returns its exit code (see the module docstring)."""
+    try:
+        import dpfit
+    except ImportError:
+        print("dpfit: the HTTP commands need the dpfit client: pip install ./sdk/python",
+              file=sys.stderr)
+        return EXIT_USAGE
+    handler = _HANDLERS[(args.command, getattr(args, "action", None))]
+    try:
+        with dpfit.Client(url=args.url) as client:
+            result = handler(client, args)
+    except dpfit.JobFailed as exc:
+        _fail(exc, args)
+        return EXIT_JOB_FAILED
+    except dpfit.BudgetExceeded as exc:
+        _fail(exc, args)
+        return EXIT_BUDGET
+    except dpfit.Conflict as exc:
+        _fail(exc, args)
+        return EXIT_CONFLICT
+    except dpfit.InvalidSpec as exc:
+        _fail(exc, args)
+        return EXIT_INVALID
+    except dpfit.NotFound as exc:
+        _fail(exc, args)
+        return EXIT_NOT_FOUND
+    except dpfit.AuthError as exc:
+        _fail(exc, args)
+        return EXIT_AUTH
+    except dpfit.DpfitError as exc:
+        _fail(exc, args)
+        return EXIT_ERROR
+    except UsageError as exc:
+        print(f"dpfit: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return result
+
+
+class UsageError(Exception):
+    """A bad argument found after parsing (a file that does not read, a malformed KEY=VALUE)."""
+
+
+def _fail(exc: Any, args: argparse.Namespace) -> None:
+    """The error on stderr (text) or as JSON on stdout (``-o json``: the problem body)."""
+    if args.output == "json":
+        problem = dict(getattr(exc, "problem", {}) or {})
+        problem.setdefault("title", getattr(exc, "title", None) or type(exc).__name__)
+        problem.setdefault("detail", getattr(exc, "detail", str(exc)))
+        job = getattr(exc, "job", None)
+        if job is not None:
+            problem["job"] = job.data
+        _print_json(problem)
+    print(f"dpfit: {exc}", file=sys.stderr)
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, default=str, allow_nan=False) + "\n")
+
+
+def _show(args: argparse.Namespace, value: Any, text: Callable[[Any], str]) -> int:
+    if args.output == "json":
+        _print_json(value)
+    else:
+        sys.stdout.write(text(value).rstrip("\n") + "\n")
+    return EXIT_OK
+
+
+def _table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    cells = [[str(c) for c in header], *[["" if c is None else str(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells)
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _pairs(values: Sequence[str], flag: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{flag} expects KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+# --- datasets --------------------------------------------------------------------------------
+
+
+def _dataset_line(d: dict[str, Any]) -> list[Any]:
+    budget = d.get("budget") or {}
+    return [d["id"], d.get("name"), d.get("owner"), d.get("n_rows"),
+            f"ε={budget.get('epsilon')} δ={budget.get('delta')}",
+            "retired" if d.get("retired_at") else ""]
+
+
+def datasets_list(client: Any, args: argparse.Namespace) -> int:
+    return _show(args, client.datasets(), lambda items: _table(
+        [_dataset_line(d) for d in items], ["ID", "NAME", "OWNER", "ROWS", "BUDGET", ""]
+    ) if items else "no datasets")
+
+
+def _dataset_text(d: dict[str, Any]) -> str:
+    lines = [f"{k}: {v}" for k, v in zip(
+        ["id", "name", "owner", "rows", "budget", ""], _dataset_line(d), strict=True) if k]
+    lines.append(f"label: {json.dumps(d.get('label'))}")
+    lines.append("features:")
+    lines += [f"  {json.dumps(f)}" for f in d.get("features") or []]
+    if d.get("source"):
+        lines.append(f"source: {d['source'].get('uri')}")
+    return "\n".join(lines)
+
+
+def datasets_show(client: Any, args: argparse.Namespace) -> int:
+    return _show(args, client.dataset(args.dataset), _dataset_text)
+
+
+def datasets_register(client: Any, args: argparse.Namespace) -> int:
+    import yaml
+
+    try:
+        spec = yaml.safe_load(args.spec.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"cannot read {args.spec}: {type(exc).__name__}") from None
+    if not isinstance(spec, dict):
+        raise UsageError(f"{args.spec} must hold a mapping (the body of POST /v1/datasets)")
+    return _show(args, client.register_dataset(spec), _dataset_text)
+
+
+def datasets_grant(client: Any, args: argparse.Namespace) -> int:
+    grant = client.grant(args.dataset, args.principal, args.epsilon_cap)
+    cap = grant.get("epsilon_cap")
+    return _show(args, grant, lambda g: f"granted {g['principal']} on {g['dataset_id']}"
+                 + (f" (ε cap {cap})" if cap is not None else ""))
+
+
+# --- jobs ------------------------------------------------------------------------------------
+
+
+def _job_request(args: argparse.Namespace) -> dict[str, Any]:
+    params = _pairs(args.model_param, "--model-param")
+    if args.l2 is not None:
+        params["l2"] = args.l2
+    optimizer = None
+    if args.optimizer or args.param:
+        from dpfit import DEFAULT_OPTIMIZER
+
+        optimizer = {"name": args.optimizer or DEFAULT_OPTIMIZER,
+                     "params": _pairs(args.param, "--param")}
+    return {"model": args.model, "optimizer": optimizer, "epsilon": args.epsilon,
+            "delta": args.delta, **params}
+
+
+def _job_line(j: Any) -> list[Any]:
+    step, total = j.progress
+    return [j.id, j.data.get("dataset_id"), (j.data.get("model") or {}).get("type"),
+            (j.data.get("optimizer") or {}).get("name"), j.status, f"{step}/{total}",
+            j.model_id or ""]
+
+
+def _job_text(j: Any) -> str:
+    lines = [f"job {j.id}: {j.status}"]
+    keys = ["dataset", "model", "optimizer", "status", "progress", "model_id"]
+    lines += [f"  {k}: {v}" for k, v in zip(keys, _job_line(j)[1:], strict=True)]
+    privacy = j.data.get("privacy") or {}
+    lines.append(f"  privacy: ε={privacy.get('epsilon')} δ={privacy.get('delta')}")
+    if j.error:
+        lines.append(f"  error: {j.error}")
+    if j.data.get("refunded"):
+        lines.append("  refunded: yes")
+    return "\n".join(lines)
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    return args.output == "text" and sys.stdout.isatty()
+
+
+def jobs_submit(client: Any, args: argparse.Namespace) -> int:
+    request = _job_request(args)
+    job = client.submit(args.dataset, idempotency_key=args.idempotency_key, **request)
+    if not args.wait:
+        return _show(args, job.data, lambda _: job.id)
+    if args.output == "text":
+        print(job.id, flush=True)
+    job.wait(progress=_progress(args))
+    return _show(args, job.data, lambda _: job.model_id or "")
+
+
+def jobs_estimate(client: Any, args: argparse.Namespace) -> int:
+    estimate = client.estimate(args.dataset, **_job_request(args))
+
+    def text(e: Any) -> str:
+        verdict = "admissible" if e.get("admissible") else "NOT admissible"
+        return "\n".join([
+            f"{verdict}: {e.get('reason')}",
+            f"ε spent after: {e.get('epsilon_spent_after')}  "
+            f"remaining after: {e.get('epsilon_remaining_after')}  (of ε={e.get('epsilon')}, "
+            f"δ={e.get('delta')})",
+            f"mechanism: {e.get('mechanism')}  noise scale: {e.get('noise_scale')}  "
+            f"sensitivity: {e.get('sensitivity')}  steps: {e.get('steps')}",
+        ])
+
+    return _show(args, dict(estimate), text)
+
+
+def jobs_list(client: Any, args: argparse.Namespace) -> int:
+    jobs = client.jobs(status=args.status)
+    return _show(args, [j.data for j in jobs], lambda _: _table(
+        [_job_line(j) for j in jobs],
+        ["ID", "DATASET", "MODEL", "OPTIMIZER", "STATUS", "STEP", "MODEL_ID"],
+    ) if jobs else "no jobs")
+
+
+def jobs_show(client: Any, args: argparse.Namespace) -> int:
+    job = client.job(args.job)
+    return _show(args, job.data, lambda _: _job_text(job))
+
+
+def jobs_cancel(client: Any, args: argparse.Namespace) -> int:
+    job = client.cancel(args.job)
+    return _show(args, job.data, lambda _: _job_text(job))
+
+
+def jobs_watch(client: Any, args: argparse.Namespace) -> int:
+    job = client.job(args.job).wait(progress=_progress(args))
+    return _show(args, job.data, lambda _: _job_text(job))
+
+
+# --- models ----------------------------------------------------------------------------------
+
+
+def _model_text(m: Any) -> str:
+    p = m.privacy
+    lines = [
+        f"model {m.id} ({m.type}) from job {m.job_id} on {m.dataset_id}",
+        f"privacy: ε={p.get('epsilon')} δ={p.get('delta')} mechanism={p.get('mechanism')} "
+        f"noise scale={p.get('noise_scale')} sensitivity={p.get('sensitivity')}",
+    ]
+    names = m.feature_names + (["(intercept)"] if m.intercept is not None else [])
+    weights = m.weights()
+    header = ["FEATURE", *([str(c) for c in m.classes] if m.is_multiclass else ["WEIGHT"])]
+    rows = [[name, *(f"{w:+.6f}" for w in weights[:, i])] for i, name in enumerate(names)]
+    return "\n".join(lines) + "\n" + _table(rows, header)
+
+
+def models_show(client: Any, args: argparse.Namespace) -> int:
+    model = client.model(args.model)
+    return _show(args, model.to_json(), lambda _: _model_text(model))
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    """CSV rows as text cells (the service converts each cell by its declared type)."""
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            return list(csv.DictReader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise UsageError(f"cannot read {path}: {type(exc).__name__}") from None
+
+
+def models_predict(client: Any, args: argparse.Namespace) -> int:
+    rows = _read_rows(args.rows)
+    if not rows:
+        raise UsageError(f"{args.rows} has no rows")
+    if args.local:
+        model = client.model(args.model)
+        predictions = model.predict(rows)
+        answer: dict[str, Any] = {"predictions": [_plain(v) for v in predictions]}
+        if model.is_regression:
+            answer["probabilities"] = None
+        else:
+            proba = model.predict_proba(rows)
+            best = proba.max(axis=1) if model.is_multiclass else proba[:, 1]
+            answer["probabilities"] = [float(v) for v in best]
+    else:
+        answer = client.predict(args.model, rows)
+    probabilities = answer.get("probabilities")
+    return _show(args, answer, lambda a: _table(
+        [[i, p, "" if probabilities is None else f"{probabilities[i]:.6f}"]
+         for i, p in enumerate(a["predictions"])],
+        ["ROW", "PREDICTION", "SCORE"],
+    ))
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        value = value.item()
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def models_export(client: Any, args: argparse.Namespace) -> int:
+    model = client.model(args.model)
+    if args.format == "json":
+        if args.file is None:
+            _print_json(model.to_json())
+            return EXIT_OK
+        args.file.write_text(json.dumps(model.to_json(), indent=2) + "\n")
+    else:
+        if args.file is None:
+            raise UsageError("--format sklearn writes a pickle: give --file PATH")
+        try:
+            pipeline = model.to_sklearn()
+        except ImportError:
+            raise UsageError("--format sklearn needs scikit-learn: pip install scikit-learn") \
+                from None
+        args.file.write_bytes(pickle.dumps(pipeline))
+    return _show(args, {"model_id": model.id, "format": args.format, "file": str(args.file)},
+                 lambda r: f"wrote {r['file']} ({r['format']})")
+
+
+# --- budget ----------------------------------------------------------------------------------
+
+_BAR = 40
+
+
+def _burn(spent: float, total: float) -> str:
+    used = 0 if total <= 0 else min(_BAR, round(_BAR * spent / total))
+    return "█" * used + "·" * (_BAR - used)
+
+
+def budget(client: Any, args: argparse.Namespace) -> int:
+    frame = client.budget(args.dataset)
+    row = frame.iloc[0].to_dict()
+    value: dict[str, Any] = {k: _plain(v) for k, v in row.items()}
+    history = None
+    if args.history:
+        history = client.budget_history(args.dataset)
+        value["history"] = [
+            {"at": r["at"].isoformat(), "kind": r["kind"], "job_id": r["job_id"],
+             "epsilon_spent": float(r["epsilon_spent"]),
+             "your_epsilon_spent": float(r["your_epsilon_spent"])}
+            for r in history.to_dict(orient="records")
+        ]
+
+    def text(v: dict[str, Any]) -> str:
+        eps, spent = float(v["epsilon"]), float(v["epsilon_spent"])
+        lines = [
+            f"dataset {v['dataset_id']}: ε_B={eps} δ_B={v['delta']}",
+            f"spent     ε={spent:.4f}  [{_burn(spent, eps)}]",
+            f"remaining ε={float(v['epsilon_remaining']):.4f}  over {v['jobs_charged']} job(s)",
+        ]
+        if v.get("your_epsilon_cap") is not None or v.get("your_epsilon_spent"):
+            lines.append(f"yours     ε={float(v.get('your_epsilon_spent') or 0):.4f}"
+                         + (f" of a cap of {v['your_epsilon_cap']}"
+                            if v.get("your_epsilon_cap") is not None else ""))
+        for point in v.get("history") or []:
+            lines.append(
+                f"{point['at'][:19]}  {point['kind']:<6} {point['job_id'] or '(another)':<24}"
+                f" ε={point['epsilon_spent']:.4f} [{_burn(point['epsilon_spent'], eps)}]"
+            )
+        return "\n".join(lines)
+
+    return _show(args, value, text)
+
+
+_HANDLERS: dict[tuple[str, str | None], Callable[[Any, argparse.Namespace], int]] = {
+    ("datasets", "list"): datasets_list,
+    ("datasets", "show"): datasets_show,
+    ("datasets", "register"): datasets_register,
+    ("datasets", "grant"): datasets_grant,
+    ("jobs", "submit"): jobs_submit,
+    ("jobs", "estimate"): jobs_estimate,
+    ("jobs", "list"): jobs_list,
+    ("jobs", "show"): jobs_show,
+    ("jobs", "cancel"): jobs_cancel,
+    ("jobs", "watch"): jobs_watch,
+    ("models", "show"): models_show,
+    ("models", "predict"): models_predict,
+    ("models", "export"): models_export,
+    ("budget", None): budget,
+}
