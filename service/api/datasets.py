@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -233,11 +234,11 @@ def get_ledger(dataset_id: str, principal: Owner, sessions: Sessions) -> LedgerO
         cached = spent_of(dataset)
         charges = [ChargeOut.model_validate(r, from_attributes=True) for r in rows]
     consistent = (
-        all(
-            abs(a - b) <= 1e-9 * max(1.0, abs(a))
+        all(  # isclose, not a difference: +∞ equals +∞ (∞ − ∞ would be NaN)
+            math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
             for a, b in zip(cached.rdp, totals.rdp, strict=True)
         )
-        and abs(cached.pure_epsilon - totals.pure_epsilon) <= 1e-9
+        and math.isclose(cached.pure_epsilon, totals.pure_epsilon, rel_tol=0.0, abs_tol=1e-9)
     )
     return LedgerOut(
         dataset_id=dataset_id,
