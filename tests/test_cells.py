@@ -117,8 +117,15 @@ def test_category_keys() -> None:
     assert category_key(3.0) == ("3", OK)
     assert category_key(True) == ("1", OK)
     assert category_key("١") == ("١", OK)  # non-ASCII digits are text, not the number 1
+    assert category_key(b"-" + b"0" * 4 + b"9" * 5000) == ("-" + "9" * 5000, OK)  # no int() limit
+    assert category_key(b"+007") == ("7", OK) and category_key(b"-000") == ("0", OK)
     typed = category_cells(pa.array([3, None, 1], pa.int8()), lookup)[0]
     assert typed.tolist() == [0, -1, 1]
+    nested = category_cells(pa.array([[1], None, None], pa.list_(pa.int8())), lookup)
+    assert nested[0].tolist() == [-1, -1, -1]
+    assert nested[1].tolist() == [UNPARSEABLE, MISSING, MISSING]
+    structs = category_cells(pa.array([{"a": 1}]), lookup)
+    assert structs[0].tolist() == [-1] and structs[1].tolist() == [UNPARSEABLE]
 
 
 def test_prediction_records_follow_the_same_rules() -> None:

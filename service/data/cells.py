@@ -244,7 +244,10 @@ def category_key(value: Any) -> tuple[str | None, int]:
             value = value.decode("utf-8")
         except UnicodeDecodeError:
             return None, UNPARSEABLE
-    key = normalise_value(value)
+    try:
+        key = normalise_value(value)
+    except (ValueError, OverflowError):  # e.g. a Python int too long to print: not a value
+        return None, UNPARSEABLE
     return key, (OK if key is not None else MISSING)
 
 
@@ -300,7 +303,9 @@ def _string_key(value: str) -> str | None:
     if text.lower() in _BOOL_WORDS:
         return _BOOL_WORDS[text.lower()]
     if _INTEGER_TEXT.fullmatch(text):
-        return str(int(text))
+        # What str(int(text)) gives, without int()'s limit on the number of digits.
+        digits = text.lstrip("+-").lstrip("0") or "0"
+        return "-" + digits if text.startswith("-") and digits != "0" else digits
     if _DECIMAL_TEXT.fullmatch(text):
         return _real_key(float(text)) or text  # never None: the pattern excludes NaN
     return text
@@ -313,9 +318,12 @@ def category_cells(
     declared) and its status. Distinct values of the block are mapped one at a time in Python;
     each mapping depends on that value alone."""
     plain = _plain(array)
+    n = len(plain)
     if pa.types.is_null(plain.type):
-        n = len(plain)
         return np.full(n, -1, dtype=np.intp), np.full(n, MISSING, dtype=np.uint8)
+    if pa.types.is_nested(plain.type):  # lists, structs, maps: no category is such a value
+        status = np.where(_null_mask(plain), MISSING, UNPARSEABLE).astype(np.uint8)
+        return np.full(n, -1, dtype=np.intp), status
     encoded = pc.dictionary_encode(plain, null_encoding="mask")
     keys = [category_key(v) for v in encoded.dictionary.to_pylist()]
     code_table = np.array(
