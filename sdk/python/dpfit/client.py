@@ -180,7 +180,8 @@ class Client:
 
     ``url`` defaults to ``$DPFIT_URL`` (else ``http://127.0.0.1:8000``), ``api_key`` to
     ``$DPFIT_API_KEY``. Use it as a context manager (or call :meth:`close`). ``transport`` and
-    other ``httpx_args`` go to the underlying ``httpx.Client``.
+    other ``httpx_args`` go to the underlying ``httpx.Client``. Lists are read ``page_size``
+    items per request (default: the service's, 100) and always followed to the end.
     """
 
     def __init__(
@@ -193,6 +194,7 @@ class Client:
         backoff: float = 0.5,
         transport: httpx.BaseTransport | None = None,
         httpx_args: Mapping[str, Any] | None = None,
+        page_size: int | None = None,
     ) -> None:
         from dpfit_client import AuthenticatedClient
         from dpfit_client import Client as AnonymousClient
@@ -211,6 +213,7 @@ class Client:
         self._http: httpx.Client = self.low_level.get_httpx_client()
         self.retries = retries
         self.backoff = backoff
+        self.page_size = page_size
 
     # --- session ------------------------------------------------------------------------------
 
@@ -260,6 +263,8 @@ class Client:
     def _pages(self, path: str, params: Mapping[str, Any] | None = None) -> Iterator[Any]:
         """Every item of a paginated list (follows ``X-Next-Cursor``)."""
         query = {k: v for k, v in (params or {}).items() if v is not None}
+        if self.page_size is not None:
+            query["limit"] = self.page_size
         while True:
             response = self._send("GET", path, params=query)
             yield from response.json()
