@@ -155,6 +155,7 @@ def external_security(settings: Settings) -> Security:
         tls_ca_file=str(ca),
         tls_client_cert=str(cert),
         tls_client_key=str(key),
+        tls_min_version=ssl.TLSVersion.TLSv1_3,
     )
 
 
