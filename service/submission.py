@@ -160,9 +160,10 @@ class Estimate:
     gdp_mu: float | None
 
 
-def accounting_kind(charge: JobCharge) -> str:
-    """How the ledger accounts the job: ``pure``, ``gaussian`` (exact μ) or ``renyi``."""
-    if charge.pure_epsilon is not None:
+def accounting_kind(budget: privacy_filter.Budget, charge: JobCharge) -> str:
+    """How the ledger accounts the job: ``pure`` (basic composition, δ_B = 0), ``gaussian``
+    (exact μ) or ``renyi`` (its curve; pure ε-DP jobs on a δ_B > 0 dataset too)."""
+    if budget.pure:
         return "pure"
     return "gaussian" if charge.mu is not None else "renyi"
 
@@ -184,7 +185,7 @@ def estimate_job(session: Session, dataset: Dataset, principal: str, priced: Pri
         epsilon_spent=privacy_filter.spent_epsilon(budget, spent),
         epsilon_spent_after=privacy_filter.spent_epsilon(budget, after),
         epsilon_remaining_after=privacy_filter.remaining_epsilon(budget, after),
-        accounting=accounting_kind(priced.charge),
+        accounting=accounting_kind(budget, priced.charge),
         gdp_mu=priced.charge.mu,
     )
 
