@@ -1,0 +1,223 @@
+"""Partitions of a dataset for data-parallel jobs, and the memory a job's encoded rows need.
+
+A partition is a window ``[start, stop)`` of rows in the source's stable row order (file order
+for CSV and Parquet — a Parquet folder's files in sorted order —, the documented order for SQL
+tables; :mod:`service.data.source`). Guarantees:
+
+- **Public sizes.** :func:`split_rows` cuts ``n`` rows into ``parts`` windows whose sizes depend
+  on ``n`` and ``parts`` only (they differ by at most one row). ``n`` is public (fixed at
+  registration) and the number of partitions is the operator's cluster shape, so the row count of
+  every partition is public. Which rows fall in a window is a function of the row order alone,
+  which no cell can change (the sources' row rules); a window's boundaries never depend on data.
+- **Bit-identical rows.** :class:`WindowSource` hands out exactly the rows of the window, in
+  order, so :func:`service.data.reader.read_encoded` on it gives the corresponding slice of what
+  it gives on the whole source, bit for bit (the reader is row-local).
+- **Reading cost.** On a Parquet folder a window opens only the files it intersects (their row
+  counts come from the footers: public metadata); inside a file, and for CSV and SQL sources,
+  the rows before the window are streamed and dropped (memory stays one block).
+
+The memory side (:func:`encoded_bytes`, :func:`choose_layout`) works from public facts only:
+``n``, the encoded dimension and the label's shape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import pyarrow as pa
+
+from service.data.source import Source, SourceFormat
+
+__all__ = [
+    "DATA_FRACTION",
+    "WORKER_OVERHEAD_BYTES",
+    "Layout",
+    "RowWindow",
+    "WindowSource",
+    "choose_layout",
+    "encoded_bytes",
+    "split_rows",
+    "usable_bytes",
+]
+
+#: What a worker process holds before any job data (interpreter, numpy, pyarrow, SQLAlchemy,
+#: the service's modules, Dask itself) — measured ≈ 150–190 MiB RSS here; rounded up.
+WORKER_OVERHEAD_BYTES = 224 << 20
+#: Share of a worker's memory limit that job data may use after the overhead. Below Dask's pause
+#: threshold (0.8 by default; the embedded cluster raises it to 0.9): a paused worker runs no
+#: task, so a job's partial gradients would never come back.
+DATA_FRACTION = 0.8
+#: A job runs in one process only if its rows take at most this share of what a worker can
+#: hold: the single-process path may copy the rows once (sparse copies, rescaled rows).
+SINGLE_PROCESS_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class RowWindow:
+    """Rows ``start ≤ i < stop`` of a source's stable order."""
+
+    start: int
+    stop: int
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+
+def split_rows(n: int, parts: int) -> list[RowWindow]:
+    """``parts`` consecutive windows covering ``0 … n−1``; the first ``n % parts`` windows hold
+    one row more. Sizes are a function of (n, parts) only."""
+    if n < 0 or parts < 1:
+        raise ValueError("n must be >= 0 and parts >= 1")
+    base, extra = divmod(n, parts)
+    windows, start = [], 0
+    for index in range(parts):
+        stop = start + base + (1 if index < extra else 0)
+        windows.append(RowWindow(start, stop))
+        start = stop
+    return windows
+
+
+def encoded_bytes(n: int, dimension: int, classes: int | None) -> int:
+    """Bytes of a job's encoded rows in memory: ``X`` (n × dimension float64) and the labels
+    (n float64, or K × n for a categorical label with K classes)."""
+    return 8 * n * (dimension + max(1, classes or 1))
+
+
+def usable_bytes(memory_limit: int) -> int:
+    """Bytes of job data a worker with ``memory_limit`` may hold (module constants)."""
+    return max(0, int(DATA_FRACTION * memory_limit) - WORKER_OVERHEAD_BYTES)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a job's rows live: ``single`` (one worker reads them all) or ``partitioned``
+    (``parts`` windows, one per worker), or ``infeasible`` with the bytes it would need."""
+
+    kind: Literal["single", "partitioned", "infeasible"]
+    needed_bytes: int
+    parts: int = 1
+    reason: str = ""
+
+
+def choose_layout(
+    n: int,
+    dimension: int,
+    classes: int | None,
+    worker_memory: Sequence[int | None],
+    *,
+    data_parallel: bool,
+    min_rows: int | None,
+) -> Layout:
+    """The layout of a job from public facts and the cluster's per-worker memory limits
+    (``None`` or 0 = unlimited).
+
+    - Partitioned when the optimizer supports it (``data_parallel``) and either ``n`` reaches
+      the operator's ``min_rows`` (with at least two workers) or the rows do not fit
+      comfortably in one worker (more than :data:`SINGLE_PROCESS_SHARE` of what it can hold).
+      Every worker then gets one window (equal sizes), so the smallest worker bounds the job.
+    - Single otherwise, if one worker can hold the rows.
+    - Infeasible when no layout fits: ``reason`` says how much memory the job needs.
+    """
+    needed = encoded_bytes(n, dimension, classes)
+    workers = len(worker_memory)
+    if workers == 0:
+        return Layout("infeasible", needed, reason="the cluster has no worker")
+    limits = [int(m) for m in worker_memory if m]
+    unlimited = len(limits) < workers
+    largest = math.inf if unlimited else max(usable_bytes(m) for m in limits)
+    smallest = min((usable_bytes(m) for m in limits), default=math.inf)
+    fits_one = needed <= SINGLE_PROCESS_SHARE * largest
+    per_part = encoded_bytes(math.ceil(n / workers), dimension, classes)
+    fits_spread = per_part <= smallest
+    wants_parallel = (min_rows is not None and n >= min_rows and workers > 1) or not fits_one
+    if data_parallel and wants_parallel and fits_spread and (workers > 1 or not fits_one):
+        return Layout("partitioned", needed, parts=workers)
+    if fits_one:
+        return Layout("single", needed)
+    mib = math.ceil(needed / (1 << 20))
+    if not data_parallel:
+        reason = (
+            f"this job's encoded rows need about {mib} MiB in one worker (this optimizer "
+            "reads every row in one process), more than a worker can hold"
+        )
+    else:
+        reason = (
+            f"this job's encoded rows need about {mib} MiB, more than the cluster's "
+            f"{workers} worker(s) can hold even spread over all of them"
+        )
+    return Layout("infeasible", needed, reason=reason)
+
+
+class WindowSource:
+    """The rows of ``window`` of ``source``, itself a :class:`~service.data.source.Source`.
+
+    ``count_rows`` is the window's size (public), ``fingerprint`` the whole source's (the
+    registered one). ``iter_batches`` yields exactly the window's rows in order, and raises
+    nothing content-dependent: a source shorter than the window's end yields fewer rows, which
+    :func:`~service.data.reader.read_encoded` reports as a source that changed.
+    """
+
+    def __init__(self, source: Source, window: RowWindow) -> None:
+        if window.start < 0 or window.stop < window.start:
+            raise ValueError("invalid row window")
+        self._source = source
+        self._window = window
+
+    @property
+    def format(self) -> SourceFormat:
+        return self._source.format
+
+    @property
+    def location(self) -> str:
+        return self._source.location
+
+    def columns(self) -> list[str]:
+        return self._source.columns()
+
+    def count_rows(self) -> int:
+        return self._window.rows
+
+    def fingerprint(self) -> str:
+        return self._source.fingerprint()
+
+    def iter_batches(self, columns: Sequence[str], rows_per_block: int) -> Iterator[pa.RecordBatch]:
+        """The window's rows of ``columns`` in blocks of at most ``rows_per_block``."""
+        if self._window.rows == 0:
+            return
+        members = getattr(self._source, "members", None)
+        parts = members() if callable(members) else None
+        if not parts:
+            yield from _slice(self._source, columns, rows_per_block, self._window)
+            return
+        offset = 0
+        for member, rows in parts:
+            window = RowWindow(
+                max(self._window.start - offset, 0), min(self._window.stop - offset, rows)
+            )
+            offset += rows
+            if window.stop <= 0 or window.start >= rows:
+                continue
+            yield from _slice(member, columns, rows_per_block, window)
+            if offset >= self._window.stop:
+                return
+
+
+def _slice(
+    source: Source, columns: Sequence[str], rows_per_block: int, window: RowWindow
+) -> Iterator[pa.RecordBatch]:
+    """Rows ``window`` of ``source`` by streaming it and dropping what lies outside."""
+    position = 0
+    for batch in source.iter_batches(columns, rows_per_block):
+        end = position + batch.num_rows
+        if end > window.start:
+            lo = max(window.start - position, 0)
+            hi = min(window.stop - position, batch.num_rows)
+            if hi > lo:
+                yield batch.slice(lo, hi - lo)
+        position = end
+        if position >= window.stop:
+            return
