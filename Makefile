@@ -13,8 +13,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+# The service and the Python client (`dpfit` + the generated `dpfit_client`): the CLI's HTTP
+# commands (dpfit datasets|jobs|models|budget) use the client.
+$(VENV)/.installed: pyproject.toml sdk/python/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e . -e sdk/python
 	touch $@
 
 # The dev install includes the `bench` extra (tests/test_bench_smoke.py runs every suite's smoke
