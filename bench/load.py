@@ -152,7 +152,38 @@ async def load(
     return tally, elapsed
 
 
-def report(backend: str, tally: Tally, elapsed: float, clients: int) -> list[str]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of one process (all its threads) so far, from /proc (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (the Dask nanny and worker processes of the server)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int(
+                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+                )
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        current = frontier.pop()
+        children = [p for p, parent in parents.items() if parent == current]
+        found += children
+        frontier += children
+    return found
+
+
+def report(
+    backend: str, tally: Tally, elapsed: float, clients: int, cpu: tuple[float, float]
+) -> list[str]:
     total = sum(len(v) for v in tally.latencies.values())
     reads = sum(len(v) for k, v in tally.latencies.items() if k in READS)
     errors = sum(tally.errors.values())
@@ -161,6 +192,11 @@ def report(backend: str, tally: Tally, elapsed: float, clients: int) -> list[str
         f"### {backend}: {clients} clients, {elapsed:.0f} s — {total / elapsed:.1f} req/s "
         f"({reads / elapsed:.1f} reads/s), reads p99 "
         f"{1000 * percentile(read_latencies, 0.99):.0f} ms, {errors} errors",
+        "",
+        f"CPU: API process {1000 * cpu[0] / max(total, 1):.1f} ms per request "
+        f"({100 * cpu[0] / elapsed:.0f}% of a core); Dask workers {cpu[1]:.1f} s in all "
+        f"({100 * cpu[1] / elapsed:.0f}% of a core). Machine load average at the end: "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.",
         "",
         "| route | requests | req/s | p50 (ms) | p99 (ms) | errors |",
         "|---|---|---|---|---|---|",
@@ -240,8 +276,15 @@ def run(args: argparse.Namespace) -> None:
                 if args.profile is not None:
                     args.profile.mkdir(parents=True, exist_ok=True)
                     spy = profile_server(server, args.profile / f"load-{backend}.json", duration)
+                assert server.process is not None
+                pid = server.process.pid
+                before = cpu_seconds(pid), sum(cpu_seconds(p) for p in descendants(pid))
                 tally, elapsed = asyncio.run(load(server, clients, duration, mix))
-                out += report(backend, tally, elapsed, clients) + [""]
+                cpu = (
+                    cpu_seconds(pid) - before[0],
+                    sum(cpu_seconds(p) for p in descendants(pid)) - before[1],
+                )
+                out += report(backend, tally, elapsed, clients, cpu) + [""]
                 if spy is not None:
                     spy.wait(timeout=120)
                     out += summarize_profile(args.profile / f"load-{backend}.json") + [""]
