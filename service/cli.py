@@ -116,7 +116,11 @@ def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> Non
     print(f"workers: {workers}", flush=True)
     command = _own_command()
     print(f"first key: {command} keys create --role admin --name admin", flush=True)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    # Keep idle connections 75 s (uvicorn's default 5 s closes a busy client's connection just
+    # as it sends its next request, a ReadError under load; 75 s is nginx's default).
+    uvicorn.run(
+        create_app(settings), host=host, port=port, log_level="info", timeout_keep_alive=75
+    )
 
 
 def _own_command() -> str:
