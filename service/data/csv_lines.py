@@ -16,6 +16,7 @@ usual case) are not copied; a vectorised pass over the chunk finds the others.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -36,21 +37,20 @@ _PARSE = pcsv.ParseOptions(
 _BLOCK_BYTES = 1 << 22
 
 
-def _block_size(text: bytes) -> int:
-    """Arrow's parse block: at least the longest line, which Arrow refuses to split (a long cell
-    must never make a read fail)."""
-    if len(text) <= _BLOCK_BYTES:
-        return _BLOCK_BYTES
-    ends = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == _NEWLINE)
-    longest = int(np.max(np.diff(ends, prepend=-1)))
-    return max(_BLOCK_BYTES, 2 * longest)
+class Lines(NamedTuple):
+    """A chunk after :func:`normalise_lines`: its text, its number of lines (rows), and a bound
+    on its longest line in bytes (terminator included)."""
+
+    text: bytes
+    rows: int
+    longest: int
 
 
 class RowCountMismatch(ValueError):
     """Arrow parsed a different number of rows than the chunk has lines (a bug, never data)."""
 
 
-def normalise_lines(chunk: bytes, n_fields: int) -> bytes:
+def normalise_lines(chunk: bytes, n_fields: int) -> Lines:
     """``chunk`` (whole lines, ending with ``\\n``) with every line rewritten by the row rule to
     exactly ``n_fields`` well-quoted fields. Same number of lines, in the same order."""
     if n_fields < 1:
@@ -64,6 +64,8 @@ def normalise_lines(chunk: bytes, n_fields: int) -> bytes:
     starts[1:] = ends[:-1] + 1
     stops = ends - ((ends > starts) & (buf[np.maximum(ends - 1, 0)] == _CR))  # content end
     n_lines = ends.size
+    # A rewritten line is at most its content plus the padding commas.
+    longest = int(np.max(ends - starts)) + 1 + n_fields
     bad = np.zeros(n_lines, dtype=bool)
     # Everything below works on the positions of the few special bytes, never byte by byte.
     commas = np.flatnonzero(buf == _COMMA)
@@ -101,7 +103,7 @@ def normalise_lines(chunk: bytes, n_fields: int) -> bytes:
 
     to_fix = np.flatnonzero(bad | (fields != n_fields))
     if to_fix.size == 0:
-        return chunk
+        return Lines(chunk, n_lines, longest)
     empty_line = b"," * (n_fields - 1)
     pieces: list[bytes] = []
     done = 0
@@ -117,7 +119,7 @@ def normalise_lines(chunk: bytes, n_fields: int) -> bytes:
         pieces.append(b"\n")
         done = int(ends[i]) + 1
     pieces.append(chunk[done:])
-    return b"".join(pieces)
+    return Lines(b"".join(pieces), n_lines, longest)
 
 
 def _first_fields(line: bytes, n_fields: int) -> bytes:
@@ -134,20 +136,19 @@ def _first_fields(line: bytes, n_fields: int) -> bytes:
     return line
 
 
-def iter_csv_tables(
-    text: bytes, n_fields: int, indices: Sequence[int], lines: int | None = None
-) -> Iterator[pa.Table]:
+def iter_csv_tables(lines: Lines, n_fields: int, indices: Sequence[int]) -> Iterator[pa.Table]:
     """Arrow tables of the fields at ``indices`` (in that order, as ``pa.binary()``) of
-    :func:`normalise_lines` output (``lines`` of them, counted if not given), one row per line."""
-    if lines is None:
-        lines = text.count(b"\n")
+    :func:`normalise_lines` output, one row per line. Arrow's parse block is made larger than
+    the longest line (Arrow refuses a line that straddles blocks: a long cell must never make a
+    read fail)."""
     if not indices:
         raise ValueError("read at least one column")
     names = [f"f{i}" for i in range(n_fields)]
     unique = list(dict.fromkeys(indices))
+    block_size = min(max(_BLOCK_BYTES, 2 * lines.longest), 2**31 - 1)  # Arrow: int32
     table = pcsv.read_csv(
-        pa.py_buffer(text),
-        read_options=pcsv.ReadOptions(column_names=names, block_size=_block_size(text)),
+        pa.py_buffer(lines.text),
+        read_options=pcsv.ReadOptions(column_names=names, block_size=block_size),
         parse_options=_PARSE,
         convert_options=pcsv.ConvertOptions(
             include_columns=[names[i] for i in unique],
@@ -157,6 +158,6 @@ def iter_csv_tables(
             null_values=[],
         ),
     )
-    if table.num_rows != lines:
+    if table.num_rows != lines.rows:
         raise RowCountMismatch("the CSV chunk parsed into a different number of rows")
     yield pa.table([table.column(names[i]) for i in indices], names=[names[i] for i in indices])

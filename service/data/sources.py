@@ -375,6 +375,19 @@ class FileSource:
             for file in self._files():
                 yield from self._parquet_batches(file, wanted, rows_per_block)
 
+    def members(self) -> list[tuple[FileSource, int]] | None:
+        """For a Parquet folder, each data file as its own source with its row count (from the
+        footer), in the order :meth:`iter_batches` reads them; ``None`` for a single file.
+        Partitioned reading uses it to open only the files a row window intersects."""
+        if self._format != "parquet" or not self._is_folder():
+            return None
+        out = []
+        for file in self._files():
+            with _guarded("Parquet metadata"):
+                rows = self._parquet_file(file).metadata.num_rows
+            out.append((FileSource(self._fs, file, "parquet", location=self._location), rows))
+        return out
+
     # ---- CSV ---------------------------------------------------------------------------
 
     def _csv_header(self) -> list[str]:
@@ -399,15 +412,14 @@ class FileSource:
         with _guarded("CSV file"):
             stream = self._fs.open_input_stream(self._path)
         with stream:
-            lines = _csv_chunks(stream)
+            chunks = _csv_chunks(stream)
             while True:
                 with _guarded("CSV file"):
-                    chunk = next(lines, None)
+                    chunk = next(chunks, None)
                     if chunk is None:
                         return
-                    rows = chunk.count(b"\n")
-                    text = normalise_lines(chunk, len(header))
-                    tables = list(iter_csv_tables(text, len(header), indices, rows))
+                    lines = normalise_lines(chunk, len(header))
+                    tables = list(iter_csv_tables(lines, len(header), indices))
                 for table in tables:
                     for batch in table.to_batches(max_chunksize=rows_per_block):
                         yield pa.RecordBatch.from_arrays(batch.columns, names=wanted)
