@@ -83,6 +83,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.full_gradient import GradientOracle, LocalGradient
 from service.optimizers.inputs import checked_data
 from service.privacy.gdp import gaussian_steps_multiplier
 
@@ -203,7 +204,23 @@ def accmd_run(
 
     ``noise_sigma`` overrides σ (tests use 0; the generator is consumed identically).
     """
-    d = X.shape[1]
+    return accmd_oracle_run(
+        loss, LocalGradient(loss, X, y), config, rng, progress, trace, noise_sigma
+    )
+
+
+def accmd_oracle_run(
+    loss: Loss,
+    oracle: GradientOracle,
+    config: AccMDConfig,
+    rng: np.random.Generator,
+    progress: ProgressCallback | None = None,
+    trace: list[AccMDStep] | None = None,
+    noise_sigma: float | None = None,
+) -> FloatArray:
+    """:func:`accmd_run` with ∇F from ``oracle`` (local rows or partitions): the same steps
+    and the same noise draws from ``rng``."""
+    d = oracle.dimension
     sigma = config.noise_sigma if noise_sigma is None else noise_sigma
     radius, gamma, l1 = config.l1_radius, config.step_size, config.l1
     log_lam = np.zeros(2 * d + 1, dtype=np.float64)  # uniform start: A λ_1 = 0
@@ -213,7 +230,7 @@ def accmd_run(
     for t in range(1, config.iterations + 1):
         tau = 2.0 / (t + 1)
         x_md = tau * simplex_to_weights(lam, radius) + (1.0 - tau) * x_ag
-        exact = np.asarray(loss.gradient(x_md, X, y), dtype=np.float64)
+        exact = np.asarray(oracle.gradient(x_md), dtype=np.float64)
         noisy = exact + sigma * rng.standard_normal(d)
         mirror_grad[:d] = radius * (noisy + l1)
         mirror_grad[d : 2 * d] = radius * (l1 - noisy)
@@ -358,16 +375,36 @@ class DpAccMD:
         Checks (without revealing data values) that the rows match the plan's public n and d,
         ‖x‖₂ ≤ 1, admissible labels, and that the plan's sensitivity covers this loss.
         """
-        hp = plan.hyperparameters
-        config = AccMDConfig.from_hyperparameters(hp)
-        if not loss.convex:
-            raise ValueError("this optimizer needs a convex loss")
-        if 2.0 * loss.lipschitz / config.n > config.gradient_sensitivity * (1 + 1e-12):
-            raise ValueError("the plan's sensitivity does not cover this loss")
-        if float(getattr(loss, "l1", 0.0)) != config.l1:
-            raise ValueError("the plan was made for another l1")
+        config = _checked_config(plan, loss)
         X, y = checked_data(loss, X, y, config.n, config.d)
         return accmd_run(loss, X, y, config, rng, progress)
+
+    def fit_oracle(
+        self,
+        plan: ReleasePlan,
+        loss: Loss,
+        oracle: GradientOracle,
+        rng: np.random.Generator,
+        progress: ProgressCallback,
+    ) -> FloatArray:
+        """:meth:`fit` with the gradients from ``oracle`` (e.g. partitions on Dask workers,
+        which check their own rows); the same steps, noise and accounting."""
+        config = _checked_config(plan, loss)
+        if (oracle.n, oracle.dimension) != (config.n, config.d):
+            raise ValueError("the data's shape differs from the plan's public n and d")
+        return accmd_oracle_run(loss, oracle, config, rng, progress)
+
+
+def _checked_config(plan: ReleasePlan, loss: Loss) -> AccMDConfig:
+    """The run's configuration, after checking the plan suits this loss (``ValueError``)."""
+    config = AccMDConfig.from_hyperparameters(plan.hyperparameters)
+    if not loss.convex:
+        raise ValueError("this optimizer needs a convex loss")
+    if 2.0 * loss.lipschitz / config.n > config.gradient_sensitivity * (1 + 1e-12):
+        raise ValueError("the plan's sensitivity does not cover this loss")
+    if float(getattr(loss, "l1", 0.0)) != config.l1:
+        raise ValueError("the plan was made for another l1")
+    return config
 
 
 def _check_gaussian_target(target: PrivacyTarget, name: str) -> None:

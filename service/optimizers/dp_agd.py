@@ -76,16 +76,23 @@ from service.optimizers.dp_gd import (
     ITERATION_HARD_CAP,
     QueryRecord,
     check_full_gradient_job,
+    check_oracle,
     full_gradient_inputs,
-    full_gradient_query,
     gaussian_steps_plan,
     proximal_step,
     single_release_multiplier,
 )
+from service.optimizers.full_gradient import GradientOracle, LocalGradient
 from service.optimizers.inputs import Rows
 from service.privacy.analytic_gaussian import sample_gaussian
 
-__all__ = ["DPAGD", "DPAGDParams", "accelerated_iterations", "noisy_accelerated_descent"]
+__all__ = [
+    "DPAGD",
+    "DPAGDParams",
+    "accelerated_iterations",
+    "noisy_accelerated_descent",
+    "oracle_accelerated_descent",
+]
 
 
 class DPAGDParams(BaseModel):
@@ -175,13 +182,38 @@ def noisy_accelerated_descent(
     tests' noiseless run). ``trace`` (tests only) receives one :class:`QueryRecord` per step,
     recorded at the point v_t where the gradient is taken.
     """
-    d = X.shape[1]
+    return oracle_accelerated_descent(
+        loss,
+        LocalGradient(loss, X, y),
+        step_size=step_size,
+        iterations=iterations,
+        noise_std=noise_std,
+        rng=rng,
+        progress=progress,
+        trace=trace,
+    )
+
+
+def oracle_accelerated_descent(
+    loss: Loss,
+    oracle: GradientOracle,
+    *,
+    step_size: float,
+    iterations: int,
+    noise_std: float,
+    rng: np.random.Generator,
+    progress: ProgressCallback | None = None,
+    trace: list[QueryRecord] | None = None,
+) -> FloatArray:
+    """:func:`noisy_accelerated_descent` with ∇F from ``oracle`` (local rows or partitions):
+    the same steps and the same noise draws from ``rng``."""
+    d = oracle.dimension
     w_prev: FloatArray = np.zeros(d, dtype=np.float64)
     v: FloatArray = w_prev.copy()
     zeros: FloatArray = np.zeros(d, dtype=np.float64)
     s = 1.0
     for t in range(1, iterations + 1):
-        g = full_gradient_query(loss, v, X, y)
+        g = oracle.gradient(v)
         noise = sample_gaussian(d, noise_std, rng) if noise_std > 0.0 else zeros
         if trace is not None:
             trace.append(QueryRecord("full_gradient", v.copy(), noise))
@@ -276,6 +308,28 @@ class DPAGD:
             loss,
             rows,
             labels,
+            step_size=float(hp["step_size"]),
+            iterations=int(hp["iterations"]),
+            noise_std=plan.noise_scale,
+            rng=rng,
+            progress=progress,
+        )
+
+    def fit_oracle(
+        self,
+        plan: ReleasePlan,
+        loss: Loss,
+        oracle: GradientOracle,
+        rng: np.random.Generator,
+        progress: ProgressCallback,
+    ) -> FloatArray:
+        """:meth:`fit` with the gradients from ``oracle`` (e.g. partitions on Dask workers,
+        which check their own rows); the same steps, noise and accounting."""
+        check_oracle(plan, loss, oracle)
+        hp = plan.hyperparameters
+        return oracle_accelerated_descent(
+            loss,
+            oracle,
             step_size=float(hp["step_size"]),
             iterations=int(hp["iterations"]),
             noise_std=plan.noise_scale,

@@ -96,6 +96,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.full_gradient import GradientOracle, LocalGradient
 from service.optimizers.inputs import Rows, checked_data, gradient_rows
 from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.gdp import gaussian_steps_multiplier
@@ -113,7 +114,9 @@ __all__ = [
     "full_gradient_query",
     "gaussian_steps_plan",
     "gradient_sensitivity",
+    "check_oracle",
     "noisy_gradient_descent",
+    "oracle_gradient_descent",
     "proximal_step",
     "sample_batch",
     "single_release_multiplier",
@@ -293,6 +296,17 @@ def full_gradient_inputs(
     return gradient_rows(X), np.asarray(y, dtype=np.float64)
 
 
+def check_oracle(plan: ReleasePlan, loss: Loss, oracle: GradientOracle) -> None:
+    """The public half of :func:`full_gradient_inputs` for an oracle: its n and dimension are
+    the plan's and the plan's per-step sensitivity covers this loss (``ValueError``). The rows'
+    own checks (norms, labels) are the oracle's: each partition checks its rows."""
+    n, d = int(plan.hyperparameters["n"]), int(plan.hyperparameters["d"])
+    if (oracle.n, oracle.dimension) != (n, d):
+        raise ValueError("the data's shape differs from the plan's public n and d")
+    if plan.sensitivity < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):
+        raise ValueError("the plan's sensitivity does not cover this loss")
+
+
 # --- DP-GD ------------------------------------------------------------------------------------
 
 
@@ -383,11 +397,36 @@ def noisy_gradient_descent(
     ``noise_std = 0`` switches the noise off (no draws from ``rng``): the noiseless algorithm
     the sensitivity tests run. ``trace`` (tests only) receives one :class:`QueryRecord` per step.
     """
-    d = X.shape[1]
+    return oracle_gradient_descent(
+        loss,
+        LocalGradient(loss, X, y),
+        step_size=step_size,
+        iterations=iterations,
+        noise_std=noise_std,
+        rng=rng,
+        progress=progress,
+        trace=trace,
+    )
+
+
+def oracle_gradient_descent(
+    loss: Loss,
+    oracle: GradientOracle,
+    *,
+    step_size: float,
+    iterations: int,
+    noise_std: float,
+    rng: np.random.Generator,
+    progress: ProgressCallback | None = None,
+    trace: list[QueryRecord] | None = None,
+) -> FloatArray:
+    """:func:`noisy_gradient_descent` with ∇F(w) from ``oracle`` (local rows or partitions):
+    the same steps and the same noise draws from ``rng``."""
+    d = oracle.dimension
     w: FloatArray = np.zeros(d, dtype=np.float64)
     zeros: FloatArray = np.zeros(d, dtype=np.float64)
     for t in range(1, iterations + 1):
-        g = full_gradient_query(loss, w, X, y)
+        g = oracle.gradient(w)
         noise = sample_gaussian(d, noise_std, rng) if noise_std > 0.0 else zeros
         if trace is not None:
             trace.append(QueryRecord("full_gradient", w.copy(), noise))
@@ -470,6 +509,28 @@ class DPGD:
             loss,
             rows,
             labels,
+            step_size=float(hp["step_size"]),
+            iterations=int(hp["iterations"]),
+            noise_std=plan.noise_scale,
+            rng=rng,
+            progress=progress,
+        )
+
+    def fit_oracle(
+        self,
+        plan: ReleasePlan,
+        loss: Loss,
+        oracle: GradientOracle,
+        rng: np.random.Generator,
+        progress: ProgressCallback,
+    ) -> FloatArray:
+        """:meth:`fit` with the gradients from ``oracle`` (e.g. partitions on Dask workers,
+        which check their own rows); the same steps, noise and accounting."""
+        check_oracle(plan, loss, oracle)
+        hp = plan.hyperparameters
+        return oracle_gradient_descent(
+            loss,
+            oracle,
             step_size=float(hp["step_size"]),
             iterations=int(hp["iterations"]),
             noise_std=plan.noise_scale,

@@ -64,6 +64,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.full_gradient import GradientOracle, LocalGradient
 from service.optimizers.inputs import Rows, checked_data, gradient_rows
 from service.privacy.output_perturbation import (
     MAX_PURE_EPSILON,
@@ -80,6 +81,7 @@ __all__ = [
     "gd_sensitivity",
     "gradient_descent",
     "max_step_size",
+    "oracle_descent",
 ]
 
 #: Upper limit on T accepted from a job spec (compute guard; each step reads all n rows).
@@ -202,11 +204,21 @@ def gradient_descent(
 
     ``progress(t)`` is called after step t (t = 1 … T) and may raise to stop the run.
     """
+    return oracle_descent(LocalGradient(loss, X, y), step_size, iterations, progress)
+
+
+def oracle_descent(
+    oracle: GradientOracle,
+    step_size: float,
+    iterations: int,
+    progress: ProgressCallback | None = None,
+) -> FloatArray:
+    """:func:`gradient_descent` with ∇F from ``oracle`` (local rows or partitions)."""
     if iterations < 0:
         raise ValueError("iterations must be >= 0")
-    w: FloatArray = np.zeros(X.shape[1], dtype=np.float64)
+    w: FloatArray = np.zeros(oracle.dimension, dtype=np.float64)
     for t in range(1, iterations + 1):
-        w -= step_size * loss.gradient(w, X, y)
+        w -= step_size * oracle.gradient(w)
         if progress is not None:
             progress(t)
     return w
@@ -328,20 +340,43 @@ class OutputPerturbationGD:
         for the loss (``loss.check_labels``), that l1 = 0, and that the plan's sensitivity covers
         this loss — the assumptions the privacy proof rests on.
         """
-        hp = plan.hyperparameters
-        step, iterations = float(hp["step_size"]), int(hp["iterations"])
-        n, d = int(hp["n"]), int(hp["d"])
-        if step > max_step_size(loss.smoothness, loss.l2):
-            raise ValueError("the plan's step size is too large for this loss")
-        needed = gd_sensitivity(loss.lipschitz, n, step, iterations, loss.l2)
-        if plan.sensitivity < needed * (1.0 - 1e-12):
-            raise ValueError("the plan's sensitivity does not cover this loss")
-        if loss.l1 != 0.0:
-            raise ValueError("this optimizer does not support l1 > 0")
+        step, iterations, n, d = _checked_plan(plan, loss)
         X, y = checked_data(loss, X, y, n, d)
         w = gradient_descent(loss, gradient_rows(X), y, step, iterations, progress)
         w += sample_release_noise(plan.mechanism, d, plan.noise_scale, rng)
         return w
+
+    def fit_oracle(
+        self,
+        plan: ReleasePlan,
+        loss: Loss,
+        oracle: GradientOracle,
+        rng: np.random.Generator,
+        progress: ProgressCallback,
+    ) -> FloatArray:
+        """:meth:`fit` with the gradients from ``oracle`` (e.g. partitions on Dask workers,
+        which check their own rows): the same T steps, then the same one noise draw."""
+        step, iterations, n, d = _checked_plan(plan, loss)
+        if (oracle.n, oracle.dimension) != (n, d):
+            raise ValueError("the data's shape differs from the plan's public n and d")
+        w = oracle_descent(oracle, step, iterations, progress)
+        w += sample_release_noise(plan.mechanism, d, plan.noise_scale, rng)
+        return w
+
+
+def _checked_plan(plan: ReleasePlan, loss: Loss) -> tuple[float, int, int, int]:
+    """(η, T, n, d) of the plan, after checking it suits this loss (``ValueError``)."""
+    hp = plan.hyperparameters
+    step, iterations = float(hp["step_size"]), int(hp["iterations"])
+    n, d = int(hp["n"]), int(hp["d"])
+    if step > max_step_size(loss.smoothness, loss.l2):
+        raise ValueError("the plan's step size is too large for this loss")
+    needed = gd_sensitivity(loss.lipschitz, n, step, iterations, loss.l2)
+    if plan.sensitivity < needed * (1.0 - 1e-12):
+        raise ValueError("the plan's sensitivity does not cover this loss")
+    if loss.l1 != 0.0:
+        raise ValueError("this optimizer does not support l1 > 0")
+    return step, iterations, n, d
 
 
 def _check_target(target: PrivacyTarget) -> None:

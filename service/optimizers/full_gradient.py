@@ -1,0 +1,131 @@
+"""Gradient oracles: where the full-gradient optimizers get ∇F(w; S) from.
+
+The full-gradient family (``dp_gd``, ``dp_agd``, ``output_perturbation_gd``, ``dp_accmd``) only
+ever asks the data one question per step: the gradient of the smooth objective
+
+    ∇F(w; S) = (1/n) Σ_i ∇ℓ(w; x_i, y_i) + μ w
+
+at a point w the optimizer chose from public information and earlier (noised) answers. A
+:class:`GradientOracle` answers it; the optimizer adds the noise and steps. So the maths and the
+accounting of an optimizer are the same whoever computes the sum:
+
+- :class:`LocalGradient`: the rows are in this process; ``loss.gradient(w, X, y)`` exactly (what
+  the optimizers always did, bit for bit).
+- :class:`SummedGradient`: the rows live elsewhere in partitions; ``partial_sums(w)`` returns one
+  d-vector Σ_{i ∈ p} ∇ℓ(w; x_i, y_i) per partition (e.g. computed by Dask workers,
+  :mod:`service.workers.data_parallel`), and the oracle reduces them in partition order, divides
+  by the public n and adds μw. Equal to the local answer up to floating-point summation order.
+
+Guarantees an oracle must keep: every partition's sum is included exactly once — a missing
+partition raises (never a partial sum); the answer depends on the rows only through the sum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from service.models.base import FloatArray, Loss
+from service.optimizers.inputs import Rows
+
+__all__ = ["GradientOracle", "LocalGradient", "PartitionMissing", "SummedGradient"]
+
+
+class PartitionMissing(RuntimeError):
+    """A partition's partial sum is missing: the step cannot be computed (never skipped)."""
+
+
+class GradientOracle(Protocol):
+    """Answers ∇F(w; S) over a fixed dataset of public size ``n`` and dimension ``dimension``."""
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def gradient(self, w: FloatArray) -> FloatArray:
+        """∇F(w; S): the mean per-example gradient plus the L2 term ``loss.l2 · w``."""
+        ...
+
+
+class LocalGradient:
+    """The oracle over rows held in this process: ``loss.gradient(w, X, y)``."""
+
+    def __init__(self, loss: Loss, X: Rows, y: FloatArray) -> None:
+        self._loss = loss
+        self._X = X
+        self._y = y
+
+    @property
+    def n(self) -> int:
+        return int(self._X.shape[0])
+
+    @property
+    def dimension(self) -> int:
+        return int(self._X.shape[1])
+
+    def gradient(self, w: FloatArray) -> FloatArray:
+        return self._loss.gradient(w, self._X, self._y)
+
+
+class SummedGradient:
+    """The oracle over partitioned rows: Σ_p partial_sums(w)[p] / n + l2·w.
+
+    ``partial_sums(w)`` must return exactly ``parts`` d-vectors (one per partition, in
+    partition order) or raise; anything else raises :class:`PartitionMissing`.
+    """
+
+    def __init__(
+        self,
+        loss: Loss,
+        n: int,
+        dimension: int,
+        parts: int,
+        partial_sums: Callable[[FloatArray], Sequence[FloatArray]],
+    ) -> None:
+        if n < 1 or dimension < 1 or parts < 1:
+            raise ValueError("n, dimension and parts must be >= 1")
+        self._l2 = float(loss.l2)
+        self._n = n
+        self._d = dimension
+        self._parts = parts
+        self._partial_sums = partial_sums
+
+    @property
+    def n(self) -> int:
+        return self._n
+
+    @property
+    def dimension(self) -> int:
+        return self._d
+
+    def gradient(self, w: FloatArray) -> FloatArray:
+        sums = list(self._partial_sums(np.asarray(w, dtype=np.float64)))
+        if len(sums) != self._parts:
+            raise PartitionMissing("a partition's partial gradient is missing")
+        total = np.zeros(self._d, dtype=np.float64)
+        for part in sums:
+            vector = np.asarray(part, dtype=np.float64)
+            if vector.shape != (self._d,):
+                raise PartitionMissing("a partition's partial gradient has the wrong shape")
+            total += vector
+        total *= 1.0 / self._n
+        if self._l2:
+            total += self._l2 * w
+        return total
+
+
+def partial_gradient_sum(loss: Loss, w: FloatArray, X: Rows, y: FloatArray) -> FloatArray:
+    """Σ_i ∇ℓ(w; x_i, y_i) over the rows given (the data part of ∇F times their count):
+    ``(loss.gradient(w, X, y) − l2·w) · rows``. Zero for no rows."""
+    rows = int(X.shape[0])
+    if rows == 0:
+        return np.zeros(X.shape[1], dtype=np.float64)
+    grad = np.array(loss.gradient(w, X, y), dtype=np.float64)
+    if loss.l2:
+        grad -= loss.l2 * w
+    grad *= rows
+    return grad
