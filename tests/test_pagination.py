@@ -164,3 +164,25 @@ def test_one_query_per_page_whatever_the_page_size(tmp_path: Path) -> None:
         assert len(one.json()) == 1 and len(every.json()) == 30
         assert n_every == n_one <= 4, statements
         assert {j["id"] for j in every.json() if j["refunded"]} == cancelled
+
+
+def test_sqlite_reads_never_wait_for_the_write_lock(tmp_path: Path) -> None:
+    """API read sessions begin deferred on SQLite: while a write transaction holds the lock
+    (BEGIN IMMEDIATE, as an admission does), a list is still answered from the last commit."""
+    from service.db.session import ApiSessions, make_engine
+
+    url = f"sqlite:///{tmp_path / 'dpfit.db'}"
+    with in_process_app(url, COPIES) as (client, admin_key):
+        sessions = client.app.state.sessions
+        assert isinstance(sessions, ApiSessions)
+        other = ApiSessions(make_engine(url, must_exist=True))
+        with other.begin() as writer:
+            writer.execute(event_free_statement())  # takes the write lock now
+            listed = client.get("/v1/keys", headers=bearer(admin_key))  # blocks if reads lock
+            assert listed.status_code == 200 and len(listed.json()) == 1
+
+
+def event_free_statement() -> Any:
+    from sqlalchemy import text
+
+    return text("UPDATE api_keys SET id = id WHERE 1 = 0")
