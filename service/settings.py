@@ -40,6 +40,10 @@ class Settings:
       uses ``client.pem``/``client-key.pem`` of ``DPFIT_DASK_TLS_DIR``).
     - ``DPFIT_MAX_BODY_BYTES``: the largest request body the API reads (default 10 MiB);
       larger ones are refused with 413 before any parsing.
+    - ``DPFIT_LOG_FORMAT``: ``json`` (default: one JSON object per line) or ``text``
+      (service/logging_setup.py).
+    - ``DPFIT_METRICS``: who may read ``GET /metrics``: ``admin`` (default: an admin key, and the
+      scrape includes ε spent per dataset) or ``public`` (no key; no per-dataset series).
     """
 
     database_url: str
@@ -56,6 +60,8 @@ class Settings:
     dask_tls_cert: Path | None = None
     dask_tls_key: Path | None = None
     max_body_bytes: int = 10 * 1024 * 1024
+    log_format: str = "json"
+    metrics_access: str = "admin"
 
     @staticmethod
     def from_env(environ: dict[str, str] | None = None) -> Settings:
@@ -82,6 +88,8 @@ class Settings:
             dask_tls_cert=_optional_path(env.get("DPFIT_DASK_TLS_CERT")),
             dask_tls_key=_optional_path(env.get("DPFIT_DASK_TLS_KEY")),
             max_body_bytes=int(env.get("DPFIT_MAX_BODY_BYTES") or 10 * 1024 * 1024),
+            log_format=_choice(env, "DPFIT_LOG_FORMAT", ("json", "text")),
+            metrics_access=_choice(env, "DPFIT_METRICS", ("admin", "public")),
         )
 
 
@@ -164,6 +172,14 @@ def _sql_connections(raw: str) -> dict[str, str]:
                 f"DPFIT_SQL_CONNECTIONS: the URL of {name!r} is not a SQLAlchemy URL"
             ) from None
     return dict(value)
+
+
+def _choice(env: dict[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    """The setting's value (lower-cased), the first allowed value when unset; else an error."""
+    value = (env.get(name) or allowed[0]).strip().lower()
+    if value not in allowed:
+        raise SettingsError(f"{name} must be one of: {', '.join(allowed)}")
+    return value
 
 
 def _optional_path(raw: str | None) -> Path | None:

@@ -11,10 +11,13 @@ from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
 from service import __version__
-from service.api import catalog, datasets, jobs, keys, models
+from service.api import catalog, datasets, docs, jobs, keys, metrics, models
 from service.api.errors import install_error_handlers
 from service.api.middleware import BodyLimit, RequestContext, SafeTarget
+from service.api.ui import install_ui
 from service.db.session import ApiSessions, expected_schema_revision, make_engine
+from service.job_events import JobEventThread
+from service.logging_setup import configure_logging
 from service.schemas import Problem
 from service.settings import Settings
 from service.workers.dispatch import DaskDispatcher, Dispatcher, recover_unfinished
@@ -54,6 +57,7 @@ def create_app(
     re-dispatches jobs that were accepted but not finished."""
     settings = settings or Settings.from_env()
     factory: DispatcherFactory = dispatcher_factory or DaskDispatcher
+    configure_logging("text" if settings.log_format == "text" else "json")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -66,9 +70,14 @@ def create_app(
         )
         if recovered:
             logger.warning("re-dispatched %d unfinished job(s)", len(recovered))
+        # RequestContext writes one access line per request (route template, no query string).
+        logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+        job_events = JobEventThread(app.state.sessions)
+        job_events.start()
         try:
             yield
         finally:
+            job_events.stop()
             app.state.dispatcher.close()
             engine.dispose()
 
@@ -79,8 +88,15 @@ def create_app(
         lifespan=lifespan,
         generate_unique_id_function=lambda route: route.name,
         responses=ERROR_RESPONSES,
+        # Offline Swagger UI / ReDoc with vendored assets (service/api/docs.py) replace these.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
+    app.state.metrics = metrics.create_metrics(
+        lambda: getattr(app.state, "sessions", None),
+        per_dataset=settings.metrics_access == "admin",
+    )
     app.state.dispatcher = None
     app.state.schema_revision = expected_schema_revision()
     install_error_handlers(app)
@@ -88,8 +104,9 @@ def create_app(
     app.add_middleware(SafeTarget)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestContext)
-    for module in (datasets, jobs, models, keys, catalog):
+    for module in (datasets, jobs, models, keys, catalog, docs, metrics):
         app.include_router(module.router)
+    install_ui(app)
     _serve_problem_json_schema(app)
     return app
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
+import time
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -21,6 +22,7 @@ from service.api.errors import problem_response
 from service.db.session import database_unavailable
 
 logger = logging.getLogger("dpfit.api")
+access_logger = logging.getLogger("dpfit.access")
 
 REQUEST_ID_HEADER = "x-request-id"
 RETRY_AFTER_SECONDS = 5
@@ -42,6 +44,9 @@ class RequestContext:
       ``Retry-After``; anything else → 500. The log line names the method, the route path
       template when known, the exception type and the request id — never the exception's
       message or a traceback (SQLAlchemy messages carry SQL parameters, i.e. request data).
+    - Every request also gets one access line on ``dpfit.access`` (fields: ``event=request``,
+      method, route TEMPLATE, status, duration_ms, request_id — never the raw path, the query or
+      a header) and its latency in the app's ``/metrics`` registry when there is one.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -55,11 +60,18 @@ class RequestContext:
         scope.setdefault("state", {})["request_id"] = request_id
         header = (REQUEST_ID_HEADER.encode(), request_id.encode())
         started = False
+        began = time.perf_counter()
+        answer = {"status": 500, "replayed": False}
+        root_path = str(scope.get("root_path", ""))
 
         async def send_with_id(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                answer["status"] = message["status"]
+                answer["replayed"] = any(
+                    name.lower() == b"idempotent-replayed" for name, _ in message.get("headers", [])
+                )
                 message["headers"] = [*message.get("headers", []), header]
             await send(message)
 
@@ -75,6 +87,13 @@ class RequestContext:
                 type(error).__name__,
                 request_id,
                 " — database unavailable, answered 503" if unavailable else "",
+                extra={
+                    "fields": {
+                        "event": "request_failed",
+                        "exception": type(error).__name__,
+                        "request_id": request_id,
+                    }
+                },
             )
             if started:
                 return  # the status line is out; the server closes the connection
@@ -94,6 +113,48 @@ class RequestContext:
                     request_id=request_id,
                 )
             await response(scope, receive, send_with_id)
+        finally:
+            status, replayed = int(answer["status"]), bool(answer["replayed"])
+            _record(scope, request_id, status, replayed, began, _route_of(scope, root_path))
+
+
+def _route_of(scope: Scope, root_path: str) -> str:
+    """The route TEMPLATE that served the request: the route's path, a mount's prefix (a Mount
+    extends ``root_path``), else ``(unrouted)`` — never the raw path."""
+    route = getattr(scope.get("route"), "path", None)
+    if route:
+        return str(route)
+    mounted = str(scope.get("root_path", ""))
+    if mounted != root_path and mounted.startswith(root_path):
+        return mounted[len(root_path) :]
+    return "(unrouted)"
+
+
+def _record(
+    scope: Scope, request_id: str, status: int, replayed: bool, began: float, route: str
+) -> None:
+    """The request's access line and its latency in the app's metrics (service/api/metrics.py)."""
+    seconds = time.perf_counter() - began
+    method = str(scope.get("method", "?"))
+    access_logger.info(
+        "%s %s %d",
+        method,
+        route,
+        status,
+        extra={
+            "fields": {
+                "event": "request",
+                "method": method,
+                "route": route,
+                "status": status,
+                "duration_ms": round(seconds * 1000, 2),
+                "request_id": request_id,
+            }
+        },
+    )
+    metrics = getattr(getattr(scope.get("app"), "state", None), "metrics", None)
+    if metrics is not None:
+        metrics.observe_request(method, route, status, seconds, replayed)
 
 
 def _client_request_id(scope: Scope) -> str | None:
