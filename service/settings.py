@@ -44,6 +44,14 @@ class Settings:
       (service/logging_setup.py).
     - ``DPFIT_METRICS``: who may read ``GET /metrics``: ``admin`` (default: an admin key, and the
       scrape includes ε spent per dataset) or ``public`` (no key; no per-dataset series).
+    - ``DPFIT_WORKER_MEMORY``: memory limit of each Dask worker (``900MiB``, ``4GB``, bytes);
+      the embedded cluster's ``memory_limit``, and for an external cluster the operator's
+      statement of its workers' limit. Job admission uses it with ``DPFIT_WORKERS`` to refuse,
+      before any charge, a job whose encoded rows cannot fit even spread over all workers.
+      Default: unlimited (no such refusal).
+    - ``DPFIT_DATA_PARALLEL_MIN_ROWS``: full-gradient jobs on datasets of at least this many
+      rows run data-parallel over all workers even when one worker could hold them (default:
+      only when one worker cannot hold them comfortably).
     """
 
     database_url: str
@@ -62,6 +70,8 @@ class Settings:
     max_body_bytes: int = 10 * 1024 * 1024
     log_format: str = "json"
     metrics_access: str = "admin"
+    worker_memory: int | None = None
+    data_parallel_min_rows: int | None = None
 
     @staticmethod
     def from_env(environ: dict[str, str] | None = None) -> Settings:
@@ -90,6 +100,8 @@ class Settings:
             max_body_bytes=int(env.get("DPFIT_MAX_BODY_BYTES") or 10 * 1024 * 1024),
             log_format=_choice(env, "DPFIT_LOG_FORMAT", ("json", "text")),
             metrics_access=_choice(env, "DPFIT_METRICS", ("admin", "public")),
+            worker_memory=_memory_bytes(env.get("DPFIT_WORKER_MEMORY")),
+            data_parallel_min_rows=_optional_int(env.get("DPFIT_DATA_PARALLEL_MIN_ROWS")),
         )
 
 
@@ -180,6 +192,32 @@ def _choice(env: dict[str, str], name: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise SettingsError(f"{name} must be one of: {', '.join(allowed)}")
     return value
+
+
+def _memory_bytes(raw: str | None) -> int | None:
+    """``DPFIT_WORKER_MEMORY`` in bytes (Dask's notation: ``900MiB``, ``4GB``, ``2e9``);
+    ``None`` when unset or ``0`` (unlimited)."""
+    if not raw or not raw.strip() or raw.strip() == "0":
+        return None
+    from dask.utils import parse_bytes
+
+    try:
+        value = int(parse_bytes(raw.strip()))
+    except (ValueError, TypeError):
+        raise SettingsError("DPFIT_WORKER_MEMORY must be a size such as 900MiB or 4GB") from None
+    if value <= 0:
+        raise SettingsError("DPFIT_WORKER_MEMORY must be positive")
+    return value
+
+
+def _optional_int(raw: str | None) -> int | None:
+    if not raw or not raw.strip():
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise SettingsError("DPFIT_DATA_PARALLEL_MIN_ROWS must be an integer") from None
+    return max(0, value)
 
 
 def _optional_path(raw: str | None) -> Path | None:

@@ -70,7 +70,10 @@ def start_cluster(settings: Settings, security: Security) -> SpecCluster:
             "protocol": "tls://",
             "security": security,
             "nthreads": 1,
-            "memory_limit": 0,
+            "memory_limit": settings.worker_memory or 0,
+            # Rows of data-parallel jobs live outside Dask's managed memory; a paused worker
+            # would stall their steps, so pause late (partitions.DATA_FRACTION stays below).
+            "memory_pause_fraction": 0.9,
             "dashboard": False,
             "dashboard_address": None,
             "silence_logs": logging.WARN,
