@@ -242,9 +242,9 @@ class PublicEncoding:
             values = [r[feature["name"]] for r in records]
             if feature.get("type") == "categorical":
                 lookup = self._lookups[feature["name"]]
+                keys = [category_key(v) for v in values]
                 codes = np.array(
-                    [lookup.get(k, -1) if (k := category_key(v)) is not None else -1 for v in values],
-                    dtype=np.intp,
+                    [lookup.get(k, -1) if k is not None else -1 for k in keys], dtype=np.intp
                 )
                 rows = np.flatnonzero(codes >= 0)
                 out[rows, position + codes[rows]] = 1.0

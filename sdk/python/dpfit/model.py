@@ -168,10 +168,8 @@ class Model:
             return self.decision_function(rows)
         assert self.classes is not None
         proba = self.predict_proba(rows)
-        if self.is_multiclass:
-            best = proba.argmax(axis=1)
-        else:
-            best = (proba[:, 1] >= 0.5).astype(np.intp)
+        # binary: the positive class (column 1) when its score is ≥ 1/2, as the service does
+        best = proba.argmax(axis=1) if self.is_multiclass else (proba[:, 1] >= 0.5).astype(np.intp)
         labels = np.empty(len(self.classes), dtype=object)
         labels[:] = self.classes
         return labels[best]
