@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from service.data.partitions import choose_layout
 from service.db.models import Dataset, Job
 from service.ids import new_id
 from service.ledger import filter as privacy_filter
@@ -35,14 +36,17 @@ from service.ledger.admission import (
 from service.models.registry import build_loss
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.planning import JobPlan, plan_job, plan_to_json
+from service.optimizers.registry import get_optimizer
 from service.privacy.gdp import parallel_mu
 from service.registration import DatasetRetired, ensure_not_retired
 from service.schemas import JobCreate
+from service.settings import Settings
 
 __all__ = [
     "DatasetFacts",
     "Estimate",
     "PricedJob",
+    "check_fits_cluster",
     "estimate_job",
     "price_job",
     "request_hash",
@@ -126,6 +130,7 @@ def price_job(facts: DatasetFacts, body: JobCreate) -> PricedJob:
         raise InfeasibleSpec(
             "optimizer.params", f"this job cannot be planned or accounted: {exc}"
         ) from None
+    check_fits_cluster(facts, planned.dimension, body.optimizer.name)
     plan = planned.plan
     plan_json = plan_to_json(plan)
     charge = JobCharge(
@@ -139,6 +144,33 @@ def price_job(facts: DatasetFacts, body: JobCreate) -> PricedJob:
     spec = body.model_dump(mode="json")
     spec["optimizer"]["params"] = planned.params.model_dump(mode="json")
     return PricedJob(planned=planned, charge=charge, spec=spec, plan_json=plan_json)
+
+
+def check_fits_cluster(
+    facts: DatasetFacts, dimension: int, optimizer: str, settings: Settings | None = None
+) -> None:
+    """Refuse, before any charge, a job whose encoded rows cannot fit in the cluster's workers
+    as the operator declared them (``DPFIT_WORKERS`` × ``DPFIT_WORKER_MEMORY``): spread over
+    all workers for the data-parallel full-gradient optimizers, in one worker for the others.
+    From public facts only (n, the encoded dimension, the label's classes). No memory limit
+    declared: nothing to check. Raises :class:`InfeasibleSpec` on ``dataset_id``."""
+    settings = settings or Settings.from_env()
+    if not settings.worker_memory:
+        return
+    layout = choose_layout(
+        facts.n_rows,
+        dimension,
+        facts.classes,
+        [settings.worker_memory] * settings.workers,
+        data_parallel=hasattr(get_optimizer(optimizer), "fit_oracle"),
+        min_rows=settings.data_parallel_min_rows,
+    )
+    if layout.kind == "infeasible":
+        raise InfeasibleSpec(
+            "dataset_id",
+            f"{layout.reason} ({settings.workers} worker(s) of "
+            f"{settings.worker_memory // (1 << 20)} MiB); nothing was charged",
+        )
 
 
 def request_hash(body: JobCreate) -> str:

@@ -40,6 +40,7 @@ __all__ = [
     "choose_layout",
     "encoded_bytes",
     "split_rows",
+    "spread_fits",
     "usable_bytes",
 ]
 
@@ -150,6 +151,16 @@ def choose_layout(
             f"{workers} worker(s) can hold even spread over all of them"
         )
     return Layout("infeasible", needed, reason=reason)
+
+
+def spread_fits(
+    n: int, dimension: int, classes: int | None, worker_memory: Sequence[int | None]
+) -> bool:
+    """True if one equal window per worker fits every worker (``None``/0 = unlimited)."""
+    if not worker_memory:
+        return False
+    per_part = encoded_bytes(math.ceil(n / len(worker_memory)), dimension, classes)
+    return all(not m or per_part <= usable_bytes(int(m)) for m in worker_memory)
 
 
 class WindowSource:

@@ -39,6 +39,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.data.encoding import Encoder
+from service.data.partitions import Layout, choose_layout, spread_fits
 from service.data.reader import read_encoded
 from service.data.source import Source
 from service.data.sources import SourceError, reopen_source
@@ -47,12 +48,15 @@ from service.db.models import Dataset, Job, TrainedModel, utcnow
 from service.db.session import session_factory
 from service.ids import new_id
 from service.ledger.admission import cancel_or_refund_unread
+from service.models.base import Loss
 from service.models.registry import ModelSpec, build_loss
 from service.optimizers.base import JobCancelled, ReleasePlan
+from service.optimizers.full_gradient import GradientOracle
 from service.optimizers.one_vs_rest import class_plan_of
 from service.optimizers.planning import plan_from_json
 from service.optimizers.registry import get_optimizer
 from service.settings import Settings
+from service.workers.data_parallel import PartitionRead, cluster_memory, fit_partitioned
 from service.workers.engines import job_engine
 
 logger = logging.getLogger("dpfit.worker")
@@ -89,13 +93,24 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
                 return "failed"
         return _mark_failed(sessions, job_id, attempt, SOURCE_CHANGED)
 
+    layout = _layout(sessions, job_id)
+    if layout.kind == "infeasible":
+        # Before the claim: nothing was read, so the charge is refunded.
+        message = f"{layout.reason}; nothing was read and the charge was refunded."
+        with sessions.begin() as session:
+            if cancel_or_refund_unread(session, job_id, "failed", message):
+                return "failed"
+        return _mark_failed(sessions, job_id, attempt, message)
+
     if not _claim(sessions, job_id, attempt):
         with sessions() as session:
             job = session.get(Job, job_id)
             return job.status if job is not None else "missing"
 
     try:
-        return _fit_and_store(sessions, job_id, attempt, source, registered_fingerprint)
+        return _fit_and_store(
+            sessions, job_id, attempt, source, registered_fingerprint, layout
+        )
     except JobCancelled:
         return _finish(sessions, job_id, attempt, "cancelled", None)
     except Exception as exc:  # noqa: BLE001 - any failure after reading keeps the charge
@@ -153,12 +168,45 @@ def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> bool:
         return result.rowcount == 1
 
 
+def _layout(sessions: sessionmaker[Session], job_id: str) -> Layout:
+    """Single-process or partitioned (or infeasible) for this job on the cluster as it is now,
+    from public facts only (:func:`service.data.partitions.choose_layout`). Outside a Dask
+    worker (tests running a job inline) always single-process."""
+    memory = cluster_memory()
+    if memory is None:
+        return Layout("single", 0)
+    with sessions() as session:
+        job = session.get(Job, job_id)
+        dataset = session.get(Dataset, job.dataset_id) if job else None
+        assert job is not None and dataset is not None
+        spec = dict(job.spec)
+        n = int(dataset.n_rows)
+        features = list(dataset.features)
+        classes = len(dataset.label.get("classes") or []) or None
+    model_spec = TypeAdapter(ModelSpec).validate_python(spec["model"])
+    dimension = Encoder(
+        features=TypeAdapter(list[Feature]).validate_python(features),
+        fit_intercept=bool(getattr(model_spec, "fit_intercept", False)),
+    ).dimension
+    optimizer = get_optimizer(spec["optimizer"]["name"])
+    settings = Settings.from_env()
+    return choose_layout(
+        n,
+        dimension,
+        classes,
+        memory,
+        data_parallel=hasattr(optimizer, "fit_oracle"),
+        min_rows=settings.data_parallel_min_rows,
+    )
+
+
 def _fit_and_store(
     sessions: sessionmaker[Session],
     job_id: str,
     attempt: int,
     source: Source,
     registered_fingerprint: str,
+    layout: Layout | None = None,
 ) -> str:
     with sessions() as session:
         job = session.get(Job, job_id)
@@ -168,6 +216,12 @@ def _fit_and_store(
         plan_json = dict(job.plan)
         label = LabelSpec.model_validate(dataset.label)
         features = list(dataset.features)
+        source_format, source_path, n_rows = (
+            dataset.source_format,
+            dataset.source_path,
+            int(dataset.n_rows),
+        )
+        classes = len(dataset.label.get("classes") or []) or None
 
     model_spec = TypeAdapter(ModelSpec).validate_python(spec["model"])
     encoder = Encoder(
@@ -175,6 +229,27 @@ def _fit_and_store(
         fit_intercept=bool(getattr(model_spec, "fit_intercept", False)),
     )
     loss = build_loss(model_spec)
+    if layout is not None and layout.kind == "partitioned":
+        read = PartitionRead(
+            source_format=source_format,
+            location=source_path,
+            encoder=encoder.to_dict(),
+            label=label.model_dump(mode="json"),
+            label_bound=getattr(loss, "label_bound", None),
+            n=n_rows,
+            dimension=encoder.dimension,
+        )
+
+        def unchanged() -> None:
+            if source.fingerprint() != registered_fingerprint:
+                raise SourceError("source changed while the job was reading it")
+
+        plan = plan_from_json(plan_json)
+        progress = _ProgressReporter(sessions, job_id, attempt, plan)
+        w = _fit_partitioned(
+            f"{job_id}-{attempt}", read, plan, spec, loss, progress, unchanged, classes
+        )
+        return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
     X, Y = read_encoded(source, encoder, label, getattr(loss, "label_bound", None))
     if source.fingerprint() != registered_fingerprint:
         raise SourceError("source changed while the job was reading it")
@@ -196,6 +271,49 @@ def _fit_and_store(
         )
     del X, Y
     return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
+
+
+def _fit_partitioned(
+    job_prefix: str,
+    read: PartitionRead,
+    plan: ReleasePlan,
+    spec: dict[str, Any],
+    loss: Loss,
+    progress: _ProgressReporter,
+    after_load: Callable[[], None],
+    classes: int | None,
+) -> np.ndarray:
+    """The data-parallel fit (:mod:`service.workers.data_parallel`): the same optimizer, plan
+    and noise as the single-process path, with gradients summed over the workers' partitions."""
+    optimizer = get_optimizer(spec["optimizer"]["name"])
+    rng = np.random.default_rng()  # OS entropy; never logged or returned
+    class_plan = class_plan_of(plan)
+
+    def fit(oracle_for: Callable[[int | None], GradientOracle]) -> np.ndarray:
+        if class_plan is None:
+            return optimizer.fit_oracle(plan, loss, oracle_for(None), rng, progress)
+        steps = class_plan.total_steps
+        return np.stack(
+            [
+                optimizer.fit_oracle(
+                    class_plan, loss, oracle_for(k), rng, _offset(progress, k * steps)
+                )
+                for k in range(classes or 0)
+            ]
+        )
+
+    def placeable(parts: int, limits: list[int | None]) -> bool:
+        return spread_fits(read.n, read.dimension, classes, limits)
+
+    return fit_partitioned(
+        job_prefix,
+        read,
+        loss,
+        fit,
+        after_load=after_load,
+        max_rounds=Settings.from_env().max_attempts,
+        min_free_bytes=placeable,
+    )
 
 
 def _offset(progress: _ProgressReporter, done: int) -> Callable[[int], None]:

@@ -1,0 +1,313 @@
+"""Data-parallel full-gradient jobs on the Dask cluster: rows stay on the workers that read them.
+
+How a partitioned job runs (the driver is the job's own ``run_job`` task, on one worker, in a
+seceded thread — never the API process):
+
+1. The driver cuts the public ``n`` into one row window per live worker
+   (:func:`service.data.partitions.split_rows`: sizes depend on ``n`` and the number of workers
+   only) and submits :func:`load_partition` pinned to each worker (``workers=[address]``,
+   ``allow_other_workers=False``). Each worker reopens the source, reads *its* window with the
+   row-local reader (bit-identical to the same rows of a whole read), checks its rows as a
+   single-process fit would (finite, ‖x‖₂ ≤ 1, admissible labels) and keeps ``X``, ``Y`` in its
+   own process memory (:data:`_STORE`, keyed by job, attempt, round and partition) — outside
+   Dask's managed memory, so Dask never spills, moves or replicates the rows. A load returns the
+   row count only (public).
+2. Every step, the optimizer asks its :class:`~service.optimizers.full_gradient.SummedGradient`
+   oracle for ∇F(w); the driver submits :func:`partial_gradient` (w in, one d-vector out) pinned to
+   each worker, waits for *all* of them and reduces in partition order; the optimizer adds the
+   noise once and steps. Only d-vectors travel.
+3. At the end (success or not) :func:`release_partitions` drops the rows on every worker.
+
+Faults. A missing answer never becomes a partial sum: every partition's future must finish, and
+an error in any of them fails the step. If a worker holding a partition leaves the cluster
+(killed, out of memory), the driver notices within :data:`POLL_S` and starts the fit again from
+the start on the workers then alive (new windows, reloaded rows, fresh noise from the same
+generator), at most ``max_rounds`` times; then the job fails. Only the final run's output is ever
+released; the job's charge stands in every case (its data was read).
+
+Memory. The placement gives every worker one equal window; the runner refused the job before
+any read if the smallest worker's share does not fit (``partitions.choose_layout``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from service.data.encoding import Encoder
+from service.data.partitions import RowWindow, WindowSource, split_rows
+from service.data.reader import read_encoded
+from service.data.sources import reopen_source
+from service.data.spec import LabelSpec
+from service.models.base import FloatArray, Loss
+from service.optimizers.full_gradient import (
+    GradientOracle,
+    PartitionMissing,
+    SummedGradient,
+    partial_gradient_sum,
+)
+from service.optimizers.inputs import ROW_NORM_SLACK
+from service.settings import Settings
+
+__all__ = [
+    "POLL_S",
+    "PartitionRead",
+    "WorkerLost",
+    "cluster_memory",
+    "fit_partitioned",
+    "held_partitions",
+    "load_partition",
+    "partial_gradient",
+    "release_partitions",
+]
+
+logger = logging.getLogger("dpfit.worker")
+
+#: How often the driver checks that the workers holding its partitions are alive while waiting.
+POLL_S = 1.0
+
+#: Rows held by this worker process for running jobs: key → (X, Y). Per process, never pickled.
+_STORE: dict[str, tuple[FloatArray, FloatArray]] = {}
+_STORE_LOCK = threading.Lock()
+#: Partitions this process has loaded since it started (a public count, for tests and benches).
+_LOADED = [0]
+
+
+class WorkerLost(RuntimeError):
+    """A worker holding a partition of the job left the cluster."""
+
+
+@dataclass(frozen=True)
+class PartitionRead:
+    """What a worker needs to read its window: all public (the dataset row and the job spec)."""
+
+    source_format: str
+    location: str
+    encoder: dict[str, Any]
+    label: dict[str, Any]
+    label_bound: float | None
+    n: int
+    dimension: int
+
+
+# --------------------------------------------------------------------------------------------
+# Worker side
+# --------------------------------------------------------------------------------------------
+
+
+def load_partition(
+    key: str, job_prefix: str, read: PartitionRead, window: RowWindow, loss: Loss
+) -> int:
+    """Read, encode and check rows ``window`` of the source and keep them under ``key`` in
+    this worker; drop rows of other rounds of the same job (``job_prefix``). Returns the row
+    count (public). Raises ``SourceError``/``ValueError`` without data values."""
+    release_partitions(job_prefix)
+    source = reopen_source(read.source_format, read.location, Settings.from_env())
+    encoder = Encoder.from_dict(read.encoder)
+    label = LabelSpec.model_validate(read.label)
+    X, Y = read_encoded(WindowSource(source, window), encoder, label, read.label_bound)
+    _check_rows(loss, X, Y, window.rows, read.dimension)
+    with _STORE_LOCK:
+        _STORE[key] = (X, Y)
+        _LOADED[0] += 1
+    return int(X.shape[0])
+
+
+def _check_rows(loss: Loss, X: FloatArray, Y: FloatArray, rows: int, dimension: int) -> None:
+    """The checks of ``optimizers.inputs.checked_data`` on one partition, in place: shape,
+    finite, ‖x‖₂ ≤ 1 (rows above it by rounding only are rescaled to ≤ 1), admissible labels."""
+    if X.shape != (rows, dimension) or Y.shape[-1] != rows:
+        raise ValueError("the data's shape differs from the plan's public n and d")
+    if not (bool(np.all(np.isfinite(X))) and bool(np.all(np.isfinite(Y)))):
+        raise ValueError("rows and labels must be finite")
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    over = norms > 1.0
+    if bool(np.any(over)):
+        if bool(np.any(norms > 1.0 + ROW_NORM_SLACK)):
+            raise ValueError("rows must satisfy ‖x‖₂ ≤ 1 (the loader enforces the bound)")
+        X[over] /= norms[over][:, None]
+    check_labels = getattr(loss, "check_labels", None)
+    for labels in np.atleast_2d(Y):
+        if check_labels is not None:
+            check_labels(labels)
+        elif not bool(np.all((labels == 1.0) | (labels == -1.0))):
+            raise ValueError("labels must be -1 or +1")
+
+
+def partial_gradient(key: str, loss: Loss, w: FloatArray, label_row: int | None) -> FloatArray:
+    """Σ over this worker's partition ``key`` of the per-example gradients at ``w`` (labels of
+    class ``label_row`` for one-vs-rest). ``KeyError`` if the partition is not here."""
+    with _STORE_LOCK:
+        X, Y = _STORE[key]
+    y = Y if label_row is None else Y[label_row]
+    return partial_gradient_sum(loss, w, X, y)
+
+
+def release_partitions(job_prefix: str) -> int:
+    """Drop every partition of this worker whose key starts with ``job_prefix``; returns how
+    many were dropped."""
+    with _STORE_LOCK:
+        keys = [k for k in _STORE if k.startswith(job_prefix)]
+        for k in keys:
+            del _STORE[k]
+    return len(keys)
+
+
+def held_partitions() -> tuple[int, int]:
+    """(partitions held now, partitions loaded since the process started) — counts only, for
+    tests and benchmarks."""
+    with _STORE_LOCK:
+        return len(_STORE), _LOADED[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Driver side
+# --------------------------------------------------------------------------------------------
+
+
+def cluster_memory() -> list[int | None] | None:
+    """Per-worker memory limits of the cluster this task runs on (``None`` = unlimited), or
+    ``None`` when not running inside a Dask worker."""
+    from distributed import get_client, get_worker
+
+    try:
+        get_worker()
+    except ValueError:
+        return None
+    workers = get_client().scheduler_info()["workers"]
+    return [int(info.get("memory_limit") or 0) or None for info in workers.values()]
+
+
+@dataclass
+class _Partitions:
+    """The loaded partitions of one round: (worker address, key) in partition order."""
+
+    client: Any
+    placed: list[tuple[str, str]]
+    n: int
+    dimension: int
+    loss: Loss
+
+    def oracle(self, label_row: int | None = None) -> GradientOracle:
+        def sums(w: FloatArray) -> list[FloatArray]:
+            futures = [
+                self.client.submit(
+                    partial_gradient,
+                    key,
+                    self.loss,
+                    w,
+                    label_row,
+                    workers=[address],
+                    allow_other_workers=False,
+                    pure=False,
+                    retries=0,
+                )
+                for address, key in self.placed
+            ]
+            return _wait_all(self.client, futures, [a for a, _ in self.placed])
+
+        return SummedGradient(self.loss, self.n, self.dimension, len(self.placed), sums)
+
+
+def _wait_all(client: Any, futures: Sequence[Any], addresses: Sequence[str]) -> list[Any]:
+    """The results of all ``futures`` in order; :class:`WorkerLost` if a worker in
+    ``addresses`` leaves the cluster meanwhile; the first task error re-raised otherwise."""
+    from distributed import wait
+
+    while True:
+        try:
+            wait(futures, timeout=POLL_S)
+            break
+        except TimeoutError:
+            live = set(client.scheduler_info()["workers"])
+            if not set(addresses) <= live:
+                client.cancel(list(futures))
+                raise WorkerLost("a worker holding a partition left the cluster") from None
+    results = client.gather(list(futures))
+    if len(results) != len(futures):
+        raise PartitionMissing("a partition's answer is missing")
+    return list(results)
+
+
+def fit_partitioned(
+    job_prefix: str,
+    read: PartitionRead,
+    loss: Loss,
+    fit: Callable[[Callable[[int | None], GradientOracle]], FloatArray],
+    *,
+    after_load: Callable[[], None],
+    max_rounds: int,
+    min_free_bytes: Callable[[int, list[int | None]], bool] | None = None,
+) -> FloatArray:
+    """Load the job's rows over the live workers and run ``fit(oracle_for)`` on them, where
+    ``oracle_for(label_row)`` gives the summed-gradient oracle (for one class of a one-vs-rest
+    job, or ``None``). ``after_load`` runs once all partitions are loaded (the fingerprint
+    re-check). ``min_free_bytes(parts, limits)`` may refuse a placement (``False`` →
+    :class:`WorkerLost`). A lost worker restarts the whole fit (module docstring), at most
+    ``max_rounds`` rounds. Must run inside a Dask worker task."""
+    from distributed import worker_client
+
+    with worker_client() as client:
+        for round_ in range(1, max(1, max_rounds) + 1):
+            workers = client.scheduler_info()["workers"]
+            addresses = sorted(workers)
+            limits = [int(workers[a].get("memory_limit") or 0) or None for a in addresses]
+            if not addresses or (min_free_bytes and not min_free_bytes(len(addresses), limits)):
+                raise WorkerLost("the cluster cannot hold the job's partitions now")
+            windows = split_rows(read.n, len(addresses))
+            prefix = f"{job_prefix}-r{round_}-"
+            placed = [(a, f"{prefix}p{i}") for i, a in enumerate(addresses)]
+            try:
+                loads = [
+                    client.submit(
+                        load_partition,
+                        key,
+                        job_prefix,
+                        read,
+                        window,
+                        loss,
+                        workers=[address],
+                        allow_other_workers=False,
+                        pure=False,
+                        retries=0,
+                    )
+                    for (address, key), window in zip(placed, windows, strict=True)
+                ]
+                counts = _wait_all(client, loads, addresses)
+                if counts != [w.rows for w in windows]:
+                    raise PartitionMissing("a partition was not loaded whole")
+                del loads
+                after_load()
+                parts = _Partitions(client, placed, read.n, read.dimension, loss)
+                return fit(parts.oracle)
+            except WorkerLost:
+                logger.warning("%s: a worker left during round %d; restarting", job_prefix, round_)
+            finally:
+                _release_everywhere(client, addresses, job_prefix)
+    raise WorkerLost("workers were lost in every round of the job")
+
+
+def _release_everywhere(client: Any, addresses: Sequence[str], job_prefix: str) -> None:
+    """Drop the job's rows on every worker that may hold them (best effort: a dead worker's
+    memory is gone with it)."""
+    try:
+        live = set(client.scheduler_info()["workers"])
+        futures = [
+            client.submit(
+                release_partitions,
+                job_prefix,
+                workers=[a],
+                allow_other_workers=False,
+                pure=False,
+            )
+            for a in addresses
+            if a in live
+        ]
+        _wait_all(client, futures, [a for a in addresses if a in live])
+    except Exception as exc:  # noqa: BLE001 - cleanup must not mask the job's outcome
+        logger.warning("%s: releasing partitions failed: %s", job_prefix, type(exc).__name__)

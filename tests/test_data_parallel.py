@@ -1,0 +1,311 @@
+"""Data-parallel full-gradient jobs (issue 11): partitions, identical maths, memory, faults.
+
+- Partition windows read bit-identical rows (Parquet folder, CSV file).
+- On a real multi-process Dask LocalCluster, the data-parallel path gives the single-process
+  model to float tolerance with the same noise draws (seeded generator, test only) for dp_gd,
+  dp_agd, output_perturbation_gd and dp_accmd.
+- A worker killed mid-fit makes the step fail (never a partial sum), and the fit restarts on
+  the workers alive.
+- Live servers: the embedded cluster with memory-limited workers runs a job too large for one
+  worker over all of them, refuses before any charge a job that cannot fit at all; an external
+  `dask scheduler` + `dask worker` cluster on PostgreSQL runs a partitioned job.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from distributed import Client, LocalCluster, get_worker
+
+from service.data.encoding import Encoder
+from service.data.partitions import (
+    RowWindow,
+    WindowSource,
+    choose_layout,
+    encoded_bytes,
+    split_rows,
+    usable_bytes,
+)
+from service.data.reader import read_encoded
+from service.data.sources import local_source
+from service.data.spec import LabelSpec, NumericFeature
+from service.models.logistic import LogisticLoss
+from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
+from service.optimizers.dp_accmd import DpAccMD, DpAccMDParams
+from service.optimizers.dp_agd import DPAGD, DPAGDParams
+from service.optimizers.dp_gd import DPGD, DPGDParams, oracle_gradient_descent
+from service.optimizers.full_gradient import LocalGradient, PartitionMissing, SummedGradient
+from service.optimizers.output_perturbation_gd import (
+    OutputPerturbationGD,
+    OutputPerturbationGDParams,
+)
+from service.settings import Settings
+from service.submission import DatasetFacts, check_fits_cluster
+from service.workers.data_parallel import (
+    PartitionRead,
+    WorkerLost,
+    fit_partitioned,
+    held_partitions,
+)
+
+BIN = Path(sys.executable).parent
+FEATURES = [NumericFeature(name=f"x{j}", min=-1.0, max=1.0) for j in range(6)]
+LABEL = LabelSpec(column="label", type="binary", positive="yes", negative="no")
+
+
+def _write_folder(folder: Path, rows_per_file: list[int], seed: int = 0) -> int:
+    """A Parquet folder of files with the given row counts (x0…x5 in [-1, 1], a yes/no label
+    depending on them, a few missing cells); returns n."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for index, rows in enumerate(rows_per_file):
+        x = rng.uniform(-1.2, 1.2, size=(rows, 6))
+        columns: dict[str, Any] = {f"x{j}": x[:, j] for j in range(6)}
+        columns["x3"] = pa.array([None if i % 17 == 0 else v for i, v in enumerate(x[:, 3])])
+        signal_ = x @ np.array([1.0, -0.5, 0.3, 0.0, 0.8, -1.0]) + rng.normal(0, 0.5, rows)
+        columns["label"] = np.where(signal_ > 0, "yes", "no")
+        pq.write_table(pa.table(columns), folder / f"part-{index:03d}.parquet", row_group_size=97)
+    return sum(rows_per_file)
+
+
+def _encoder() -> Encoder:
+    return Encoder(features=FEATURES, fit_intercept=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Partitions
+# --------------------------------------------------------------------------------------------
+
+
+def test_windows_have_public_sizes_and_cover_every_row_once() -> None:
+    for n in (0, 1, 7, 1000, 1001):
+        for parts in (1, 2, 3, 8):
+            windows = split_rows(n, parts)
+            sizes = [w.rows for w in windows]
+            assert sum(sizes) == n and max(sizes) - min(sizes) <= 1
+            assert windows[0].start == 0 and windows[-1].stop == n
+            assert all(a.stop == b.start for a, b in zip(windows, windows[1:], strict=False))
+
+
+@pytest.mark.parametrize("kind", ["parquet_folder", "csv"])
+def test_window_reads_are_bit_identical_to_the_whole_read(tmp_path: Path, kind: str) -> None:
+    n = _write_folder(tmp_path / "folder", [300, 1, 0, 250, 449])
+    if kind == "csv":
+        table = pq.read_table(tmp_path / "folder")
+        path = tmp_path / "data.csv"
+        import pyarrow.csv as pacsv
+
+        pacsv.write_csv(table, path)
+        source = local_source(path, "csv")
+    else:
+        source = local_source(tmp_path / "folder", "parquet")
+    X, Y = read_encoded(source, _encoder(), LABEL, None)
+    assert X.shape[0] == n
+    for parts in (1, 3, 7):
+        pieces = [
+            read_encoded(WindowSource(source, w), _encoder(), LABEL, None, rows_per_block=64)
+            for w in split_rows(n, parts)
+        ]
+        assert np.array_equal(np.concatenate([p[0] for p in pieces]), X)
+        assert np.array_equal(np.concatenate([p[1] for p in pieces]), Y)
+    # a window past the end reads fewer rows, which the reader reports as a changed source
+    with pytest.raises(ValueError, match="changed"):
+        read_encoded(WindowSource(source, RowWindow(n - 5, n + 5)), _encoder(), LABEL, None)
+
+
+def test_layout_from_public_facts() -> None:
+    mib = 1 << 20
+    needed = encoded_bytes(1_000_000, 41, None)
+    assert needed == 8 * 1_000_000 * 42
+    # unlimited workers: single process unless the operator asks for partitioning
+    assert choose_layout(10**6, 41, None, [None] * 4, data_parallel=True, min_rows=None).kind == (
+        "single"
+    )
+    forced = choose_layout(10**6, 41, None, [None] * 4, data_parallel=True, min_rows=10**6)
+    assert (forced.kind, forced.parts) == ("partitioned", 4)
+    # 6e6 x 40 (+ intercept) on 4 workers of 900 MiB: one worker cannot, four can
+    big = choose_layout(6 * 10**6, 41, None, [900 * mib] * 4, data_parallel=True, min_rows=None)
+    assert (big.kind, big.parts) == ("partitioned", 4)
+    assert encoded_bytes(1_500_000, 41, None) <= usable_bytes(900 * mib)
+    # not a data-parallel optimizer, or too big even spread: infeasible, saying the MiB needed
+    for layout in (
+        choose_layout(6 * 10**6, 41, None, [900 * mib] * 4, data_parallel=False, min_rows=None),
+        choose_layout(6 * 10**6, 41, None, [900 * mib] * 2, data_parallel=True, min_rows=None),
+    ):
+        assert layout.kind == "infeasible"
+        assert f"{math.ceil(big.needed_bytes / mib)} MiB" in layout.reason
+
+
+def test_admission_refuses_a_job_that_cannot_fit_before_pricing_it() -> None:
+    facts = DatasetFacts("ds_x", 6 * 10**6, 40, 1e-5, "binary", None, False)
+    env = {"DPFIT_WORKERS": "2", "DPFIT_WORKER_MEMORY": "900MiB", "DPFIT_DATA_ROOTS": "."}
+    with pytest.raises(InfeasibleSpec) as refused:
+        check_fits_cluster(facts, 41, "dp_gd", Settings.from_env(env))
+    assert refused.value.field == "dataset_id" and "MiB" in refused.value.message
+    four = Settings.from_env({**env, "DPFIT_WORKERS": "4"})
+    check_fits_cluster(facts, 41, "dp_gd", four)
+    with pytest.raises(InfeasibleSpec):  # reads every row in one process
+        check_fits_cluster(facts, 41, "bolt_on_psgd", four)
+    check_fits_cluster(facts, 41, "dp_gd", Settings.from_env({"DPFIT_DATA_ROOTS": "."}))
+
+
+def test_summed_gradient_never_answers_from_a_partial_sum() -> None:
+    loss = LogisticLoss(l2=0.1)
+    oracle = SummedGradient(loss, 10, 3, 2, lambda w: [np.ones(3)])
+    with pytest.raises(PartitionMissing):
+        oracle.gradient(np.zeros(3))
+
+
+# --------------------------------------------------------------------------------------------
+# Identical maths on a real multi-process cluster
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    root = tmp_path_factory.mktemp("dp-data")
+    n = _write_folder(root / "folder", [400, 350, 1, 500, 249], seed=3)
+    return root, n
+
+
+@pytest.fixture(scope="module")
+def cluster(folder: tuple[Path, int]) -> Iterator[Client]:
+    os.environ["DPFIT_DATA_ROOTS"] = str(folder[0])  # the workers reopen the source
+    with (
+        LocalCluster(
+            n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as local,
+        Client(local) as client,
+    ):
+        yield client
+
+
+def _read(folder: tuple[Path, int]) -> PartitionRead:
+    root, n = folder
+    return PartitionRead(
+        source_format="parquet",
+        location=str((root / "folder").resolve()),
+        encoder=_encoder().to_dict(),
+        label=LABEL.model_dump(mode="json"),
+        label_bound=None,
+        n=n,
+        dimension=_encoder().dimension,
+    )
+
+
+OPTIMIZERS: dict[str, tuple[Any, Any]] = {
+    "dp_gd": (DPGD(), DPGDParams(iterations=25)),
+    "dp_agd": (DPAGD(), DPAGDParams(iterations=25)),
+    "output_perturbation_gd": (OutputPerturbationGD(), OutputPerturbationGDParams(iterations=25)),
+    "dp_accmd": (DpAccMD(), DpAccMDParams(iterations=25)),
+}
+
+
+def _drive(read: PartitionRead, name: str, seed: int) -> tuple[np.ndarray, list[str]]:
+    """Runs inside a worker task (as the job runner does): the data-parallel fit."""
+    optimizer, params = OPTIMIZERS[name]
+    loss = LogisticLoss(l2=0.01)
+    plan = optimizer.plan(params, loss, read.n, read.dimension, PrivacyTarget(1.0, 1e-6))
+    rng = np.random.default_rng(seed)
+    w = fit_partitioned(
+        f"test-{name}-{seed}",
+        read,
+        loss,
+        lambda oracle_for: optimizer.fit_oracle(plan, loss, oracle_for(None), rng, lambda t: None),
+        after_load=lambda: None,
+        max_rounds=1,
+    )
+    return w, [get_worker().address]
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_data_parallel_equals_single_process_with_the_same_noise(
+    cluster: Client, folder: tuple[Path, int], name: str
+) -> None:
+    read = _read(folder)
+    optimizer, params = OPTIMIZERS[name]
+    loss = LogisticLoss(l2=0.01)
+    target = PrivacyTarget(1.0, 1e-6)
+    plan: ReleasePlan = optimizer.plan(params, loss, read.n, read.dimension, target)
+    source = local_source(folder[0] / "folder", "parquet")
+    X, Y = read_encoded(source, _encoder(), LABEL, None)
+    single = optimizer.fit(plan, loss, X, Y, np.random.default_rng(7), lambda t: None)
+    before = cluster.run(held_partitions)
+    parallel, _ = cluster.submit(_drive, read, name, 7, pure=False).result()
+    after = cluster.run(held_partitions)
+    assert np.allclose(parallel, single, rtol=1e-9, atol=1e-12), (parallel, single)
+    assert not np.array_equal(single, optimizer.fit(plan, loss, X, Y, np.random.default_rng(8),
+                                                    lambda t: None))
+    # every worker loaded exactly one partition, and none holds rows after the job
+    assert all(after[a][1] == before[a][1] + 1 for a in after), (before, after)
+    assert all(held == 0 for held, _ in after.values())
+
+
+def _drive_with_a_kill(read: PartitionRead, pids: dict[str, int], rounds: int) -> np.ndarray:
+    """Noise-free DP-GD over partitions; after the first step, kill a worker other than this
+    one (SIGKILL: as an out-of-memory kill would)."""
+    loss = LogisticLoss(l2=0.01)
+    me = get_worker().address
+    killed: list[str] = []
+
+    def fit(oracle_for: Callable[[int | None], Any]) -> np.ndarray:
+        oracle = oracle_for(None)
+
+        def step(t: int) -> None:
+            if t == 1 and not killed:
+                victim = next(a for a in sorted(pids) if a != me)
+                killed.append(victim)
+                os.kill(pids[victim], signal.SIGKILL)
+                time.sleep(0.5)
+
+        return oracle_gradient_descent(
+            loss,
+            oracle,
+            step_size=1.0,
+            iterations=5,
+            noise_std=0.0,
+            rng=np.random.default_rng(0),
+            progress=step,
+        )
+
+    return fit_partitioned(
+        f"kill-{rounds}", read, loss, fit, after_load=lambda: None, max_rounds=rounds
+    )
+
+
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_a_worker_killed_mid_fit_fails_the_step_or_restarts_the_fit(
+    cluster: Client, folder: tuple[Path, int], rounds: int
+) -> None:
+    read = _read(folder)
+    cluster.wait_for_workers(3, timeout=60)
+    pids = cluster.run(os.getpid)
+    future = cluster.submit(_drive_with_a_kill, read, pids, rounds, pure=False)
+    if rounds == 1:
+        with pytest.raises(WorkerLost):
+            future.result(timeout=120)
+        return
+    w = future.result(timeout=120)
+    source = local_source(folder[0] / "folder", "parquet")
+    X, Y = read_encoded(source, _encoder(), LABEL, None)
+    loss = LogisticLoss(l2=0.01)
+    expected = oracle_gradient_descent(
+        loss,
+        LocalGradient(loss, X, Y),
+        step_size=1.0,
+        iterations=5,
+        noise_std=0.0,
+        rng=np.random.default_rng(0),
+    )
+    assert np.allclose(w, expected, rtol=1e-9, atol=1e-12)
