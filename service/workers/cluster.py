@@ -73,7 +73,7 @@ def start_cluster(settings: Settings, security: Security) -> SpecCluster:
             "memory_limit": settings.worker_memory or 0,
             # Rows of data-parallel jobs live outside Dask's managed memory; a paused worker
             # would stall their steps, so pause late (partitions.DATA_FRACTION stays below).
-            "memory_pause_fraction": 0.9,
+            "config": {"distributed.worker.memory.pause": 0.9},
             "dashboard": False,
             "dashboard_address": None,
             "silence_logs": logging.WARN,
