@@ -197,6 +197,14 @@ class ValidationOut(BaseModel):
     label: LabelValidation
 
 
+class PrivacyOut(BaseModel):
+    """An (ε, δ) as stored: responses carry no request bounds, so rows admitted under older,
+    looser rules are still shown."""
+
+    epsilon: float
+    delta: float
+
+
 class DatasetOut(BaseModel):
     id: str
     name: str
@@ -205,7 +213,7 @@ class DatasetOut(BaseModel):
     n_features: int
     label: LabelSpec
     features: list[Feature]
-    budget: PrivacyBudget
+    budget: PrivacyOut = Field(description="Total ε_B and δ_B.")
     fingerprint: str | None = Field(default=None, description="Shown to the owner only.")
     source: DatasetSourceOut | None = Field(default=None, description="Shown to the owner only.")
     validation: ValidationOut | None = Field(
@@ -333,7 +341,7 @@ class JobOut(BaseModel):
     progress: Progress
     model: dict[str, Any]
     optimizer: OptimizerChoice
-    privacy: JobPrivacy
+    privacy: PrivacyOut
     plan: dict[str, Any] = Field(
         description="Public, data-independent release plan: mechanism, noise, sensitivity, steps."
     )
