@@ -36,7 +36,7 @@ from service.optimizers.dp_spiderboost import (
     theory_alpha,
 )
 from service.optimizers.registry import catalog, get_optimizer, optimizer_names
-from service.privacy.calibration import event_epsilon
+from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon
 from service.privacy.tree_aggregation import node_sums, tree_depth
 
 OPT = DpSpiderBoost()
@@ -158,9 +158,9 @@ def test_event_is_calibrated_gaussian(eps: float, delta: float) -> None:
     z = plan.event.noise_multiplier
     assert z == pytest.approx(plan.noise_scale / plan.sensitivity, rel=1e-12)
     assert z == plan.hyperparameters["noise_multiplier"]
-    spent = event_epsilon(plan.event, delta)
-    assert spent <= eps
-    assert spent >= eps * (1 - 1e-4)
+    mu = event_mu(plan.event)  # one Gaussian (★): exactly 1/z-GDP, the μ charged
+    assert mu is not None and gdp_delta(eps, mu) <= delta
+    assert gdp_epsilon(mu, delta) == pytest.approx(eps, rel=1e-6)
     curve = rdp_curve(plan.event)
     assert all(math.isfinite(v) for v in curve[:-1])
     assert curve[0] == pytest.approx(1.5 / (2 * z * z), rel=1e-12)

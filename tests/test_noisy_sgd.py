@@ -50,6 +50,7 @@ from service.optimizers.sgd_common import (
     schedule_from_json,
 )
 from service.privacy.calibration import calibrate_noise_multiplier, event_epsilon
+from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon
 
 SCS = NoisySGDSCS13()
 BST = NoisySGDBST14()
@@ -268,10 +269,13 @@ def test_scs13_calibration(passes: int, eps: float, delta: float) -> None:
     curve = rdp_curve(plan.event)
     for alpha, rho in zip(ORDERS[:-1], curve[:-1], strict=True):
         assert rho == pytest.approx(passes * alpha / (2 * z * z), rel=1e-9)
-    spent = event_epsilon(plan.event, delta)
-    assert eps * 0.995 < spent <= eps
+    # exact GDP calibration: k passes are √k/z-GDP, (ε, δ) met with equality; RDP needs more
+    mu = event_mu(plan.event)
+    assert mu == pytest.approx(math.sqrt(passes) / z, rel=1e-12)
+    assert gdp_delta(eps, mu) <= delta
+    assert gdp_epsilon(mu, delta) == pytest.approx(eps, rel=1e-6)
     reference = calibrate_noise_multiplier(lambda v: scs13_event(v, passes), eps, delta)
-    assert z == pytest.approx(reference, rel=2e-3)
+    assert z < reference
 
 
 def test_scs13_pure_calibration() -> None:

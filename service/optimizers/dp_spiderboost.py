@@ -63,9 +63,10 @@ x_{t−1}; then ‖v_k − v'_k‖ = ‖a − a'‖/b_t and
 never longer than the run), so by :mod:`service.privacy.tree_aggregation` the vector of all
 node sums of all trees has replace-one L2 sensitivity Δ_tree = s√m, m = ⌊log₂ T⌋ + 1; the
 node-wise Gaussian noise σ = z·Δ_tree makes the whole run as private as one Gaussian release:
-the event is ``GaussianDpEvent(z)`` with z calibrated numerically (RDP accountant,
-REPLACE_ONE) to the job's (ε, δ). Iterates, batch sizes, stopping time and the released last
-iterate are post-processing of the noisy nodes and the public coins.
+the event is ``GaussianDpEvent(z)``, exactly 1/z-GDP, with z the exact analytic-Gaussian
+calibration to the job's (ε, δ) (:func:`service.privacy.gdp.gaussian_steps_multiplier`).
+Iterates, batch sizes, stopping time and the released last iterate are post-processing of the
+noisy nodes and the public coins.
 
 Utility (paper Thm 3.11, Lemma 3.10). With b = G(√d/(εα) + 1/α²), b_t as above,
 κ = max(α√d/ε, (BGM)^{1/3}), σ = α/√d, and
@@ -121,7 +122,7 @@ from service.optimizers.base import (
     ReleasePlan,
 )
 from service.optimizers.inputs import checked_data
-from service.privacy.calibration import calibrate_noise_multiplier
+from service.privacy.gdp import gaussian_steps_multiplier
 from service.privacy.tree_aggregation import (
     TreeAggregator,
     tree_depth,
@@ -472,9 +473,9 @@ class DpSpiderBoost:
     )
     guarantee: ClassVar[str] = (
         "(ε, δ)-DP under replace-one adjacency: the whole run is one Gaussian event with "
-        "noise multiplier σ/Δ_tree, Δ_tree = (2G/b)·√(⌊log₂T⌋+1), calibrated by RDP "
-        "accounting. Utility (Liu & Talwar Thm 3.11): with probability ≥ 1 − ι at least one "
-        "iterate is an Õ(α)-second-order stationary point of the population risk, "
+        "noise multiplier σ/Δ_tree, Δ_tree = (2G/b)·√(⌊log₂T⌋+1), calibrated exactly "
+        "(analytic Gaussian). Utility (Liu & Talwar Thm 3.11): with probability ≥ 1 − ι at "
+        "least one iterate is an Õ(α)-second-order stationary point of the population risk, "
         "α = Õ(1/n^(1/3) + (√d/(nε))^(1/2)); the released last iterate carries no separate "
         "guarantee."
     )
@@ -507,7 +508,7 @@ class DpSpiderBoost:
         big_m = beta + mu
         b_gap = float(p.initial_gap)
         eps, delta = target.epsilon, target.delta
-        z = calibrate_noise_multiplier(tree_event, eps, delta, rtol=1e-6)
+        z = gaussian_steps_multiplier(1, eps, delta)  # (★) is one Gaussian: exact, μ = 1/z
 
         # α, T and the tree depth m (module docstring): α solves Lemma 3.9's row count = n
         # for ε' = 1/(2z·m_α); T follows from α and m = depth(T). Iterate to the fixed point

@@ -41,9 +41,9 @@ No amplification by sampling is claimed (the batches are a shuffle, not a random
 the per-pass structure is used only through "one step per pass touches row j".
 
 Noise. δ > 0: z_t ~ N(0, σ²I) with σ = zΔ, z the smallest noise multiplier for which the event
-is (ε, δ)-DP under dp-accounting's RDP accountant (REPLACE_ONE; it does not double σ/Δ, so z
-is exactly σ/Δ — DESIGN §2), found by
-:func:`service.privacy.calibration.calibrate_noise_multiplier`. δ = 0: SCS13's ε-DP
+(k Gaussians, exactly √k/z-GDP, REPLACE_ONE, z = σ/Δ — DESIGN §2) is (ε, δ)-DP, in closed
+form by :func:`service.privacy.gdp.gaussian_steps_multiplier`; the ledger charges that μ.
+δ = 0: SCS13's ε-DP
 variant, density ∝ exp(−‖z_t‖/s) with s = kΔ/ε (each of the k steps touching a row is
 ε/k-DP); the ledger charges ``pure_dp_event(ε)``.
 ``plan.sensitivity`` is the per-step Δ and ``plan.noise_scale`` the per-step σ (or s).
@@ -92,7 +92,7 @@ from service.optimizers.sgd_common import (
     run_sgd,
     schedule_from_json,
 )
-from service.privacy.calibration import calibrate_noise_multiplier
+from service.privacy.gdp import gaussian_steps_multiplier
 from service.privacy.output_perturbation import pure_dp_event
 
 __all__ = [
@@ -192,7 +192,7 @@ class NoisySGDSCS13:
     )
     guarantee: ClassVar[str] = (
         "(ε, δ)-DP for δ > 0: each row is in one batch per pass, so the run costs k Gaussian "
-        "steps of sensitivity 2L/b (RDP accountant, replace-one); ε-DP for δ = 0 with noise "
+        "steps of sensitivity 2L/b (exact Gaussian DP, replace-one); ε-DP for δ = 0 with noise "
         "density ∝ exp(−ε‖z‖/(2kL/b)) per step."
     )
     reference: ClassVar[str] = (
@@ -216,9 +216,8 @@ class NoisySGDSCS13:
         m, b_min = pass_layout(n, batch_size)
         sensitivity = scs13_step_sensitivity(loss.lipschitz, n, batch_size)
         if target.delta > 0.0:
-            z = calibrate_noise_multiplier(
-                lambda v: scs13_event(v, p.passes), target.epsilon, target.delta
-            )
+            # k Gaussian passes are exactly √k/z-GDP: the exact calibration, the μ charged
+            z = gaussian_steps_multiplier(p.passes, target.epsilon, target.delta)
             mechanism, scale = "gaussian", z * sensitivity
             event: dp_event.DpEvent = scs13_event(z, p.passes)
         else:
