@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import pickle
+import pty
 import subprocess
 import sys
 import uuid
@@ -209,6 +210,44 @@ def test_the_installed_command_over_http(
     missing = subprocess.run([str(BIN / "dpfit"), "models", "show", "model_nope"], env=env,
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == EXIT_NOT_FOUND and "Not found" in missing.stderr
+
+
+def test_a_terminal_gets_a_progress_bar(
+    sqlite_server: LiveServer, people: tuple[str, str, str, str], tmp_path: Path
+) -> None:
+    """With stdout on a terminal (a pseudo-terminal here), `jobs submit --wait` draws tqdm's
+    bar on stderr; the ids still go to stdout."""
+    owner, owner_key, analyst, analyst_key = people
+    env = dict(os.environ, DPFIT_URL=sqlite_server.base_url, DPFIT_API_KEY=owner_key)
+    spec = write_spec(tmp_path, credit_dataset(epsilon=2.0))
+    registered = subprocess.run([str(BIN / "dpfit"), "datasets", "register", str(spec), "-o",
+                                 "json"], env=env, capture_output=True, text=True, timeout=120)
+    assert registered.returncode == 0, registered.stderr
+    dataset_id = json.loads(registered.stdout)["id"]
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [str(BIN / "dpfit"), "jobs", "submit", "--dataset", dataset_id, "--model",
+             "logistic_regression", "--epsilon", "0.5", "--delta", "1e-6", "--wait"],
+            env=dict(env, DPFIT_API_KEY=owner_key), stdout=follower, stderr=subprocess.PIPE,
+            text=True, timeout=300,
+        )
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal was closed: all read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == EXIT_OK, done.stderr
+    job_id, model_id = shown.decode().split()
+    assert f"job {job_id}" in done.stderr and "succeeded" in done.stderr
+    assert model_id.startswith("mdl_")
 
 
 def test_keys_create_names_its_database_and_never_makes_one_silently(tmp_path: Path) -> None:
