@@ -24,7 +24,8 @@ from data; a job's duration is a release the API already makes through its times
   spending pace tells how active its analysts are); a ``public`` endpoint drops these series.
 
 Cost: one scrape runs five small aggregate queries plus one pass over finished jobs' two
-timestamps (and, for admins, over live datasets' cached totals).
+timestamps (and, for admins, one ledger read per live dataset — the budget endpoint's
+computation).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Histogram,
@@ -52,10 +52,12 @@ from service.api.auth import authenticate
 from service.api.errors import ProblemError
 from service.db.models import Charge, Dataset, Job
 from service.ledger import filter as privacy_filter
-from service.ledger.admission import budget_of, spent_of
+from service.ledger.admission import budget_of, live_spent
 
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 DURATION_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, float("inf"))
+# The classic text format every Prometheus version reads (generate_latest writes it).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 HTTP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, float("inf"))
 
 SessionsOf = Callable[[], sessionmaker[Session] | None]
@@ -191,7 +193,7 @@ def _ledger_series(session: Session) -> Metric:
 def _dataset_series(session: Session) -> Iterator[Metric]:
     spent = GaugeMetricFamily(
         "dpfit_dataset_epsilon_spent",
-        "ε spent at δ_B of each live dataset (the ledger's cached total).",
+        "ε spent at δ_B of each live dataset (as GET /v1/datasets/{id}/budget).",
         labels=["dataset_id"],
     )
     total = GaugeMetricFamily(
@@ -199,7 +201,8 @@ def _dataset_series(session: Session) -> Iterator[Metric]:
     )
     for dataset in session.scalars(select(Dataset).where(Dataset.retired_at.is_(None))):
         budget = budget_of(dataset)
-        spent.add_metric([dataset.id], privacy_filter.spent_epsilon(budget, spent_of(dataset)))
+        standing = live_spent(session, dataset.id)
+        spent.add_metric([dataset.id], privacy_filter.spent_epsilon(budget, standing))
         total.add_metric([dataset.id], budget.epsilon)
     yield spent
     yield total
@@ -221,4 +224,4 @@ def metrics(
         if not principal.is_admin:
             raise ProblemError(403, "Forbidden", "/metrics needs an admin key (DPFIT_METRICS).")
     state: Metrics = request.app.state.metrics
-    return Response(generate_latest(state.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(state.registry), media_type=CONTENT_TYPE)
