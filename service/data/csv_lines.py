@@ -69,7 +69,7 @@ def normalise_lines(chunk: bytes, n_fields: int) -> Lines:
     bad = np.zeros(n_lines, dtype=bool)
     # Everything below works on the positions of the few special bytes, never byte by byte.
     commas = np.flatnonzero(buf == _COMMA)
-    fields = 1 + np.searchsorted(commas, ends) - np.searchsorted(commas, starts)
+    fields = 1 + np.diff(np.searchsorted(commas, ends), prepend=0)  # no comma is a newline
 
     if b"\r" in chunk:
         carriage = np.flatnonzero(buf == _CR)
@@ -78,8 +78,9 @@ def normalise_lines(chunk: bytes, n_fields: int) -> Lines:
 
     if b'"' in chunk:
         quotes = np.flatnonzero(buf == _QUOTE)
-        first = np.searchsorted(quotes, starts)  # index of each line's first quote
-        per_line = np.searchsorted(quotes, ends) - first
+        after = np.searchsorted(quotes, ends)  # quotes before each line's end
+        first = np.concatenate(([0], after[:-1]))  # index of each line's first quote
+        per_line = after - first
         quote_line = np.repeat(np.arange(n_lines), per_line)  # quotes are sorted
         bad |= per_line % 2 == 1
         opening = (np.arange(quotes.size) - first[quote_line]) % 2 == 0
@@ -95,11 +96,19 @@ def normalise_lines(chunk: bytes, n_fields: int) -> Lines:
         bad[quote_line[~valid]] = True
         # Commas between an opening quote and the next quote of its line are inside a value.
         pair = np.flatnonzero(opening[:-1] & (quote_line[:-1] == quote_line[1:]))
-        commas_before = np.searchsorted(commas, quotes)
-        inside = commas_before[pair + 1] - commas_before[pair]
-        fields -= np.bincount(quote_line[pair], weights=inside, minlength=n_lines).astype(
-            fields.dtype
-        )
+        if commas.size and pair.size:
+            # Only spans whose next comma comes before their closing quote hold any (usually few).
+            next_comma = np.searchsorted(commas, quotes[pair])
+            holds = np.flatnonzero(
+                commas[np.minimum(next_comma, commas.size - 1)] < quotes[pair + 1]
+            )
+            holds = holds[next_comma[holds] < commas.size]
+            if holds.size:
+                spans = pair[holds]
+                inside = np.searchsorted(commas, quotes[spans + 1]) - next_comma[holds]
+                fields -= np.bincount(
+                    quote_line[spans], weights=inside, minlength=n_lines
+                ).astype(fields.dtype)
 
     to_fix = np.flatnonzero(bad | (fields != n_fields))
     if to_fix.size == 0:

@@ -479,24 +479,26 @@ class FileSource:
 def _csv_chunks(stream: Any) -> Iterator[bytes]:
     """The data lines (header dropped) in chunks of about :data:`_CSV_READ_BYTES`, each cut
     after a ``\\n``; the last chunk ends with ``\\n`` too (one is added if the file lacks it)."""
-    pending = b""
+    carry = b""
     header_done = False
     while True:
         block = stream.read(_CSV_READ_BYTES)
         if not block:
             break
-        pending += block
         if not header_done:
-            newline = pending.find(b"\n")
+            carry += block
+            newline = carry.find(b"\n")
             if newline < 0:
                 continue
-            header_done, pending = True, pending[newline + 1 :]
-        cut = pending.rfind(b"\n")
-        if cut >= 0:
-            yield pending[: cut + 1]
-            pending = pending[cut + 1 :]
-    if header_done and pending:
-        yield pending + b"\n"
+            header_done, block, carry = True, carry[newline + 1 :], b""
+        cut = block.rfind(b"\n")
+        if cut < 0:
+            carry += block  # one line longer than a read: keep gathering it
+            continue
+        yield carry + block[: cut + 1] if carry else block[: cut + 1]
+        carry = block[cut + 1 :]
+    if header_done and carry:
+        yield carry + b"\n"
 
 
 # --------------------------------------------------------------------------------------------
