@@ -215,3 +215,19 @@ class TrainedModel(Base):
     label: Mapped[dict[str, Any]] = mapped_column(JSON)
     privacy: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Evaluation(Base):
+    """The released (noised) metrics of a private evaluation job; ``job_id`` is unique: an
+    evaluation's result is stored once. ``metrics`` holds noised values only."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (UniqueConstraint("job_id", name="uq_evaluations_job_id"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"))
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))
+    principal: Mapped[str] = mapped_column(String(200))
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
