@@ -16,6 +16,7 @@ from service.optimizers.output_perturbation_gd import OutputPerturbationGD
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.privacy.analytic_gaussian import analytic_gaussian_sigma
 from service.privacy.calibration import event_epsilon
+from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon
 
 
 def plan(target: PrivacyTarget, classes: int = 4):
@@ -28,8 +29,10 @@ def test_gaussian_classes_compose_to_the_target_and_beat_a_naive_split() -> None
     target = PrivacyTarget(1.0, 1e-6)
     job, per_class = plan(target)
     assert isinstance(job.event, dp_event.SelfComposedDpEvent) and job.event.count == 4
-    assert event_epsilon(job.event, target.delta) <= target.epsilon
-    assert event_epsilon(job.event, target.delta) > 0.97 * target.epsilon  # tight, not loose
+    mu = event_mu(job.event)  # Gaussian classes: exact GDP, the μ the ledger charges
+    assert mu is not None and gdp_delta(target.epsilon, mu) <= target.delta
+    assert gdp_epsilon(mu, target.delta) == pytest.approx(target.epsilon, rel=1e-3)  # tight
+    assert event_epsilon(job.event, target.delta) > target.epsilon  # RDP would overcharge it
     naive = analytic_gaussian_sigma(target.epsilon / 4, target.delta / 4, per_class.sensitivity)
     assert per_class.noise_scale < 0.8 * naive
     assert job.total_steps == 4 * per_class.total_steps

@@ -12,7 +12,10 @@ Calibration. For δ = 0 each class gets ε/K (basic composition; the charge is t
 randomized-response curve, never more than ε). For δ > 0 each class is planned at (ε_c, δ/K)
 and ε_c is the largest value (bisection) for which the RDP accountant certifies the K-fold
 composition at (ε, δ) — for Gaussian releases this is exactly one Gaussian with sensitivity
-Δ·√K, the tightest possible, instead of the ε/K a naive split would give.
+Δ·√K, the tightest possible, instead of the ε/K a naive split would give. Gaussian-family
+classes (exact μ) are first planned directly at the ε_c whose μ_c = μ*/√K (μ* exact for
+(ε, δ)), so K classes compose to exactly μ*; the check is then the exact GDP one, the same
+accounting the ledger charges.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pydantic import BaseModel
 from service.models.base import Loss
 from service.optimizers.base import InfeasibleSpec, Optimizer, PrivacyTarget, ReleasePlan
 from service.privacy.calibration import event_epsilon
+from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon, gdp_mu
 
 BISECTION_STEPS = 12
 
@@ -78,8 +82,17 @@ def _largest_feasible(
     def plan_at(eps_c: float) -> tuple[ReleasePlan, bool]:
         plan = optimizer.plan(params, loss, n, d, PrivacyTarget(eps_c, delta_c))
         composed = dp_event.SelfComposedDpEvent(plan.event, classes)
+        mu = event_mu(composed)
+        if mu is not None:  # Gaussian-family: exact, and the μ the ledger charges
+            return plan, gdp_delta(target.epsilon, mu) <= target.delta
         return plan, event_epsilon(composed, target.delta) <= target.epsilon
 
+    # Gaussian-family classes calibrated exactly: K classes of μ*/√K compose to exactly μ*.
+    exact_c = gdp_epsilon(gdp_mu(target.epsilon, target.delta) / classes**0.5, delta_c)
+    if exact_c > 0.0:
+        plan, ok = plan_at(exact_c)
+        if ok and event_mu(plan.event) is not None:
+            return plan
     low, high = target.epsilon / classes, target.epsilon
     best, ok = plan_at(low)
     while not ok:
