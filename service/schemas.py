@@ -325,7 +325,11 @@ class JobPrivacy(Strict):
 class JobCreate(Strict):
     dataset_id: str
     model: Annotated[ModelSpec, strictly(ModelSpec)]
-    optimizer: OptimizerChoice
+    optimizer: OptimizerChoice = Field(
+        default_factory=lambda: OptimizerChoice(name="auto"),
+        description="Default `auto`: the service picks the optimizer and its hyper-parameters "
+        "from public facts (n, d, bounds, ε, δ, model) and records the choice in the plan.",
+    )
     privacy: JobPrivacy
 
 
@@ -417,6 +421,44 @@ class PredictResponse(BaseModel):
         description="Binary: the model's score for the positive class; multiclass: the "
         "normalised one-vs-rest score of the predicted class; regression: null."
     )
+
+
+class EvaluationCreate(Strict):
+    dataset_id: str = Field(
+        description="A dataset you are granted with the model's schema: the training dataset "
+        "or a holdout its owner registered. Its ledger pays for the evaluation."
+    )
+    privacy: JobPrivacy
+    loss_clip: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Declared clip B of each row's loss (log-loss, or squared error). Default: "
+        "the largest loss any row within the declared bounds can have under this model "
+        "(log(1 + e^‖w‖), or (‖w‖ + label bound)²), so nothing is clipped.",
+    )
+
+
+class EvaluationOut(BaseModel):
+    """A private evaluation: an ordinary job (charged on the dataset's ledger) whose result is
+    noised metrics of the model on the dataset's rows."""
+
+    id: str = Field(description="The evaluation job's id (also shown by GET /v1/jobs/{id}).")
+    model_id: str
+    dataset_id: str
+    status: JobStatus
+    privacy: PrivacyOut
+    plan: dict[str, Any] = Field(
+        description="Public release plan: Gaussian noise σ per released sum, sensitivity, clip."
+    )
+    metrics: dict[str, Any] | None = Field(
+        default=None,
+        description="When succeeded: noised accuracy, log_loss and confusion_matrix (binary), "
+        "accuracy (categorical) or mean_squared_error (regression).",
+    )
+    error: str | None = None
+    created_at: datetime
+    finished_at: datetime | None = None
 
 
 # --- catalog -----------------------------------------------------------------------------------

@@ -33,13 +33,14 @@ from service.ledger.admission import (
     check_admissible,
     live_spent,
 )
-from service.models.registry import build_loss
+from service.models.registry import build_loss, parse_model_spec
+from service.optimizers import auto
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.planning import JobPlan, plan_job, plan_to_json
 from service.optimizers.registry import get_optimizer
 from service.privacy.gdp import parallel_mu
 from service.registration import DatasetRetired, ensure_not_retired
-from service.schemas import JobCreate
+from service.schemas import JobCreate, OptimizerChoice
 from service.settings import Settings
 
 __all__ = [
@@ -113,6 +114,7 @@ def price_job(facts: DatasetFacts, body: JobCreate) -> PricedJob:
             "this dataset's budget has δ = 0 (pure ε-DP); submit the job with privacy.delta = 0",
         )
     target = PrivacyTarget(epsilon=body.privacy.epsilon, delta=body.privacy.delta)
+    body, auto_record = _resolve_auto(facts, body, target)
     try:
         planned = plan_job(
             body.model,
@@ -133,6 +135,8 @@ def price_job(facts: DatasetFacts, body: JobCreate) -> PricedJob:
     check_fits_cluster(facts, planned.dimension, body.optimizer.name)
     plan = planned.plan
     plan_json = plan_to_json(plan)
+    if auto_record is not None:
+        plan_json["auto"] = auto_record  # public: the rule and what it chose
     charge = JobCharge(
         epsilon=target.epsilon,
         delta=target.delta,
@@ -144,6 +148,32 @@ def price_job(facts: DatasetFacts, body: JobCreate) -> PricedJob:
     spec = body.model_dump(mode="json")
     spec["optimizer"]["params"] = planned.params.model_dump(mode="json")
     return PricedJob(planned=planned, charge=charge, spec=spec, plan_json=plan_json)
+
+
+def _resolve_auto(
+    facts: DatasetFacts, body: JobCreate, target: PrivacyTarget
+) -> tuple[JobCreate, dict[str, Any] | None]:
+    """An ``auto`` job becomes the ordinary job of the optimizer the rule picks
+    (service/optimizers/auto.py), with the model it resolved; returns its public record."""
+    if body.optimizer.name != "auto":
+        return body, None
+    if body.optimizer.params:
+        raise InfeasibleSpec(
+            "optimizer.params", "auto takes no parameters; name an optimizer to set them"
+        )
+    try:
+        choice = auto.resolve(body.model, facts.n_rows, facts.n_features, target, facts.classes)
+    except InfeasibleSpec:
+        raise
+    except (ValueError, ArithmeticError) as exc:
+        raise InfeasibleSpec("optimizer", f"auto cannot plan this job: {exc}") from None
+    resolved = body.model_copy(
+        update={
+            "model": parse_model_spec(choice.model),
+            "optimizer": OptimizerChoice(name=choice.optimizer),
+        }
+    )
+    return resolved, choice.record
 
 
 def check_fits_cluster(

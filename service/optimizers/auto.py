@@ -1,0 +1,221 @@
+r"""``auto``: the optimizer and hyper-parameters chosen from public facts only.
+
+An analyst who names no optimizer (or ``{"name": "auto"}``) gets the catalog's best choice for
+the public facts of the job — n, the encoded dimension d, the declared bounds (every row has
+‖x‖₂ ≤ 1), the target (ε, δ), the model's family and its constants (L, β, μ, convexity) and the
+label type. Nothing here reads data. The resolved job is an ordinary job of the chosen optimizer
+(same plan, same accounting, same charge); the choice is recorded in the plan under ``auto``
+(``chosen_by``, ``rule``, what was filled in), which the analyst sees.
+
+The rule (first candidate whose plan is feasible wins):
+
+1. δ > 0, convex smooth loss → ``dp_agd`` (noisy accelerated full-gradient descent), its theory
+   defaults (T where the accelerated rate meets the noise floor, η = 1/β_F, R = √(2·gap/μ)).
+   For ``logistic_regression`` without an analyst-set ``gradient_clip``, C = 1/2.
+2. δ > 0, non-convex loss → ``dp_gd`` (its PL/non-convex guarantees; Wang, Ye & Xu 2017).
+3. δ = 0 (pure ε) → ``output_perturbation_gd`` (pure ε-DP via the norm-Gamma mechanism;
+   logistic: C = 1/2 as above).
+4. Fallbacks, in order, if the choice above is infeasible for the spec (e.g. l2 = 0 with no
+   radius): ``dp_gd``, ``noisy_sgd_bst14``, ``output_perturbation_gd``, ``noisy_sgd_scs13``.
+
+Why (theory). For a μ-strongly convex, L-Lipschitz, β-smooth empirical risk, full-batch noisy
+gradient methods reach the optimal excess risk Õ(L² d log(1/δ)/(μ n² ε²)) of Bassily, Smith &
+Thakurta (2014) with exactly accounted Gaussian steps; acceleration reaches the noise floor in
+T = O(√(n ε)) steps instead of O(n ε) (``dp_agd``'s docstring derives its T), which matters at
+small ε where non-accelerated DP-GD's T = 1000 cap spreads the budget over too many steps.
+Output perturbation pays Δ = 2L/(nμ) once and is the only pure ε-DP full-gradient method;
+mini-batch methods (bolt-on, SCS13, SVRG, SpiderBoost) have worse constants at these n.
+Every sensitivity is proportional to L, and the clipped-slope loss with C = 1/2 has L = 1/2
+(``service/models/logistic.py``): the noise halves while rows classified correctly keep the
+exact logistic loss; the error term that grows is the bias on misclassified rows, which at
+the noise levels of ε ≤ 2 is smaller than the noise removed.
+
+Why (experiments, public data only; ``/tmp`` script reproduced in ``bench/auto.py --explore``):
+on UCI Adult's TRAIN file split 2:1 internally (never its test file), a synthetic logistic
+problem (n = 20,000, d = 21, 10 % label noise) and scikit-learn's breast_cancer (n = 400,
+d = 31), 3 runs per cell over {dp_agd, dp_gd} × {C = 1, 1/2} × l2 ∈ {1e-5, 1e-4, 1e-3, 1e-2}
+at ε ∈ {0.1, 0.5, 1, 2}, δ = 1e-5: ``dp_agd`` with C = 1/2 and the default l2 = 1e-4 was the
+best or within noise of the best cell at every ε on Adult-train (82.62 % at ε = 0.1 vs 81.58 %
+unclipped, 82.19 % for the best ``dp_gd``); l2 = 1e-3 and 1e-2 were worse at every ε, and
+1e-5 worse at small ε. So ``auto`` keeps the model's l2 (default 1e-4) and fills C = 1/2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from service.models.base import FloatArray, Loss
+from service.optimizers.base import (
+    InfeasibleSpec,
+    PrivacyTarget,
+    ProgressCallback,
+    ReleasePlan,
+)
+
+__all__ = ["RULE", "Auto", "AutoChoice", "AutoParams", "choose_model_and_optimizer", "resolve"]
+
+AUTO = "auto"
+CLIP = 0.5
+RULE = (
+    "delta > 0 and convex loss: dp_agd; non-convex: dp_gd; delta = 0: output_perturbation_gd; "
+    "logistic_regression without gradient_clip: gradient_clip = 0.5; theory defaults for the "
+    "rest; first feasible of the fallbacks dp_gd, noisy_sgd_bst14, output_perturbation_gd, "
+    "noisy_sgd_scs13"
+)
+FALLBACKS = ("dp_gd", "noisy_sgd_bst14", "output_perturbation_gd", "noisy_sgd_scs13")
+
+
+class AutoParams(BaseModel):
+    """``auto`` takes no parameters: name an optimizer to set hyper-parameters yourself."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class AutoChoice:
+    """The resolved job: the model spec (possibly with ``gradient_clip`` filled in), the chosen
+    optimizer's name, and the public record stored in the plan under ``auto``."""
+
+    model: dict[str, Any]
+    optimizer: str
+    record: dict[str, Any]
+
+
+def preferred_optimizer(convex: bool, delta: float) -> str:
+    """Step 1–3 of the rule."""
+    if delta == 0:
+        return "output_perturbation_gd"
+    return "dp_agd" if convex else "dp_gd"
+
+
+def candidates(convex: bool, delta: float) -> list[str]:
+    """The preferred optimizer, then the fallbacks (no repeats)."""
+    first = preferred_optimizer(convex, delta)
+    return [first, *(name for name in FALLBACKS if name != first)]
+
+
+def choose_model_and_optimizer(
+    model: dict[str, Any], fields_set: set[str], convex: bool, target: PrivacyTarget
+) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
+    """The public part of the rule: the model spec to run (``gradient_clip`` = 1/2 filled in for
+    logistic regression when the analyst did not set it), the candidate optimizers in order,
+    and what was filled in. ``fields_set``: the model fields the analyst sent."""
+    resolved = dict(model)
+    filled: dict[str, Any] = {}
+    if model.get("type") == "logistic_regression" and "gradient_clip" not in fields_set:
+        resolved["gradient_clip"] = CLIP
+        filled["model.gradient_clip"] = CLIP
+    return resolved, candidates(convex, target.delta), filled
+
+
+def resolve(
+    model: BaseModel,
+    n: int,
+    n_features: int,
+    target: PrivacyTarget,
+    classes: int | None = None,
+) -> AutoChoice:
+    """Resolve an ``auto`` job: the first feasible candidate of the rule, planned with the
+    resolved model. Raises :class:`InfeasibleSpec` (field ``optimizer``) if none is feasible.
+    Public facts only: the spec, n, the number of features, the target, the label's classes."""
+    from service.models.registry import build_loss, parse_model_spec
+    from service.optimizers.planning import plan_job
+
+    sent = model.model_dump(mode="json")
+    resolved, names, filled = choose_model_and_optimizer(
+        sent, set(model.model_fields_set), bool(build_loss(model).convex), target
+    )
+    spec = parse_model_spec(resolved)
+    last: InfeasibleSpec | None = None
+    for name in names:
+        try:
+            plan_job(spec, name, {}, n, n_features, target, classes=classes)
+        except InfeasibleSpec as exc:
+            last = exc
+            continue
+        record = {
+            "chosen_by": AUTO,
+            "optimizer": name,
+            "filled": filled,
+            "rule": RULE,
+            "facts": {"n": n, "features": n_features, "epsilon": target.epsilon,
+                      "delta": target.delta, "classes": classes},
+        }
+        return AutoChoice(model=spec.model_dump(mode="json"), optimizer=name, record=record)
+    assert last is not None
+    raise InfeasibleSpec(
+        "optimizer", f"auto found no feasible optimizer for this job: {last.message}"
+    )
+
+
+class Auto:
+    """Catalog entry and library use: with a fixed loss (the model spec is already decided),
+    :meth:`plan` plans the rule's first feasible optimizer and records it; :meth:`fit` runs that
+    optimizer. The service resolves ``auto`` one level higher (``service.submission``), where it
+    may also fill the model's ``gradient_clip``, and stores the chosen optimizer's own job."""
+
+    name: ClassVar[str] = AUTO
+    summary: ClassVar[str] = (
+        "The default: picks the optimizer and every unset hyper-parameter from public facts "
+        "(n, d, bounds, ε, δ, model), records the choice in the plan"
+    )
+    assumptions: ClassVar[str] = "Those of the optimizer it picks (recorded in the plan)"
+    guarantee: ClassVar[str] = (
+        "That of the optimizer it picks: (ε, δ)-DP (dp_agd, dp_gd) or ε-DP "
+        "(output_perturbation_gd), replace-one"
+    )
+    reference: ClassVar[str] = (
+        "Rule from Bassily, Smith & Thakurta 2014 (utility of noisy gradient methods) and "
+        "experiments on public data, see service/optimizers/auto.py"
+    )
+    Params: ClassVar[type[BaseModel]] = AutoParams
+
+    def plan(
+        self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
+    ) -> ReleasePlan:
+        from service.optimizers.registry import get_optimizer  # the registry imports us
+
+        last: InfeasibleSpec | None = None
+        for name in candidates(bool(getattr(loss, "convex", True)), target.delta):
+            optimizer = get_optimizer(name)
+            try:
+                plan = optimizer.plan(optimizer.Params(), loss, n, d, target)
+            except InfeasibleSpec as exc:
+                last = exc
+                continue
+            hyper = dict(plan.hyperparameters)
+            hyper[AUTO] = {"chosen_by": AUTO, "optimizer": name, "rule": RULE}
+            return ReleasePlan(
+                mechanism=plan.mechanism,
+                sensitivity=plan.sensitivity,
+                noise_scale=plan.noise_scale,
+                event=plan.event,
+                total_steps=plan.total_steps,
+                hyperparameters=hyper,
+                parallel_events=plan.parallel_events,
+            )
+        assert last is not None
+        raise InfeasibleSpec(
+            "optimizer", f"auto found no feasible optimizer for this job: {last.message}"
+        )
+
+    def fit(
+        self,
+        plan: ReleasePlan,
+        loss: Loss,
+        X: FloatArray,
+        y: FloatArray,
+        rng: np.random.Generator,
+        progress: ProgressCallback,
+    ) -> FloatArray:
+        from service.optimizers.registry import get_optimizer
+
+        chosen = get_optimizer(str(plan.hyperparameters[AUTO]["optimizer"]))
+        return chosen.fit(plan, loss, X, y, rng, progress)
+
+
+OPTIMIZER = Auto
