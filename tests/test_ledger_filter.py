@@ -152,7 +152,8 @@ def test_thresholds_drop_useless_orders_and_convert_to_the_rdp_share() -> None:
         eps = limit + math.log((alpha - 1) / alpha) - (
             math.log(delta_r / len(kept)) + math.log(alpha)
         ) / (alpha - 1)
-        assert eps == pytest.approx(budget.epsilon, abs=1e-9)
+        # at most ε_B: the rounding margin is taken off δ_R, never added (filter.py)
+        assert budget.epsilon - 1e-5 < eps <= budget.epsilon
     assert gdp_delta(budget.epsilon, limits.mu) <= f.GAUSSIAN_DELTA_SHARE * budget.delta
     assert f.order_threshold(2.0, budget) is None
 

@@ -163,6 +163,11 @@ def thresholds(budget: Budget) -> Thresholds:
         raise ValueError("a pure budget has no Gaussian or Rényi thresholds")
     delta_g = GAUSSIAN_DELTA_SHARE * budget.delta
     delta_r = budget.delta - delta_g
+    # The rounding slack that `fits` allows is paid for here, never taken from δ_B: a sum over
+    # B_α by s·max(1, ε_B) multiplies the order's δ by at most e^{(α−1)s·max(1, ε_B)}, and a
+    # relative 1e-12 on Σμ² moves δ(ε_B; μ) by far less than the 1e-6 taken off δ_G.
+    delta_g *= 1.0 - 1e-6
+    delta_r *= math.exp(-(max(ORDERS) - 1.0) * _TOLERANCE * max(1.0, budget.epsilon))
     first = math.log(delta_r / len(ORDERS))
     useful = [i for i, a in enumerate(ORDERS) if _cks_threshold(a, budget.epsilon, first) > 0.0]
     log_delta = math.log(delta_r / max(1, len(useful)))
