@@ -16,17 +16,20 @@ from __future__ import annotations
 import math
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from distributed import Client, LocalCluster, get_worker
+from distributed.security import Security
 
 from service.data.encoding import Encoder
 from service.data.partitions import (
@@ -58,6 +61,8 @@ from service.workers.data_parallel import (
     fit_partitioned,
     held_partitions,
 )
+from service.workers.security import TlsSet
+from tests.live import LiveServer, free_port
 
 BIN = Path(sys.executable).parent
 FEATURES = [NumericFeature(name=f"x{j}", min=-1.0, max=1.0) for j in range(6)]
@@ -245,8 +250,9 @@ def test_data_parallel_equals_single_process_with_the_same_noise(
     parallel, _ = cluster.submit(_drive, read, name, 7, pure=False).result()
     after = cluster.run(held_partitions)
     assert np.allclose(parallel, single, rtol=1e-9, atol=1e-12), (parallel, single)
-    assert not np.array_equal(single, optimizer.fit(plan, loss, X, Y, np.random.default_rng(8),
-                                                    lambda t: None))
+    assert not np.array_equal(
+        single, optimizer.fit(plan, loss, X, Y, np.random.default_rng(8), lambda t: None)
+    )
     # every worker loaded exactly one partition, and none holds rows after the job
     assert all(after[a][1] == before[a][1] + 1 for a in after), (before, after)
     assert all(held == 0 for held, _ in after.values())
@@ -309,3 +315,283 @@ def test_a_worker_killed_mid_fit_fails_the_step_or_restarts_the_fit(
         rng=np.random.default_rng(0),
     )
     assert np.allclose(w, expected, rtol=1e-9, atol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# Live servers: the embedded cluster (SQLite) and an external cluster (PostgreSQL)
+# --------------------------------------------------------------------------------------------
+
+CATEGORIES = [f"k{i}" for i in range(3000)]
+
+
+def _wide_dataset(root: Path, name: str, rows: int) -> dict[str, Any]:
+    """A Parquet file whose encoded rows are wide (two categorical features of 3000 declared
+    categories: dimension 6002 with the intercept), and its registration body."""
+    rng = np.random.default_rng(rows)
+    a = rng.integers(0, 3000, rows)
+    table = pa.table(
+        {
+            "a": [f"k{i}" for i in a],
+            "b": [f"k{i}" for i in rng.integers(0, 3000, rows)],
+            "label": np.where((a % 2 == 0) ^ (rng.random(rows) < 0.2), "yes", "no"),
+        }
+    )
+    pq.write_table(table, root / f"{name}.parquet")
+    return {
+        "name": name,
+        "source": {"uri": f"{name}.parquet"},
+        "label": {"column": "label", "type": "binary", "positive": "yes", "negative": "no"},
+        "features": [
+            {"name": "a", "type": "categorical", "categories": CATEGORIES},
+            {"name": "b", "type": "categorical", "categories": CATEGORIES},
+        ],
+        "budget": {"epsilon": 5.0, "delta": 1e-5},
+    }
+
+
+def _job(dataset_id: str) -> dict[str, Any]:
+    return {
+        "dataset_id": dataset_id,
+        "model": {"type": "logistic_regression", "l2": 0.01, "fit_intercept": True},
+        "optimizer": {"name": "dp_gd", "params": {"iterations": 10}},
+        "privacy": {"epsilon": 1.0, "delta": 1e-6},
+    }
+
+
+def _wait(client: httpx.Client, job_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 180
+    while (state := client.get(f"/v1/jobs/{job_id}").json())["status"] in ("queued", "running"):
+        assert time.monotonic() < deadline, state
+        time.sleep(0.2)
+    return state
+
+
+def _server(
+    database_url: str, roots: list[Path], home: Path, extra: dict[str, str], workers: int
+) -> LiveServer:
+    from tests.live import COPIES
+
+    env = dict(os.environ)
+    env.update(
+        DPFIT_DATABASE_URL=database_url,
+        DPFIT_DATA_ROOTS=os.pathsep.join(str(p) for p in [*roots, COPIES]),
+        DPFIT_WORKERS=str(workers),
+        DPFIT_DASK_TLS_DIR=str(home / "dask-tls"),
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        **extra,
+    )
+    live = LiveServer(database_url=database_url, port=free_port(), env=env, home=home)
+    live.start()
+    return live
+
+
+def _security(tls_dir: Path) -> Security:
+    tls = TlsSet(tls_dir)
+    return Security(
+        require_encryption=True,
+        tls_ca_file=str(tls.ca),
+        tls_client_cert=str(tls.cert("client")),
+        tls_client_key=str(tls.key("client")),
+    )
+
+
+def _loads_per_worker(address: str, tls_dir: Path) -> dict[str, tuple[int, int]]:
+    """(partitions held, partitions loaded so far) of every worker: counts, no data."""
+    with Client(address, security=_security(tls_dir), timeout="20s") as client:
+        return client.run(held_partitions)
+
+
+def _scheduler_address(server: LiveServer) -> str:
+    """The embedded scheduler: the one listener of the API process that a Dask client with the
+    service's certificate reaches (the others are the nannies')."""
+    from tests.test_dask_security import listeners
+
+    assert server.process is not None
+    ports = sorted(
+        s.port
+        for s in listeners(server.process.pid)
+        if s.pid == server.process.pid and s.kind == "tcp" and s.port != server.port
+    )
+    for port in ports:
+        address = f"tls://127.0.0.1:{port}"
+        try:
+            with Client(address, security=_security(server.home / "dask-tls"), timeout="5s"):
+                return address
+        except Exception:  # noqa: BLE001 - a nanny answers, but is not a scheduler
+            continue
+    raise AssertionError(f"no scheduler among {ports}")
+
+
+def test_embedded_cluster_partitions_a_job_too_big_for_one_worker_and_refuses_one_too_big_for_all(
+    tmp_path: Path,
+) -> None:
+    """2 workers of 512 MiB (each holds ≈ 185 MiB of job data): 2500 wide rows (≈ 114 MiB)
+    exceed what one worker holds comfortably, so the job runs over both; 12000 rows
+    (≈ 550 MiB) fit nowhere: 422 on dataset_id before any charge."""
+    data = tmp_path / "data"
+    data.mkdir()
+    server = _server(
+        f"sqlite:///{tmp_path / 'dpfit.db'}",
+        [data],
+        tmp_path,
+        {"DPFIT_WORKER_MEMORY": "512MiB"},
+        workers=2,
+    )
+    try:
+        owner = server.client(server.key("owner", "owner"))
+        analyst = server.client(server.key("analyst", "analyst"))
+        ids = {}
+        for name, rows in (("wide", 2500), ("huge", 12000)):
+            made = owner.post("/v1/datasets", json=_wide_dataset(data, name, rows))
+            assert made.status_code == 201, made.text
+            ids[name] = made.json()["id"]
+            owner.post(f"/v1/datasets/{ids[name]}/grants", json={"principal": "analyst"})
+
+        refused = analyst.post("/v1/jobs", json=_job(ids["huge"]))
+        assert refused.status_code == 422, refused.text
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        problem = refused.json()
+        assert problem["field"] == "dataset_id" and "MiB" in problem["detail"], problem
+        budget = owner.get(f"/v1/datasets/{ids['huge']}/budget").json()
+        assert budget["epsilon_spent"] == 0.0, budget
+
+        job = analyst.post("/v1/jobs", json=_job(ids["wide"]))
+        assert job.status_code == 202, job.text
+        state = _wait(analyst, job.json()["id"])
+        assert state["status"] == "succeeded", state["error"]
+        model = analyst.get(f"/v1/models/{state['model_id']}").json()
+        assert len(model["coefficients"]) == 6000
+        loads = _loads_per_worker(_scheduler_address(server), tmp_path / "dask-tls")
+        assert len(loads) == 2 and all(
+            loaded == 1 and held == 0 for held, loaded in loads.values()
+        ), loads
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def two_worker_cluster(tmp_path: Path, folder: tuple[Path, int]) -> Iterator[str]:
+    """`dask scheduler` + `dask worker --nworkers 2 --memory-limit 600MiB` on loopback, mutual
+    TLS with a set made by `python -m service.workers.security` (as the README says)."""
+    from tests.test_external_scheduler import _tls_args
+
+    subprocess.run(
+        [sys.executable, "-m", "service.workers.security", str(tmp_path / "dask-tls")],
+        check=True,
+        capture_output=True,
+    )
+    tls = TlsSet(tmp_path / "dask-tls")
+    address = f"tls://127.0.0.1:{free_port()}"
+    log = open(tmp_path / "dask.log", "ab")  # noqa: SIM115
+    common: dict[str, Any] = {
+        "stdout": log,
+        "stderr": subprocess.STDOUT,
+        "start_new_session": True,
+        "cwd": tmp_path,
+        # Workers run the jobs: they read the data roots and the partitioning threshold from
+        # their own environment (README, "Growing to a cluster of many machines").
+        "env": dict(
+            os.environ, DPFIT_DATA_ROOTS=str(folder[0]), DPFIT_DATA_PARALLEL_MIN_ROWS="1000"
+        ),
+    }
+    port = address.rsplit(":", 1)[1]
+    scheduler = subprocess.Popen(
+        [
+            str(BIN / "dask"),
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            port,
+            "--no-dashboard",
+            "--preload",
+            "service.workers.cluster",
+            *_tls_args(tls, "scheduler"),
+        ],
+        **common,
+    )
+    worker = subprocess.Popen(
+        [
+            str(BIN / "dask"),
+            "worker",
+            address,
+            "--nworkers",
+            "2",
+            "--nthreads",
+            "1",
+            "--memory-limit",
+            "600MiB",
+            "--no-dashboard",
+            "--host",
+            "127.0.0.1",
+            "--preload",
+            "service.workers.cluster",
+            *_tls_args(tls, "worker"),
+        ],
+        **common,
+    )
+    try:
+        yield address
+    finally:
+        for process in (worker, scheduler):
+            os.killpg(process.pid, signal.SIGTERM)
+        for process in (worker, scheduler):
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_external_cluster_on_postgresql_runs_a_partitioned_job(
+    two_worker_cluster: str,
+    private_postgres_database: str,
+    folder: tuple[Path, int],
+    tmp_path: Path,
+) -> None:
+    """The operator's settings for a cluster of several machines: DPFIT_DASK_SCHEDULER,
+    PostgreSQL, DPFIT_WORKERS/DPFIT_WORKER_MEMORY describing the workers, and
+    DPFIT_DATA_PARALLEL_MIN_ROWS so that this small dataset is partitioned."""
+    server = _server(
+        private_postgres_database,
+        [folder[0]],
+        tmp_path,
+        {
+            "DPFIT_DASK_SCHEDULER": two_worker_cluster,
+            "DPFIT_WORKER_MEMORY": "600MiB",
+            "DPFIT_DATA_PARALLEL_MIN_ROWS": "1000",
+        },
+        workers=2,
+    )
+    try:
+        owner = server.client(server.key("owner", "owner"))
+        analyst = server.client(server.key("analyst", "analyst"))
+        body = {
+            "name": "folder",
+            "source": {"uri": "folder"},
+            "label": LABEL.model_dump(mode="json"),
+            "features": [f.model_dump(mode="json") for f in FEATURES],
+            "budget": {"epsilon": 5.0, "delta": 1e-5},
+        }
+        made = owner.post("/v1/datasets", json=body)
+        assert made.status_code == 201, made.text
+        dataset_id = made.json()["id"]
+        owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": "analyst"})
+        before = _loads_per_worker(two_worker_cluster, tmp_path / "dask-tls")
+        job = analyst.post(
+            "/v1/jobs",
+            json={
+                **_job(dataset_id),
+                "optimizer": {"name": "dp_agd", "params": {"iterations": 10}},
+            },
+        )
+        assert job.status_code == 202, job.text
+        state = _wait(analyst, job.json()["id"])
+        assert state["status"] == "succeeded", state["error"]
+        after = _loads_per_worker(two_worker_cluster, tmp_path / "dask-tls")
+        assert len(after) == 2
+        assert all(after[a][1] == before[a][1] + 1 and after[a][0] == 0 for a in after), (
+            before,
+            after,
+        )
+    finally:
+        server.stop()
