@@ -84,7 +84,7 @@ def add_http_commands(sub: Any) -> None:
             "--model-param", action="append", default=[], metavar="KEY=VALUE",
             help="another model parameter (VALUE is JSON, else text); repeatable",
         )
-        p.add_argument("--optimizer", help="optimizer name (default output_perturbation_gd)")
+        p.add_argument("--optimizer", help="optimizer name (default: the service's choice)")
         p.add_argument(
             "--param", action="append", default=[], metavar="KEY=VALUE",
             help="an optimizer parameter (VALUE is JSON, else text); repeatable",
@@ -267,12 +267,11 @@ def _job_request(args: argparse.Namespace) -> dict[str, Any]:
     params = _pairs(args.model_param, "--model-param")
     if args.l2 is not None:
         params["l2"] = args.l2
-    optimizer = None
-    if args.optimizer or args.param:
-        from dpfit import DEFAULT_OPTIMIZER
-
-        optimizer = {"name": args.optimizer or DEFAULT_OPTIMIZER,
-                     "params": _pairs(args.param, "--param")}
+    optimizer = None  # the service chooses (its `auto` optimizer)
+    if args.param and not args.optimizer:
+        raise UsageError("--param needs --optimizer NAME")
+    if args.optimizer:
+        optimizer = {"name": args.optimizer, "params": _pairs(args.param, "--param")}
     return {"model": args.model, "optimizer": optimizer, "epsilon": args.epsilon,
             "delta": args.delta, **params}
 

@@ -119,6 +119,7 @@ def test_fit_follows_the_job_with_a_progress_bar(
     assert f"job {job.id}" in err, err  # tqdm's bar, labelled with the job
     step, total = job.progress
     assert job.status == "succeeded" and step == total > 0
+    assert "auto" in job.data["plan"]  # no optimizer named: the service chose one
     assert f"{total}/{total}" in err, err
     assert isinstance(model, dpfit.Model) and model.id == job.model_id
     assert model.privacy["epsilon"] == 0.5 and model.privacy["delta"] == 1e-6

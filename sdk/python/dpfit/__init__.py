@@ -9,7 +9,7 @@ The generated low-level client (one function per endpoint) is ``dpfit_client``; 
 is built on it and is what people use.
 """
 
-from dpfit.client import DEFAULT_OPTIMIZER, Client, Estimate, Job
+from dpfit.client import Client, Estimate, Job
 from dpfit.encoding import PublicEncoding
 from dpfit.errors import (
     AuthError,
@@ -25,7 +25,6 @@ from dpfit.model import Model
 
 __version__ = "0.2.0"
 __all__ = [
-    "DEFAULT_OPTIMIZER",
     "AuthError",
     "BudgetExceeded",
     "Client",

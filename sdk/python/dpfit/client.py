@@ -25,12 +25,9 @@ import httpx
 from dpfit.errors import ConnectionFailed, DpfitError, JobFailed, raise_for_problem
 from dpfit.model import Model, records
 
-__all__ = ["DEFAULT_OPTIMIZER", "DEFAULT_URL", "Client", "Estimate", "Job"]
+__all__ = ["DEFAULT_URL", "Client", "Estimate", "Job"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-#: Used when ``optimizer`` is not given: output-perturbation gradient descent (one Gaussian
-#: release after full-batch GD), the catalog's general choice for the convex models.
-DEFAULT_OPTIMIZER = "output_perturbation_gd"
 NEXT_CURSOR = "X-Next-Cursor"
 FINISHED = ("succeeded", "failed", "cancelled")
 
@@ -48,23 +45,19 @@ def job_body(
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/jobs``: ``model`` is a type name (``"logistic_regression"``,
     extra keyword arguments become its parameters, e.g. ``l2=0.01``) or a whole spec dict;
-    ``optimizer`` a name, a ``{"name", "params"}`` dict, or ``None`` for :data:`DEFAULT_OPTIMIZER`.
+    ``optimizer`` a name, a ``{"name", "params"}`` dict, or ``None``: omitted, so that the
+    service chooses (its ``auto`` optimizer, which records its choice in the job's plan).
     """
     spec = {"type": model, **model_params} if isinstance(model, str) else dict(model)
     if isinstance(model, Mapping) and model_params:
         spec.update(model_params)
-    if optimizer is None:
-        choice: dict[str, Any] = {"name": DEFAULT_OPTIMIZER, "params": {}}
-    elif isinstance(optimizer, str):
-        choice = {"name": optimizer, "params": {}}
-    else:
-        choice = {"params": {}, **dict(optimizer)}
-    return {
-        "dataset_id": dataset_id,
-        "model": spec,
-        "optimizer": choice,
-        "privacy": {"epsilon": epsilon, "delta": delta},
-    }
+    body: dict[str, Any] = {"dataset_id": dataset_id, "model": spec}
+    if isinstance(optimizer, str):
+        body["optimizer"] = {"name": optimizer, "params": {}}
+    elif optimizer is not None:
+        body["optimizer"] = {"params": {}, **dict(optimizer)}
+    body["privacy"] = {"epsilon": epsilon, "delta": delta}
+    return body
 
 
 class Estimate(dict):  # type: ignore[type-arg]
