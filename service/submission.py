@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.orm import Session
 
@@ -46,6 +46,7 @@ from service.settings import Settings
 __all__ = [
     "DatasetFacts",
     "Estimate",
+    "Priced",
     "PricedJob",
     "check_fits_cluster",
     "estimate_job",
@@ -80,6 +81,20 @@ class DatasetFacts:
             classes=classes,
             retired=dataset.retired_at is not None,
         )
+
+
+class Priced(Protocol):
+    """What admission needs of a priced job of any kind (a fit, or a private evaluation in
+    service/evaluation.py): the stored spec and plan, and the charge."""
+
+    @property
+    def charge(self) -> JobCharge: ...
+
+    @property
+    def spec(self) -> dict[str, Any]: ...
+
+    @property
+    def plan_json(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -230,7 +245,7 @@ def accounting_kind(budget: privacy_filter.Budget, charge: JobCharge) -> str:
     return "gaussian" if charge.mu is not None else "renyi"
 
 
-def estimate_job(session: Session, dataset: Dataset, principal: str, priced: PricedJob) -> Estimate:
+def estimate_job(session: Session, dataset: Dataset, principal: str, priced: Priced) -> Estimate:
     """Price ``priced`` against the dataset's live ledger without writing anything."""
     budget = budget_of(dataset)
     cost = priced.charge.cost
@@ -256,7 +271,7 @@ def submit_job(
     session: Session,
     dataset_id: str,
     principal: str,
-    priced: PricedJob,
+    priced: Priced,
     *,
     idempotency_key: str | None,
     body_hash: str,
@@ -272,7 +287,7 @@ def submit_job(
         plan=priced.plan_json,
         status="queued",
         progress_step=0,
-        progress_total=priced.planned.plan.total_steps,
+        progress_total=int(priced.plan_json["total_steps"]),
         attempt=1,
         cancel_requested=False,
         idempotency_key=idempotency_key,

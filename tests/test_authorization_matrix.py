@@ -75,6 +75,9 @@ EXPECTED: dict[str, tuple[int, ...]] = {
     "POST /v1/jobs/{job_id}/cancel":                   (200, 404, 404, 200, 404, 401, 401),
     "GET /v1/models/{model_id}":                       (200, 404, 404, 200, 404, 401, 401),
     "POST /v1/models/{model_id}/predict":              (200, 404, 404, 200, 404, 401, 401),
+    "POST /v1/models/{model_id}/evaluate/estimate":    (200, 404, 404, 200, 404, 401, 401),
+    "POST /v1/models/{model_id}/evaluate":             (202, 404, 404, 202, 404, 401, 401),
+    "GET /v1/models/{model_id}/evaluations/{evaluation_id}": (200, 404, 404, 200, 404, 401, 401),
 }
 # fmt: on
 
@@ -117,6 +120,13 @@ class World:
     def submit(self, actor: str = "analyst") -> str:
         job = logistic_job(self.dataset_id, epsilon=0.5)
         return str(self.ok(actor, "POST", "/v1/jobs", job)["id"])
+
+    def evaluation_body(self) -> dict[str, Any]:
+        return {"dataset_id": self.dataset_id, "privacy": {"epsilon": 0.2, "delta": 1e-6}}
+
+    def evaluate(self, actor: str = "analyst") -> str:
+        path = f"/v1/models/{self.model_id}/evaluate"
+        return str(self.ok(actor, "POST", path, self.evaluation_body())["id"])
 
 
 Request = tuple[str, str, Any]
@@ -190,6 +200,21 @@ REQUESTS: dict[str, Callable[[World], Request]] = {
         "POST",
         f"/v1/models/{w.model_id}/predict",
         {"rows": PREDICT_ROWS},
+    ),
+    "POST /v1/models/{model_id}/evaluate/estimate": lambda w: (
+        "POST",
+        f"/v1/models/{w.model_id}/evaluate/estimate",
+        w.evaluation_body(),
+    ),
+    "POST /v1/models/{model_id}/evaluate": lambda w: (
+        "POST",
+        f"/v1/models/{w.model_id}/evaluate",
+        w.evaluation_body(),
+    ),
+    "GET /v1/models/{model_id}/evaluations/{evaluation_id}": lambda w: (
+        "GET",
+        f"/v1/models/{w.model_id}/evaluations/{w.evaluate()}",
+        None,
     ),
 }
 

@@ -2,19 +2,40 @@
 
 from __future__ import annotations
 
-import numpy as np
-from fastapi import APIRouter
-from pydantic import TypeAdapter
+import hashlib
+import json
+import logging
+from typing import Annotated
 
-from service.api.access import visible_model
-from service.api.deps import AnyRole, Sessions
-from service.api.errors import invalid
+import numpy as np
+from fastapi import APIRouter, Header, Response
+from pydantic import TypeAdapter
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from service.api.access import visible_dataset, visible_job, visible_model
+from service.api.deps import AnyRole, AppDispatcher, Sessions
+from service.api.errors import ProblemError, invalid, not_found
 from service.data.encoding import Encoder
 from service.data.spec import LabelSpec
+from service.db.models import Evaluation, Job
+from service.evaluation import PricedEvaluation, is_evaluation, price_evaluation
+from service.ledger.admission import BudgetExceeded, IdempotencyConflict, budget_of
 from service.models.registry import ModelSpec, build_loss
-from service.schemas import ModelOut, PredictRequest, PredictResponse
+from service.optimizers.base import InfeasibleSpec
+from service.schemas import (
+    EvaluationCreate,
+    EvaluationOut,
+    JobEstimateOut,
+    ModelOut,
+    PredictRequest,
+    PredictResponse,
+)
+from service.submission import estimate_job, submit_job
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
+logger = logging.getLogger("dpfit.api")
 
 
 @router.get("/{model_id}", response_model=ModelOut, summary="Get a released model")
@@ -77,3 +98,150 @@ def predict(
     probabilities = loss.predict_proba(w, X)  # type: ignore[attr-defined]
     predictions = [label.positive if p >= 0.5 else label.negative for p in probabilities]
     return PredictResponse(predictions=predictions, probabilities=[float(p) for p in probabilities])
+
+
+# --- private evaluation (service/evaluation.py) -------------------------------------------------
+
+
+def _priced_evaluation(
+    sessions: Sessions, principal: AnyRole, model_id: str, body: EvaluationCreate
+) -> PricedEvaluation:
+    with sessions() as session:
+        model = visible_model(session, principal, model_id)
+        dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
+        try:
+            return price_evaluation(dataset, model, body)
+        except InfeasibleSpec as exc:
+            raise invalid(exc.field, exc.message) from None
+
+
+def _evaluation_out(session: Session, job: Job) -> EvaluationOut:
+    result = session.scalar(select(Evaluation).where(Evaluation.job_id == job.id))
+    return EvaluationOut(
+        id=job.id,
+        model_id=str(job.spec["model_id"]),
+        dataset_id=job.dataset_id,
+        status=job.status,  # type: ignore[arg-type]
+        privacy=job.spec["privacy"],
+        plan=job.plan,
+        metrics=result.metrics if result is not None and job.status == "succeeded" else None,
+        error=job.error,
+        created_at=job.created_at,
+        finished_at=job.finished_at,
+    )
+
+
+@router.post(
+    "/{model_id}/evaluate/estimate",
+    response_model=JobEstimateOut,
+    summary="Price a private evaluation without submitting it",
+)
+def estimate_evaluation(
+    model_id: str, body: EvaluationCreate, principal: AnyRole, sessions: Sessions
+) -> JobEstimateOut:
+    """Plan and price the body of `POST /v1/models/{id}/evaluate` exactly as a submission
+    would; charges nothing, writes nothing."""
+    priced = _priced_evaluation(sessions, principal, model_id, body)
+    with sessions() as session:
+        dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
+        answer = estimate_job(session, dataset, principal.name, priced)
+        budget = budget_of(dataset)
+    return JobEstimateOut(
+        dataset_id=body.dataset_id,
+        admissible=answer.admissible,
+        reason=answer.reason,
+        epsilon=budget.epsilon,
+        delta=budget.delta,
+        epsilon_spent=answer.epsilon_spent,
+        epsilon_spent_after=answer.epsilon_spent_after,
+        epsilon_remaining_after=answer.epsilon_remaining_after,
+        accounting=answer.accounting,
+        gdp_mu=answer.gdp_mu,
+        mechanism="gaussian",
+        noise_scale=priced.plan.noise_scale,
+        sensitivity=priced.plan.sensitivity,
+        steps=1,
+        plan=priced.plan_json,
+    )
+
+
+@router.post(
+    "/{model_id}/evaluate",
+    status_code=202,
+    response_model=EvaluationOut,
+    summary="Evaluate a model privately on a dataset",
+)
+def evaluate(
+    model_id: str,
+    body: EvaluationCreate,
+    principal: AnyRole,
+    sessions: Sessions,
+    dispatcher: AppDispatcher,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", max_length=200, pattern=r"^[\x21-\x7e]+$")
+    ] = None,
+) -> EvaluationOut:
+    """Noised accuracy, log-loss (squared error for regression) and, for binary labels, a noised
+    confusion matrix of the model on a dataset you are granted (same schema as the model's).
+
+    An evaluation is a job: charged on that dataset's ledger when accepted (202, status
+    ``queued``), run by a worker; poll `GET /v1/models/{id}/evaluations/{evaluation_id}`."""
+    priced = _priced_evaluation(sessions, principal, model_id, body)
+    canonical = json.dumps(
+        {"model_id": model_id, **body.model_dump(mode="json")}, sort_keys=True
+    )
+    try:
+        with sessions.begin() as session:
+            admitted, is_new = submit_job(
+                session,
+                body.dataset_id,
+                principal.name,
+                priced,
+                idempotency_key=idempotency_key,
+                body_hash=hashlib.sha256(canonical.encode()).hexdigest(),
+            )
+            if not is_evaluation(admitted.spec):
+                raise IdempotencyConflict(admitted.id)
+            out = _evaluation_out(session, admitted)
+    except BudgetExceeded as exc:
+        raise ProblemError(
+            409,
+            "Budget exceeded",
+            exc.reason,
+            "privacy.epsilon",
+            extra={"epsilon_remaining": exc.remaining},
+        ) from None
+    except (IdempotencyConflict, IntegrityError):
+        if idempotency_key is None:
+            raise ProblemError(409, "Conflict", "A concurrent change conflicted; retry.") from None
+        raise invalid(
+            "Idempotency-Key", "this Idempotency-Key was already used with a different request"
+        ) from None
+    except LookupError:
+        raise not_found(f"Dataset {body.dataset_id!r}", "dataset_id") from None
+    if is_new:
+        try:
+            dispatcher.submit(out.id, 1)
+        except Exception as exc:  # noqa: BLE001 - the job stays queued; recovery dispatches it
+            logger.error("dispatch of %s failed: %s", out.id, type(exc).__name__)
+    else:
+        response.headers["Idempotent-Replayed"] = "true"
+    return out
+
+
+@router.get(
+    "/{model_id}/evaluations/{evaluation_id}",
+    response_model=EvaluationOut,
+    summary="Get a private evaluation",
+)
+def get_evaluation(
+    model_id: str, evaluation_id: str, principal: AnyRole, sessions: Sessions
+) -> EvaluationOut:
+    """The evaluation job's state and, once succeeded, its noised metrics."""
+    with sessions() as session:
+        visible_model(session, principal, model_id)
+        job = visible_job(session, principal, evaluation_id)
+        if not is_evaluation(job.spec) or job.spec.get("model_id") != model_id:
+            raise not_found(f"Evaluation {evaluation_id!r}")
+        return _evaluation_out(session, job)

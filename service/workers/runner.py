@@ -46,6 +46,7 @@ from service.data.sources import SourceError, reopen_source
 from service.data.spec import Feature, LabelSpec
 from service.db.models import Dataset, Job, TrainedModel, utcnow
 from service.db.session import session_factory
+from service.evaluation import evaluate_and_store, is_evaluation
 from service.ids import new_id
 from service.ledger.admission import cancel_or_refund_unread
 from service.models.base import Loss
@@ -183,6 +184,8 @@ def _layout(sessions: sessionmaker[Session], job_id: str) -> Layout:
         n = int(dataset.n_rows)
         features = list(dataset.features)
         classes = len(dataset.label.get("classes") or []) or None
+    if is_evaluation(spec):
+        return Layout("single", 0)  # an evaluation reads its rows in one worker
     model_spec = TypeAdapter(ModelSpec).validate_python(spec["model"])
     dimension = Encoder(
         features=TypeAdapter(list[Feature]).validate_python(features),
@@ -208,6 +211,13 @@ def _fit_and_store(
     registered_fingerprint: str,
     layout: Layout | None = None,
 ) -> str:
+    with sessions() as session:
+        job = session.get(Job, job_id)
+        dataset = session.get(Dataset, job.dataset_id) if job else None
+        assert job is not None and dataset is not None
+        spec = dict(job.spec)
+    if is_evaluation(spec):  # a private evaluation job (service/evaluation.py)
+        return evaluate_and_store(sessions, job_id, attempt, source, registered_fingerprint)
     with sessions() as session:
         job = session.get(Job, job_id)
         dataset = session.get(Dataset, job.dataset_id) if job else None

@@ -1,0 +1,283 @@
+"""Private evaluation of a released model: an *evaluation job*.
+
+Design (decided for issue 13): an evaluation reads private rows, so it is a job like any
+other — planned from public facts, priced, admitted and charged on the evaluation dataset's
+ledger through :func:`service.submission.submit_job` (the one admission path), dispatched to a
+Dask worker, run by :mod:`service.workers.runner` (which hands ``spec.kind == "evaluation"``
+jobs to :func:`evaluate_and_store`), its result stored once (``evaluations.job_id`` unique) and
+answered when done. So refunds, cancellation, restart recovery, idempotency and the ledger's
+audit work unchanged. The job's ``optimizer`` shows ``{"name": "evaluation"}``.
+
+The mechanism and its sensitivity are in :mod:`service.privacy.evaluation`. What is released:
+the noised metrics only (never the exact ones, never a count of anything else).
+
+Which datasets: one the analyst is granted (owner, admin, or grant) whose declared features and
+label equal the model's (the training dataset or a holdout the owner registered with the same
+schema); anything else is refused before any charge.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import TypeAdapter
+from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.data.encoding import Encoder
+from service.data.reader import read_encoded
+from service.data.source import Source
+from service.data.sources import SourceError
+from service.data.spec import LabelSpec
+from service.db.models import Dataset, Evaluation, Job, TrainedModel, utcnow
+from service.ids import new_id
+from service.ledger.accounting import charge_curve, event_to_json
+from service.ledger.admission import JobCharge
+from service.models.registry import ModelSpec, build_loss
+from service.optimizers.base import InfeasibleSpec
+from service.privacy.evaluation import (
+    EvaluationKind,
+    EvaluationPlan,
+    accuracy_std,
+    loss_clip_bound,
+    metric_sums,
+    plan_evaluation,
+    release_metrics,
+)
+from service.privacy.gdp import parallel_mu
+from service.registration import DatasetRetired
+from service.schemas import EvaluationCreate
+
+__all__ = [
+    "EVALUATION",
+    "PricedEvaluation",
+    "evaluate_and_store",
+    "is_evaluation",
+    "price_evaluation",
+]
+
+logger = logging.getLogger("dpfit.worker")
+
+EVALUATION = "evaluation"
+
+
+def is_evaluation(spec: dict[str, Any]) -> bool:
+    """Whether a stored job spec is an evaluation job."""
+    return spec.get("kind") == EVALUATION
+
+
+@dataclass(frozen=True)
+class PricedEvaluation:
+    """A planned evaluation and what it costs (satisfies ``service.submission.Priced``)."""
+
+    plan: EvaluationPlan
+    charge: JobCharge
+    spec: dict[str, Any]
+    plan_json: dict[str, Any]
+
+
+def _kind(label_type: str) -> EvaluationKind:
+    if label_type == "numeric":
+        return "regression"
+    return "categorical" if label_type == "categorical" else "binary"
+
+
+def weight_norm(model: TrainedModel) -> float:
+    """‖w‖₂ of the released parameters, intercept included (the intercept column is inside the
+    row-norm bound); the largest row norm for a one-vs-rest model."""
+    weights = np.atleast_2d(np.asarray(model.coefficients, dtype=float))
+    if model.intercept is not None:
+        intercepts = np.atleast_1d(np.asarray(model.intercept, dtype=float))
+        weights = np.column_stack([weights, intercepts])
+    return float(np.max(np.linalg.norm(weights, axis=1)))
+
+
+def price_evaluation(
+    dataset: Dataset, model: TrainedModel, body: EvaluationCreate
+) -> PricedEvaluation:
+    """Plan and price an evaluation of ``model`` on ``dataset`` from public facts only (the
+    released model, the declared schema and bounds, n, the target). Raises
+    :class:`InfeasibleSpec` naming the field, or :class:`DatasetRetired`."""
+    if dataset.retired_at is not None:
+        raise DatasetRetired(dataset.id)
+    if list(dataset.features) != list(model.encoder.get("features", [])) or dict(
+        dataset.label
+    ) != dict(model.label):
+        raise InfeasibleSpec(
+            "dataset_id",
+            "this dataset's declared features or label differ from the model's; evaluate on "
+            "the training dataset or a holdout registered with the same schema",
+        )
+    if body.privacy.delta == 0 or dataset.delta == 0:
+        raise InfeasibleSpec(
+            "privacy.delta",
+            "a private evaluation adds Gaussian noise: it needs δ > 0 (on a dataset whose "
+            "budget has δ > 0)",
+        )
+    label = LabelSpec.model_validate(dataset.label)
+    kind = _kind(label.type)
+    loss = build_loss(TypeAdapter(ModelSpec).validate_python(model.model_spec))
+    clip: float | None = None
+    if kind != "categorical":
+        clip = body.loss_clip or loss_clip_bound(
+            kind, weight_norm(model), getattr(loss, "label_bound", None)
+        )
+    try:
+        plan = plan_evaluation(kind, dataset.n_rows, body.privacy.epsilon, body.privacy.delta, clip)
+        curve = charge_curve(plan.event)
+    except (ValueError, ArithmeticError) as exc:
+        raise InfeasibleSpec("privacy", f"this evaluation cannot be accounted: {exc}") from None
+    event_json = event_to_json(plan.event)
+    hyper: dict[str, Any] = {
+        "model_id": model.id,
+        "metrics": kind,
+        "loss_clip": clip,
+        "noise_multiplier": plan.noise_multiplier,
+    }
+    if kind != "regression":
+        hyper["accuracy_std"] = accuracy_std(plan)
+    plan_json: dict[str, Any] = {
+        "kind": EVALUATION,
+        "mechanism": "gaussian",
+        "sensitivity": plan.sensitivity,
+        "noise_scale": plan.noise_scale,
+        "total_steps": 1,
+        "hyperparameters": hyper,
+        "event": event_json,
+        "parallel_events": [],
+    }
+    privacy = {"epsilon": body.privacy.epsilon, "delta": body.privacy.delta}
+    spec: dict[str, Any] = {
+        "kind": EVALUATION,
+        "dataset_id": dataset.id,
+        "model_id": model.id,
+        "model": dict(model.model_spec),
+        "optimizer": {"name": EVALUATION, "params": {"model_id": model.id, "loss_clip": clip}},
+        "privacy": privacy,
+    }
+    charge = JobCharge(
+        epsilon=body.privacy.epsilon,
+        delta=body.privacy.delta,
+        rdp=curve,
+        pure_epsilon=None,
+        event=event_json,
+        mu=parallel_mu(plan.event),
+    )
+    return PricedEvaluation(plan=plan, charge=charge, spec=spec, plan_json=plan_json)
+
+
+def plan_of(spec: dict[str, Any], plan_json: dict[str, Any], n: int) -> EvaluationPlan:
+    """The stored plan back (as admitted: σ and B exactly as charged)."""
+    hyper = plan_json["hyperparameters"]
+    kind: EvaluationKind = hyper["metrics"]
+    clip = hyper.get("loss_clip")
+    return EvaluationPlan(
+        kind=kind,
+        n=n,
+        loss_clip=None if clip is None else float(clip),
+        sensitivity=float(plan_json["sensitivity"]),
+        noise_multiplier=float(hyper["noise_multiplier"]),
+    )
+
+
+def model_scores(model: TrainedModel, X: np.ndarray) -> np.ndarray:
+    """Per row, from the public model and that row only: the margin w·x (binary), the predicted
+    class index (categorical, arg max of the one-vs-rest scores) or the prediction w·x."""
+    weights = np.atleast_2d(np.asarray(model.coefficients, dtype=float))
+    if model.intercept is not None:
+        weights = np.column_stack(
+            [weights, np.atleast_1d(np.asarray(model.intercept, dtype=float))]
+        )
+    if weights.shape[0] == 1:
+        result: np.ndarray = X @ weights[0]
+        return result
+    return np.argmax(X @ weights.T, axis=1).astype(float)
+
+
+def true_classes(Y: np.ndarray) -> np.ndarray:
+    """The class index of each row from the one-vs-rest ±1 matrix (K, n); −1 where no class is
+    positive (a missing or undeclared label: never counted correct)."""
+    positive = Y > 0
+    return np.where(positive.any(axis=0), np.argmax(positive, axis=0), -1).astype(float)
+
+
+def evaluate_rows(
+    plan: EvaluationPlan,
+    model: TrainedModel,
+    X: np.ndarray,
+    Y: np.ndarray,
+    rng: np.random.Generator | None,
+) -> dict[str, Any]:
+    """The released metrics of ``model`` on encoded rows (``rng=None``: noise off, tests)."""
+    scores = model_scores(model, X)
+    labels = true_classes(Y) if plan.kind == "categorical" else Y
+    return release_metrics(plan, metric_sums(plan, scores, labels), rng)
+
+
+def evaluate_and_store(
+    sessions: sessionmaker[Session],
+    job_id: str,
+    attempt: int,
+    source: Source,
+    registered_fingerprint: str,
+) -> str:
+    """The worker's part, after the runner's claim (the charge stands from here on): read the
+    rows with the row-local reader, compute the sums, noise them once, store the result and mark
+    the job succeeded in one transaction. Returns the job's status."""
+    with sessions() as session:
+        job = session.get(Job, job_id)
+        dataset = session.get(Dataset, job.dataset_id) if job else None
+        model = session.get(TrainedModel, str(job.spec["model_id"])) if job else None
+        if job is None or dataset is None or model is None:
+            raise LookupError(job_id)  # content-independent; the runner marks it failed
+        spec, plan_json = dict(job.spec), dict(job.plan)
+        label = LabelSpec.model_validate(dataset.label)
+        n, dataset_id, principal = int(dataset.n_rows), dataset.id, job.principal
+        session.expunge(model)
+    encoder = Encoder.from_dict(model.encoder)
+    loss = build_loss(TypeAdapter(ModelSpec).validate_python(spec["model"]))
+    X, Y = read_encoded(source, encoder, label, getattr(loss, "label_bound", None))
+    if source.fingerprint() != registered_fingerprint:
+        raise SourceError("source changed while the job was reading it")
+    plan = plan_of(spec, plan_json, n)
+    metrics = evaluate_rows(plan, model, X, Y, np.random.default_rng())  # OS entropy
+    del X, Y
+    try:
+        with sessions() as session:
+            result = session.execute(
+                update(Job)
+                .where(
+                    Job.id == job_id,
+                    Job.attempt == attempt,
+                    Job.status == "running",
+                    Job.cancel_requested.is_(False),
+                )
+                .values(status="succeeded", progress_step=1, finished_at=utcnow())
+            )
+            if result.rowcount != 1:
+                session.rollback()
+                return _status(sessions, job_id)
+            session.add(
+                Evaluation(
+                    id=new_id("evl"),
+                    job_id=job_id,
+                    model_id=model.id,
+                    dataset_id=dataset_id,
+                    principal=principal,
+                    metrics=metrics,
+                )
+            )
+            session.commit()
+    except IntegrityError:
+        return _status(sessions, job_id)
+    return "succeeded"
+
+
+def _status(sessions: sessionmaker[Session], job_id: str) -> str:
+    with sessions() as session:
+        job = session.get(Job, job_id)
+        return job.status if job is not None else "missing"
