@@ -318,6 +318,34 @@ def test_a_dropped_answer_is_retried_with_the_same_key_and_charged_once(world: W
     assert [(r["job_id"], r["kind"]) for r in ledger["charges"]] == [(model.job_id, "charge")]
 
 
+class UnavailableFirst(httpx.BaseTransport):
+    """Answers the first request with the service's 503 (as during a database outage), then
+    forwards every request to the server."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.seen = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.seen += 1
+        if self.seen == 1:
+            problem = {"title": "Service unavailable", "status": 503, "detail": "database"}
+            return httpx.Response(503, json=problem, request=request)
+        return self.inner.handle_request(request)
+
+
+def test_a_503_is_retried_and_then_raised(world: World) -> None:
+    transport = UnavailableFirst()
+    with world.client(transport=transport, backoff=0.01) as c:
+        assert isinstance(c.jobs(), list) and transport.seen == 2
+    with (
+        world.client(transport=UnavailableFirst(), retries=0) as c,
+        pytest.raises(dpfit.DpfitError) as raised,
+    ):
+        c.jobs()
+    assert raised.value.status == 503
+
+
 def test_unreachable_service_is_a_connection_error() -> None:
     with (
         dpfit.Client("http://127.0.0.1:9", "k", retries=1, backoff=0.01) as c,

@@ -7,7 +7,8 @@ progress bar, models that predict locally, and retries that never charge twice.
 
 Retries: requests that cannot change anything twice (reads, prediction, estimates, grants,
 cancellation) and job submissions — which always carry an ``Idempotency-Key`` — are retried on
-connection errors (``retries`` times, exponential backoff). A retried submission carries the
+connection errors and on 502/503/504 answers (e.g. the service's 503 while its database is
+unreachable), ``retries`` times with exponential backoff. A retried submission carries the
 SAME key, so the service returns the job it admitted the first time and charges once.
 Registration and key creation are never retried.
 """
@@ -30,6 +31,7 @@ __all__ = ["DEFAULT_URL", "Client", "Estimate", "Job"]
 DEFAULT_URL = "http://127.0.0.1:8000"
 NEXT_CURSOR = "X-Next-Cursor"
 FINISHED = ("succeeded", "failed", "cancelled")
+RETRIED_STATUSES = frozenset({502, 503, 504})
 
 ModelArg = str | Mapping[str, Any]
 OptimizerArg = str | Mapping[str, Any] | None
@@ -231,22 +233,25 @@ class Client:
         headers: Mapping[str, str] | None = None,
         retry: bool | None = None,
     ) -> httpx.Response:
-        """One request (retried on connection errors when ``retry``, default: GET only);
-        raises the typed error of a 4xx/5xx answer."""
+        """One request (retried on connection errors and 502/503/504 when ``retry``, default:
+        GET only); raises the typed error of a 4xx/5xx answer."""
         retry = method == "GET" if retry is None else retry
         attempts = 1 + (self.retries if retry else 0)
         for attempt in range(attempts):
+            last = attempt + 1 >= attempts
             try:
                 response = self._http.request(
                     method, path, json=json, params=params, headers=headers
                 )
-                break
             except httpx.TransportError as exc:
-                if attempt + 1 >= attempts:
+                if last:
                     raise ConnectionFailed(
                         f"{method} {self.url}{path}: {type(exc).__name__}: {exc}"
                     ) from exc
-                time.sleep(self.backoff * 2**attempt)
+            else:
+                if last or response.status_code not in RETRIED_STATUSES:
+                    break
+            time.sleep(self.backoff * 2**attempt)
         raise_for_problem(response)
         return response
 
