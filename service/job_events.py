@@ -7,7 +7,8 @@ process watches the ``jobs`` and ``charges`` tables and logs every transition it
 ``job.succeeded``, ``job.failed``, ``job.cancelled``, ``job.refunded``.
 
 Fields: job_id, dataset_id, principal (the analyst's name), optimizer, model, attempt, status,
-and ``duration_s`` (started → finished) or ``epsilon`` (of a refund row). Never an error text
+``at`` (when it happened, from the database; the line's ``ts`` is when it was seen), and
+``duration_s`` (started → finished) or ``epsilon`` (of a refund row). Never an error text
 (``jobs.error`` is shown to the job's analyst only), a data value, a dataset location or a key.
 
 Guarantees and limits:
@@ -100,25 +101,34 @@ class JobEventLog:
             return
         ids = _job_fields(job)
         if before is None:
-            _log("job.accepted", **ids, status="queued")
+            _log("job.accepted", **ids, status="queued", at=_iso(job.created_at))
         if before in (None, "queued") and job.started_at is not None:
-            _log("job.started", **ids, status="running")
+            _log("job.started", **ids, status="running", at=_iso(job.started_at))
         if job.status in TERMINAL:
             duration = (
                 round((job.finished_at - job.started_at).total_seconds(), 3)
                 if job.finished_at and job.started_at
                 else None
             )
-            _log(f"job.{job.status}", **ids, status=job.status, duration_s=duration)
+            _log(
+                f"job.{job.status}",
+                **ids,
+                status=job.status,
+                duration_s=duration,
+                at=_iso(job.finished_at),
+            )
         self.seen[job.id] = job.status
 
     def _forget_old(self) -> None:
-        """Bound memory: drop finished jobs; a finished job is never read again unless it is
-        recent (then its status equals the one remembered… or it is re-logged once: keep the
-        recent ones)."""
+        """Bound memory: past 10,000 remembered jobs, forget 5,000 finished ones (a forgotten
+        job created within CREATED_MARGIN of the newest would be logged again)."""
         if len(self.seen) > 10_000:
             for job_id in [j for j, s in self.seen.items() if s in TERMINAL][:5_000]:
                 del self.seen[job_id]
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
 
 
 def _job_fields(job: Job) -> dict[str, object]:
@@ -136,9 +146,7 @@ def _job_fields(job: Job) -> dict[str, object]:
 
 
 def _log(event: str, **fields: object) -> None:
-    logger.info(
-        "%s %s", event, fields.get("job_id"), extra={"fields": {"event": event, **fields}}
-    )
+    logger.info("%s %s", event, fields.get("job_id"), extra={"fields": {"event": event, **fields}})
 
 
 class JobEventThread:

@@ -35,9 +35,7 @@ def app_with(
     url = f"sqlite:///{tmp_path / 'dpfit.db'}"
     migrate(url)
     monkeypatch.setenv("DPFIT_DATA_ROOTS", str(COPIES))  # what a worker reads
-    settings = Settings(
-        database_url=url, data_roots=(COPIES,), workers=1, dask_scheduler=None
-    )
+    settings = Settings(database_url=url, data_roots=(COPIES,), workers=1, dask_scheduler=None)
     settings = dataclasses.replace(settings, metrics_access=metrics_access)
     keys = {"admin": create_key_cli(url, "admin", "admin")}
     with TestClient(create_app(settings, dispatcher_factory=QueueOnly)) as client:

@@ -160,7 +160,7 @@ async function renderGranted(datasets) {
   const rows = datasets.map((d, i) => {
     const b = budgets[i].body;
     return node("tr", { "data-dataset": d.id },
-      node("td", {}, d.name),
+      node("td", {}, d.name, node("br"), node("span", { class: "mono hint" }, d.id)),
       node("td", { class: "num" }, d.n_rows),
       node("td", { class: "num" }, num(b.epsilon)),
       node("td", { class: "num" }, num(b.delta, 2)),

@@ -50,8 +50,8 @@ export function burnDownChart(points, epsilonBudget, created) {
   }
   svg.append(el("line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
   svg.append(el("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
-  for (const t of [t0, (t0 + t1) / 2, t1]) {
-    svg.append(el("text", { class: "label", x: x(t), y: H - B + 16, "text-anchor": "middle" },
+  for (const [t, anchor] of [[t0, "start"], [(t0 + t1) / 2, "middle"], [t1, "end"]]) {
+    svg.append(el("text", { class: "label", x: x(t), y: H - B + 16, "text-anchor": anchor },
       shortTime(new Date(t))));
   }
   svg.append(el("text", { class: "label", x: 12, y: T + 8 }, "ε"));
@@ -79,7 +79,7 @@ export function burnDownChart(points, epsilonBudget, created) {
 
 // Horizontal bars of released coefficients. rows: [{label, value}].
 export function coefficientChart(rows) {
-  const W = 560, row = 22, L = 190, R = 60, T = 10;
+  const W = 560, row = 22, L = 190, R = 64, T = 10;
   const H = T * 2 + row * rows.length + 20;
   const svg = el("svg", {
     viewBox: `0 0 ${W} ${H}`, role: "img", class: "coefficients",
@@ -100,8 +100,7 @@ export function coefficientChart(rows) {
       height: row - 6,
     }));
     svg.append(el("text", {
-      class: "label", x: r.value >= 0 ? mid + w + 4 : mid - w - 4, y: yTop + row * 0.68,
-      "text-anchor": r.value >= 0 ? "start" : "end",
+      class: "label value", x: W - 4, y: yTop + row * 0.68, "text-anchor": "end",
     }, fmt(r.value)));
   });
   svg.append(el("line", { class: "zero", x1: mid, x2: mid, y1: T, y2: T + row * rows.length }));
