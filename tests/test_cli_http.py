@@ -116,6 +116,8 @@ def test_the_whole_story_from_the_cli(
     assert job["status"] == "succeeded" and job["model_id"] == model_id
     assert job["model"]["l2"] == 0.01 and job["optimizer"]["name"] == "output_perturbation_gd"
     assert as_analyst.json("jobs", "watch", job_id)["status"] == "succeeded"
+    code, _, err = as_analyst("jobs", "cancel", job_id)  # finished: nothing to cancel
+    assert code == EXIT_CONFLICT and "succeeded" in err
     assert job_id in [j["id"] for j in as_analyst.json("jobs", "list", "--status", "succeeded")]
     code, out, _ = as_analyst("jobs", "list")
     assert code == EXIT_OK and job_id in out and "succeeded" in out

@@ -143,6 +143,22 @@ def test_submit_returns_a_job_to_wait_for(world: World) -> None:
         assert job.id in {j.id for j in c.jobs(status="succeeded")}
 
 
+def test_cancel_a_job(world: World) -> None:
+    with world.client() as c:
+        job = c.submit(world.binary, "logistic_regression", epsilon=0.1, delta=1e-6)
+        try:
+            job.cancel()
+        except dpfit.Conflict as exc:  # it finished first
+            assert exc.status == 409 and job.refresh().status == "succeeded"
+        else:
+            assert job.status == "cancelled"
+            with pytest.raises(dpfit.JobFailed) as raised:
+                job.wait()
+            assert raised.value.job.status == "cancelled"
+        with pytest.raises(dpfit.Conflict):  # finished either way: nothing left to cancel
+            c.cancel(job.id)
+
+
 # --- local prediction and scikit-learn export ------------------------------------------------
 
 
