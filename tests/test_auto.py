@@ -1,0 +1,172 @@
+"""``auto`` (issue 13): the default optimizer, resolved from public facts into an ordinary job
+of the optimizer it picks, with the choice recorded in the plan."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from service.models.registry import parse_model_spec
+from service.optimizers.auto import RULE, resolve
+from service.optimizers.base import InfeasibleSpec, PrivacyTarget
+from service.optimizers.planning import plan_job
+from service.schemas import JobCreate
+from service.submission import DatasetFacts, price_job
+from service.workers.runner import run_job
+from tests.inprocess import bearer, in_process_app
+from tests.walkthrough import COPIES, credit_dataset
+
+FACTS = DatasetFacts(
+    id="ds_x",
+    n_rows=32561,
+    n_features=104,
+    delta=1e-5,
+    label_type="binary",
+    classes=None,
+    retired=False,
+)
+
+
+def body(
+    model: dict[str, Any], epsilon: float = 0.5, delta: float = 1e-6, **extra: Any
+) -> JobCreate:
+    return JobCreate.model_validate(
+        {"dataset_id": "ds_x", "model": model, "privacy": {"epsilon": epsilon, "delta": delta}}
+        | extra
+    )
+
+
+LOGISTIC = {"type": "logistic_regression", "fit_intercept": True}
+
+
+@pytest.mark.parametrize(
+    ("model", "delta", "optimizer", "clip"),
+    [
+        (LOGISTIC, 1e-6, "dp_agd", 0.5),
+        ({**LOGISTIC, "gradient_clip": 1.0}, 1e-6, "dp_agd", 1.0),  # the analyst's choice stays
+        (LOGISTIC, 0.0, "output_perturbation_gd", 0.5),
+        ({"type": "sigmoid_classifier"}, 1e-6, "dp_gd", None),  # non-convex
+        ({**LOGISTIC, "l2": 0.0}, 1e-6, "dp_gd", 0.5),  # dp_agd needs a radius without l2
+        ({"type": "huber_svm"}, 1e-6, "dp_agd", None),
+    ],
+)
+def test_the_rule_picks_from_public_facts(
+    model: dict[str, Any], delta: float, optimizer: str, clip: float | None
+) -> None:
+    facts = DatasetFacts(**{**FACTS.__dict__, "delta": 0.0}) if delta == 0 else FACTS
+    priced = price_job(facts, body(model, delta=delta))
+    assert priced.spec["optimizer"]["name"] == optimizer
+    assert priced.spec["model"].get("gradient_clip") == clip
+    record = priced.plan_json["auto"]
+    assert record["chosen_by"] == "auto" and record["optimizer"] == optimizer
+    assert record["rule"] == RULE
+    assert record["facts"]["n"] == FACTS.n_rows  # public facts only
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.5, 1.0, 2.0])
+def test_an_auto_job_is_the_chosen_optimizers_ordinary_job(epsilon: float) -> None:
+    """Same plan and same charge as submitting the resolved spec by hand: accounting and
+    charging are the chosen optimizer's (the plan only gains the public ``auto`` record)."""
+    auto = price_job(FACTS, body(LOGISTIC, epsilon=epsilon))
+    explicit = price_job(
+        FACTS,
+        body(
+            auto.spec["model"],
+            epsilon=epsilon,
+            optimizer={"name": auto.spec["optimizer"]["name"]},
+        ),
+    )
+    plan = dict(auto.plan_json)
+    assert plan.pop("auto")["filled"] == {"model.gradient_clip": 0.5}
+    assert plan == explicit.plan_json
+    assert auto.charge == explicit.charge
+    assert auto.spec == explicit.spec
+    # omitting the optimizer is the same as naming auto
+    named = price_job(FACTS, body(LOGISTIC, epsilon=epsilon, optimizer={"name": "auto"}))
+    assert named.plan_json == auto.plan_json
+
+
+def test_multiclass_and_regression_resolve() -> None:
+    categorical = DatasetFacts(**{**FACTS.__dict__, "label_type": "categorical", "classes": 3})
+    priced = price_job(categorical, body(LOGISTIC))
+    assert priced.spec["optimizer"]["name"] == "dp_agd"
+    numeric = DatasetFacts(**{**FACTS.__dict__, "label_type": "numeric"})
+    priced = price_job(numeric, body({"type": "huber_regression", "label_bound": 2.0}))
+    assert priced.spec["optimizer"]["name"] == "dp_agd"
+
+
+def test_auto_takes_no_params() -> None:
+    with pytest.raises(InfeasibleSpec) as info:
+        price_job(FACTS, body(LOGISTIC, optimizer={"name": "auto", "params": {"iterations": 3}}))
+    assert info.value.field == "optimizer.params"
+
+
+def test_library_use_plans_and_fits_the_chosen_optimizer() -> None:
+    """``plan_job(..., "auto", ...)`` as a notebook would call it: the chosen optimizer's plan
+    with the record, and ``fit`` runs that optimizer."""
+    model = parse_model_spec({**LOGISTIC, "gradient_clip": 0.5})
+    job = plan_job(model, "auto", {}, 2000, 5, PrivacyTarget(1.0, 1e-6))
+    assert job.plan.hyperparameters["auto"]["optimizer"] == "dp_agd"
+    direct = plan_job(model, "dp_agd", {}, 2000, 5, PrivacyTarget(1.0, 1e-6))
+    assert job.plan.noise_scale == direct.plan.noise_scale
+    assert job.plan.total_steps == direct.plan.total_steps
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (2000, 6)) / np.sqrt(6)
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    w = job.optimizer.fit(job.plan, job.loss, X, y, np.random.default_rng(1), lambda s: None)
+    same = direct.optimizer.fit(
+        direct.plan, direct.loss, X, y, np.random.default_rng(1), lambda s: None
+    )
+    assert np.array_equal(w, same)
+    chosen = resolve(model, 2000, 5, PrivacyTarget(1.0, 0.0))
+    assert chosen.optimizer == "output_perturbation_gd"
+
+
+# --- through the API ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    data_root = tmp_path / "data"
+    data_root.mkdir()
+    monkeypatch.setenv("DPFIT_DATA_ROOTS", f"{data_root}:{COPIES}")
+    url = f"sqlite:///{tmp_path / 'dpfit.db'}"
+    with in_process_app(url, data_root) as (client, admin):
+        keys = {}
+        for name, role in [("olivia", "owner"), ("ann", "analyst")]:
+            made = client.post("/v1/keys", json={"name": name, "role": role}, headers=bearer(admin))
+            keys[name] = made.json()["key"]
+        yield {"client": client, "keys": keys, "url": url}
+
+
+def test_a_job_without_optimizer_runs_auto(api: dict[str, Any]) -> None:
+    client = api["client"]
+    owner, analyst = bearer(api["keys"]["olivia"]), bearer(api["keys"]["ann"])
+    dsid = client.post("/v1/datasets", json=credit_dataset(epsilon=10.0), headers=owner).json()[
+        "id"
+    ]
+    client.post(f"/v1/datasets/{dsid}/grants", json={"principal": "ann"}, headers=owner)
+    request = {
+        "dataset_id": dsid,
+        "model": {"type": "logistic_regression"},
+        "privacy": {"epsilon": 0.5, "delta": 1e-6},
+    }
+    estimate = client.post("/v1/jobs/estimate", json=request, headers=analyst).json()
+    accepted = client.post("/v1/jobs", json=request, headers=analyst)
+    assert accepted.status_code == 202, accepted.text
+    job = accepted.json()
+    assert job["optimizer"]["name"] == "dp_agd"
+    assert job["model"]["gradient_clip"] == 0.5
+    assert job["plan"]["auto"]["chosen_by"] == "auto"
+    assert estimate["plan"] == job["plan"]
+    assert run_job(job["id"], 1, api["url"]) == "succeeded"
+    done = client.get(f"/v1/jobs/{job['id']}", headers=analyst).json()
+    model = client.get(f"/v1/models/{done['model_id']}", headers=analyst).json()
+    assert model["privacy"]["mechanism"] == job["plan"]["mechanism"]
+    bad = dict(request, optimizer={"name": "auto", "params": {"iterations": 2}})
+    refused = client.post("/v1/jobs", json=bad, headers=analyst)
+    assert refused.status_code == 422 and refused.json()["field"] == "optimizer.params"
