@@ -210,7 +210,8 @@ def get_job(job_id: str, principal: AnyRole, sessions: Sessions) -> JobOut:
 
 @router.post("/{job_id}/cancel", response_model=JobOut, summary="Cancel a job")
 def cancel_job(job_id: str, principal: AnyRole, sessions: Sessions) -> JobOut:
-    """Cancel a queued or running job. Refunded only if no worker read the data (DESIGN §1)."""
+    """Cancel a queued or running job. Refunded only if no worker read the data
+    (docs/privacy-model.md#failures-and-refunds)."""
     with sessions.begin() as session:
         job = visible_job(session, principal, job_id)
         if job.status in ("succeeded", "failed", "cancelled"):
