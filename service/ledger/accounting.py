@@ -2,9 +2,10 @@
 
 Every charge is the job's Rényi-DP curve ρ(α) on one fixed grid Λ of orders, computed by
 ``dp_accounting``'s RDP accountant under REPLACE_ONE adjacency. One accountant for the whole
-ledger (DESIGN §2: never mix accountants on one ledger).
+ledger (never mix accountants on one ledger: docs/ledger.md#the-z-convention).
 
-Convention (DESIGN §2, dp-accounting 0.6.0 pitfall, upstream issue #378): optimizers compute the
+Convention (docs/ledger.md#the-z-convention; dp-accounting 0.6.0, upstream issue #378): optimizers
+compute the
 replace-one L2 sensitivity Δ of what they release themselves and hand the accountant the noise
 multiplier σ/Δ; the RDP accountant does not double it. A test pins the Gaussian case
 ρ(α) = α/(2 z²) so an upstream change cannot silently move our charges.
@@ -31,7 +32,8 @@ __all__ = [
     "rdp_curve",
 ]
 
-#: PrivateKube's 13 orders (DESIGN §2). Small on purpose: the filter pays log|Λ| (see filter.py).
+#: PrivateKube's 13 orders (docs/ledger.md#the-grid-of-orders). Small on purpose: the filter pays
+#: log|Λ| (see filter.py).
 ORDERS: tuple[float, ...] = (1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 16.0, 32.0, 64.0, 1e6)
 
 
