@@ -1,6 +1,7 @@
 """The ledger's transactions: atomic admission of a job with its charge, refunds, audits.
 
-Admission is one transaction (DESIGN §2): lock the dataset row (``SELECT … FOR UPDATE`` on
+Admission is one transaction (docs/ledger.md#admission-is-one-transaction): lock the dataset row
+(``SELECT … FOR UPDATE`` on
 PostgreSQL; on SQLite every transaction already began with ``BEGIN IMMEDIATE``, see
 db/session.py), read the cached spend, ask the filter, insert the job and its charge, update the
 cache, commit. Two admissions on one dataset therefore never interleave, so no interleaving
