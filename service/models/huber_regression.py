@@ -1,4 +1,5 @@
-r"""Huber regression (Zhang, Zheng, Mou & Wang 2017, §4 experiments; DESIGN §3).
+r"""Huber regression (Zhang, Zheng, Mou & Wang 2017, §4 experiments;
+docs/adding-an-optimizer.md#losses-and-their-constants).
 
 With the residual r = w·x − y, real labels under the declared public bound |y| ≤ B
 (``label_bound``; the loader clips labels to [−B, B]), ‖x‖₂ ≤ 1 and threshold δ > 0
