@@ -4,7 +4,8 @@ Guarantee
 ---------
 For *any* input — huge, negative, NaN, ±inf, wrongly typed or unknown values — every row that
 :meth:`Encoder.encode` returns has Euclidean norm at most 1. The optimizers' sensitivity analyses
-(DESIGN §3) rely on exactly this bound, so it is enforced here rather than assumed of the file.
+(docs/data-path.md#the-public-encoding) rely on exactly this bound, so it is enforced here rather
+than assumed of the file.
 
 How the bound is reached, using only the owner's declared public schema
 ------------------------------------------------------------------------
