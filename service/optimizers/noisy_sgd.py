@@ -41,7 +41,8 @@ No amplification by sampling is claimed (the batches are a shuffle, not a random
 the per-pass structure is used only through "one step per pass touches row j".
 
 Noise. δ > 0: z_t ~ N(0, σ²I) with σ = zΔ, z the smallest noise multiplier for which the event
-(k Gaussians, exactly √k/z-GDP, REPLACE_ONE, z = σ/Δ — DESIGN §2) is (ε, δ)-DP, in closed
+(k Gaussians, exactly √k/z-GDP, REPLACE_ONE, z = σ/Δ — docs/ledger.md#the-z-convention) is
+(ε, δ)-DP, in closed
 form by :func:`service.privacy.gdp.gaussian_steps_multiplier`; the ledger charges that μ.
 δ = 0: SCS13's ε-DP
 variant, density ∝ exp(−‖z_t‖/s) with s = kΔ/ε (each of the k steps touching a row is
