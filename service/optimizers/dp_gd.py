@@ -33,7 +33,8 @@ exactly 1/z-GDP; T adaptively composed steps are exactly √T/z-GDP (Dong, Roth 
 Cor. 3.3), which is (ε, δ)-DP iff δ(ε; √T/z) ≤ δ (their Cor. 2.13). z is the smallest such
 multiplier, z = √T/μ* with μ* the exact one-release μ (:func:`service.privacy.gdp.
 gaussian_steps_multiplier`) — no RDP conversion, whose slack cost 8–10 % more noise. The event
-``SelfComposedDpEvent(GaussianDpEvent(z), T)`` (REPLACE_ONE, z not doubled; DESIGN §2) is what
+``SelfComposedDpEvent(GaussianDpEvent(z), T)`` (REPLACE_ONE, z not doubled;
+docs/ledger.md#the-z-convention) is what
 the ledger charges: its exact μ = √T/z, and its Rényi curve Tα/(2z²) where the filter needs
 one (ledger/filter.py). Every iterate, hence w_T, is
 post-processing of the T noisy gradients. δ = 0 is impossible (a Gaussian mechanism is never
