@@ -71,7 +71,7 @@ exponential mechanism is an argmin in all but name).
 
 Known limit. The selection probabilities are computed in floating point from integer counts;
 their rounding (relative 1e-16) is not an attack surface comparable to continuous noise, but the
-sampler is not a certified discrete sampler (DESIGN §1 known limits).
+sampler is not a certified discrete sampler (docs/privacy-model.md#known-limits).
 """
 
 from __future__ import annotations
