@@ -26,7 +26,7 @@ Privacy (replace-one; S, S′ differ in row j).
    Thm 27, replace-one, n public): dp-accounting's ``SampledWithoutReplacementDpEvent(
    source_dataset_size=n, sample_size=b, event=GaussianDpEvent(z))`` computes exactly that bound
    from the inner Gaussian's α/(2z²) — the inner event is the Gaussian on the *batch*, and the
-   accountant does not double z (DESIGN §2), so we pass z = σ/(2L/b).
+   accountant does not double z (docs/ledger.md#the-z-convention), so we pass z = σ/(2L/b).
 3. Adaptive RDP composition over the T steps: ``SelfComposedDpEvent(…, T)`` is the event
    charged; z is the smallest value whose event is (ε, δ)-DP under the RDP accountant
    (:func:`service.privacy.calibration.calibrate_noise_multiplier`).
