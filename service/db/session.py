@@ -2,7 +2,8 @@
 
 SQLite: WAL journal, a busy timeout, foreign keys on, and every transaction opened with
 ``BEGIN IMMEDIATE`` — SQLite's only way to take the write lock up front, which is what makes the
-ledger's read-check-insert admission atomic across processes (DESIGN §2). PostgreSQL: the
+ledger's read-check-insert admission atomic across processes
+(docs/ledger.md#admission-is-one-transaction). PostgreSQL: the
 admission transaction locks the dataset row with ``SELECT … FOR UPDATE`` (ledger/admission.py).
 """
 
