@@ -1,6 +1,7 @@
 """Dispatching jobs to Dask workers, and recovering unfinished jobs after a restart.
 
-One job is one Dask task running numpy in-process on a worker (DESIGN §5: a task round trip is
+One job is one Dask task running numpy in-process on a worker
+(docs/architecture.md#workers-and-dask: a task round trip is
 ~11 ms, far below a job's cost). The embedded default is a local cluster of worker
 *processes* (:mod:`service.workers.cluster`); ``DPFIT_DASK_SCHEDULER`` points at an external
 scheduler instead. Either way every Dask connection is mutual TLS
@@ -50,7 +51,8 @@ class DaskDispatcher:
         self._settings = settings
         self._sessions = sessions
         self._cluster = None
-        # Closed control plane (DESIGN §5): mutual TLS on every Dask connection, listeners on
+        # Closed control plane (docs/architecture.md#the-closed-control-plane): mutual TLS on
+        # every Dask connection, listeners on
         # settings.dask_host only, no scheduler or worker HTTP server.
         if settings.dask_scheduler:
             security = external_security(settings)
