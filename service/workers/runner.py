@@ -5,7 +5,7 @@ every write it makes is conditioned on the job row still carrying that attempt, 
 (after a restart re-dispatched the job) can never overwrite a newer one, and the model row's
 unique ``job_id`` means only the first finished result is stored and released.
 
-Order of events, which the refund rule depends on (DESIGN §1):
+Order of events, which the refund rule depends on (docs/privacy-model.md#failures-and-refunds):
 1. reopen the source from the dataset row (``reopen_source``) and pre-check its fingerprint — a
    changed source fails the job *with* a refund: no row of the registered dataset was used;
 2. claim: ``queued|running → running`` and ``data_read_at`` set, in one committed UPDATE,
