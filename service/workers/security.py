@@ -1,4 +1,4 @@
-"""Mutual TLS for the Dask control plane (DESIGN §5 "Closed control plane").
+"""Mutual TLS for the Dask control plane (docs/architecture.md#the-closed-control-plane).
 
 Whoever can talk to the Dask scheduler, a nanny or a worker can run code next to every dataset
 (``Client.run_on_scheduler`` is remote code execution by design). So every Dask connection of the
