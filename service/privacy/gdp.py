@@ -4,7 +4,7 @@ A mechanism is μ-GDP when, for every neighbouring pair, distinguishing its outp
 than distinguishing N(0, 1) from N(μ, 1). Facts used by dpfit (replace-one adjacency throughout):
 
 1. A Gaussian release of L2 sensitivity Δ with noise N(0, σ²I) is exactly μ-GDP with μ = Δ/σ
-   = 1/z (z the noise multiplier σ/Δ, DESIGN §2's convention) — the isotropy argument of
+   = 1/z (z the noise multiplier σ/Δ, docs/ledger.md#the-z-convention) — the isotropy argument of
    :mod:`service.privacy.analytic_gaussian`.
 2. Composition, adaptive included, is exact: μ_1-GDP then (adaptively) μ_2-GDP is
    √(μ_1² + μ_2²)-GDP (Dong, Roth & Su, Cor. 3.3), so T Gaussian steps of multiplier z are
@@ -105,7 +105,7 @@ def event_mu(event: dp_event.DpEvent) -> float | None:
     (fact 2). Any other event (subsampling, Laplace, randomized response, …) answers None and
     is accounted by its Rényi curve instead. Follows dpfit's convention that a
     ``GaussianDpEvent`` names a Gaussian release with multiplier σ/Δ, Δ the replace-one L2
-    sensitivity (DESIGN §2).
+    sensitivity (docs/ledger.md#the-z-convention).
     """
     squared = _mu_squared(event)
     return None if squared is None else math.sqrt(squared)
