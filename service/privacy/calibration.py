@@ -2,7 +2,8 @@
 
 For a composed event (Gaussian steps, sampled Gaussian steps, tree aggregation, …) whose noise
 is set by one parameter z (the noise multiplier σ/Δ, with Δ the replace-one L2 sensitivity of
-one released quantity — DESIGN §2's convention), find the smallest z whose event is (ε, δ)-DP
+one released quantity — docs/ledger.md#the-z-convention), find the smallest z whose event is
+(ε, δ)-DP
 according to dp-accounting's RDP accountant under REPLACE_ONE adjacency. The ledger then
 charges that event's RDP curve (service.ledger.accounting), so calibration and charge come
 from the same accountant family and cannot disagree about the mechanism.
