@@ -13,7 +13,7 @@ adds noise once (Zhang et al. 2017 Alg. 1; Wu et al. 2017 Alg. 1–2):
   (:mod:`service.privacy.analytic_gaussian`), ``noise_scale = σ``. The event is
   ``GaussianDpEvent(noise_multiplier=σ/Δ)``: dp-accounting 0.6.0's RDP accountant charges it
   ``α/(2 (σ/Δ)²) = αΔ²/(2σ²)`` under REPLACE_ONE without doubling, which is exactly the RDP of a
-  Gaussian release of sensitivity Δ (DESIGN §2 pitfall; a test pins this).
+  Gaussian release of sensitivity Δ (docs/ledger.md#the-z-convention; a test pins this).
 """
 
 from __future__ import annotations
