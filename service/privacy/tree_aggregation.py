@@ -41,7 +41,8 @@ Gaussian release of sensitivity Δ_tree with noise σ. The event is therefore
 
     GaussianDpEvent(noise_multiplier = σ / Δ_tree)                                   (★)
 
-under dpfit's convention (DESIGN §2: Δ is the replace-one sensitivity computed here; the RDP
+under dpfit's convention (docs/ledger.md#the-z-convention: Δ is the replace-one sensitivity
+computed here; the RDP
 accountant charges α/(2z²) and does not double it). Everything computed from the noisy prefix
 sums (iterates, batch sizes, …) is post-processing. Several trees (restarts) on disjoint rows
 compose in parallel: a row is in at most one element of one tree, so (★) with the largest
