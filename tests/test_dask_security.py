@@ -1,4 +1,4 @@
-"""The Dask control plane is closed (issue 9 item 1; DESIGN §5 "Closed control plane").
+"""The Dask control plane is closed (issue 9 item 1; docs/architecture.md#the-closed-control-plane).
 
 Against a real ``dpfit serve``: every Dask listener of the service's process tree is mutual TLS
 on loopback, an unauthenticated or foreign-certificate client is refused (while the service's
