@@ -1,6 +1,7 @@
 """dp_agd (accelerated DP-GD): plan, per-step sensitivity, calibration, utility, audit.
 
-DESIGN §6: the per-step query ∇F(v_t) is replayed on neighbouring datasets at the points of a
+docs/privacy-model.md#testing-privacy: the per-step query ∇F(v_t) is replayed on neighbouring
+datasets at the points of a
 noise-free run; the drawn noise is compared with the accountant's σ; the output is audited.
 """
 
