@@ -1,4 +1,5 @@
-"""The logistic loss and its constants L = 1, β = 1/4, μ = l2 (DESIGN §3)."""
+"""The logistic loss and its constants L = 1, β = 1/4, μ = l2
+(docs/adding-an-optimizer.md#losses-and-their-constants)."""
 
 from __future__ import annotations
 
