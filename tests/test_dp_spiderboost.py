@@ -1,5 +1,6 @@
 """dp_spiderboost (Liu & Talwar, Alg. 1–3): plan, per-element and tree sensitivity, calibration,
-utility (convex and non-convex), a small empirical audit, and infeasible specs (DESIGN §6)."""
+utility (convex and non-convex), a small empirical audit, and infeasible specs
+(docs/privacy-model.md#testing-privacy)."""
 
 from __future__ import annotations
 
