@@ -37,7 +37,8 @@ def gaussian_curve(z: float) -> list[float]:
 
 def test_gaussian_rdp_curve_is_pinned() -> None:
     """ρ(α) = α/(2z²) for the Gaussian mechanism with z = σ/Δ (no doubling under REPLACE_ONE:
-    DESIGN §2, dp-accounting 0.6.0 issue #378). If upstream changes this, our charges move."""
+    docs/ledger.md#the-z-convention, dp-accounting 0.6.0 issue #378). If upstream changes this,
+    our charges move."""
     z = 1.7
     assert gaussian_curve(z) == pytest.approx([a / (2 * z * z) for a in ORDERS], rel=1e-12)
 
