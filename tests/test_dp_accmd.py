@@ -1,5 +1,6 @@
 """dp_accmd (Wang, Ye & Xu 2017, Alg. 3): plan, per-step sensitivity, calibration, utility on
-and off the ℓ1 constraint, a small empirical audit, and infeasible specs (DESIGN §6)."""
+and off the ℓ1 constraint, a small empirical audit, and infeasible specs
+(docs/privacy-model.md#testing-privacy)."""
 
 from __future__ import annotations
 
