@@ -1,6 +1,7 @@
 """output_perturbation_gd (Zhang et al. Alg. 1): plan, sensitivity, calibration, utility, audit.
 
-DESIGN §6: sensitivity tests with the noise switched off on random and adversarial neighbouring
+docs/privacy-model.md#testing-privacy: sensitivity tests with the noise switched off on random
+and adversarial neighbouring
 pairs, calibration tests through ``plan``/``fit``, and a small empirical audit.
 """
 
