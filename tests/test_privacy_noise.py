@@ -1,4 +1,4 @@
-"""Calibration and sampler tests for service.privacy (DESIGN §6, item 2)."""
+"""Calibration and sampler tests for service.privacy (docs/privacy-model.md#testing-privacy, 2)."""
 
 from __future__ import annotations
 
