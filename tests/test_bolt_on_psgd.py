@@ -1,6 +1,7 @@
 """bolt_on_psgd (Wu et al. 2017, Alg. 1–2): sensitivity formula, plan, calibration, utility, audit.
 
-DESIGN §6: the worst-case sensitivity is checked against a brute-force recursion, reached
+docs/privacy-model.md#testing-privacy: the worst-case sensitivity is checked against a
+brute-force recursion, reached
 exactly by a linear loss (so it cannot be lowered), never exceeded by noise-free runs on random
 and adversarial neighbouring pairs of logistic data (same permutation seed on both), and the
 released noise is audited empirically.
