@@ -1,5 +1,6 @@
 """The model catalog: every loss's derived constants (L, β, convexity), gradients, the L1 prox,
-labels and predictions, and the registry round trip (DESIGN §3).
+labels and predictions, and the registry round trip
+(docs/adding-an-optimizer.md#losses-and-their-constants).
 
 The constants are checked three ways: (1) the declared values equal the closed forms derived in
 each module's docstring (restated here independently); (2) random probes over rows with
