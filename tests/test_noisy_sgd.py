@@ -1,6 +1,7 @@
 """The noisy-SGD baselines noisy_sgd_scs13 (SCS13) and noisy_sgd_bst14 (BST14).
 
-DESIGN §6: per-step sensitivity of the noised batch gradients on random and adversarial
+docs/privacy-model.md#testing-privacy: per-step sensitivity of the noised batch gradients on
+random and adversarial
 neighbouring pairs (same seed ⇒ same batches), the batching the accounting assumes, the
 calibration against dp-accounting (and the drawn noise against the plan), utility, and a small
 empirical audit of each mechanism.
@@ -265,7 +266,8 @@ def test_scs13_calibration(passes: int, eps: float, delta: float) -> None:
     assert plan.noise_scale == pytest.approx(z * plan.sensitivity, rel=1e-12)
     assert plan.sensitivity == pytest.approx(2 / 50)
     assert plan.event == scs13_event(z, passes)
-    # the ledger's curve is k·α/(2z²): no doubling of the noise multiplier (DESIGN §2)
+    # the ledger's curve is k·α/(2z²): no doubling of the noise multiplier
+    # (docs/ledger.md#the-z-convention)
     curve = rdp_curve(plan.event)
     for alpha, rho in zip(ORDERS[:-1], curve[:-1], strict=True):
         assert rho == pytest.approx(passes * alpha / (2 * z * z), rel=1e-9)
