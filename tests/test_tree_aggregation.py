@@ -1,5 +1,5 @@
 """The tree mechanism (service.privacy.tree_aggregation): node structure, sensitivity s·√m,
-noise distribution, event and calibration (DESIGN §6)."""
+noise distribution, event and calibration (docs/privacy-model.md#testing-privacy)."""
 
 from __future__ import annotations
 
@@ -130,7 +130,8 @@ def test_aggregator_consumes_the_generator_identically_without_noise() -> None:
 
 
 def test_tree_event_is_a_plain_gaussian_pinned() -> None:
-    """DESIGN §2 pin: the RDP accountant charges a Gaussian event α/(2z²) under REPLACE_ONE
+    """Pin (docs/ledger.md#the-z-convention): the RDP accountant charges a Gaussian event
+    α/(2z²) under REPLACE_ONE
     (not doubled), so z = σ/Δ_tree with our replace-one Δ_tree is charged correctly."""
     z = 2.0
     curve = rdp_curve(tree_event(z))
