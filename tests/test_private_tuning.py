@@ -1,6 +1,7 @@
 """private_tuning (Chaudhuri et al. 2011 Alg. 3): structure, sensitivity, charge, utility, audit.
 
-DESIGN §6 for a selection procedure: with a fixed generator, a changed training row moves only
+docs/privacy-model.md#testing-privacy for a selection procedure: with a fixed generator, a
+changed training row moves only
 its own candidate and a changed holdout row only the error counts (each by ≤ 1); the ledger's
 charge is the pointwise maximum of the parts' curves; the exponential mechanism draws with the
 stated law; a small audit of the selected index stays below the claimed ε.
