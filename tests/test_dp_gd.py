@@ -1,6 +1,7 @@
 """dp_gd (Wang, Ye & Xu 2017, Alg. 4): plan, per-step sensitivity, calibration, utility, audit.
 
-DESIGN §6: the per-step query ∇F(w) is replayed on neighbouring datasets at the iterates of a
+docs/privacy-model.md#testing-privacy: the per-step query ∇F(w) is replayed on neighbouring
+datasets at the iterates of a
 noise-free run; the drawn noise is compared with the accountant's σ; the output is audited.
 """
 
