@@ -1,0 +1,189 @@
+"""The repository stands alone: its design documents are in docs/, and they stay reachable.
+
+- No file of the repository (outside ``.git`` and ``.venv``) cites the design notes that used to
+  live outside it (the "DESIGN" + "§N" references, or a path into the parent's shared folder).
+- Every relative link in ``docs/*.md`` and ``README.md`` names an existing file and, when it has
+  a ``#fragment``, a heading of that file (GitHub's anchor rule); so does every
+  ``docs/<page>.md#<section>`` pointer in a comment or docstring under ``service/``, ``tests/``
+  and ``bench/``.
+- The import rule docs/architecture.md states holds: the math core imports nothing of the web,
+  the database, the workers or the data layer (checked in a fresh interpreter).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SKIPPED_DIRS = {".git", ".venv"}
+
+# Built from pieces so that this file does not match itself.
+OUTSIDE_REFERENCE = re.compile(
+    rb"DESIGN" + rb"\s*" + "§".encode() + rb"|\.\./" + rb"shared\b", re.IGNORECASE
+)
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+POINTER = re.compile(r"\bdocs/([A-Za-z0-9_-]+\.md)#([A-Za-z0-9_-]+)")
+FENCE = re.compile(r"^(```|~~~)")
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+def repository_files() -> list[Path]:
+    files = []
+    for path in ROOT.rglob("*"):
+        relative = path.relative_to(ROOT)
+        if relative.parts and relative.parts[0] in SKIPPED_DIRS:
+            continue
+        if path.is_file() and not path.is_symlink():
+            files.append(path)
+    return files
+
+
+def outside_text(markdown: str) -> str:
+    """The markdown without its fenced code blocks (links there are not links)."""
+    kept, fenced = [], False
+    for line in markdown.splitlines():
+        if FENCE.match(line.strip()):
+            fenced = not fenced
+            continue
+        if not fenced:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces → hyphens."""
+    text = re.sub(r"`([^`]*)`", r"\1", heading)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"[^\w\- ]", "", text.strip().lower())
+    return text.replace(" ", "-")
+
+
+@cache
+def anchors(path: Path) -> frozenset[str]:
+    seen: dict[str, int] = {}
+    found = set()
+    for line in outside_text(path.read_text(encoding="utf-8")).splitlines():
+        match = HEADING.match(line)
+        if match is None:
+            continue
+        base = slug(match.group(2))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else f"{base}-{count}")
+    return frozenset(found)
+
+
+def broken(source: Path, target: str) -> str | None:
+    """Why the link ``target`` written in ``source`` does not resolve, or None."""
+    if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):  # http:, https:, mailto:
+        return None
+    path_part, _, fragment = target.partition("#")
+    resolved = (source.parent / path_part).resolve() if path_part else source
+    if not resolved.exists():
+        return f"{target}: no such file"
+    if fragment and resolved.suffix == ".md" and fragment not in anchors(resolved):
+        return f"{target}: no heading with anchor #{fragment} in {resolved.name}"
+    return None
+
+
+def test_design_documents_exist() -> None:
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")}
+    assert {
+        "README.md",
+        "privacy-model.md",
+        "ledger.md",
+        "data-path.md",
+        "architecture.md",
+        "adding-an-optimizer.md",
+    } <= pages
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "](docs/README.md)" in readme, "README.md does not point at docs/"
+
+
+def test_no_file_refers_to_the_design_notes_outside_the_repository() -> None:
+    offenders = []
+    for path in repository_files():
+        data = path.read_bytes()
+        for match in OUTSIDE_REFERENCE.finditer(data):
+            line = data.count(b"\n", 0, match.start()) + 1
+            offenders.append(f"{path.relative_to(ROOT)}:{line}")
+    assert not offenders, (
+        "these cite the design notes outside the repository; point into docs/ instead "
+        "(openapi.yaml and sdk/python are regenerated from the code: make sdk): "
+        + ", ".join(offenders)
+    )
+
+
+def test_every_relative_link_of_the_documents_resolves() -> None:
+    sources = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    problems = []
+    for source in sources:
+        for target in LINK.findall(outside_text(source.read_text(encoding="utf-8"))):
+            reason = broken(source, target)
+            if reason is not None:
+                problems.append(f"{source.relative_to(ROOT)}: {reason}")
+    assert not problems, problems
+
+
+def test_every_docs_pointer_in_the_code_resolves() -> None:
+    problems = []
+    pointers = 0
+    for folder in ("service", "tests", "bench"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix not in (".py", ".md") or not path.is_file():
+                continue
+            for page, fragment in POINTER.findall(path.read_text(encoding="utf-8")):
+                pointers += 1
+                reason = broken(ROOT / "docs" / "README.md", f"{page}#{fragment}")
+                if reason is not None:
+                    problems.append(f"{path.relative_to(ROOT)}: docs/{reason}")
+    assert pointers > 0
+    assert not problems, problems
+
+
+def test_the_checks_catch_what_they_are_for(tmp_path: Path) -> None:
+    """The helpers above would fail on a broken link, a missing anchor and an outside citation."""
+    page = tmp_path / "page.md"
+    page.write_text("# A title: with `code`\n\n## Failures and refunds\n\n## Twice\n## Twice\n")
+    assert anchors(page) == {"a-title-with-code", "failures-and-refunds", "twice", "twice-1"}
+    assert broken(page, "page.md#failures-and-refunds") is None
+    assert broken(page, "#twice-1") is None
+    assert broken(page, "page.md#missing") is not None
+    assert broken(page, "absent.md") is not None
+    assert broken(page, "https://example.org/x") is None
+    fenced = "```\n[x](absent.md)\n```\n[y](page.md)"
+    assert LINK.findall(outside_text(fenced)) == ["page.md"]
+    assert OUTSIDE_REFERENCE.search(("see DESIGN " + "§2").encode())
+    assert OUTSIDE_REFERENCE.search(("see DESIGN\n   " + "§1").encode())
+    assert OUTSIDE_REFERENCE.search(("../" + "shared/DESIGN.md").encode())
+    assert not OUTSIDE_REFERENCE.search(b"docs/ledger.md#the-z-convention")
+
+
+MATH_CORE_CHECK = """
+import importlib, pkgutil, sys
+import service.models, service.optimizers, service.privacy
+for package in (service.models, service.optimizers, service.privacy):
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{info.name}")
+importlib.import_module("service.ledger.filter")
+importlib.import_module("service.ledger.accounting")
+forbidden = ("fastapi", "starlette", "sqlalchemy", "distributed", "dask", "uvicorn",
+             "service.api", "service.db", "service.workers", "service.data", "service.settings")
+print(sorted(m for m in sys.modules if m.startswith(forbidden)))
+"""
+
+
+def test_math_core_imports_nothing_of_the_service() -> None:
+    """docs/architecture.md#the-import-rule-of-the-math-core, in a fresh interpreter."""
+    result = subprocess.run(
+        [sys.executable, "-c", MATH_CORE_CHECK],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.strip() == "[]", result.stdout
