@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
+from bench import scaling_parallel
 from bench.data import (
     ADULT_COLUMNS,
     ADULT_FEATURES,
@@ -98,6 +99,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--report-only", action="store_true", help="re-print from the saved JSON")
     parser.add_argument("--smoke", action="store_true", help="n = 2,000 only, 3 API jobs, SQLite")
+    parser.add_argument(
+        "--data-parallel",
+        action="store_true",
+        help="only the data-parallel path vs single process (bench/scaling_parallel.py)",
+    )
+    scaling_parallel.add_arguments(parser)
 
 
 # --------------------------------------------------------------------------------------------
@@ -376,6 +383,9 @@ def service_overhead(
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.data_parallel:
+        scaling_parallel.run(args)
+        return
     sizes = [2_000] if args.smoke else args.sizes
     ratio_n = 20_000 if args.smoke else 1_000_000
     jobs, adult_jobs = (3, 2) if args.smoke else (args.jobs, args.adult_jobs)

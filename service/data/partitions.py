@@ -45,12 +45,13 @@ __all__ = [
 ]
 
 #: What a worker process holds before any job data (interpreter, numpy, pyarrow, SQLAlchemy,
-#: the service's modules, Dask itself) — measured ≈ 150–190 MiB RSS here; rounded up.
-WORKER_OVERHEAD_BYTES = 224 << 20
-#: Share of a worker's memory limit that job data may use after the overhead. Below Dask's pause
-#: threshold (0.8 by default; the embedded cluster raises it to 0.9): a paused worker runs no
-#: task, so a job's partial gradients would never come back.
-DATA_FRACTION = 0.8
+#: the service's modules, Dask itself: ≈ 280 MiB peak RSS measured here, bench/RESULTS.md), plus
+#: the reader's block and a step's temporaries.
+WORKER_OVERHEAD_BYTES = 320 << 20
+#: The memory fraction at which a worker pauses (the embedded cluster sets Dask's
+#: ``distributed.worker.memory.pause`` to it; external workers must too, README). A paused worker
+#: runs nothing, so job data must stay below it.
+DATA_FRACTION = 0.9
 #: A job runs in one process only if its rows take at most this share of what a worker can
 #: hold: the single-process path may copy the rows once (sparse copies, rescaled rows).
 SINGLE_PROCESS_SHARE = 0.5
