@@ -8,6 +8,7 @@ import sys
 from types import ModuleType
 
 from bench import (
+    auto,
     catalog,
     head_to_head,
     load,
@@ -20,6 +21,7 @@ from bench import (
 
 SUITES: dict[str, ModuleType] = {
     "catalog": catalog,
+    "auto": auto,
     "service": service_overhead,
     "load": load,
     "paper-zhang": paper_zhang,

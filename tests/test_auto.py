@@ -109,13 +109,13 @@ def test_library_use_plans_and_fits_the_chosen_optimizer() -> None:
     """``plan_job(..., "auto", ...)`` as a notebook would call it: the chosen optimizer's plan
     with the record, and ``fit`` runs that optimizer."""
     model = parse_model_spec({**LOGISTIC, "gradient_clip": 0.5})
-    job = plan_job(model, "auto", {}, 2000, 5, PrivacyTarget(1.0, 1e-6))
+    job = plan_job(model, "auto", {}, 20000, 5, PrivacyTarget(1.0, 1e-6))
     assert job.plan.hyperparameters["auto"]["optimizer"] == "dp_agd"
-    direct = plan_job(model, "dp_agd", {}, 2000, 5, PrivacyTarget(1.0, 1e-6))
+    direct = plan_job(model, "dp_agd", {}, 20000, 5, PrivacyTarget(1.0, 1e-6))
     assert job.plan.noise_scale == direct.plan.noise_scale
     assert job.plan.total_steps == direct.plan.total_steps
     rng = np.random.default_rng(0)
-    X = rng.uniform(-1, 1, (2000, 6)) / np.sqrt(6)
+    X = rng.uniform(-1, 1, (20000, 6)) / np.sqrt(6)
     y = np.where(X[:, 0] > 0, 1.0, -1.0)
     w = job.optimizer.fit(job.plan, job.loss, X, y, np.random.default_rng(1), lambda s: None)
     same = direct.optimizer.fit(
@@ -124,6 +124,9 @@ def test_library_use_plans_and_fits_the_chosen_optimizer() -> None:
     assert np.array_equal(w, same)
     chosen = resolve(model, 2000, 5, PrivacyTarget(1.0, 0.0))
     assert chosen.optimizer == "output_perturbation_gd"
+    # below n = 10,000 rows the rule takes dp_gd (the many averaged steps of a cheap pass)
+    assert resolve(model, 9999, 5, PrivacyTarget(1.0, 1e-6)).optimizer == "dp_gd"
+    assert resolve(model, 10000, 5, PrivacyTarget(1.0, 1e-6)).optimizer == "dp_agd"
 
 
 # --- through the API ----------------------------------------------------------------------------
@@ -159,7 +162,7 @@ def test_a_job_without_optimizer_runs_auto(api: dict[str, Any]) -> None:
     accepted = client.post("/v1/jobs", json=request, headers=analyst)
     assert accepted.status_code == 202, accepted.text
     job = accepted.json()
-    assert job["optimizer"]["name"] == "dp_agd"
+    assert job["optimizer"]["name"] == "dp_gd"  # 4,000 rows: below the rule's 10,000
     assert job["model"]["gradient_clip"] == 0.5
     assert job["plan"]["auto"]["chosen_by"] == "auto"
     assert estimate["plan"] == job["plan"]
