@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import time
 from types import SimpleNamespace
@@ -247,13 +248,17 @@ def run(args: argparse.Namespace) -> None:
         f"## Private evaluation on adult.test as a holdout (n = {e['n']}), ε = {e['epsilon']}, "
         f"δ = {e['delta']:g}",
         "",
-        f"Model: `auto` at ε = {e['model_epsilon']:g}. Exact accuracy {e['exact_accuracy'] * 100:.3f} %"
+        f"Model: `auto` at ε = {e['model_epsilon']:g}. "
+        f"Exact accuracy {e['exact_accuracy'] * 100:.3f} %"
         f" (computed here only). Noised accuracy over {args.evaluations if not args.smoke else 1}"
         f" releases: mean |error| {e['mean_abs_error'] * 100:.4f} points, max "
         f"{e['max_abs_error'] * 100:.4f}; declared noise std {e['accuracy_std_declared'] * 100:.4f}"
         f" points. Log-loss clip B = {e['log_loss_clip']:.2f} (no row clipped), exact "
         f"{e['exact_log_loss']:.4f}, mean |error| {e['log_loss_mean_abs_error']:.4f}. "
         f"Cost: ε = {e['epsilon']} (δ = {e['delta']:g}) on the holdout's ledger.",
+        "",
+        f"Load average at the end of the run: {os.getloadavg()[0]:.1f} (2 cores, shared: fit "
+        "times are indicative only).",
         "",
         machine_description(),
     ]
