@@ -151,12 +151,17 @@ def test_noise_off_metrics_are_the_exact_ones() -> None:
 # --- through the API ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def api(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, Any]]:
     data_root = tmp_path / "data"
     data_root.mkdir()
     monkeypatch.setenv("DPFIT_DATA_ROOTS", f"{data_root}:{COPIES}")
-    url = f"sqlite:///{tmp_path / 'dpfit.db'}"
+    if request.param == "postgres":
+        url = str(request.getfixturevalue("private_postgres_database"))
+    else:
+        url = f"sqlite:///{tmp_path / 'dpfit.db'}"
     with in_process_app(url, data_root) as (client, admin):
         keys = {}
         for name, role in [("olivia", "owner"), ("ann", "analyst"), ("sam", "analyst")]:
