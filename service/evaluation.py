@@ -19,6 +19,7 @@ schema); anything else is refused before any charge.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,9 +124,16 @@ def price_evaluation(
     loss = build_loss(TypeAdapter(ModelSpec).validate_python(model.model_spec))
     clip: float | None = None
     if kind != "categorical":
-        clip = body.loss_clip or loss_clip_bound(
-            kind, weight_norm(model), getattr(loss, "label_bound", None)
-        )
+        bound = getattr(loss, "label_bound", None)
+        if body.loss_clip is None and kind == "regression" and bound is None:
+            raise InfeasibleSpec(
+                "loss_clip",
+                "this model declares no label bound, so no row's squared error is bounded: "
+                "declare loss_clip",
+            )
+        clip = body.loss_clip or loss_clip_bound(kind, weight_norm(model), bound)
+        if not math.isfinite(clip):
+            raise InfeasibleSpec("loss_clip", "the default loss clip overflows: declare loss_clip")
     try:
         plan = plan_evaluation(kind, dataset.n_rows, body.privacy.epsilon, body.privacy.delta, clip)
         curve = charge_curve(plan.event)
