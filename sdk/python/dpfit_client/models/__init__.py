@@ -1,5 +1,8 @@
 """Contains all the data models used in inputs/outputs"""
 
+from .budget_history_out import BudgetHistoryOut
+from .budget_history_point import BudgetHistoryPoint
+from .budget_history_point_kind import BudgetHistoryPointKind
 from .budget_out import BudgetOut
 from .categorical_feature import CategoricalFeature
 from .cauchy_regression_spec import CauchyRegressionSpec
@@ -10,6 +13,14 @@ from .dataset_create import DatasetCreate
 from .dataset_out import DatasetOut
 from .dataset_source import DatasetSource
 from .dataset_source_format_type_0 import DatasetSourceFormatType0
+from .dataset_source_out import DatasetSourceOut
+from .dataset_source_out_format import DatasetSourceOutFormat
+from .evaluation_create import EvaluationCreate
+from .evaluation_out import EvaluationOut
+from .evaluation_out_metrics_type_0 import EvaluationOutMetricsType0
+from .evaluation_out_plan import EvaluationOutPlan
+from .evaluation_out_status import EvaluationOutStatus
+from .feature_validation import FeatureValidation
 from .field_problem import FieldProblem
 from .grant_create import GrantCreate
 from .grant_out import GrantOut
@@ -17,6 +28,9 @@ from .health import Health
 from .huber_regression_spec import HuberRegressionSpec
 from .huber_svm_spec import HuberSVMSpec
 from .job_create import JobCreate
+from .job_estimate_out import JobEstimateOut
+from .job_estimate_out_accounting import JobEstimateOutAccounting
+from .job_estimate_out_plan import JobEstimateOutPlan
 from .job_out import JobOut
 from .job_out_model import JobOutModel
 from .job_out_plan import JobOutPlan
@@ -30,7 +44,9 @@ from .key_out import KeyOut
 from .key_out_role import KeyOutRole
 from .label_spec import LabelSpec
 from .label_spec_type import LabelSpecType
+from .label_validation import LabelValidation
 from .ledger_out import LedgerOut
+from .list_jobs_status_type_0 import ListJobsStatusType0
 from .logistic_regression_spec import LogisticRegressionSpec
 from .model_out import ModelOut
 from .model_out_encoding import ModelOutEncoding
@@ -45,11 +61,16 @@ from .predict_request import PredictRequest
 from .predict_request_rows_item import PredictRequestRowsItem
 from .predict_response import PredictResponse
 from .privacy_budget import PrivacyBudget
+from .privacy_out import PrivacyOut
 from .problem import Problem
 from .progress import Progress
 from .sigmoid_classifier_spec import SigmoidClassifierSpec
+from .validation_out import ValidationOut
 
 __all__ = (
+    "BudgetHistoryOut",
+    "BudgetHistoryPoint",
+    "BudgetHistoryPointKind",
     "BudgetOut",
     "CategoricalFeature",
     "CauchyRegressionSpec",
@@ -60,6 +81,14 @@ __all__ = (
     "DatasetOut",
     "DatasetSource",
     "DatasetSourceFormatType0",
+    "DatasetSourceOut",
+    "DatasetSourceOutFormat",
+    "EvaluationCreate",
+    "EvaluationOut",
+    "EvaluationOutMetricsType0",
+    "EvaluationOutPlan",
+    "EvaluationOutStatus",
+    "FeatureValidation",
     "FieldProblem",
     "GrantCreate",
     "GrantOut",
@@ -67,6 +96,9 @@ __all__ = (
     "HuberRegressionSpec",
     "HuberSVMSpec",
     "JobCreate",
+    "JobEstimateOut",
+    "JobEstimateOutAccounting",
+    "JobEstimateOutPlan",
     "JobOut",
     "JobOutModel",
     "JobOutPlan",
@@ -80,7 +112,9 @@ __all__ = (
     "KeyOutRole",
     "LabelSpec",
     "LabelSpecType",
+    "LabelValidation",
     "LedgerOut",
+    "ListJobsStatusType0",
     "LogisticRegressionSpec",
     "ModelOut",
     "ModelOutEncoding",
@@ -95,7 +129,9 @@ __all__ = (
     "PredictRequestRowsItem",
     "PredictResponse",
     "PrivacyBudget",
+    "PrivacyOut",
     "Problem",
     "Progress",
     "SigmoidClassifierSpec",
+    "ValidationOut",
 )

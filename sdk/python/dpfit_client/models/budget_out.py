@@ -18,7 +18,8 @@ class BudgetOut:
         dataset_id (str):
         epsilon (float): Total ε_B.
         delta (float): Total δ_B.
-        epsilon_spent (float): ε spent at δ_B (RDP filter; basic composition if δ_B = 0).
+        epsilon_spent (float): ε at δ_B of the standing charges' composition (exact Gaussian DP when all are Gaussian-
+            family, else Rényi; basic composition if δ_B = 0).
         epsilon_remaining (float):
         jobs_charged (int): Jobs whose charge stands (charges minus refunds).
         accounting (str): How the budget composes.

@@ -8,6 +8,7 @@ from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
 from ..models.charge_out_kind import ChargeOutKind
+from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
     from ..models.charge_out_event import ChargeOutEvent
@@ -30,6 +31,7 @@ class ChargeOut:
         pure_epsilon (float | None):
         event (ChargeOutEvent):
         created_at (datetime.datetime):
+        gdp_mu (float | None | Unset): Exact μ of a Gaussian-family job (null: Rényi curve only).
     """
 
     id: int
@@ -42,6 +44,7 @@ class ChargeOut:
     pure_epsilon: float | None
     event: ChargeOutEvent
     created_at: datetime.datetime
+    gdp_mu: float | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -70,6 +73,12 @@ class ChargeOut:
 
         created_at = self.created_at.isoformat()
 
+        gdp_mu: float | None | Unset
+        if isinstance(self.gdp_mu, Unset):
+            gdp_mu = UNSET
+        else:
+            gdp_mu = self.gdp_mu
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -86,6 +95,8 @@ class ChargeOut:
                 "created_at": created_at,
             }
         )
+        if gdp_mu is not UNSET:
+            field_dict["gdp_mu"] = gdp_mu
 
         return field_dict
 
@@ -130,6 +141,15 @@ class ChargeOut:
 
         created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
 
+        def _parse_gdp_mu(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        gdp_mu = _parse_gdp_mu(d.pop("gdp_mu", UNSET))
+
         charge_out = cls(
             id=id,
             job_id=job_id,
@@ -141,6 +161,7 @@ class ChargeOut:
             pure_epsilon=pure_epsilon,
             event=event,
             created_at=created_at,
+            gdp_mu=gdp_mu,
         )
 
         charge_out.additional_properties = d

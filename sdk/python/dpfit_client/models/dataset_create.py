@@ -5,6 +5,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from attrs import define as _attrs_define
 
+from ..types import UNSET, Unset
+
 if TYPE_CHECKING:
     from ..models.categorical_feature import CategoricalFeature
     from ..models.dataset_source import DatasetSource
@@ -29,6 +31,9 @@ class DatasetCreate:
             clipped to the model's declared public ``label_bound`` when a job reads them.
         features (list[CategoricalFeature | NumericFeature]):
         budget (PrivacyBudget):
+        strict (bool | Unset): Refuse the source (422, naming the field) when label values lie outside the declared set
+            or a numeric feature has non-empty cells that are not numbers. Without it the source is registered and the
+            counts are in `validation`. Default: False.
     """
 
     name: str
@@ -36,6 +41,7 @@ class DatasetCreate:
     label: LabelSpec
     features: list[CategoricalFeature | NumericFeature]
     budget: PrivacyBudget
+    strict: bool | Unset = False
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.numeric_feature import NumericFeature  # noqa: PLC0415
@@ -58,6 +64,8 @@ class DatasetCreate:
 
         budget = self.budget.to_dict()
 
+        strict = self.strict
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -69,6 +77,8 @@ class DatasetCreate:
                 "budget": budget,
             }
         )
+        if strict is not UNSET:
+            field_dict["strict"] = strict
 
         return field_dict
 
@@ -112,12 +122,15 @@ class DatasetCreate:
 
         budget = PrivacyBudget.from_dict(d.pop("budget"))
 
+        strict = d.pop("strict", UNSET)
+
         dataset_create = cls(
             name=name,
             source=source,
             label=label,
             features=features,
             budget=budget,
+            strict=strict,
         )
 
         return dataset_create

@@ -11,10 +11,11 @@ from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
     from ..models.categorical_feature import CategoricalFeature
-    from ..models.dataset_source import DatasetSource
+    from ..models.dataset_source_out import DatasetSourceOut
     from ..models.label_spec import LabelSpec
     from ..models.numeric_feature import NumericFeature
-    from ..models.privacy_budget import PrivacyBudget
+    from ..models.privacy_out import PrivacyOut
+    from ..models.validation_out import ValidationOut
 
 
 T = TypeVar("T", bound="DatasetOut")
@@ -35,10 +36,14 @@ class DatasetOut:
             labels (for regression models) are read as numbers, missing/non-numeric values as 0, and
             clipped to the model's declared public ``label_bound`` when a job reads them.
         features (list[CategoricalFeature | NumericFeature]):
-        budget (PrivacyBudget):
+        budget (PrivacyOut): An (ε, δ) as stored: responses carry no request bounds, so rows admitted under older,
+            looser rules are still shown.
         created_at (datetime.datetime):
         fingerprint (None | str | Unset): Shown to the owner only.
-        source (DatasetSource | None | Unset): Shown to the owner only.
+        source (DatasetSourceOut | None | Unset): Shown to the owner only.
+        validation (None | Unset | ValidationOut): The validation report of the registration. Shown to the owner and
+            admins only (null for others, and for datasets registered before reports existed).
+        retired_at (datetime.datetime | None | Unset): Set when an admin retired the dataset: no job is admitted.
     """
 
     id: str
@@ -48,15 +53,18 @@ class DatasetOut:
     n_features: int
     label: LabelSpec
     features: list[CategoricalFeature | NumericFeature]
-    budget: PrivacyBudget
+    budget: PrivacyOut
     created_at: datetime.datetime
     fingerprint: None | str | Unset = UNSET
-    source: DatasetSource | None | Unset = UNSET
+    source: DatasetSourceOut | None | Unset = UNSET
+    validation: None | Unset | ValidationOut = UNSET
+    retired_at: datetime.datetime | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        from ..models.dataset_source import DatasetSource  # noqa: PLC0415
+        from ..models.dataset_source_out import DatasetSourceOut  # noqa: PLC0415
         from ..models.numeric_feature import NumericFeature  # noqa: PLC0415
+        from ..models.validation_out import ValidationOut  # noqa: PLC0415
 
         id = self.id
 
@@ -93,10 +101,26 @@ class DatasetOut:
         source: dict[str, Any] | None | Unset
         if isinstance(self.source, Unset):
             source = UNSET
-        elif isinstance(self.source, DatasetSource):
+        elif isinstance(self.source, DatasetSourceOut):
             source = self.source.to_dict()
         else:
             source = self.source
+
+        validation: dict[str, Any] | None | Unset
+        if isinstance(self.validation, Unset):
+            validation = UNSET
+        elif isinstance(self.validation, ValidationOut):
+            validation = self.validation.to_dict()
+        else:
+            validation = self.validation
+
+        retired_at: None | str | Unset
+        if isinstance(self.retired_at, Unset):
+            retired_at = UNSET
+        elif isinstance(self.retired_at, datetime.datetime):
+            retired_at = self.retired_at.isoformat()
+        else:
+            retired_at = self.retired_at
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -117,16 +141,21 @@ class DatasetOut:
             field_dict["fingerprint"] = fingerprint
         if source is not UNSET:
             field_dict["source"] = source
+        if validation is not UNSET:
+            field_dict["validation"] = validation
+        if retired_at is not UNSET:
+            field_dict["retired_at"] = retired_at
 
         return field_dict
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.categorical_feature import CategoricalFeature  # noqa: PLC0415
-        from ..models.dataset_source import DatasetSource  # noqa: PLC0415
+        from ..models.dataset_source_out import DatasetSourceOut  # noqa: PLC0415
         from ..models.label_spec import LabelSpec  # noqa: PLC0415
         from ..models.numeric_feature import NumericFeature  # noqa: PLC0415
-        from ..models.privacy_budget import PrivacyBudget  # noqa: PLC0415
+        from ..models.privacy_out import PrivacyOut  # noqa: PLC0415
+        from ..models.validation_out import ValidationOut  # noqa: PLC0415
 
         d = dict(src_dict)
         id = d.pop("id")
@@ -164,7 +193,7 @@ class DatasetOut:
 
             features.append(features_item)
 
-        budget = PrivacyBudget.from_dict(d.pop("budget"))
+        budget = PrivacyOut.from_dict(d.pop("budget"))
 
         created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
 
@@ -177,7 +206,7 @@ class DatasetOut:
 
         fingerprint = _parse_fingerprint(d.pop("fingerprint", UNSET))
 
-        def _parse_source(data: object) -> DatasetSource | None | Unset:
+        def _parse_source(data: object) -> DatasetSourceOut | None | Unset:
             if data is None:
                 return data
             if isinstance(data, Unset):
@@ -185,14 +214,48 @@ class DatasetOut:
             try:
                 if not isinstance(data, dict):
                     raise TypeError()
-                source_type_0 = DatasetSource.from_dict(data)
+                source_type_0 = DatasetSourceOut.from_dict(data)
 
                 return source_type_0
             except (TypeError, ValueError, AttributeError, KeyError):
                 pass
-            return cast(DatasetSource | None | Unset, data)
+            return cast(DatasetSourceOut | None | Unset, data)
 
         source = _parse_source(d.pop("source", UNSET))
+
+        def _parse_validation(data: object) -> None | Unset | ValidationOut:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                validation_type_0 = ValidationOut.from_dict(data)
+
+                return validation_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | Unset | ValidationOut, data)
+
+        validation = _parse_validation(d.pop("validation", UNSET))
+
+        def _parse_retired_at(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                retired_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return retired_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        retired_at = _parse_retired_at(d.pop("retired_at", UNSET))
 
         dataset_out = cls(
             id=id,
@@ -206,6 +269,8 @@ class DatasetOut:
             created_at=created_at,
             fingerprint=fingerprint,
             source=source,
+            validation=validation,
+            retired_at=retired_at,
         )
 
         dataset_out.additional_properties = d

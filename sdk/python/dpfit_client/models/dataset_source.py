@@ -15,8 +15,10 @@ T = TypeVar("T", bound="DatasetSource")
 class DatasetSource:
     """
     Attributes:
-        uri (str): A path relative to an allowed data root, or a file:// URI inside one.
-        format_ (DatasetSourceFormatType0 | None | Unset): Detected from the suffix when omitted.
+        uri (str): A path relative to an allowed data root, a file:// URI inside one, s3://bucket/key under an s3://
+            data root, or sql://<connection>/[<schema>.]<table> of an operator-configured connection.
+        format_ (DatasetSourceFormatType0 | None | Unset): Detected from the suffix when omitted (a folder is Parquet);
+            ignored for s3:// and sql:// sources.
     """
 
     uri: str

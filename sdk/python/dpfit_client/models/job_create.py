@@ -5,6 +5,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from attrs import define as _attrs_define
 
+from ..types import UNSET, Unset
+
 if TYPE_CHECKING:
     from ..models.cauchy_regression_spec import CauchyRegressionSpec
     from ..models.huber_regression_spec import HuberRegressionSpec
@@ -25,14 +27,14 @@ class JobCreate:
         dataset_id (str):
         model (CauchyRegressionSpec | HuberRegressionSpec | HuberSVMSpec | LogisticRegressionSpec |
             SigmoidClassifierSpec):
-        optimizer (OptimizerChoice):
         privacy (JobPrivacy):
+        optimizer (OptimizerChoice | Unset):
     """
 
     dataset_id: str
     model: CauchyRegressionSpec | HuberRegressionSpec | HuberSVMSpec | LogisticRegressionSpec | SigmoidClassifierSpec
-    optimizer: OptimizerChoice
     privacy: JobPrivacy
+    optimizer: OptimizerChoice | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.cauchy_regression_spec import CauchyRegressionSpec  # noqa: PLC0415
@@ -54,9 +56,11 @@ class JobCreate:
         else:
             model = self.model.to_dict()
 
-        optimizer = self.optimizer.to_dict()
-
         privacy = self.privacy.to_dict()
+
+        optimizer: dict[str, Any] | Unset = UNSET
+        if not isinstance(self.optimizer, Unset):
+            optimizer = self.optimizer.to_dict()
 
         field_dict: dict[str, Any] = {}
 
@@ -64,10 +68,11 @@ class JobCreate:
             {
                 "dataset_id": dataset_id,
                 "model": model,
-                "optimizer": optimizer,
                 "privacy": privacy,
             }
         )
+        if optimizer is not UNSET:
+            field_dict["optimizer"] = optimizer
 
         return field_dict
 
@@ -127,15 +132,20 @@ class JobCreate:
 
         model = _parse_model(d.pop("model"))
 
-        optimizer = OptimizerChoice.from_dict(d.pop("optimizer"))
-
         privacy = JobPrivacy.from_dict(d.pop("privacy"))
+
+        _optimizer = d.pop("optimizer", UNSET)
+        optimizer: OptimizerChoice | Unset
+        if isinstance(_optimizer, Unset):
+            optimizer = UNSET
+        else:
+            optimizer = OptimizerChoice.from_dict(_optimizer)
 
         job_create = cls(
             dataset_id=dataset_id,
             model=model,
-            optimizer=optimizer,
             privacy=privacy,
+            optimizer=optimizer,
         )
 
         return job_create

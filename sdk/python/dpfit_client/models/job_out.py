@@ -13,8 +13,8 @@ from ..types import UNSET, Unset
 if TYPE_CHECKING:
     from ..models.job_out_model import JobOutModel
     from ..models.job_out_plan import JobOutPlan
-    from ..models.job_privacy import JobPrivacy
     from ..models.optimizer_choice import OptimizerChoice
+    from ..models.privacy_out import PrivacyOut
     from ..models.progress import Progress
 
 
@@ -31,7 +31,8 @@ class JobOut:
         progress (Progress):
         model (JobOutModel):
         optimizer (OptimizerChoice):
-        privacy (JobPrivacy):
+        privacy (PrivacyOut): An (ε, δ) as stored: responses carry no request bounds, so rows admitted under older,
+            looser rules are still shown.
         plan (JobOutPlan): Public, data-independent release plan: mechanism, noise, sensitivity, steps.
         created_at (datetime.datetime):
         model_id (None | str | Unset):
@@ -47,7 +48,7 @@ class JobOut:
     progress: Progress
     model: JobOutModel
     optimizer: OptimizerChoice
-    privacy: JobPrivacy
+    privacy: PrivacyOut
     plan: JobOutPlan
     created_at: datetime.datetime
     model_id: None | str | Unset = UNSET
@@ -138,8 +139,8 @@ class JobOut:
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.job_out_model import JobOutModel  # noqa: PLC0415
         from ..models.job_out_plan import JobOutPlan  # noqa: PLC0415
-        from ..models.job_privacy import JobPrivacy  # noqa: PLC0415
         from ..models.optimizer_choice import OptimizerChoice  # noqa: PLC0415
+        from ..models.privacy_out import PrivacyOut  # noqa: PLC0415
         from ..models.progress import Progress  # noqa: PLC0415
 
         d = dict(src_dict)
@@ -155,7 +156,7 @@ class JobOut:
 
         optimizer = OptimizerChoice.from_dict(d.pop("optimizer"))
 
-        privacy = JobPrivacy.from_dict(d.pop("privacy"))
+        privacy = PrivacyOut.from_dict(d.pop("privacy"))
 
         plan = JobOutPlan.from_dict(d.pop("plan"))
 

@@ -13,7 +13,7 @@ class JobPrivacy:
     """
     Attributes:
         epsilon (float):
-        delta (float): 0 asks for pure ε-DP.
+        delta (float): 0 asks for pure ε-DP; otherwise at least 1e-100.
     """
 
     epsilon: float

@@ -14,7 +14,9 @@ T = TypeVar("T", bound="KeyCreate")
 class KeyCreate:
     """
     Attributes:
-        name (str): The principal this key authenticates (used in dataset grants).
+        name (str): The principal this key authenticates (used in dataset grants). A new name creates the principal; an
+            existing name with the same role gets another key (rotation); an existing name with another role is refused
+            (409).
         role (KeyCreateRole):
     """
 

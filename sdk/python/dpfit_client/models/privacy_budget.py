@@ -13,7 +13,7 @@ class PrivacyBudget:
     """
     Attributes:
         epsilon (float): Total ε_B of the dataset.
-        delta (float): Total δ_B. 0 makes the dataset pure ε-DP (basic composition).
+        delta (float): Total δ_B. 0 makes the dataset pure ε-DP (basic composition); otherwise at least 1e-100.
     """
 
     epsilon: float

@@ -27,6 +27,8 @@ class Problem:
         field (None | str | Unset):
         errors (list[FieldProblem] | None | Unset):
         epsilon_remaining (float | None | Unset): On 409: the dataset's remaining ε at δ_B.
+        dataset_id (None | str | Unset): On 409 for a source that is already registered: the dataset it backs (given to
+            that dataset's owner and to admins only).
     """
 
     title: str
@@ -36,6 +38,7 @@ class Problem:
     field: None | str | Unset = UNSET
     errors: list[FieldProblem] | None | Unset = UNSET
     epsilon_remaining: float | None | Unset = UNSET
+    dataset_id: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,6 +74,12 @@ class Problem:
         else:
             epsilon_remaining = self.epsilon_remaining
 
+        dataset_id: None | str | Unset
+        if isinstance(self.dataset_id, Unset):
+            dataset_id = UNSET
+        else:
+            dataset_id = self.dataset_id
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -88,6 +97,8 @@ class Problem:
             field_dict["errors"] = errors
         if epsilon_remaining is not UNSET:
             field_dict["epsilon_remaining"] = epsilon_remaining
+        if dataset_id is not UNSET:
+            field_dict["dataset_id"] = dataset_id
 
         return field_dict
 
@@ -144,6 +155,15 @@ class Problem:
 
         epsilon_remaining = _parse_epsilon_remaining(d.pop("epsilon_remaining", UNSET))
 
+        def _parse_dataset_id(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        dataset_id = _parse_dataset_id(d.pop("dataset_id", UNSET))
+
         problem = cls(
             title=title,
             status=status,
@@ -152,6 +172,7 @@ class Problem:
             field=field,
             errors=errors,
             epsilon_remaining=epsilon_remaining,
+            dataset_id=dataset_id,
         )
 
         problem.additional_properties = d

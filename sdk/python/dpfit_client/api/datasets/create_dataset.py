@@ -56,10 +56,20 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_409
 
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
     if response.status_code == 422:
         response_422 = Problem.from_dict(response.json())
 
         return response_422
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -85,10 +95,14 @@ def sync_detailed(
 ) -> Response[DatasetOut | Problem]:
     """Register a dataset
 
-     Register a CSV/Parquet file (under an allowed data root) with its public schema and budget.
+     Register a source (under a data root open to the caller) with its public schema and
+    budget.
 
-    Reads the header, counts rows (n is public) and records the file's fingerprint; a job on a
-    changed file fails with a clear error.
+    Parses the whole source with the workers' reader and answers with the validation report
+    (shown to the owner and admins only); ``strict`` refuses label values outside the declared
+    set and non-numbers in numeric columns. A source whose location or content already backs a
+    dataset is refused with 409 (one budget per data; the existing id is named only to its owner
+    and admins). n and the fingerprint are fixed here; a job on a changed source fails.
 
     Args:
         body (DatasetCreate):
@@ -119,10 +133,14 @@ def sync(
 ) -> DatasetOut | Problem | None:
     """Register a dataset
 
-     Register a CSV/Parquet file (under an allowed data root) with its public schema and budget.
+     Register a source (under a data root open to the caller) with its public schema and
+    budget.
 
-    Reads the header, counts rows (n is public) and records the file's fingerprint; a job on a
-    changed file fails with a clear error.
+    Parses the whole source with the workers' reader and answers with the validation report
+    (shown to the owner and admins only); ``strict`` refuses label values outside the declared
+    set and non-numbers in numeric columns. A source whose location or content already backs a
+    dataset is refused with 409 (one budget per data; the existing id is named only to its owner
+    and admins). n and the fingerprint are fixed here; a job on a changed source fails.
 
     Args:
         body (DatasetCreate):
@@ -148,10 +166,14 @@ async def asyncio_detailed(
 ) -> Response[DatasetOut | Problem]:
     """Register a dataset
 
-     Register a CSV/Parquet file (under an allowed data root) with its public schema and budget.
+     Register a source (under a data root open to the caller) with its public schema and
+    budget.
 
-    Reads the header, counts rows (n is public) and records the file's fingerprint; a job on a
-    changed file fails with a clear error.
+    Parses the whole source with the workers' reader and answers with the validation report
+    (shown to the owner and admins only); ``strict`` refuses label values outside the declared
+    set and non-numbers in numeric columns. A source whose location or content already backs a
+    dataset is refused with 409 (one budget per data; the existing id is named only to its owner
+    and admins). n and the fingerprint are fixed here; a job on a changed source fails.
 
     Args:
         body (DatasetCreate):
@@ -180,10 +202,14 @@ async def asyncio(
 ) -> DatasetOut | Problem | None:
     """Register a dataset
 
-     Register a CSV/Parquet file (under an allowed data root) with its public schema and budget.
+     Register a source (under a data root open to the caller) with its public schema and
+    budget.
 
-    Reads the header, counts rows (n is public) and records the file's fingerprint; a job on a
-    changed file fails with a clear error.
+    Parses the whole source with the workers' reader and answers with the validation report
+    (shown to the owner and admins only); ``strict`` refuses label values outside the declared
+    set and non-numbers in numeric columns. A source whose location or content already backs a
+    dataset is refused with 409 (one budget per data; the existing id is named only to its owner
+    and admins). n and the fingerprint are fixed here; a job on a changed source fails.
 
     Args:
         body (DatasetCreate):

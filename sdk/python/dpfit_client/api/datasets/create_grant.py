@@ -60,10 +60,20 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_409
 
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
     if response.status_code == 422:
         response_422 = Problem.from_dict(response.json())
 
         return response_422
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -88,9 +98,10 @@ def sync_detailed(
 ) -> Response[GrantOut | Problem]:
     """Grant access
 
-     Let the principal (an API key's name) submit jobs on this dataset, optionally capped.
+     Let an existing analyst principal submit jobs on this dataset, optionally capped.
 
-    Idempotent; granting again replaces the cap.
+    Idempotent; granting again replaces the cap. A name that is not an analyst principal is
+    refused (422 on `principal`).
 
     Args:
         dataset_id (str):
@@ -124,9 +135,10 @@ def sync(
 ) -> GrantOut | Problem | None:
     """Grant access
 
-     Let the principal (an API key's name) submit jobs on this dataset, optionally capped.
+     Let an existing analyst principal submit jobs on this dataset, optionally capped.
 
-    Idempotent; granting again replaces the cap.
+    Idempotent; granting again replaces the cap. A name that is not an analyst principal is
+    refused (422 on `principal`).
 
     Args:
         dataset_id (str):
@@ -155,9 +167,10 @@ async def asyncio_detailed(
 ) -> Response[GrantOut | Problem]:
     """Grant access
 
-     Let the principal (an API key's name) submit jobs on this dataset, optionally capped.
+     Let an existing analyst principal submit jobs on this dataset, optionally capped.
 
-    Idempotent; granting again replaces the cap.
+    Idempotent; granting again replaces the cap. A name that is not an analyst principal is
+    refused (422 on `principal`).
 
     Args:
         dataset_id (str):
@@ -189,9 +202,10 @@ async def asyncio(
 ) -> GrantOut | Problem | None:
     """Grant access
 
-     Let the principal (an API key's name) submit jobs on this dataset, optionally capped.
+     Let an existing analyst principal submit jobs on this dataset, optionally capped.
 
-    Idempotent; granting again replaces the cap.
+    Idempotent; granting again replaces the cap. A name that is not an analyst principal is
+    refused (422 on `principal`).
 
     Args:
         dataset_id (str):

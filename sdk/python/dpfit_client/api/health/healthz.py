@@ -46,10 +46,20 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_409
 
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
     if response.status_code == 422:
         response_422 = Problem.from_dict(response.json())
 
         return response_422
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -71,6 +81,12 @@ def sync_detailed(
     client: AuthenticatedClient | Client,
 ) -> Response[Health | Problem]:
     """Health
+
+     ok only when the database answers AND carries the schema revision this code expects.
+
+    Unreachable database → 503 (middleware); reachable but empty or at another Alembic
+    revision (e.g. recreated, or not migrated) → 503 naming both revisions. Both carry
+    ``Retry-After``.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -95,6 +111,12 @@ def sync(
 ) -> Health | Problem | None:
     """Health
 
+     ok only when the database answers AND carries the schema revision this code expects.
+
+    Unreachable database → 503 (middleware); reachable but empty or at another Alembic
+    revision (e.g. recreated, or not migrated) → 503 naming both revisions. Both carry
+    ``Retry-After``.
+
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
         httpx.TimeoutException: If the request takes longer than Client.timeout.
@@ -113,6 +135,12 @@ async def asyncio_detailed(
     client: AuthenticatedClient | Client,
 ) -> Response[Health | Problem]:
     """Health
+
+     ok only when the database answers AND carries the schema revision this code expects.
+
+    Unreachable database → 503 (middleware); reachable but empty or at another Alembic
+    revision (e.g. recreated, or not migrated) → 503 naming both revisions. Both carry
+    ``Retry-After``.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -134,6 +162,12 @@ async def asyncio(
     client: AuthenticatedClient | Client,
 ) -> Health | Problem | None:
     """Health
+
+     ok only when the database answers AND carries the schema revision this code expects.
+
+    Unreachable database → 503 (middleware); reachable but empty or at another Alembic
+    revision (e.g. recreated, or not migrated) → 503 naming both revisions. Both carry
+    ``Retry-After``.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

@@ -51,10 +51,20 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_409
 
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
     if response.status_code == 422:
         response_422 = Problem.from_dict(response.json())
 
         return response_422
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -78,7 +88,8 @@ def sync_detailed(
 ) -> Response[JobOut | Problem]:
     """Cancel a job
 
-     Cancel a queued or running job. Refunded only if no worker read the data (DESIGN §1).
+     Cancel a queued or running job. Refunded only if no worker read the data
+    (docs/privacy-model.md#failures-and-refunds).
 
     Args:
         job_id (str):
@@ -109,7 +120,8 @@ def sync(
 ) -> JobOut | Problem | None:
     """Cancel a job
 
-     Cancel a queued or running job. Refunded only if no worker read the data (DESIGN §1).
+     Cancel a queued or running job. Refunded only if no worker read the data
+    (docs/privacy-model.md#failures-and-refunds).
 
     Args:
         job_id (str):
@@ -135,7 +147,8 @@ async def asyncio_detailed(
 ) -> Response[JobOut | Problem]:
     """Cancel a job
 
-     Cancel a queued or running job. Refunded only if no worker read the data (DESIGN §1).
+     Cancel a queued or running job. Refunded only if no worker read the data
+    (docs/privacy-model.md#failures-and-refunds).
 
     Args:
         job_id (str):
@@ -164,7 +177,8 @@ async def asyncio(
 ) -> JobOut | Problem | None:
     """Cancel a job
 
-     Cancel a queued or running job. Refunded only if no worker read the data (DESIGN §1).
+     Cancel a queued or running job. Refunded only if no worker read the data
+    (docs/privacy-model.md#failures-and-refunds).
 
     Args:
         job_id (str):

@@ -6,15 +6,44 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.job_out import JobOut
+from ...models.list_jobs_status_type_0 import ListJobsStatusType0
 from ...models.problem import Problem
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
-def _get_kwargs() -> dict[str, Any]:
+def _get_kwargs(
+    *,
+    status: ListJobsStatusType0 | None | Unset = UNSET,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    json_status: None | str | Unset
+    if isinstance(status, Unset):
+        json_status = UNSET
+    elif isinstance(status, ListJobsStatusType0):
+        json_status = status.value
+    else:
+        json_status = status
+    params["status"] = json_status
+
+    params["limit"] = limit
+
+    json_cursor: None | str | Unset
+    if isinstance(cursor, Unset):
+        json_cursor = UNSET
+    else:
+        json_cursor = cursor
+    params["cursor"] = json_cursor
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/v1/jobs",
+        "params": params,
     }
 
     return _kwargs
@@ -51,10 +80,20 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_409
 
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
     if response.status_code == 422:
         response_422 = Problem.from_dict(response.json())
 
         return response_422
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -76,8 +115,19 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
+    status: ListJobsStatusType0 | None | Unset = UNSET,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Response[Problem | list[JobOut]]:
     """List your jobs
+
+     Your jobs (admins: all), oldest first, one page per call (see `X-Next-Cursor`).
+
+    Args:
+        status (ListJobsStatusType0 | None | Unset): Only jobs in this status.
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -87,7 +137,11 @@ def sync_detailed(
         Response[Problem | list[JobOut]]
     """
 
-    kwargs = _get_kwargs()
+    kwargs = _get_kwargs(
+        status=status,
+        limit=limit,
+        cursor=cursor,
+    )
 
     response = client.get_httpx_client().request(
         **kwargs,
@@ -99,8 +153,19 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
+    status: ListJobsStatusType0 | None | Unset = UNSET,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Problem | list[JobOut] | None:
     """List your jobs
+
+     Your jobs (admins: all), oldest first, one page per call (see `X-Next-Cursor`).
+
+    Args:
+        status (ListJobsStatusType0 | None | Unset): Only jobs in this status.
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -112,14 +177,28 @@ def sync(
 
     return sync_detailed(
         client=client,
+        status=status,
+        limit=limit,
+        cursor=cursor,
     ).parsed
 
 
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
+    status: ListJobsStatusType0 | None | Unset = UNSET,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Response[Problem | list[JobOut]]:
     """List your jobs
+
+     Your jobs (admins: all), oldest first, one page per call (see `X-Next-Cursor`).
+
+    Args:
+        status (ListJobsStatusType0 | None | Unset): Only jobs in this status.
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -129,7 +208,11 @@ async def asyncio_detailed(
         Response[Problem | list[JobOut]]
     """
 
-    kwargs = _get_kwargs()
+    kwargs = _get_kwargs(
+        status=status,
+        limit=limit,
+        cursor=cursor,
+    )
 
     response = await client.get_async_httpx_client().request(**kwargs)
 
@@ -139,8 +222,19 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
+    status: ListJobsStatusType0 | None | Unset = UNSET,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Problem | list[JobOut] | None:
     """List your jobs
+
+     Your jobs (admins: all), oldest first, one page per call (see `X-Next-Cursor`).
+
+    Args:
+        status (ListJobsStatusType0 | None | Unset): Only jobs in this status.
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -153,5 +247,8 @@ async def asyncio(
     return (
         await asyncio_detailed(
             client=client,
+            status=status,
+            limit=limit,
+            cursor=cursor,
         )
     ).parsed

@@ -56,10 +56,20 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_409
 
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
     if response.status_code == 422:
         response_422 = Problem.from_dict(response.json())
 
         return response_422
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -85,7 +95,12 @@ def sync_detailed(
 ) -> Response[KeyCreated | Problem]:
     """Create a key
 
-     Create an API key with a role; the key is shown once.
+     Create an API key; the key is shown once.
+
+    A new name creates the principal with this role; an existing name with the same role gets
+    one more key (rotation, also after all its keys were revoked); an existing name with another
+    role is refused with 409 (`field: role`) — a principal has one role, and names are never
+    reused for someone else.
 
     Args:
         body (KeyCreate):
@@ -116,7 +131,12 @@ def sync(
 ) -> KeyCreated | Problem | None:
     """Create a key
 
-     Create an API key with a role; the key is shown once.
+     Create an API key; the key is shown once.
+
+    A new name creates the principal with this role; an existing name with the same role gets
+    one more key (rotation, also after all its keys were revoked); an existing name with another
+    role is refused with 409 (`field: role`) — a principal has one role, and names are never
+    reused for someone else.
 
     Args:
         body (KeyCreate):
@@ -142,7 +162,12 @@ async def asyncio_detailed(
 ) -> Response[KeyCreated | Problem]:
     """Create a key
 
-     Create an API key with a role; the key is shown once.
+     Create an API key; the key is shown once.
+
+    A new name creates the principal with this role; an existing name with the same role gets
+    one more key (rotation, also after all its keys were revoked); an existing name with another
+    role is refused with 409 (`field: role`) — a principal has one role, and names are never
+    reused for someone else.
 
     Args:
         body (KeyCreate):
@@ -171,7 +196,12 @@ async def asyncio(
 ) -> KeyCreated | Problem | None:
     """Create a key
 
-     Create an API key with a role; the key is shown once.
+     Create an API key; the key is shown once.
+
+    A new name creates the principal with this role; an existing name with the same role gets
+    one more key (rotation, also after all its keys were revoked); an existing name with another
+    role is refused with 409 (`field: role`) — a principal has one role, and names are never
+    reused for someone else.
 
     Args:
         body (KeyCreate):

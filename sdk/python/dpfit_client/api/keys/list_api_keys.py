@@ -7,14 +7,32 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.key_out import KeyOut
 from ...models.problem import Problem
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
-def _get_kwargs() -> dict[str, Any]:
+def _get_kwargs(
+    *,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["limit"] = limit
+
+    json_cursor: None | str | Unset
+    if isinstance(cursor, Unset):
+        json_cursor = UNSET
+    else:
+        json_cursor = cursor
+    params["cursor"] = json_cursor
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/v1/keys",
+        "params": params,
     }
 
     return _kwargs
@@ -51,10 +69,20 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_409
 
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
     if response.status_code == 422:
         response_422 = Problem.from_dict(response.json())
 
         return response_422
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -76,10 +104,18 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Response[Problem | list[KeyOut]]:
     """List keys
 
-     Every key's id, principal name, role and dates (never the key itself).
+     Every key's id, principal name, role and dates (never the key itself), oldest first,
+    one page per call (see `X-Next-Cursor`).
+
+    Args:
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -89,7 +125,10 @@ def sync_detailed(
         Response[Problem | list[KeyOut]]
     """
 
-    kwargs = _get_kwargs()
+    kwargs = _get_kwargs(
+        limit=limit,
+        cursor=cursor,
+    )
 
     response = client.get_httpx_client().request(
         **kwargs,
@@ -101,10 +140,18 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Problem | list[KeyOut] | None:
     """List keys
 
-     Every key's id, principal name, role and dates (never the key itself).
+     Every key's id, principal name, role and dates (never the key itself), oldest first,
+    one page per call (see `X-Next-Cursor`).
+
+    Args:
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -116,16 +163,26 @@ def sync(
 
     return sync_detailed(
         client=client,
+        limit=limit,
+        cursor=cursor,
     ).parsed
 
 
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Response[Problem | list[KeyOut]]:
     """List keys
 
-     Every key's id, principal name, role and dates (never the key itself).
+     Every key's id, principal name, role and dates (never the key itself), oldest first,
+    one page per call (see `X-Next-Cursor`).
+
+    Args:
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -135,7 +192,10 @@ async def asyncio_detailed(
         Response[Problem | list[KeyOut]]
     """
 
-    kwargs = _get_kwargs()
+    kwargs = _get_kwargs(
+        limit=limit,
+        cursor=cursor,
+    )
 
     response = await client.get_async_httpx_client().request(**kwargs)
 
@@ -145,10 +205,18 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Problem | list[KeyOut] | None:
     """List keys
 
-     Every key's id, principal name, role and dates (never the key itself).
+     Every key's id, principal name, role and dates (never the key itself), oldest first,
+    one page per call (see `X-Next-Cursor`).
+
+    Args:
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -161,5 +229,7 @@ async def asyncio(
     return (
         await asyncio_detailed(
             client=client,
+            limit=limit,
+            cursor=cursor,
         )
     ).parsed

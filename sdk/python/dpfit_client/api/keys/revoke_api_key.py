@@ -51,10 +51,20 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_409
 
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
     if response.status_code == 422:
         response_422 = Problem.from_dict(response.json())
 
         return response_422
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -79,6 +89,9 @@ def sync_detailed(
     """Revoke a key
 
      Revoke a key: it authenticates nothing from now on. Idempotent.
+
+    Its principal keeps its name, role, datasets, jobs and models; the last active admin key
+    cannot be revoked (409).
 
     Args:
         key_id (str):
@@ -111,6 +124,9 @@ def sync(
 
      Revoke a key: it authenticates nothing from now on. Idempotent.
 
+    Its principal keeps its name, role, datasets, jobs and models; the last active admin key
+    cannot be revoked (409).
+
     Args:
         key_id (str):
 
@@ -136,6 +152,9 @@ async def asyncio_detailed(
     """Revoke a key
 
      Revoke a key: it authenticates nothing from now on. Idempotent.
+
+    Its principal keeps its name, role, datasets, jobs and models; the last active admin key
+    cannot be revoked (409).
 
     Args:
         key_id (str):
@@ -165,6 +184,9 @@ async def asyncio(
     """Revoke a key
 
      Revoke a key: it authenticates nothing from now on. Idempotent.
+
+    Its principal keeps its name, role, datasets, jobs and models; the last active admin key
+    cannot be revoked (409).
 
     Args:
         key_id (str):

@@ -1,0 +1,203 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.budget_history_out import BudgetHistoryOut
+from ...models.problem import Problem
+from ...types import Response
+
+
+def _get_kwargs(
+    dataset_id: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/v1/datasets/{dataset_id}/budget/history".format(
+            dataset_id=quote(str(dataset_id), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> BudgetHistoryOut | Problem | None:
+    if response.status_code == 200:
+        response_200 = BudgetHistoryOut.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 401:
+        response_401 = Problem.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = Problem.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = Problem.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[BudgetHistoryOut | Problem]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    dataset_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[BudgetHistoryOut | Problem]:
+    """The budget's history (burn-down)
+
+     ε spent at δ_B after every charge and refund, oldest first. Owners and admins see every
+    job id; analysts see their own job ids, the dataset's total curve and their own curve.
+
+    Args:
+        dataset_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[BudgetHistoryOut | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        dataset_id=dataset_id,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    dataset_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> BudgetHistoryOut | Problem | None:
+    """The budget's history (burn-down)
+
+     ε spent at δ_B after every charge and refund, oldest first. Owners and admins see every
+    job id; analysts see their own job ids, the dataset's total curve and their own curve.
+
+    Args:
+        dataset_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        BudgetHistoryOut | Problem
+    """
+
+    return sync_detailed(
+        dataset_id=dataset_id,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    dataset_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[BudgetHistoryOut | Problem]:
+    """The budget's history (burn-down)
+
+     ε spent at δ_B after every charge and refund, oldest first. Owners and admins see every
+    job id; analysts see their own job ids, the dataset's total curve and their own curve.
+
+    Args:
+        dataset_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[BudgetHistoryOut | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        dataset_id=dataset_id,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    dataset_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> BudgetHistoryOut | Problem | None:
+    """The budget's history (burn-down)
+
+     ε spent at δ_B after every charge and refund, oldest first. Owners and admins see every
+    job id; analysts see their own job ids, the dataset's total curve and their own curve.
+
+    Args:
+        dataset_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        BudgetHistoryOut | Problem
+    """
+
+    return (
+        await asyncio_detailed(
+            dataset_id=dataset_id,
+            client=client,
+        )
+    ).parsed

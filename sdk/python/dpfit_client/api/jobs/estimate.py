@@ -1,0 +1,212 @@
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.job_create import JobCreate
+from ...models.job_estimate_out import JobEstimateOut
+from ...models.problem import Problem
+from ...types import Response
+
+
+def _get_kwargs(
+    *,
+    body: JobCreate,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/v1/jobs/estimate",
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> JobEstimateOut | Problem | None:
+    if response.status_code == 200:
+        response_200 = JobEstimateOut.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 401:
+        response_401 = Problem.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = Problem.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = Problem.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[JobEstimateOut | Problem]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: JobCreate,
+) -> Response[JobEstimateOut | Problem]:
+    """Price a job without submitting it
+
+     Plan and price the body of `POST /v1/jobs` exactly as a submission would, and say
+    whether the dataset's budget (and your grant's cap) would admit it now. Charges nothing,
+    writes nothing. ε figures are at the dataset's δ_B.
+
+    Args:
+        body (JobCreate):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[JobEstimateOut | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    *,
+    client: AuthenticatedClient,
+    body: JobCreate,
+) -> JobEstimateOut | Problem | None:
+    """Price a job without submitting it
+
+     Plan and price the body of `POST /v1/jobs` exactly as a submission would, and say
+    whether the dataset's budget (and your grant's cap) would admit it now. Charges nothing,
+    writes nothing. ε figures are at the dataset's δ_B.
+
+    Args:
+        body (JobCreate):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        JobEstimateOut | Problem
+    """
+
+    return sync_detailed(
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient,
+    body: JobCreate,
+) -> Response[JobEstimateOut | Problem]:
+    """Price a job without submitting it
+
+     Plan and price the body of `POST /v1/jobs` exactly as a submission would, and say
+    whether the dataset's budget (and your grant's cap) would admit it now. Charges nothing,
+    writes nothing. ε figures are at the dataset's δ_B.
+
+    Args:
+        body (JobCreate):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[JobEstimateOut | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient,
+    body: JobCreate,
+) -> JobEstimateOut | Problem | None:
+    """Price a job without submitting it
+
+     Plan and price the body of `POST /v1/jobs` exactly as a submission would, and say
+    whether the dataset's budget (and your grant's cap) would admit it now. Charges nothing,
+    writes nothing. ε figures are at the dataset's δ_B.
+
+    Args:
+        body (JobCreate):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        JobEstimateOut | Problem
+    """
+
+    return (
+        await asyncio_detailed(
+            client=client,
+            body=body,
+        )
+    ).parsed

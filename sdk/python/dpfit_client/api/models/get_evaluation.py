@@ -1,0 +1,213 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.evaluation_out import EvaluationOut
+from ...models.problem import Problem
+from ...types import Response
+
+
+def _get_kwargs(
+    model_id: str,
+    evaluation_id: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/v1/models/{model_id}/evaluations/{evaluation_id}".format(
+            model_id=quote(str(model_id), safe=""),
+            evaluation_id=quote(str(evaluation_id), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> EvaluationOut | Problem | None:
+    if response.status_code == 200:
+        response_200 = EvaluationOut.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 401:
+        response_401 = Problem.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = Problem.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = Problem.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = Problem.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = Problem.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 422:
+        response_422 = Problem.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 503:
+        response_503 = Problem.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[EvaluationOut | Problem]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    model_id: str,
+    evaluation_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[EvaluationOut | Problem]:
+    """Get a private evaluation
+
+     The evaluation job's state and, once succeeded, its noised metrics.
+
+    Args:
+        model_id (str):
+        evaluation_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[EvaluationOut | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        model_id=model_id,
+        evaluation_id=evaluation_id,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    model_id: str,
+    evaluation_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> EvaluationOut | Problem | None:
+    """Get a private evaluation
+
+     The evaluation job's state and, once succeeded, its noised metrics.
+
+    Args:
+        model_id (str):
+        evaluation_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        EvaluationOut | Problem
+    """
+
+    return sync_detailed(
+        model_id=model_id,
+        evaluation_id=evaluation_id,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    model_id: str,
+    evaluation_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[EvaluationOut | Problem]:
+    """Get a private evaluation
+
+     The evaluation job's state and, once succeeded, its noised metrics.
+
+    Args:
+        model_id (str):
+        evaluation_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[EvaluationOut | Problem]
+    """
+
+    kwargs = _get_kwargs(
+        model_id=model_id,
+        evaluation_id=evaluation_id,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    model_id: str,
+    evaluation_id: str,
+    *,
+    client: AuthenticatedClient,
+) -> EvaluationOut | Problem | None:
+    """Get a private evaluation
+
+     The evaluation job's state and, once succeeded, its noised metrics.
+
+    Args:
+        model_id (str):
+        evaluation_id (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        EvaluationOut | Problem
+    """
+
+    return (
+        await asyncio_detailed(
+            model_id=model_id,
+            evaluation_id=evaluation_id,
+            client=client,
+        )
+    ).parsed

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+T = TypeVar("T", bound="PrivacyOut")
+
+
+@_attrs_define
+class PrivacyOut:
+    """An (ε, δ) as stored: responses carry no request bounds, so rows admitted under older,
+    looser rules are still shown.
+
+        Attributes:
+            epsilon (float):
+            delta (float):
+    """
+
+    epsilon: float
+    delta: float
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        epsilon = self.epsilon
+
+        delta = self.delta
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "epsilon": epsilon,
+                "delta": delta,
+            }
+        )
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        d = dict(src_dict)
+        epsilon = d.pop("epsilon")
+
+        delta = d.pop("delta")
+
+        privacy_out = cls(
+            epsilon=epsilon,
+            delta=delta,
+        )
+
+        privacy_out.additional_properties = d
+        return privacy_out
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties
