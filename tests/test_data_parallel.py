@@ -381,7 +381,11 @@ def _server(
         **extra,
     )
     live = LiveServer(database_url=database_url, port=free_port(), env=env, home=home)
-    live.start(timeout=300.0)  # this shared machine runs at a load of 10-20
+    try:
+        live.start(timeout=300.0)  # this shared machine runs at a load of 10-20
+    except BaseException:
+        live.stop()
+        raise
     return live
 
 
