@@ -1,4 +1,4 @@
-"""scaling --data-parallel (options --dp-*): the data-parallel full-gradient path against the single-process one.
+"""scaling --data-parallel (options --dp-*): data-parallel full-gradient jobs vs single process.
 
 Everything runs as the service runs it: worker *processes* of a Dask cluster with the service's
 mutual TLS (``embedded_security``), one thread each, the service's ``memory_limit`` and pause
@@ -58,6 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dp-big-memory", default="900MiB")
     parser.add_argument("--dp-big-steps", type=int, default=50)
     parser.add_argument("--dp-skip-big", action="store_true")
+    parser.add_argument("--dp-only-big", action="store_true", help="only the big folder job")
+    parser.add_argument("--dp-skip-growth", action="store_true")
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,7 +323,8 @@ def big_job(args: argparse.Namespace, work: Path, tls: Path) -> dict:
         "load_average": [load0, _load()],
     }
     print(
-        f"big {n:.0e} x {d} ({args.dp_big_files} files) on {args.dp_big_workers} x {args.dp_big_memory}: "
+        f"big {n:.0e} x {d} ({args.dp_big_files} files) on "
+        f"{args.dp_big_workers} x {args.dp_big_memory}: "
         f"wall {result['wall_s']:.0f} s (load {result['load_s']:.0f} s, "
         f"{result['step_s'] * 1e3:.0f} ms/step x {args.dp_big_steps}), worker peak RSS "
         f"{[round(p / MIB) for p in peaks]} MiB, bench process {_peak_rss() / MIB:.0f} MiB",
@@ -344,11 +347,14 @@ def run(args: argparse.Namespace) -> None:
         work = Path(tmp)
         os.environ["DPFIT_DATA_ROOTS"] = str(work)  # the workers reopen the sources
         tls = work / "dask-tls"
+        if args.dp_only_big:
+            args.dp_sizes, args.dp_skip_growth = [], True
         payload["ratio"] = step_ratio(args.dp_sizes, args.dp_steps, args.dp_workers, work, tls)
         save_json(out / "scaling_parallel.json", payload)
-        payload["growth"] = growth(
-            args.dp_growth_n, args.dp_growth_workers, args.dp_steps, work, tls
-        )
+        if not args.dp_skip_growth:
+            payload["growth"] = growth(
+                args.dp_growth_n, args.dp_growth_workers, args.dp_steps, work, tls
+            )
         save_json(out / "scaling_parallel.json", payload)
         if not args.dp_skip_big:
             payload["big"] = big_job(args, work, tls)
