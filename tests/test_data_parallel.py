@@ -139,14 +139,15 @@ def test_layout_from_public_facts() -> None:
     )
     forced = choose_layout(10**6, 41, None, [None] * 4, data_parallel=True, min_rows=10**6)
     assert (forced.kind, forced.parts) == ("partitioned", 4)
-    # 6e6 x 40 (+ intercept) on 4 workers of 900 MiB: one worker cannot, four can
-    big = choose_layout(6 * 10**6, 41, None, [900 * mib] * 4, data_parallel=True, min_rows=None)
-    assert (big.kind, big.parts) == ("partitioned", 4)
-    assert encoded_bytes(1_500_000, 41, None) <= usable_bytes(900 * mib)
+    # 6e6 x 40 (+ intercept) in workers of 900 MiB: one cannot, seven can (six cannot: 1e6 rows
+    # each need 320 MiB beside the worker's own ~512 MiB)
+    big = choose_layout(6 * 10**6, 41, None, [900 * mib] * 7, data_parallel=True, min_rows=None)
+    assert (big.kind, big.parts) == ("partitioned", 7)
+    assert encoded_bytes(857_143, 41, None) <= usable_bytes(900 * mib)
     # not a data-parallel optimizer, or too big even spread: infeasible, saying the MiB needed
     for layout in (
-        choose_layout(6 * 10**6, 41, None, [900 * mib] * 4, data_parallel=False, min_rows=None),
-        choose_layout(6 * 10**6, 41, None, [900 * mib] * 2, data_parallel=True, min_rows=None),
+        choose_layout(6 * 10**6, 41, None, [900 * mib] * 7, data_parallel=False, min_rows=None),
+        choose_layout(6 * 10**6, 41, None, [900 * mib] * 6, data_parallel=True, min_rows=None),
     ):
         assert layout.kind == "infeasible"
         assert f"{math.ceil(big.needed_bytes / mib)} MiB" in layout.reason
@@ -158,10 +159,10 @@ def test_admission_refuses_a_job_that_cannot_fit_before_pricing_it() -> None:
     with pytest.raises(InfeasibleSpec) as refused:
         check_fits_cluster(facts, 41, "dp_gd", Settings.from_env(env))
     assert refused.value.field == "dataset_id" and "MiB" in refused.value.message
-    four = Settings.from_env({**env, "DPFIT_WORKERS": "4"})
-    check_fits_cluster(facts, 41, "dp_gd", four)
+    seven = Settings.from_env({**env, "DPFIT_WORKERS": "7"})
+    check_fits_cluster(facts, 41, "dp_gd", seven)
     with pytest.raises(InfeasibleSpec):  # reads every row in one process
-        check_fits_cluster(facts, 41, "bolt_on_psgd", four)
+        check_fits_cluster(facts, 41, "bolt_on_psgd", seven)
     check_fits_cluster(facts, 41, "dp_gd", Settings.from_env({"DPFIT_DATA_ROOTS": "."}))
 
 
@@ -429,23 +430,23 @@ def _scheduler_address(server: LiveServer) -> str:
 def test_embedded_cluster_partitions_a_job_too_big_for_one_worker_and_refuses_one_too_big_for_all(
     tmp_path: Path,
 ) -> None:
-    """2 workers of 512 MiB (each holds ≈ 185 MiB of job data): 2500 wide rows (≈ 114 MiB)
-    exceed what one worker holds comfortably, so the job runs over both; 12000 rows
-    (≈ 550 MiB) fit nowhere: 422 on dataset_id before any charge."""
+    """2 workers of 1 GiB (each holds ≈ 410 MiB of job data): 5000 wide rows (≈ 229 MiB)
+    exceed what one worker holds comfortably (half of it), so the job runs over both; 20000
+    rows (≈ 916 MiB) fit nowhere: 422 on dataset_id before any charge."""
     data = tmp_path / "data"
     data.mkdir()
     server = _server(
         f"sqlite:///{tmp_path / 'dpfit.db'}",
         [data],
         tmp_path,
-        {"DPFIT_WORKER_MEMORY": "512MiB"},
+        {"DPFIT_WORKER_MEMORY": "1GiB"},
         workers=2,
     )
     try:
         owner = server.client(server.key("owner", "owner"))
         analyst = server.client(server.key("analyst", "analyst"))
         ids = {}
-        for name, rows in (("wide", 2500), ("huge", 12000)):
+        for name, rows in (("wide", 5000), ("huge", 20000)):
             made = owner.post("/v1/datasets", json=_wide_dataset(data, name, rows))
             assert made.status_code == 201, made.text
             ids[name] = made.json()["id"]

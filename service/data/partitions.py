@@ -44,10 +44,12 @@ __all__ = [
     "usable_bytes",
 ]
 
-#: What a worker process holds before any job data (interpreter, numpy, pyarrow, SQLAlchemy,
-#: the service's modules, Dask itself: ≈ 280 MiB peak RSS measured here, bench/RESULTS.md), plus
-#: the reader's block and a step's temporaries.
-WORKER_OVERHEAD_BYTES = 320 << 20
+#: What a worker needs beside a job's rows: the process itself (interpreter, numpy, pyarrow,
+#: SQLAlchemy, the service, Dask: ≈ 280 MiB peak RSS measured here) plus the reader's transient
+#: Parquet buffers (≈ 160–200 MiB measured for row groups of 2^18 rows × 41 float64 columns) and
+#: a step's temporaries (bench/RESULTS.md, "Data-parallel jobs"). Files with much larger row
+#: groups need more: that is public metadata the owner controls.
+WORKER_OVERHEAD_BYTES = 512 << 20
 #: The memory fraction at which a worker pauses (the embedded cluster sets Dask's
 #: ``distributed.worker.memory.pause`` to it; external workers must too, README). A paused worker
 #: runs nothing, so job data must stay below it.
