@@ -15,6 +15,13 @@ Order of events, which the refund rule depends on (docs/privacy-model.md#failure
    optimise, add noise;
 4. store the model and mark the job succeeded in one transaction.
 
+Before the claim the runner also chooses the job's layout from public facts and the live
+workers' memory limits (:func:`service.data.partitions.choose_layout`): one process, or —
+for the full-gradient optimizers, when the rows would not fit comfortably in one worker or
+``DPFIT_DATA_PARALLEL_MIN_ROWS`` says so — data-parallel over every worker
+(:mod:`service.workers.data_parallel`: each worker reads and keeps its own row window, this task
+drives the steps). A job no layout can hold fails before the claim, refunded.
+
 Total after the claim: no cell's content can make the job fail — the reader converts every cell
 and raises only for content-independent reasons. What can still fail a job after the claim is
 independent of any one row's content and keeps the charge: an I/O error or a vanished source
