@@ -140,10 +140,11 @@ def _job_series(session: Session) -> Iterator[Metric]:
     jobs = GaugeMetricFamily(
         "dpfit_jobs", "Jobs by status and optimizer.", labels=["status", "optimizer"]
     )
+    # One labelled expression, grouped by its label: two instances of the JSON path carry
+    # separate bound parameters, which PostgreSQL does not see as the same GROUP BY expression.
+    optimizer_name = _optimizer_column().label("optimizer")
     counts = session.execute(
-        select(Job.status, _optimizer_column(), func.count()).group_by(
-            Job.status, _optimizer_column()
-        )
+        select(Job.status, optimizer_name, func.count()).group_by(Job.status, optimizer_name)
     ).all()
     by_status = dict.fromkeys(JOB_STATUSES, 0)
     for status, optimizer, count in counts:
