@@ -16,7 +16,9 @@ COPY --chown=dpfit:dpfit pyproject.toml README.md alembic.ini ./
 COPY --chown=dpfit:dpfit service ./service
 COPY --chown=dpfit:dpfit alembic ./alembic
 COPY --chown=dpfit:dpfit examples ./examples
-RUN pip install --no-cache-dir -e .
+COPY --chown=dpfit:dpfit sdk/python ./sdk/python
+# The service and the client the CLI's HTTP commands use (as `make serve` installs them).
+RUN pip install --no-cache-dir -e . -e ./sdk/python
 
 USER dpfit
 VOLUME ["/data"]
