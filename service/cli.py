@@ -111,16 +111,33 @@ def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> Non
     shown = "http://localhost" if host in ("0.0.0.0", "::") else f"http://{host}"
     print(f"dpfit listening on {shown}:{port}  (API docs: {shown}:{port}/docs)", flush=True)
     print(f"database: {masked_url(settings.database_url)}", flush=True)
-    print("data roots: " + ", ".join(str(r) for r in settings.data_roots), flush=True)
+    roots = [str(r) for r in settings.data_roots] + list(settings.object_store_roots)
+    print("data roots: " + ", ".join(roots), flush=True)
     workers = settings.dask_scheduler or f"LocalCluster, {settings.workers} worker process(es)"
     print(f"workers: {workers}", flush=True)
     command = _own_command()
     print(f"first key: {command} keys create --role admin --name admin", flush=True)
+    _check_dask_tls(settings)
     # Keep idle connections 75 s (uvicorn's default 5 s closes a busy client's connection just
     # as it sends its next request, a ReadError under load; 75 s is nginx's default).
     uvicorn.run(
         create_app(settings), host=host, port=port, log_level="info", timeout_keep_alive=75
     )
+
+
+def _check_dask_tls(settings: Settings) -> None:
+    """Make (first start) or check the Dask TLS set before serving: a bad set stops the service
+    with its one-line reason instead of a startup traceback."""
+    from service.workers.security import DaskTlsError, embedded_security, external_security
+
+    try:
+        if settings.dask_scheduler:
+            external_security(settings)
+        else:
+            embedded_security(settings)
+    except DaskTlsError as exc:
+        print(f"dpfit: cannot start the worker cluster: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
 
 
 def _own_command() -> str:
