@@ -39,7 +39,9 @@ CLIENTS = 40
 @pytest.fixture(params=["sqlite", "postgres"])
 def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sessionmaker[Session]]:
     if request.param == "postgres":
-        url = request.getfixturevalue("postgres_database")
+        # A database of its own: these tests insert bare rows (no label, no job spec) that the
+        # API never makes, and the session's shared database also backs the live pg_server.
+        url = request.getfixturevalue("private_postgres_database")
     else:
         url = f"sqlite:///{tmp_path / 'ledger.db'}"
     migrate(url)
