@@ -504,3 +504,22 @@ class Problem(BaseModel):
         description="On 409 for a source that is already registered: the dataset it backs "
         "(given to that dataset's owner and to admins only).",
     )
+
+
+# --- grants: list and revoke (issue 12) -------------------------------------------------------
+
+
+class GrantListItem(GrantOut):
+    """A grant as its dataset's owner sees it in `GET /v1/datasets/{id}/grants`."""
+
+    epsilon_spent: float = Field(
+        description="ε at δ_B of this principal's standing charges on the dataset (charges "
+        "without a refund), composed as the budget composes them."
+    )
+
+
+class GrantRevokedOut(GrantOut):
+    """The grant as it was when revoked. Revocation stops new jobs; the ledger is unchanged and
+    jobs already admitted keep running and keep their charge."""
+
+    revoked_at: datetime

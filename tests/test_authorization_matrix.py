@@ -64,6 +64,8 @@ EXPECTED: dict[str, tuple[int, ...]] = {
     "GET /v1/datasets":                                (200, 200, 200, 200, 200, 401, 401),
     "GET /v1/datasets/{dataset_id}":                   (200, 200, 404, 200, 404, 401, 401),
     "POST /v1/datasets/{dataset_id}/grants":           (201, 201, 404, 403, 403, 401, 401),
+    "GET /v1/datasets/{dataset_id}/grants":            (200, 200, 404, 403, 403, 401, 401),
+    "POST /v1/datasets/{dataset_id}/grants/{grantee}/revoke": (200, 200, 404, 403, 403, 401, 401),
     "POST /v1/datasets/{dataset_id}/retire":           (200, 404, 404, 404, 404, 401, 401),
     "GET /v1/datasets/{dataset_id}/budget":            (200, 200, 404, 200, 404, 401, 401),
     "GET /v1/datasets/{dataset_id}/budget/history":    (200, 200, 404, 200, 404, 401, 401),
@@ -117,6 +119,13 @@ class World:
         (self.data_root / name).write_text("\n".join(lines) + "\n")
         return name
 
+    def fresh_grantee(self) -> str:
+        """A new analyst principal granted dataset D (so that every revocation has its own)."""
+        name = f"grantee-{next(self.counter)}"
+        self.ok("admin", "POST", "/v1/keys", {"name": name, "role": "analyst"})
+        self.ok("owner", "POST", f"/v1/datasets/{self.dataset_id}/grants", {"principal": name})
+        return name
+
     def submit(self, actor: str = "analyst") -> str:
         job = logistic_job(self.dataset_id, epsilon=0.5)
         return str(self.ok(actor, "POST", "/v1/jobs", job)["id"])
@@ -165,6 +174,16 @@ REQUESTS: dict[str, Callable[[World], Request]] = {
         "POST",
         f"/v1/datasets/{w.dataset_id}/grants",
         {"principal": "ann"},
+    ),
+    "GET /v1/datasets/{dataset_id}/grants": lambda w: (
+        "GET",
+        f"/v1/datasets/{w.dataset_id}/grants",
+        None,
+    ),
+    "POST /v1/datasets/{dataset_id}/grants/{grantee}/revoke": lambda w: (
+        "POST",
+        f"/v1/datasets/{w.dataset_id}/grants/{w.fresh_grantee()}/revoke",
+        None,
     ),
     "POST /v1/datasets/{dataset_id}/retire": lambda w: (
         "POST",

@@ -186,3 +186,102 @@ def event_free_statement() -> Any:
     from sqlalchemy import text
 
     return text("UPDATE api_keys SET id = id WHERE 1 = 0")
+
+
+def test_ledger_pages_keep_the_totals_on_every_page(tmp_path: Path) -> None:
+    """GET /v1/datasets/{id}/ledger pages its charges and refunds in ledger order (`limit`,
+    `cursor`, `X-Next-Cursor`, `Link`); every page carries the same cached and recomputed
+    totals; a row written while paging comes on a later page; a page's statements do not grow
+    with its size; a cursor of another list (or garbage) is 422 on `cursor`."""
+    url = f"sqlite:///{tmp_path / 'dpfit.db'}"
+    with in_process_app(url, COPIES) as (client, admin_key):
+        admin = bearer(admin_key)
+        keys = {
+            name: bearer(
+                client.post("/v1/keys", json={"name": name, "role": role}, headers=admin).json()[
+                    "key"
+                ]
+            )
+            for name, role in (("o", "owner"), ("a", "analyst"))
+        }
+        owner, analyst = keys["o"], keys["a"]
+        dataset_id = client.post(
+            "/v1/datasets", json=credit_dataset(epsilon=50.0), headers=owner
+        ).json()["id"]
+        client.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": "a"}, headers=owner)
+        path = f"/v1/datasets/{dataset_id}/ledger"
+        ids = []
+        for _ in range(6):
+            job = client.post(
+                "/v1/jobs", json=logistic_job(dataset_id, epsilon=0.05), headers=analyst
+            )
+            assert job.status_code == 202, job.text
+            ids.append(job.json()["id"])
+        for job_id in ids[::2]:  # three refunds: nine rows in all
+            assert client.post(f"/v1/jobs/{job_id}/cancel", headers=analyst).status_code == 200
+
+        whole = client.get(path, params={"limit": 1000}, headers=owner)
+        assert whole.status_code == 200 and "x-next-cursor" not in whole.headers
+        everything = whole.json()
+        assert len(everything["charges"]) == 9
+        assert [c["id"] for c in everything["charges"]] == sorted(
+            c["id"] for c in everything["charges"]
+        )
+        assert len(client.get(path, headers=owner).json()["charges"]) == 9  # default limit 100
+        totals = {k: v for k, v in everything.items() if k != "charges"}
+
+        seen: list[dict[str, Any]] = []
+        response = client.get(path, params={"limit": 2}, headers=owner)
+        pages = 0
+        while True:
+            assert response.status_code == 200, response.text
+            pages += 1
+            body = response.json()
+            assert {k: v for k, v in body.items() if k != "charges"} == totals
+            seen += body["charges"]
+            link = response.headers.get("link")
+            if link is None:
+                assert "x-next-cursor" not in response.headers
+                break
+            match = re.fullmatch(r'<(/v1/[^>]+)>; rel="next"', link)
+            assert match and f"cursor={response.headers['x-next-cursor']}" in match.group(1)
+            response = client.get(match.group(1), headers=owner)
+        assert seen == everything["charges"] and pages == 5
+
+        # A charge written while a client pages comes on a later page, nothing repeated.
+        first = client.get(path, params={"limit": 4}, headers=owner)
+        late = client.post("/v1/jobs", json=logistic_job(dataset_id, epsilon=0.05), headers=analyst)
+        assert late.status_code == 202
+        rest = client.get(
+            path, params={"limit": 100, "cursor": first.headers["x-next-cursor"]}, headers=owner
+        ).json()
+        rows = first.json()["charges"] + rest["charges"]
+        assert [c["id"] for c in rows] == [c["id"] for c in everything["charges"]] + [
+            rows[-1]["id"]
+        ]
+        assert rows[-1]["job_id"] == late.json()["id"] and rest["consistent"] is True
+
+        statements: list[str] = []
+        engine = client.app.state.engine
+
+        def count(*args: Any) -> None:
+            statements.append(str(args[2]))
+
+        event.listen(engine, "before_cursor_execute", count)
+        try:
+            client.get(path, params={"limit": 1}, headers=owner)
+            n_one = len(statements)
+            statements.clear()
+            client.get(path, params={"limit": 1000}, headers=owner)
+            n_every = len(statements)
+        finally:
+            event.remove(engine, "before_cursor_execute", count)
+        assert n_every == n_one, statements
+
+        from datetime import UTC, datetime
+
+        from service.api.pagination import encode_cursor
+
+        another_list = encode_cursor(datetime.now(UTC), dataset_id)  # a dataset list's cursor
+        for cursor in ("abc", "WzEsMl0", another_list):
+            problem(client.get(path, params={"cursor": cursor}, headers=owner), 422, "cursor")

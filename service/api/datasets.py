@@ -12,9 +12,10 @@ from sqlalchemy.exc import IntegrityError
 from service.api.access import is_owner, owned_dataset, visible_dataset
 from service.api.auth import Principal
 from service.api.deps import AnyRole, AppSettings, Owner, Sessions
-from service.api.errors import ProblemError, invalid
+from service.api.errors import ProblemError, invalid, not_found
 from service.api.pagination import PageParams, finish_page, paginate
-from service.db.models import Charge, Dataset, Grant
+from service.db.models import Charge, Dataset, Grant, utcnow
+from service.grants import GrantNotFound, list_grants, revoke_grant, with_spend
 from service.ledger import filter as privacy_filter
 from service.ledger.accounting import ORDERS
 from service.ledger.admission import (
@@ -38,7 +39,9 @@ from service.schemas import (
     DatasetCreate,
     DatasetOut,
     GrantCreate,
+    GrantListItem,
     GrantOut,
+    GrantRevokedOut,
     LedgerOut,
     ValidationOut,
 )
@@ -173,6 +176,58 @@ def create_grant(
         raise ProblemError(409, "Conflict", "The grant was created concurrently; retry.") from None
 
 
+@router.get(
+    "/{dataset_id}/grants", response_model=list[GrantListItem], summary="List a dataset's grants"
+)
+def get_grants(
+    dataset_id: str,
+    principal: Owner,
+    sessions: Sessions,
+    page: PageParams,
+    request: Request,
+    response: Response,
+) -> list[GrantListItem]:
+    """Who may submit jobs on this dataset: each grant with its cap and the ε (at δ_B) its
+    principal's standing charges add up to. The dataset's owner and admins only (other owners:
+    404; analysts: 403). Oldest grant first, one page per call (see `X-Next-Cursor`)."""
+    with sessions() as session:
+        dataset = owned_dataset(session, principal, dataset_id)
+        rows = list_grants(session, dataset, page)
+        rows = finish_page(rows, page, request, response, key=lambda g: (g.created_at, g.principal))
+        views = with_spend(session, dataset, rows)
+    return [GrantListItem.model_validate(v, from_attributes=True) for v in views]
+
+
+@router.post(
+    "/{dataset_id}/grants/{grantee}/revoke",
+    response_model=GrantRevokedOut,
+    summary="Revoke a grant",
+)
+def revoke(dataset_id: str, grantee: str, principal: Owner, sessions: Sessions) -> GrantRevokedOut:
+    """Revoke ``grantee``'s grant (the dataset's owner and admins; analysts 403, other owners 404).
+
+    Revocation stops NEW jobs: the grantee's next submission, estimate or read of the dataset
+    answers 404. It changes no accounting: the ledger is append-only, so the grantee's charges
+    stay; its queued and running jobs keep running and keep their charge (cancelling one that no
+    worker has read is refunded as always), and it still sees its own jobs and models. Granting
+    again later is a new grant; earlier charges count against its cap. A submission whose access
+    check ran just before the revocation committed may still be admitted (service/grants.py).
+    No such grant → 404 (a second revocation too)."""
+    with sessions.begin() as session:
+        owned_dataset(session, principal, dataset_id)
+        try:
+            grant = revoke_grant(session, dataset_id, grantee)
+        except GrantNotFound:
+            raise not_found(f"The grant of {grantee!r} on dataset {dataset_id!r}") from None
+        return GrantRevokedOut(
+            dataset_id=dataset_id,
+            principal=grant.principal,
+            epsilon_cap=grant.epsilon_cap,
+            created_at=grant.created_at,
+            revoked_at=utcnow(),
+        )
+
+
 @router.get("/{dataset_id}/budget", response_model=BudgetOut, summary="Remaining budget")
 def get_budget(dataset_id: str, principal: AnyRole, sessions: Sessions) -> BudgetOut:
     with sessions() as session:
@@ -223,13 +278,29 @@ def get_budget_history(dataset_id: str, principal: AnyRole, sessions: Sessions) 
 
 
 @router.get("/{dataset_id}/ledger", response_model=LedgerOut, summary="The dataset's ledger")
-def get_ledger(dataset_id: str, principal: Owner, sessions: Sessions) -> LedgerOut:
-    """Every charge and refund (append-only), with the cached total and its recomputation."""
+def get_ledger(
+    dataset_id: str,
+    principal: Owner,
+    sessions: Sessions,
+    page: PageParams,
+    request: Request,
+    response: Response,
+) -> LedgerOut:
+    """Every charge and refund (append-only), oldest first, one page of `charges` per call
+    (`limit`, `cursor`, `X-Next-Cursor` as on the lists), with the cached total and its
+    recomputation from ALL the rows on every page.
+
+    Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
+    dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
+    dataset and a row written while a client pages is never skipped or repeated. The page is
+    one query; the recomputation reads the dataset's rows once more."""
     with sessions() as session:
         dataset = owned_dataset(session, principal, dataset_id)
-        rows = session.scalars(
-            select(Charge).where(Charge.dataset_id == dataset_id).order_by(Charge.id)
-        ).all()
+        query = select(Charge).where(Charge.dataset_id == dataset_id)
+        if page.after is not None:
+            query = query.where(Charge.id > _ledger_cursor_id(page.after[1]))
+        rows = session.scalars(query.order_by(Charge.id).limit(page.limit + 1)).all()
+        rows = finish_page(rows, page, request, response, key=lambda c: (c.created_at, str(c.id)))
         totals = recompute_totals(session, dataset_id)
         cached = spent_of(dataset)
         charges = [ChargeOut.model_validate(r, from_attributes=True) for r in rows]
@@ -250,3 +321,11 @@ def get_ledger(dataset_id: str, principal: Owner, sessions: Sessions) -> LedgerO
         recomputed_pure_epsilon=totals.pure_epsilon,
         consistent=consistent,
     )
+
+
+def _ledger_cursor_id(item_id: str) -> int:
+    """The ledger row id a cursor names (its cursors carry ``[created_at, str(id)]``, the
+    format of :func:`service.api.pagination.encode_cursor`)."""
+    if not item_id.isdigit() or len(item_id) > 18:
+        raise invalid("cursor", "not a cursor this service issued; omit it to start over")
+    return int(item_id)
