@@ -58,7 +58,9 @@ def add_http_commands(sub: Any) -> None:
         parser: argparse.ArgumentParser = parent.add_parser(name, help=help, parents=[common])
         return parser
 
-    datasets = sub.add_parser("datasets", help="list, show, register and grant datasets")
+    datasets = sub.add_parser(
+        "datasets", help="list, show, register datasets; grant, list and revoke grants"
+    )
     ds = datasets.add_subparsers(dest="action", required=True)
     leaf(ds, "list", "datasets you own or were granted")
     leaf(ds, "show", "one dataset").add_argument("dataset")
@@ -69,6 +71,11 @@ def add_http_commands(sub: Any) -> None:
     p.add_argument("dataset")
     p.add_argument("principal")
     p.add_argument("--epsilon-cap", type=float, help="at most this ε for the analyst")
+    leaf(ds, "grants", "who may submit jobs on a dataset, with caps and ε spent (owners)"
+         ).add_argument("dataset")
+    p = leaf(ds, "revoke", "revoke an analyst's grant: new jobs stop, accounting stays (owners)")
+    p.add_argument("dataset")
+    p.add_argument("principal")
 
     jobs = sub.add_parser("jobs", help="submit, estimate, list, show, cancel and watch jobs")
     js = jobs.add_subparsers(dest="action", required=True)
@@ -258,6 +265,39 @@ def datasets_grant(client: Any, args: argparse.Namespace) -> int:
     cap = grant.get("epsilon_cap")
     return _show(args, grant, lambda g: f"granted {g['principal']} on {g['dataset_id']}"
                  + (f" (ε cap {cap})" if cap is not None else ""))
+
+
+def datasets_grants(client: Any, args: argparse.Namespace) -> int:
+    frame = client.grants(args.dataset)
+    records = [
+        {
+            "dataset_id": r["dataset_id"],
+            "principal": r["principal"],
+            "epsilon_cap": None if math.isnan(r["epsilon_cap"]) else float(r["epsilon_cap"]),
+            "created_at": r["created_at"].isoformat(),
+            "epsilon_spent": float(r["epsilon_spent"]),
+        }
+        for r in frame.to_dict("records")
+    ]
+
+    def text(items: list[dict[str, Any]]) -> str:
+        if not items:
+            return f"no grants on {args.dataset}"
+        return _table(
+            [[g["principal"], g["created_at"][:19].replace("T", " "),
+              "none" if g["epsilon_cap"] is None else f"{g['epsilon_cap']:.6g}",
+              f"{g['epsilon_spent']:.6g}"] for g in items],
+            ["PRINCIPAL", "GRANTED (UTC)", "ε CAP", "ε SPENT"],
+        )
+
+    return _show(args, records, text)
+
+
+def datasets_revoke(client: Any, args: argparse.Namespace) -> int:
+    revoked = client.revoke_grant(args.dataset, args.principal)
+    return _show(args, revoked, lambda g: (
+        f"revoked {g['principal']} on {g['dataset_id']}: new jobs are refused; jobs already "
+        "admitted keep running and the ledger is unchanged"))
 
 
 # --- jobs ------------------------------------------------------------------------------------
@@ -482,6 +522,8 @@ _HANDLERS: dict[tuple[str, str | None], Callable[[Any, argparse.Namespace], int]
     ("datasets", "show"): datasets_show,
     ("datasets", "register"): datasets_register,
     ("datasets", "grant"): datasets_grant,
+    ("datasets", "grants"): datasets_grants,
+    ("datasets", "revoke"): datasets_revoke,
     ("jobs", "submit"): jobs_submit,
     ("jobs", "estimate"): jobs_estimate,
     ("jobs", "list"): jobs_list,

@@ -271,3 +271,41 @@ def test_keys_create_names_its_database_and_never_makes_one_silently(tmp_path: P
                                  capture_output=True, text=True)
     assert unreachable.returncode == 1 and "s3cret" not in unreachable.stderr
     assert "dpfit:***@" in unreachable.stderr
+
+
+def test_grants_are_listed_and_revoked_from_the_cli(
+    sqlite_server: LiveServer,
+    people: tuple[str, str, str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    owner, owner_key, analyst, analyst_key = people
+    as_owner = Cli(sqlite_server, owner_key, monkeypatch, capsys)
+    as_analyst = Cli(sqlite_server, analyst_key, monkeypatch, capsys)
+    spec = write_spec(tmp_path, credit_dataset(epsilon=3.0))
+    dataset_id = as_owner.json("datasets", "register", str(spec))["id"]
+    code, out, _ = as_owner("datasets", "grants", dataset_id)
+    assert code == EXIT_OK and out.strip() == f"no grants on {dataset_id}"
+    as_owner.json("datasets", "grant", dataset_id, analyst, "--epsilon-cap", "2.5")
+    estimate = as_analyst.json("jobs", "estimate", "--dataset", dataset_id, "--model",
+                               "logistic_regression", "--epsilon", "0.5", "--delta", "1e-6")
+    assert estimate["admissible"] is True
+
+    grants = as_owner.json("datasets", "grants", dataset_id)
+    assert [(g["principal"], g["epsilon_cap"], g["epsilon_spent"]) for g in grants] == [
+        (analyst, 2.5, 0.0)
+    ]
+    code, out, _ = as_owner("datasets", "grants", dataset_id)
+    assert code == EXIT_OK and analyst in out and "2.5" in out and "ε CAP" in out
+    code, _, err = as_analyst("datasets", "grants", dataset_id)
+    assert code == EXIT_AUTH, err
+
+    revoked = as_owner.json("datasets", "revoke", dataset_id, analyst)
+    assert revoked["principal"] == analyst and revoked["revoked_at"]
+    assert as_owner.json("datasets", "grants", dataset_id) == []
+    code, _, err = as_analyst("jobs", "submit", "--dataset", dataset_id, "--model",
+                              "logistic_regression", "--epsilon", "0.5", "--delta", "1e-6")
+    assert code == EXIT_NOT_FOUND, err
+    code, out, err = as_owner("datasets", "revoke", dataset_id, analyst)
+    assert code == EXIT_NOT_FOUND and out == "", err

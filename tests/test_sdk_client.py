@@ -406,3 +406,42 @@ def test_estimate_prices_without_charging(world: World) -> None:
     assert estimate.epsilon_spent_after > before["epsilon_spent"]
     assert estimate.noise_scale > 0 and estimate.sensitivity > 0 and estimate.steps >= 1
     assert after["epsilon_spent"] == before["epsilon_spent"]
+
+
+# --- grants ------------------------------------------------------------------------------------
+
+
+def test_grants_are_a_dataframe_and_revocation_stops_new_jobs(world: World) -> None:
+    tag = uuid.uuid4().hex[:6]
+    newcomer = f"sdk-newcomer-{tag}"
+    newcomer_key = world.server.key(newcomer, "analyst")
+    with world.client(world.owner_key) as owner, world.client(
+        world.owner_key, page_size=1
+    ) as paged, world.client() as analyst, world.client(newcomer_key) as late:
+        granted = owner.grant(world.binary, newcomer, epsilon_cap=2.0)
+        assert granted["epsilon_cap"] == 2.0
+        late.estimate(world.binary, "logistic_regression", epsilon=0.5, delta=1e-6)  # allowed
+
+        grants = owner.grants(world.binary)
+        assert isinstance(grants, pd.DataFrame)
+        assert list(grants["principal"]) == [world.analyst, newcomer]  # oldest first
+        assert grants["created_at"].is_monotonic_increasing
+        by_name = grants.set_index("principal")
+        assert math.isnan(by_name.loc[world.analyst, "epsilon_cap"])
+        assert by_name.loc[newcomer, "epsilon_cap"] == 2.0
+        mine = analyst.budget(world.binary).iloc[0]["your_epsilon_spent"]
+        assert by_name.loc[world.analyst, "epsilon_spent"] == pytest.approx(mine, rel=1e-12)
+        assert mine > 0 and by_name.loc[newcomer, "epsilon_spent"] == 0.0
+        pd.testing.assert_frame_equal(paged.grants(world.binary), grants)  # pages followed
+
+        with pytest.raises(dpfit.AuthError):
+            analyst.grants(world.binary)
+        revoked = owner.revoke_grant(world.binary, newcomer)
+        assert revoked["principal"] == newcomer and revoked["revoked_at"]
+        assert list(owner.grants(world.binary)["principal"]) == [world.analyst]
+        with pytest.raises(dpfit.NotFound):
+            late.estimate(world.binary, "logistic_regression", epsilon=0.5, delta=1e-6)
+        with pytest.raises(dpfit.NotFound):
+            late.submit(world.binary, "logistic_regression", epsilon=0.5, delta=1e-6)
+        with pytest.raises(dpfit.NotFound):
+            owner.revoke_grant(world.binary, newcomer)  # nothing left to revoke

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -295,6 +296,26 @@ class Client:
         return dict(
             self._json("POST", f"/v1/datasets/{dataset_id}/grants", json=body, retry=True)
         )
+
+    def grants(self, dataset_id: str) -> Any:
+        """The dataset's grants as a pandas DataFrame, oldest first (owners and admins): one row
+        per analyst with ``principal``, ``epsilon_cap`` (NaN: none), ``created_at`` and
+        ``epsilon_spent`` (ε at δ_B of that analyst's standing charges)."""
+        import pandas as pd
+
+        columns = ["principal", "epsilon_cap", "created_at", "epsilon_spent", "dataset_id"]
+        rows = list(self._pages(f"/v1/datasets/{dataset_id}/grants"))
+        frame = pd.DataFrame(rows, columns=columns)
+        frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True, format="ISO8601")
+        frame["epsilon_cap"] = frame["epsilon_cap"].astype(float)
+        return frame
+
+    def revoke_grant(self, dataset_id: str, principal: str) -> dict[str, Any]:
+        """Revoke ``principal``'s grant (owners and admins): its new jobs are refused from now
+        on; the ledger is unchanged and its jobs already admitted keep running. Not retried (a
+        second revocation is :class:`NotFound`)."""
+        path = f"/v1/datasets/{dataset_id}/grants/{quote(principal, safe='')}/revoke"
+        return dict(self._json("POST", path, retry=False))
 
     def budget(self, dataset_id: str) -> Any:
         """The budget as a one-row pandas DataFrame (``epsilon``, ``delta``, ``epsilon_spent``,
