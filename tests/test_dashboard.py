@@ -4,9 +4,10 @@ Debian's ``chromium`` + ``chromium-driver`` driven by Selenium. Without them the
 except under ``CI=true``, where they fail (``.ci/run`` installs the packages).
 
 What is checked: sign-in with a key (kept in sessionStorage, never in the URL); the owner view
-with a budget burn-down chart that has one point per ledger row and the ledger; the analyst view
-with the job's progress reaching its total by polling, the granted budget, and a coefficients
-chart with one bar per released coefficient; and that the browser made no request to any other
+with a budget burn-down chart that has one point per ledger row, the ledger, and the grants table
+(analyst, granted at, cap, ε spent) whose revoke button revokes after a confirming second click;
+the analyst view with the job's progress reaching its total by polling, the granted budget, and a
+coefficients chart with one bar per released coefficient; and that the browser made no request to any other
 origin (Chrome's performance log: every ``Network.requestWillBeSent``). Swagger UI and ReDoc
 render with no outside request too. Screenshots of each view go to ``DPFIT_SCREENSHOTS`` (default:
 the test's tmp dir).
@@ -165,12 +166,28 @@ def story(sqlite_server: LiveServer) -> dict[str, Any]:
     return {"owner": owner, "analyst": analyst, "dataset_id": dataset_id, "jobs": jobs}
 
 
-def test_owner_sees_burn_down_and_ledger(
+def test_owner_sees_burn_down_ledger_and_grants_and_revokes_one(
     browser: Any, sqlite_server: LiveServer, story: dict[str, Any], shots: Path
 ) -> None:
+    sqlite_server.key("dash-bob", "analyst")
+    grants_path = f"/v1/datasets/{story['dataset_id']}/grants"
+    with sqlite_server.client(story["owner"]) as client:
+        capped = client.post(grants_path, json={"principal": "dash-bob", "epsilon_cap": 1.5})
+        assert capped.status_code == 201, capped.text
+        granted = client.get(grants_path).json()
     requested_urls(browser)  # drop anything before the test
     sign_in(browser, sqlite_server, story["owner"])
     card = f"article.dataset[data-dataset='{story['dataset_id']}']"
+    # The grants table: one row per grant (analyst, granted at, cap, ε spent) with a revoke button.
+    grant_rows = browser.find_elements("css selector", f"{card} table.grants tbody tr")
+    cells = [[td.text for td in row.find_elements("css selector", "td")] for row in grant_rows]
+    assert [c[0] for c in cells] == ["dash-ann", "dash-bob"]
+    assert [c[2] for c in cells] == ["none", "1.50"]
+    assert granted[0]["epsilon_spent"] > 0
+    assert float(cells[0][3]) == pytest.approx(granted[0]["epsilon_spent"], rel=1e-2)
+    assert float(cells[1][3]) == 0.0
+    assert cells[0][1] == granted[0]["created_at"][:19].replace("T", " ")
+    assert all(r.find_element("css selector", "button.revoke").text == "Revoke" for r in grant_rows)
     wait_until(browser, f'document.querySelector("{card} svg.burn-down path.spent")', "chart")
     points = browser.execute_script(
         f'return document.querySelectorAll("{card} svg.burn-down circle.point").length'
@@ -185,6 +202,23 @@ def test_owner_sees_burn_down_and_ledger(
     browser.save_screenshot(str(shots / "owner.png"))
     urls = requested_urls(browser)
     assert any(u.endswith("/budget/history") for u in urls)
+    assert any(u.endswith("/grants") for u in urls)
+    assert_same_origin(urls, sqlite_server)
+
+    # Revoke dash-bob: the first click asks to confirm, the second revokes and redraws.
+    bob = f"{card} table.grants tr[data-principal='dash-bob'] button.revoke"
+    browser.find_element("css selector", bob).click()
+    assert "Confirm" in browser.find_element("css selector", bob).text
+    with sqlite_server.client(story["owner"]) as client:
+        assert len(client.get(grants_path).json()) == 2  # nothing revoked by the first click
+    browser.find_element("css selector", bob).click()
+    wait_until(browser, f'document.querySelector("{bob}") === null', "the revoked row to go")
+    remaining = browser.find_elements("css selector", f"{card} table.grants tbody tr")
+    assert [r.get_attribute("data-principal") for r in remaining] == ["dash-ann"]
+    with sqlite_server.client(story["owner"]) as client:
+        assert [g["principal"] for g in client.get(grants_path).json()] == ["dash-ann"]
+    urls = requested_urls(browser)
+    assert any(u.endswith("/grants/dash-bob/revoke") for u in urls)
     assert_same_origin(urls, sqlite_server)
 
 

@@ -55,3 +55,39 @@ export async function getAll(path) {
   }
   return items;
 }
+
+// POST without a body (revocations); throws ApiError on a non-2xx answer.
+export async function post(path, key = storedKey()) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${key}`, Accept: "application/json" },
+    cache: "no-store",
+    credentials: "omit",
+    referrerPolicy: "no-referrer",
+  });
+  let body = null;
+  try {
+    body = await response.json();
+  } catch (_) {
+    body = null;
+  }
+  if (!response.ok) throw new ApiError(response.status, body);
+  return body;
+}
+
+// Every page of an endpoint that pages one field of an object (the ledger's `charges`): the
+// first page's body with that field holding the items of all pages.
+export async function getAllOf(path, field) {
+  let first = null;
+  let cursor = null;
+  for (let page = 0; page < 100; page += 1) {
+    const sep = path.includes("?") ? "&" : "?";
+    const url = cursor ? `${path}${sep}cursor=${encodeURIComponent(cursor)}` : path;
+    const { body, next } = await get(url);
+    if (first === null) first = body;
+    else first[field].push(...body[field]);
+    if (!next) break;
+    cursor = next;
+  }
+  return first;
+}

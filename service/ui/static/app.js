@@ -1,9 +1,9 @@
 // dpfit dashboard: sign in with an API key, then show what that key may see.
-// Owners: their datasets with a budget burn-down, the ledger. Analysts: granted budgets, their
+// Owners: their datasets with a budget burn-down, the ledger, the grants (revocable). Analysts: granted budgets, their
 // jobs with live progress, a model's coefficients and privacy accounting. Everything comes from
 // the public HTTP API of this origin; all text is inserted with textContent.
 
-import { ApiError, forgetKey, get, getAll, storedKey, storeKey } from "./api.js";
+import { ApiError, forgetKey, get, getAll, getAllOf, post, storedKey, storeKey } from "./api.js";
 import { burnDownChart, coefficientChart } from "./charts.js";
 
 const $ = (id) => document.getElementById(id);
@@ -114,9 +114,11 @@ async function renderOwned(datasets) {
 
 async function ownedCard(d) {
   const base = `/v1/datasets/${encodeURIComponent(d.id)}`;
-  const [budget, history, ledger] = await Promise.all([
-    get(`${base}/budget`), get(`${base}/budget/history`), get(`${base}/ledger`),
+  const [budget, history, ledgerAll, grants] = await Promise.all([
+    get(`${base}/budget`), get(`${base}/budget/history`),
+    getAllOf(`${base}/ledger?limit=1000`, "charges"), getAll(`${base}/grants`),
   ]);
+  const ledger = { body: ledgerAll };
   const b = budget.body;
   const chart = node("div", { class: "chart", "data-dataset": d.id });
   chart.append(burnDownChart(history.body.points, history.body.epsilon, d.created_at));
@@ -145,12 +147,50 @@ async function ownedCard(d) {
     node("div", { class: "dataset-head" },
       node("h3", {}, d.name), node("span", { class: "mono hint" }, d.id)),
     node("div", { class: "dataset-body" }, chart, facts),
+    node("h3", {}, "Grants"),
+    grantsTable(d, grants),
     node("h3", {}, "Ledger"),
     rows.length ? table : node("p", { class: "hint" }, "No charges yet."),
     node("p", { class: "hint" }, analysts.length
       ? `Analysts who spent from this budget: ${analysts.join(", ")}`
       : "No analyst has spent from this budget yet."),
   );
+}
+
+// Who may submit jobs on the dataset. Revoking takes two clicks (the first asks to confirm);
+// it stops the analyst's new jobs, while the ledger and jobs already admitted are unchanged.
+function grantsTable(d, grants) {
+  if (grants.length === 0) return node("p", { class: "hint grants-empty" }, "No grants.");
+  const rows = grants.map((g) => {
+    const button = node("button", { class: "revoke", type: "button" }, "Revoke");
+    button.addEventListener("click", () => revokeGrant(d, g.principal, button));
+    return node("tr", { "data-principal": g.principal },
+      node("td", {}, g.principal),
+      node("td", { class: "mono" }, g.created_at.slice(0, 19).replace("T", " ")),
+      node("td", { class: "num" }, g.epsilon_cap === null ? "none" : num(g.epsilon_cap)),
+      node("td", { class: "num" }, num(g.epsilon_spent)),
+      node("td", {}, button),
+    );
+  });
+  return node("table", { class: "grid grants" },
+    node("thead", {}, node("tr", {}, ...["analyst", "granted (UTC)", "ε cap", "ε spent", ""]
+      .map((h) => node("th", {}, h)))),
+    node("tbody", {}, ...rows));
+}
+
+async function revokeGrant(d, principal, button) {
+  if (button.dataset.confirm !== "true") {
+    button.dataset.confirm = "true";
+    button.textContent = `Confirm: revoke ${principal}`;
+    return;
+  }
+  button.disabled = true;
+  try {
+    await post(`/v1/datasets/${encodeURIComponent(d.id)}/grants/${encodeURIComponent(principal)}/revoke`);
+  } catch (error) {
+    showError("dashboard-error", error);
+  }
+  await refresh();
 }
 
 async function renderGranted(datasets) {
