@@ -19,13 +19,12 @@ def is_owner(principal: Principal, dataset: Dataset) -> bool:
 def is_granted(session: Session, principal: Principal, dataset: Dataset) -> bool:
     if is_owner(principal, dataset):
         return True
-    return (
-        session.scalar(
-            select(Grant.id).where(
-                Grant.dataset_id == dataset.id, Grant.principal == principal.name
-            )
-        )
-        is not None
+    return _grant_of(session, principal, dataset.id) is not None
+
+
+def _grant_of(session: Session, principal: Principal, dataset_id: str) -> Grant | None:
+    return session.scalar(
+        select(Grant).where(Grant.dataset_id == dataset_id, Grant.principal == principal.name)
     )
 
 
@@ -37,6 +36,20 @@ def visible_dataset(
     if dataset is None or not is_granted(session, principal, dataset):
         raise not_found(f"Dataset {dataset_id!r}", field)
     return dataset
+
+
+def visible_dataset_and_grant(
+    session: Session, principal: Principal, dataset_id: str
+) -> tuple[Dataset, Grant | None]:
+    """:func:`visible_dataset` and the caller's grant on it (None for its owner and admins),
+    read once: the budget route needs both (the grant holds the caller's ε cap)."""
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is not None and is_owner(principal, dataset):
+        return dataset, None
+    grant = None if dataset is None else _grant_of(session, principal, dataset_id)
+    if dataset is None or grant is None:
+        raise not_found(f"Dataset {dataset_id!r}")
+    return dataset, grant
 
 
 def owned_dataset(session: Session, principal: Principal, dataset_id: str) -> Dataset:

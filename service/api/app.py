@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from anyio import to_thread
 from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -15,7 +16,7 @@ from service.api import catalog, datasets, docs, jobs, keys, metrics, models
 from service.api.errors import install_error_handlers
 from service.api.middleware import BodyLimit, RequestContext, SafeTarget
 from service.api.ui import install_ui
-from service.db.session import ApiSessions, expected_schema_revision, make_engine
+from service.db.session import API_THREADS, ApiSessions, expected_schema_revision, make_engine
 from service.job_events import JobEventThread
 from service.logging_setup import configure_logging
 from service.schemas import Problem
@@ -61,24 +62,31 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Sync routes run in AnyIO's thread pool: 40 threads by default, more than the GIL and
+        # the database pools can serve (they queued and churned connections under load).
+        to_thread.current_default_thread_limiter().total_tokens = API_THREADS
         engine = make_engine(settings.database_url, must_exist=True, pre_ping=False)
         app.state.engine = engine
         app.state.sessions = ApiSessions(engine)
         app.state.dispatcher = factory(settings, app.state.sessions)
-        recovered = recover_unfinished(
-            app.state.sessions, app.state.dispatcher, settings.max_attempts
-        )
-        if recovered:
-            logger.warning("re-dispatched %d unfinished job(s)", len(recovered))
+        job_events = None
+        if not settings.supervised:  # else the supervisor does both (service/supervisor.py)
+            recovered = recover_unfinished(
+                app.state.sessions, app.state.dispatcher, settings.max_attempts
+            )
+            if recovered:
+                logger.warning("re-dispatched %d unfinished job(s)", len(recovered))
+            job_events = JobEventThread(app.state.sessions)
+            job_events.start()
         # RequestContext writes one access line per request (route template, no query string).
         logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
-        job_events = JobEventThread(app.state.sessions)
-        job_events.start()
         try:
             yield
         finally:
-            job_events.stop()
+            if job_events is not None:
+                job_events.stop()
             app.state.dispatcher.close()
+            app.state.sessions.dispose()
             engine.dispose()
 
     app = FastAPI(

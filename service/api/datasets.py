@@ -9,7 +9,12 @@ from fastapi import APIRouter, Request, Response
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 
-from service.api.access import is_owner, owned_dataset, visible_dataset
+from service.api.access import (
+    is_owner,
+    owned_dataset,
+    visible_dataset,
+    visible_dataset_and_grant,
+)
 from service.api.auth import Principal
 from service.api.deps import AnyRole, AppSettings, Owner, Sessions
 from service.api.errors import ProblemError, invalid, not_found
@@ -20,15 +25,12 @@ from service.ledger import filter as privacy_filter
 from service.ledger.accounting import ORDERS
 from service.ledger.admission import (
     budget_of,
-    count_charged_jobs,
     curve_to_json,
-    live_spent,
-    principal_cap,
-    principal_spent,
     recompute_totals,
     spent_of,
 )
 from service.ledger.history import budget_history
+from service.ledger.standing import standing
 from service.principals import NotAnAnalyst, require_analyst
 from service.registration import register_dataset, retire_dataset, stored_report_counts
 from service.schemas import (
@@ -231,13 +233,9 @@ def revoke(dataset_id: str, grantee: str, principal: Owner, sessions: Sessions) 
 @router.get("/{dataset_id}/budget", response_model=BudgetOut, summary="Remaining budget")
 def get_budget(dataset_id: str, principal: AnyRole, sessions: Sessions) -> BudgetOut:
     with sessions() as session:
-        dataset = visible_dataset(session, principal, dataset_id)
-        budget, spent = budget_of(dataset), live_spent(session, dataset_id)
-        jobs = count_charged_jobs(session, dataset_id)
-        cap = principal_cap(session, dataset_id, principal.name)
-        mine = privacy_filter.spent_epsilon(
-            budget, principal_spent(session, dataset_id, principal.name)
-        )
+        dataset, grant = visible_dataset_and_grant(session, principal, dataset_id)
+        now = standing(session, dataset_id, principal.name)
+    budget, spent = budget_of(dataset), now.spent
     accounting = (
         "basic composition of pure ε-DP jobs (δ_B = 0)"
         if budget.pure
@@ -250,10 +248,10 @@ def get_budget(dataset_id: str, principal: AnyRole, sessions: Sessions) -> Budge
         delta=budget.delta,
         epsilon_spent=privacy_filter.spent_epsilon(budget, spent),
         epsilon_remaining=privacy_filter.remaining_epsilon(budget, spent),
-        jobs_charged=jobs,
+        jobs_charged=now.jobs_charged,
         accounting=accounting,
-        your_epsilon_cap=cap,
-        your_epsilon_spent=mine,
+        your_epsilon_cap=None if grant is None else grant.epsilon_cap,
+        your_epsilon_spent=privacy_filter.spent_epsilon(budget, now.yours),
     )
 
 

@@ -21,6 +21,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 SQLITE_BUSY_TIMEOUT_MS = 60_000
+# Threads serving sync routes in one API process (service/api/app.py); the pools are sized to it.
+API_THREADS = 16
 
 
 def make_engine(url: str, must_exist: bool = False, pre_ping: bool = True) -> Engine:
@@ -48,7 +50,9 @@ def make_engine(url: str, must_exist: bool = False, pre_ping: bool = True) -> En
                     f"{file.as_uri()}?mode=rw", uri=True, timeout=timeout, check_same_thread=False
                 )
 
-            engine = create_engine(url, creator=connect, pool_size=40, max_overflow=10)
+            engine = create_engine(
+                url, creator=connect, pool_size=API_THREADS, max_overflow=API_THREADS // 2
+            )
             _discard_if_deleted(engine, file)
         else:
             engine = create_engine(
@@ -56,11 +60,12 @@ def make_engine(url: str, must_exist: bool = False, pre_ping: bool = True) -> En
             )
         _configure_sqlite(engine)
         return engine
-    # Up to the API's 40 worker threads; the first 20 stay open (connecting is a process fork
-    # on the server: an overflow connection is closed when it returns, so the pool must not be
-    # much smaller than the concurrency or it churns). SQLite keeps 40 (opening is cheap but
-    # runs the PRAGMAs above).
-    return create_engine(url, pool_pre_ping=pre_ping, pool_size=20, max_overflow=20)
+    # One connection per API thread stays open (connecting is a process fork on the server; an
+    # overflow connection is closed when it returns, so a pool smaller than the concurrency
+    # churns), a few more for the job-event thread and dispatcher callbacks.
+    return create_engine(
+        url, pool_pre_ping=pre_ping, pool_size=API_THREADS, max_overflow=API_THREADS // 2
+    )
 
 
 def database_unavailable(error: BaseException) -> bool:
@@ -125,14 +130,31 @@ class ApiSessions(sessionmaker[Session]):
     requests were serialised with each other and with the workers' progress writes. Write
     transactions (``begin()``) still take the lock up front, which the ledger's admission relies
     on. A read session must not write (the API's never do; workers use :func:`session_factory`).
-    On PostgreSQL both are the same.
+    On PostgreSQL a read session comes from a pool of autocommit connections: no
+    ``BEGIN``/``ROLLBACK`` round trips (four of a GET's round trips before).
     """
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(bind=engine, expire_on_commit=False)
-        self._readers = sessionmaker(
-            bind=engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False
-        )
+        self._reader_engine: Engine | None = None
+        if is_sqlite(engine):
+            readers = engine.execution_options(**{READ_ONLY_OPTION: True})
+        else:
+            # Autocommit connections in a pool of their own: switching a pooled connection's
+            # mode at every checkout would cost more than the round trips it saves.
+            # (PostgreSQL's READ COMMITTED already gave every statement its own snapshot.)
+            readers = self._reader_engine = create_engine(
+                engine.url,
+                isolation_level="AUTOCOMMIT",
+                pool_size=API_THREADS,
+                max_overflow=API_THREADS // 2,
+            )
+        self._readers = sessionmaker(bind=readers, expire_on_commit=False)
+
+    def dispose(self) -> None:
+        """Close the readers' own pool, if they have one (the write engine is the caller's)."""
+        if self._reader_engine is not None:
+            self._reader_engine.dispose()
 
     def __call__(self, **kw: Any) -> Session:
         return self._readers(**kw)

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from service.db.models import Charge, Dataset, Grant, Job, utcnow
@@ -247,15 +247,6 @@ def principal_cap(session: Session, dataset_id: str, principal: str) -> float | 
     )
 
 
-def principal_spent(session: Session, dataset_id: str, principal: str) -> privacy_filter.Spent:
-    """What ``principal``'s own standing charges on the dataset add up to.
-
-    A per-principal cap is a second filter over a subset of the charges; the dataset-wide filter
-    still bounds the whole interaction, the cap only refuses more (Sage/PrivateKube-style blocks).
-    """
-    return live_spent(session, dataset_id, principal)
-
-
 @dataclass(frozen=True)
 class LedgerTotals:
     rdp: tuple[float, ...]
@@ -268,13 +259,3 @@ def recompute_totals(session: Session, dataset_id: str) -> LedgerTotals:
     live = live_charges(session, dataset_id)
     spent = privacy_filter.Spent.of(cost_of(r) for r in live)
     return LedgerTotals(rdp=spent.rdp, pure_epsilon=spent.pure_epsilon, jobs_charged=len(live))
-
-
-def count_charged_jobs(session: Session, dataset_id: str) -> int:
-    charges = session.scalar(
-        select(func.count()).where(Charge.dataset_id == dataset_id, Charge.kind == "charge")
-    )
-    refunds = session.scalar(
-        select(func.count()).where(Charge.dataset_id == dataset_id, Charge.kind == "refund")
-    )
-    return int(charges or 0) - int(refunds or 0)
