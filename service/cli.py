@@ -118,11 +118,15 @@ def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> Non
     command = _own_command()
     print(f"first key: {command} keys create --role admin --name admin", flush=True)
     _check_dask_tls(settings)
+    if settings.api_workers > 1:
+        from service.supervisor import serve_with_workers
+
+        print(f"API processes: {settings.api_workers} (one supervisor)", flush=True)
+        serve_with_workers(settings, host, port)
+        return
     # Keep idle connections 75 s (uvicorn's default 5 s closes a busy client's connection just
     # as it sends its next request, a ReadError under load; 75 s is nginx's default).
-    uvicorn.run(
-        create_app(settings), host=host, port=port, log_level="info", timeout_keep_alive=75
-    )
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", timeout_keep_alive=75)
 
 
 def _check_dask_tls(settings: Settings) -> None:

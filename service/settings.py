@@ -49,6 +49,10 @@ class Settings:
       statement of its workers' limit. Job admission uses it with ``DPFIT_WORKERS`` to refuse,
       before any charge, a job whose encoded rows cannot fit even spread over all workers.
       Default: unlimited (no such refusal).
+    - ``DPFIT_API_WORKERS``: API processes (default 1). With more than one, ``dpfit serve``
+      runs a supervisor (service/supervisor.py) that owns the embedded Dask cluster, the
+      recovery of unfinished jobs and the job-event log, and N uvicorn worker processes that
+      serve HTTP on one socket and dispatch to that cluster over mutual TLS.
     - ``DPFIT_DATA_PARALLEL_MIN_ROWS``: full-gradient jobs on datasets of at least this many
       rows run data-parallel over all workers even when one worker could hold them (default:
       only when one worker cannot hold them comfortably).
@@ -72,6 +76,9 @@ class Settings:
     metrics_access: str = "admin"
     worker_memory: int | None = None
     data_parallel_min_rows: int | None = None
+    api_workers: int = 1
+    # Set by the supervisor for its API processes: it recovers jobs and logs job events itself.
+    supervised: bool = False
 
     @staticmethod
     def from_env(environ: dict[str, str] | None = None) -> Settings:
@@ -102,7 +109,12 @@ class Settings:
             metrics_access=_choice(env, "DPFIT_METRICS", ("admin", "public")),
             worker_memory=_memory_bytes(env.get("DPFIT_WORKER_MEMORY")),
             data_parallel_min_rows=_optional_int(env.get("DPFIT_DATA_PARALLEL_MIN_ROWS")),
+            api_workers=max(1, int(env.get("DPFIT_API_WORKERS") or 1)),
+            supervised=env.get(SUPERVISED_ENV) == "1",
         )
+
+
+SUPERVISED_ENV = "DPFIT_SUPERVISED"
 
 
 class SettingsError(ValueError):

@@ -122,6 +122,7 @@ def start_server(
     home: Path,
     workers: int = 1,
     scheduler: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> LiveServer:
     env = dict(os.environ)
     env.update(
@@ -134,6 +135,7 @@ def start_server(
     )
     if scheduler:
         env["DPFIT_DASK_SCHEDULER"] = scheduler
+    env.update(extra_env or {})
     server = LiveServer(database_url=database_url, port=free_port(), env=env, home=home)
     server.start()
     return server

@@ -1,0 +1,81 @@
+"""Serving with several API processes: one supervisor, N uvicorn workers, one Dask cluster.
+
+One API process is bound by Python's GIL to about one core. With ``DPFIT_API_WORKERS=N``
+(N > 1) ``dpfit serve`` runs:
+
+- **the supervisor** (this process): it starts the embedded Dask cluster (or connects to
+  ``DPFIT_DASK_SCHEDULER``), re-dispatches the jobs a previous run left unfinished, and keeps the
+  job-event log — each exactly once, before any API process accepts a request. Recovery in every
+  API process would dispatch the same queued job N times;
+- **N API processes** (uvicorn's workers, sharing one listening socket): each serves HTTP and
+  dispatches the jobs it admits to the supervisor's cluster as a Dask *client* over the same
+  mutual TLS (the ``client`` certificate of the service's TLS set, as for an external
+  scheduler), and skips recovery and the event log (``DPFIT_SUPERVISED=1`` in their
+  environment).
+
+What holds across processes is what held within one: admission is one database transaction
+(the dataset row lock on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite), so N processes admit
+exactly what one would; a job runs once because its worker task claims it in the database.
+
+Limits, stated: a job whose Dask task errors outside the runner is marked failed by the done
+callback of the API process that dispatched it — if that process died first, the job stays
+``running`` until the next start's recovery. ``/metrics``' per-process series (HTTP latency,
+submission outcomes) describe the process that answered the scrape; its database series are
+whole.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+
+from service.settings import SUPERVISED_ENV, Settings
+
+logger = logging.getLogger("dpfit.supervisor")
+
+
+def serve_with_workers(settings: Settings, host: str, port: int) -> None:
+    """Run the supervisor and ``settings.api_workers`` uvicorn API processes until stopped."""
+    import uvicorn
+
+    from service.db.session import make_engine, session_factory
+    from service.job_events import JobEventThread
+    from service.workers.dispatch import DaskDispatcher, recover_unfinished
+
+    cluster = None
+    address = settings.dask_scheduler
+    if address is None:
+        from service.workers.cluster import start_cluster
+        from service.workers.security import embedded_security
+
+        cluster = start_cluster(settings, embedded_security(settings))
+        address = str(cluster.scheduler_address)
+    # From here on the cluster is "external" to everyone, this process included.
+    clients = replace(settings, dask_scheduler=address)
+    engine = make_engine(settings.database_url, must_exist=True)
+    sessions = session_factory(engine)
+    dispatcher = DaskDispatcher(clients, sessions)
+    job_events = JobEventThread(sessions)
+    try:
+        recovered = recover_unfinished(sessions, dispatcher, settings.max_attempts)
+        if recovered:
+            logger.warning("re-dispatched %d unfinished job(s)", len(recovered))
+        job_events.start()
+        os.environ["DPFIT_DASK_SCHEDULER"] = address
+        os.environ[SUPERVISED_ENV] = "1"
+        uvicorn.run(
+            "service.api.app:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=settings.api_workers,
+            log_level="info",
+            timeout_keep_alive=75,
+        )
+    finally:
+        job_events.stop()
+        dispatcher.close()
+        if cluster is not None:
+            cluster.close()
+        engine.dispose()
