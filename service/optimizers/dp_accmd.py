@@ -83,7 +83,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.full_gradient import GradientOracle, LocalGradient
+from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
 from service.optimizers.inputs import checked_data
 from service.privacy.gdp import gaussian_steps_multiplier
 
@@ -390,9 +390,9 @@ class DpAccMD:
         """:meth:`fit` with the gradients from ``oracle`` (e.g. partitions on Dask workers,
         which check their own rows); the same steps, noise and accounting."""
         config = _checked_config(plan, loss)
-        if (oracle.n, oracle.dimension) != (config.n, config.d):
-            raise ValueError("the data's shape differs from the plan's public n and d")
-        return accmd_oracle_run(loss, oracle, config, rng, progress)
+        return fit_on_oracle(
+            plan, oracle, lambda checked: accmd_oracle_run(loss, checked, config, rng, progress)
+        )
 
 
 def _checked_config(plan: ReleasePlan, loss: Loss) -> AccMDConfig:

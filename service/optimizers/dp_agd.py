@@ -76,13 +76,18 @@ from service.optimizers.dp_gd import (
     ITERATION_HARD_CAP,
     QueryRecord,
     check_full_gradient_job,
-    check_oracle,
+    check_plan_covers,
     full_gradient_inputs,
     gaussian_steps_plan,
     proximal_step,
     single_release_multiplier,
 )
-from service.optimizers.full_gradient import GradientOracle, LocalGradient
+from service.optimizers.full_gradient import (
+    GradientOracle,
+    LocalGradient,
+    fit_on_oracle,
+    noisy_descent,
+)
 from service.optimizers.inputs import Rows
 from service.privacy.analytic_gaussian import sample_gaussian
 
@@ -325,17 +330,9 @@ class DPAGD:
     ) -> FloatArray:
         """:meth:`fit` with the gradients from ``oracle`` (e.g. partitions on Dask workers,
         which check their own rows); the same steps, noise and accounting."""
-        check_oracle(plan, loss, oracle)
-        hp = plan.hyperparameters
-        return oracle_accelerated_descent(
-            loss,
-            oracle,
-            step_size=float(hp["step_size"]),
-            iterations=int(hp["iterations"]),
-            noise_std=plan.noise_scale,
-            rng=rng,
-            progress=progress,
-        )
+        check_plan_covers(plan, loss)
+        run = noisy_descent(oracle_accelerated_descent, plan, loss, rng, progress)
+        return fit_on_oracle(plan, oracle, run)
 
 
 OPTIMIZER = DPAGD

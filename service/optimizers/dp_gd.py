@@ -97,7 +97,12 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.full_gradient import GradientOracle, LocalGradient
+from service.optimizers.full_gradient import (
+    GradientOracle,
+    LocalGradient,
+    fit_on_oracle,
+    noisy_descent,
+)
 from service.optimizers.inputs import Rows, checked_data, gradient_rows
 from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.gdp import gaussian_steps_multiplier
@@ -115,7 +120,7 @@ __all__ = [
     "full_gradient_query",
     "gaussian_steps_plan",
     "gradient_sensitivity",
-    "check_oracle",
+    "check_plan_covers",
     "noisy_gradient_descent",
     "oracle_gradient_descent",
     "proximal_step",
@@ -291,19 +296,17 @@ def full_gradient_inputs(
     after checking them against the plan's public n, d, the row-norm / label assumptions, and
     that the plan's per-step sensitivity covers this loss (``ValueError``, no data values)."""
     n, d = int(plan.hyperparameters["n"]), int(plan.hyperparameters["d"])
-    if plan.sensitivity < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):
-        raise ValueError("the plan's sensitivity does not cover this loss")
+    check_plan_covers(plan, loss)
     X, y = checked_data(loss, X, y, n, d)
     return gradient_rows(X), np.asarray(y, dtype=np.float64)
 
 
-def check_oracle(plan: ReleasePlan, loss: Loss, oracle: GradientOracle) -> None:
-    """The public half of :func:`full_gradient_inputs` for an oracle: its n and dimension are
-    the plan's and the plan's per-step sensitivity covers this loss (``ValueError``). The rows'
-    own checks (norms, labels) are the oracle's: each partition checks its rows."""
-    n, d = int(plan.hyperparameters["n"]), int(plan.hyperparameters["d"])
-    if (oracle.n, oracle.dimension) != (n, d):
-        raise ValueError("the data's shape differs from the plan's public n and d")
+def check_plan_covers(plan: ReleasePlan, loss: Loss) -> None:
+    """The plan's per-step sensitivity covers this loss: Δ ≥ 2L/n (``ValueError`` otherwise).
+    The public half of :func:`full_gradient_inputs`; with an oracle,
+    :func:`~service.optimizers.full_gradient.fit_on_oracle` checks n and d and the rows' own
+    checks (norms, labels) are the oracle's."""
+    n = int(plan.hyperparameters["n"])
     if plan.sensitivity < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):
         raise ValueError("the plan's sensitivity does not cover this loss")
 
@@ -527,17 +530,9 @@ class DPGD:
     ) -> FloatArray:
         """:meth:`fit` with the gradients from ``oracle`` (e.g. partitions on Dask workers,
         which check their own rows); the same steps, noise and accounting."""
-        check_oracle(plan, loss, oracle)
-        hp = plan.hyperparameters
-        return oracle_gradient_descent(
-            loss,
-            oracle,
-            step_size=float(hp["step_size"]),
-            iterations=int(hp["iterations"]),
-            noise_std=plan.noise_scale,
-            rng=rng,
-            progress=progress,
-        )
+        check_plan_covers(plan, loss)
+        run = noisy_descent(oracle_gradient_descent, plan, loss, rng, progress)
+        return fit_on_oracle(plan, oracle, run)
 
 
 OPTIMIZER = DPGD

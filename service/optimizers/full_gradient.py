@@ -28,9 +28,19 @@ from typing import Protocol
 import numpy as np
 
 from service.models.base import FloatArray, Loss
+from service.optimizers.base import ProgressCallback, ReleasePlan
 from service.optimizers.inputs import Rows
 
-__all__ = ["GradientOracle", "LocalGradient", "PartitionMissing", "SummedGradient"]
+__all__ = [
+    "GradientOracle",
+    "LocalGradient",
+    "NoisyDescent",
+    "PartitionMissing",
+    "SummedGradient",
+    "fit_on_oracle",
+    "noisy_descent",
+    "partial_gradient_sum",
+]
 
 
 class PartitionMissing(RuntimeError):
@@ -129,3 +139,66 @@ def partial_gradient_sum(loss: Loss, w: FloatArray, X: Rows, y: FloatArray) -> F
         grad -= loss.l2 * w
     grad *= rows
     return grad
+
+
+# --- the shared body of the optimizers' ``fit_oracle`` ------------------------------------------
+
+
+def fit_on_oracle(
+    plan: ReleasePlan, oracle: GradientOracle, run: Callable[[GradientOracle], FloatArray]
+) -> FloatArray:
+    """What every full-gradient optimizer's ``fit_oracle`` does once its own plan-vs-loss checks
+    passed: check that ``oracle`` answers over the plan's public ``n`` and ``d`` (its
+    ``hyperparameters["n"]``, ``["d"]``; ``ValueError`` without data values otherwise) and return
+    ``run(oracle)``. The rows' own checks (finite, ‖x‖₂ ≤ 1, admissible labels) are the oracle's:
+    :class:`LocalGradient` gets checked rows, each partition of a :class:`SummedGradient` checks
+    its own (``service.workers.data_parallel``)."""
+    n, d = int(plan.hyperparameters["n"]), int(plan.hyperparameters["d"])
+    if (oracle.n, oracle.dimension) != (n, d):
+        raise ValueError("the data's shape differs from the plan's public n and d")
+    return run(oracle)
+
+
+class NoisyDescent(Protocol):
+    """A noisy first-order method over an oracle (``dp_gd.oracle_gradient_descent``,
+    ``dp_agd.oracle_accelerated_descent``): T steps, one Gaussian draw of std ``noise_std``
+    from ``rng`` per gradient query."""
+
+    def __call__(
+        self,
+        loss: Loss,
+        oracle: GradientOracle,
+        *,
+        step_size: float,
+        iterations: int,
+        noise_std: float,
+        rng: np.random.Generator,
+        progress: ProgressCallback | None = None,
+    ) -> FloatArray: ...
+
+
+def noisy_descent(
+    descent: NoisyDescent,
+    plan: ReleasePlan,
+    loss: Loss,
+    rng: np.random.Generator,
+    progress: ProgressCallback,
+) -> Callable[[GradientOracle], FloatArray]:
+    """``descent`` bound to the plan's public step size η (``hyperparameters["step_size"]``),
+    T (``["iterations"]``) and noise std σ (``plan.noise_scale``): the ``run`` of
+    :func:`fit_on_oracle` for the optimizers that add Gaussian noise to every gradient."""
+    hp = plan.hyperparameters
+    step_size, iterations = float(hp["step_size"]), int(hp["iterations"])
+
+    def run(oracle: GradientOracle) -> FloatArray:
+        return descent(
+            loss,
+            oracle,
+            step_size=step_size,
+            iterations=iterations,
+            noise_std=plan.noise_scale,
+            rng=rng,
+            progress=progress,
+        )
+
+    return run

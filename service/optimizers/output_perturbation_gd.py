@@ -64,7 +64,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.full_gradient import GradientOracle, LocalGradient
+from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
 from service.optimizers.inputs import Rows, checked_data, gradient_rows
 from service.privacy.output_perturbation import (
     MAX_PURE_EPSILON,
@@ -356,10 +356,10 @@ class OutputPerturbationGD:
     ) -> FloatArray:
         """:meth:`fit` with the gradients from ``oracle`` (e.g. partitions on Dask workers,
         which check their own rows): the same T steps, then the same one noise draw."""
-        step, iterations, n, d = _checked_plan(plan, loss)
-        if (oracle.n, oracle.dimension) != (n, d):
-            raise ValueError("the data's shape differs from the plan's public n and d")
-        w = oracle_descent(oracle, step, iterations, progress)
+        step, iterations, _, d = _checked_plan(plan, loss)
+        w = fit_on_oracle(
+            plan, oracle, lambda checked: oracle_descent(checked, step, iterations, progress)
+        )
         w += sample_release_noise(plan.mechanism, d, plan.noise_scale, rng)
         return w
 
