@@ -400,15 +400,26 @@ def _security(tls_dir: Path) -> Security:
     )
 
 
+#: Connect timeout for the tests' own Dask clients: generous, because this shared 2-core machine
+#: runs at loads of 10-20 (a 5 s timeout once failed under load). A dead peer still fails fast
+#: (refused connection); nothing here waits without a bound.
+CONNECT_TIMEOUT = "120s"
+
+
 def _loads_per_worker(address: str, tls_dir: Path) -> dict[str, tuple[int, int]]:
     """(partitions held, partitions loaded so far) of every worker: counts, no data."""
-    with Client(address, security=_security(tls_dir), timeout="20s") as client:
+    with Client(address, security=_security(tls_dir), timeout=CONNECT_TIMEOUT) as client:
         return client.run(held_partitions)
 
 
 def _scheduler_address(server: LiveServer) -> str:
-    """The embedded scheduler: the one listener of the API process that a Dask client with the
-    service's certificate reaches (the others are the nannies')."""
+    """The embedded scheduler among the TCP listeners of the API process (its nannies listen
+    there too): asked by Dask's own ``identity`` call, which every Dask server answers with its
+    class name — one deterministic round trip per port, no guessing from a timeout."""
+    import asyncio
+
+    from distributed.core import rpc
+
     from tests.test_dask_security import listeners
 
     assert server.process is not None
@@ -417,14 +428,17 @@ def _scheduler_address(server: LiveServer) -> str:
         for s in listeners(server.process.pid)
         if s.pid == server.process.pid and s.kind == "tcp" and s.port != server.port
     )
-    for port in ports:
-        address = f"tls://127.0.0.1:{port}"
-        try:
-            with Client(address, security=_security(server.home / "dask-tls"), timeout="5s"):
-                return address
-        except Exception:  # noqa: BLE001 - a nanny answers, but is not a scheduler
-            continue
-    raise AssertionError(f"no scheduler among {ports}")
+    args = _security(server.home / "dask-tls").get_connection_args("client")
+
+    async def kind(address: str) -> str:
+        async with rpc(address, connection_args=args, timeout=120) as peer:
+            identity = await asyncio.wait_for(peer.identity(), timeout=120)
+        return str(identity.get("type", ""))
+
+    kinds = {port: asyncio.run(kind(f"tls://127.0.0.1:{port}")) for port in ports}
+    schedulers = [port for port, name in kinds.items() if name.endswith("Scheduler")]
+    assert len(schedulers) == 1, kinds
+    return f"tls://127.0.0.1:{schedulers[0]}"
 
 
 def test_embedded_cluster_partitions_a_job_too_big_for_one_worker_and_refuses_one_too_big_for_all(
