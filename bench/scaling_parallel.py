@@ -57,6 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dp-big-workers", type=int, default=4)
     parser.add_argument("--dp-big-memory", default="900MiB")
     parser.add_argument("--dp-big-steps", type=int, default=50)
+    parser.add_argument(
+        "--dp-big-folder",
+        type=Path,
+        default=None,
+        help="reuse this folder (written by an earlier run; kept) instead of writing one",
+    )
     parser.add_argument("--dp-skip-big", action="store_true")
     parser.add_argument("--dp-only-big", action="store_true", help="only the big folder job")
     parser.add_argument("--dp-skip-growth", action="store_true")
@@ -296,7 +302,8 @@ def _one_partitioned(folder: Path, n: int, workers: int, steps: int, tls: Path) 
 def big_job(args: argparse.Namespace, work: Path, tls: Path) -> dict:
     n, d = args.dp_big_rows, args.dp_big_d
     started = time.perf_counter()
-    folder = write_folder(work / "big", n, d, args.dp_big_files)
+    given = args.dp_big_folder
+    folder = given or write_folder(work / "big", n, d, args.dp_big_files)
     written = time.perf_counter() - started
     cluster = Cluster(args.dp_big_workers, args.dp_big_memory, tls)
     try:
@@ -330,7 +337,8 @@ def big_job(args: argparse.Namespace, work: Path, tls: Path) -> dict:
         f"{[round(p / MIB) for p in peaks]} MiB, bench process {_peak_rss() / MIB:.0f} MiB",
         flush=True,
     )
-    _remove(folder)
+    if given is None:
+        _remove(folder)
     return row
 
 
@@ -345,7 +353,8 @@ def run(args: argparse.Namespace) -> None:
     payload: dict[str, Any] = {"cpu_count": os.cpu_count(), "load_average_start": _load()}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         work = Path(tmp)
-        os.environ["DPFIT_DATA_ROOTS"] = str(work)  # the workers reopen the sources
+        roots = [str(work)] + ([str(args.dp_big_folder.parent)] if args.dp_big_folder else [])
+        os.environ["DPFIT_DATA_ROOTS"] = os.pathsep.join(roots)  # the workers reopen the sources
         tls = work / "dask-tls"
         if args.dp_only_big:
             args.dp_sizes, args.dp_skip_growth = [], True

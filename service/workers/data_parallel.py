@@ -73,6 +73,15 @@ logger = logging.getLogger("dpfit.worker")
 
 #: How often the driver checks that the workers holding its partitions are alive while waiting.
 POLL_S = 1.0
+#: Bytes of float64 cells per block when a worker reads its window (the single-process reader
+#: uses 16 MiB). A block's cost is paid several times over at the read's peak — Arrow's decoded
+#: batch and the encoder's temporaries, on top of the rows already read — and a worker holding a
+#: partition runs close to its memory limit: 6e6 × 40 over 4 workers of 900 MiB peaked 56 MiB
+#: lower in Arrow's pool with blocks of 2.7 MiB than of 16 MiB (bench/RESULTS.md, section 5).
+PARTITION_BLOCK_BYTES = 2 << 20
+#: Rows per step of the row checks (finite, norms) on a partition: their temporaries stay a few
+#: MiB instead of a boolean copy of the whole partition.
+CHECK_BLOCK_ROWS = 1 << 15
 
 #: Rows held by this worker process for running jobs: key → (X, Y). Per process, never pickled.
 _STORE: dict[str, tuple[FloatArray, FloatArray]] = {}
@@ -117,7 +126,10 @@ def load_partition(
     source = reopen_source(read.source_format, read.location, Settings.from_env())
     encoder = Encoder.from_dict(read.encoder)
     label = LabelSpec.model_validate(read.label)
-    X, Y = read_encoded(WindowSource(source, window), encoder, label, read.label_bound)
+    columns = len(encoder.columns) + 1
+    block = max(1, PARTITION_BLOCK_BYTES // (8 * max(columns, encoder.dimension)))
+    X, Y = read_encoded(WindowSource(source, window), encoder, label, read.label_bound, block)
+    _return_free_memory()
     _check_rows(loss, X, Y, window.rows, read.dimension)
     with _STORE_LOCK:
         _STORE[key] = (X, Y)
@@ -130,20 +142,41 @@ def _check_rows(loss: Loss, X: FloatArray, Y: FloatArray, rows: int, dimension: 
     finite, ‖x‖₂ ≤ 1 (rows above it by rounding only are rescaled to ≤ 1), admissible labels."""
     if X.shape != (rows, dimension) or Y.shape[-1] != rows:
         raise ValueError("the data's shape differs from the plan's public n and d")
-    if not (bool(np.all(np.isfinite(X))) and bool(np.all(np.isfinite(Y)))):
+    if not bool(np.all(np.isfinite(Y))):
         raise ValueError("rows and labels must be finite")
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    over = norms > 1.0
-    if bool(np.any(over)):
-        if bool(np.any(norms > 1.0 + ROW_NORM_SLACK)):
-            raise ValueError("rows must satisfy ‖x‖₂ ≤ 1 (the loader enforces the bound)")
-        X[over] /= norms[over][:, None]
+    for start in range(0, rows, CHECK_BLOCK_ROWS):
+        block = X[start : start + CHECK_BLOCK_ROWS]
+        if not bool(np.all(np.isfinite(block))):
+            raise ValueError("rows and labels must be finite")
+        norms = np.sqrt(np.einsum("ij,ij->i", block, block))
+        over = norms > 1.0
+        if bool(np.any(over)):
+            if bool(np.any(norms > 1.0 + ROW_NORM_SLACK)):
+                raise ValueError("rows must satisfy ‖x‖₂ ≤ 1 (the loader enforces the bound)")
+            block[over] /= norms[over][:, None]
     check_labels = getattr(loss, "check_labels", None)
     for labels in np.atleast_2d(Y):
         if check_labels is not None:
             check_labels(labels)
         elif not bool(np.all((labels == 1.0) | (labels == -1.0))):
             raise ValueError("labels must be -1 or +1")
+
+
+def _return_free_memory() -> None:
+    """Hand the reader's freed buffers back to the operating system (best effort): Arrow's pool
+    and glibc's malloc keep freed blocks for reuse, which a worker about to hold a partition for
+    the whole job cannot afford (≈ 150 MiB kept after a 1.5e6 × 41 read, measured)."""
+    import contextlib
+    import ctypes
+    import ctypes.util
+
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    libc = ctypes.util.find_library("c")
+    if libc:
+        with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+            ctypes.CDLL(libc).malloc_trim(0)
 
 
 def partial_gradient(key: str, loss: Loss, w: FloatArray, label_row: int | None) -> FloatArray:
