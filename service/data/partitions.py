@@ -33,7 +33,9 @@ from service.data.source import Source, SourceFormat
 
 __all__ = [
     "DATA_FRACTION",
-    "WORKER_OVERHEAD_BYTES",
+    "READER_BYTES",
+    "STEP_BYTES_PER_ROW",
+    "WORKER_PROCESS_BYTES",
     "Layout",
     "RowWindow",
     "WindowSource",
@@ -42,14 +44,22 @@ __all__ = [
     "split_rows",
     "spread_fits",
     "usable_bytes",
+    "worker_overhead",
 ]
 
-#: What a worker needs beside a job's rows: the process itself (interpreter, numpy, pyarrow,
-#: SQLAlchemy, the service, Dask: ≈ 280 MiB peak RSS measured here) plus the reader's transient
-#: Parquet buffers (≈ 160–200 MiB measured for row groups of 2^18 rows × 41 float64 columns) and
-#: a step's temporaries (bench/RESULTS.md, "Data-parallel jobs"). Files with much larger row
-#: groups need more: that is public metadata the owner controls.
-WORKER_OVERHEAD_BYTES = 512 << 20
+# What a worker needs beside a job's rows (bench/RESULTS.md, "Data-parallel jobs", measured on
+# 6e6 × 40 over 4 workers of 900 MiB: peak RSS 766–770 MiB with 481 MiB of rows):
+#: The worker process itself — interpreter, numpy, scipy, pyarrow, SQLAlchemy, dp-accounting,
+#: the service, Dask, a database engine: 247 MiB RSS measured, rounded up.
+WORKER_PROCESS_BYTES = 256 << 20
+#: While a window is read: Arrow's Parquet reader holds about one data page and one dictionary
+#: page per source column (≈ 1.3 MiB per column with Arrow's default 1 MiB pages: 51–55 MiB for
+#: 41 columns, measured), plus one 2 MiB block (``data_parallel.PARTITION_BLOCK_BYTES``); a CSV
+#: or SQL source holds one block. Parquet files with many more columns or much larger pages need
+#: more: that is public metadata the owner controls (README, "Growing to a cluster").
+READER_BYTES = 64 << 20
+#: While steps run: a gradient's temporaries, about three float64 vectors per row held.
+STEP_BYTES_PER_ROW = 24
 #: The memory fraction at which a worker pauses (the embedded cluster sets Dask's
 #: ``distributed.worker.memory.pause`` to it; external workers must too, README). A paused worker
 #: runs nothing, so job data must stay below it.
@@ -91,9 +101,17 @@ def encoded_bytes(n: int, dimension: int, classes: int | None) -> int:
     return 8 * n * (dimension + max(1, classes or 1))
 
 
-def usable_bytes(memory_limit: int) -> int:
-    """Bytes of job data a worker with ``memory_limit`` may hold (module constants)."""
-    return max(0, int(DATA_FRACTION * memory_limit) - WORKER_OVERHEAD_BYTES)
+def worker_overhead(rows: int) -> int:
+    """Bytes a worker needs beside ``rows`` encoded rows: the process, and the larger of the two
+    phases that follow each other — reading (:data:`READER_BYTES`, freed before the first step)
+    and stepping (:data:`STEP_BYTES_PER_ROW` per row)."""
+    return WORKER_PROCESS_BYTES + max(READER_BYTES, STEP_BYTES_PER_ROW * rows)
+
+
+def usable_bytes(memory_limit: int, rows: int) -> int:
+    """Bytes of job data a worker with ``memory_limit`` may hold when that data is ``rows`` rows:
+    below Dask's pause threshold (:data:`DATA_FRACTION`), beside :func:`worker_overhead`."""
+    return max(0, int(DATA_FRACTION * memory_limit) - worker_overhead(rows))
 
 
 @dataclass(frozen=True)
@@ -132,10 +150,11 @@ def choose_layout(
         return Layout("infeasible", needed, reason="the cluster has no worker")
     limits = [int(m) for m in worker_memory if m]
     unlimited = len(limits) < workers
-    largest = math.inf if unlimited else max(usable_bytes(m) for m in limits)
-    smallest = min((usable_bytes(m) for m in limits), default=math.inf)
+    largest = math.inf if unlimited else max(usable_bytes(m, n) for m in limits)
     fits_one = needed <= SINGLE_PROCESS_SHARE * largest
-    per_part = encoded_bytes(math.ceil(n / workers), dimension, classes)
+    part_rows = math.ceil(n / workers)
+    per_part = encoded_bytes(part_rows, dimension, classes)
+    smallest = min((usable_bytes(m, part_rows) for m in limits), default=math.inf)
     fits_spread = per_part <= smallest
     wants_parallel = (min_rows is not None and n >= min_rows and workers > 1) or not fits_one
     if data_parallel and wants_parallel and fits_spread and (workers > 1 or not fits_one):
@@ -162,8 +181,9 @@ def spread_fits(
     """True if one equal window per worker fits every worker (``None``/0 = unlimited)."""
     if not worker_memory:
         return False
-    per_part = encoded_bytes(math.ceil(n / len(worker_memory)), dimension, classes)
-    return all(not m or per_part <= usable_bytes(int(m)) for m in worker_memory)
+    part_rows = math.ceil(n / len(worker_memory))
+    per_part = encoded_bytes(part_rows, dimension, classes)
+    return all(not m or per_part <= usable_bytes(int(m), part_rows) for m in worker_memory)
 
 
 class WindowSource:

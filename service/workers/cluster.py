@@ -74,6 +74,9 @@ def start_cluster(settings: Settings, security: Security) -> SpecCluster:
             # Rows of data-parallel jobs live outside Dask's managed memory; a paused worker
             # would stall their steps, so pause late (partitions.DATA_FRACTION stays below).
             "config": {"distributed.worker.memory.pause": 0.9},
+            # Arrow on malloc, which Dask's MALLOC_TRIM_THRESHOLD_ makes hand freed memory back:
+            # a worker that read a partition keeps ≈ 25 MiB less (bench/RESULTS.md, section 5).
+            "env": {"ARROW_DEFAULT_MEMORY_POOL": "system"},
             "dashboard": False,
             "dashboard_address": None,
             "silence_logs": logging.WARN,

@@ -76,8 +76,8 @@ POLL_S = 1.0
 #: Bytes of float64 cells per block when a worker reads its window (the single-process reader
 #: uses 16 MiB). A block's cost is paid several times over at the read's peak — Arrow's decoded
 #: batch and the encoder's temporaries, on top of the rows already read — and a worker holding a
-#: partition runs close to its memory limit: 6e6 × 40 over 4 workers of 900 MiB peaked 56 MiB
-#: lower in Arrow's pool with blocks of 2.7 MiB than of 16 MiB (bench/RESULTS.md, section 5).
+#: partition runs close to its memory limit. Reading a 1.5e6 × 41 window of the 6e6 × 40 folder,
+#: Arrow's pool peaked at 55 MiB with these blocks against 92 MiB with 16 MiB blocks.
 PARTITION_BLOCK_BYTES = 2 << 20
 #: Rows per step of the row checks (finite, norms) on a partition: their temporaries stay a few
 #: MiB instead of a boolean copy of the whole partition.
