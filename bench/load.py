@@ -2,7 +2,8 @@
 
 Starts a real `dpfit serve` (one LocalCluster worker) on SQLite and/or PostgreSQL, registers the
 example data with a large budget, grants an analyst, submits a few jobs, then runs CLIENTS
-concurrent clients (asyncio + httpx, one connection each) for DURATION seconds. Each client
+concurrent clients (asyncio, one keep-alive connection each, bench/raw_http.py: httpx cost more
+CPU per request than the service) for DURATION seconds. Each client
 loops over a fixed mix — GET budget, GET job status, GET /v1/jobs (a page of 20),
 GET /v1/datasets, and now and then POST /v1/jobs (a one-step job) — and records the latency of
 every request. Prints req/s (all, and reads only) and p50/p99 per route, and the errors (any
@@ -27,8 +28,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
+from bench.raw_http import RawConnection, RawHttpError, RawResponse
 from bench.service_overhead import _database_url, _drop, percentile
 from tests.conftest import DEFAULT_PG, EXAMPLES
 from tests.live import LiveServer, start_server
@@ -50,13 +50,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load")
     parser.add_argument("--database", choices=("sqlite", "postgres", "both"), default="both")
     parser.add_argument("--postgres-url", default=DEFAULT_PG)
-    parser.add_argument("--uvicorn-workers", type=int, default=None, help="DPFIT_API_WORKERS")
+    parser.add_argument(
+        "--api-workers", type=int, default=None, help="DPFIT_API_WORKERS: API processes"
+    )
     parser.add_argument("--reads-only", action="store_true", help="no job submissions")
     parser.add_argument(
         "--profile",
         type=Path,
         default=None,
         help="sample the server with py-spy during the load; speedscope files go here",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="open loop: requests per second offered by all clients together (default: closed "
+        "loop, each client sends when its last request answered)",
     )
     parser.add_argument("--smoke", action="store_true", help="4 clients for 2 s")
 
@@ -91,36 +100,45 @@ def submission(dataset_id: str) -> dict[str, object]:
 
 
 async def client_loop(
-    http: httpx.AsyncClient,
+    connection: RawConnection,
     dataset_id: str,
     job_ids: list[str],
     stop_at: float,
     tally: Tally,
     rng: random.Random,
     mix: list[tuple[str, int]],
+    interval: float = 0.0,
 ) -> None:
     labels = [label for label, _ in mix]
     weights = [weight for _, weight in mix]
+    scheduled = time.perf_counter() + (rng.random() * interval if interval else 0.0)
     while time.perf_counter() < stop_at:
+        if interval:
+            # Open loop: send at the scheduled instant, or at once when behind; the latency
+            # counts from the schedule, so a stalled server is not hidden (no coordinated
+            # omission).
+            await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
         label = rng.choices(labels, weights)[0]
+        body = None
         if label == "GET budget":
-            request = http.build_request("GET", f"/v1/datasets/{dataset_id}/budget")
+            method, target = "GET", f"/v1/datasets/{dataset_id}/budget"
         elif label == "GET job":
-            request = http.build_request("GET", f"/v1/jobs/{rng.choice(job_ids)}")
+            method, target = "GET", f"/v1/jobs/{rng.choice(job_ids)}"
         elif label == "GET jobs (page of 20)":
-            request = http.build_request("GET", "/v1/jobs", params={"limit": 20})
+            method, target = "GET", "/v1/jobs?limit=20"
         elif label == "GET datasets":
-            request = http.build_request("GET", "/v1/datasets")
+            method, target = "GET", "/v1/datasets"
         else:
-            request = http.build_request("POST", "/v1/jobs", json=submission(dataset_id))
-        start = time.perf_counter()
+            method, target, body = "POST", "/v1/jobs", submission(dataset_id)
+        start = scheduled if interval else time.perf_counter()
+        scheduled += interval
+        response: RawResponse | None = None
         try:
-            response = await http.send(request)
-            ok = 200 <= response.status_code < 300
-            detail = f"{response.status_code} {response.text[:200]}"
-        except httpx.HTTPError as exc:
+            response = await connection.request(method, target, body)
+            ok = 200 <= response.status < 300
+            detail = f"{response.status} {response.body[:200]!r}"
+        except (OSError, asyncio.IncompleteReadError, RawHttpError) as exc:
             ok, detail = False, type(exc).__name__
-            response = None
         tally.latencies[label].append(time.perf_counter() - start)
         if not ok:
             tally.errors[label] += 1
@@ -131,25 +149,31 @@ async def client_loop(
 
 
 async def load(
-    server: LiveServer, clients: int, duration: float, mix: list[tuple[str, int]]
+    server: LiveServer,
+    clients: int,
+    duration: float,
+    mix: list[tuple[str, int]],
+    rate: float | None = None,
 ) -> tuple[Tally, float]:
+    """Closed loop (each client sends its next request when the last one answered), or with
+    ``rate`` an open loop: the clients together offer ``rate`` requests per second."""
     analyst_key, dataset_id, job_ids = prepare(server)
     tally = Tally()
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     headers = {"Authorization": f"Bearer {analyst_key}"}
-    async with httpx.AsyncClient(
-        base_url=server.base_url, headers=headers, limits=limits, timeout=60
-    ) as http:
-        start = time.perf_counter()
-        stop_at = start + duration
+    connections = [RawConnection("127.0.0.1", server.port, headers) for _ in range(clients)]
+    interval = clients / rate if rate else 0.0
+    start = time.perf_counter()
+    stop_at = start + duration
+    try:
         await asyncio.gather(
             *(
-                client_loop(http, dataset_id, job_ids, stop_at, tally, random.Random(i), mix)
-                for i in range(clients)
+                client_loop(c, dataset_id, job_ids, stop_at, tally, random.Random(i), mix, interval)
+                for i, c in enumerate(connections)
             )
         )
-        elapsed = time.perf_counter() - start
-    return tally, elapsed
+    finally:
+        await asyncio.gather(*(c.close() for c in connections))
+    return tally, time.perf_counter() - start
 
 
 def cpu_seconds(pid: int) -> float:
@@ -159,6 +183,12 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def service_cpu(pid: int) -> float:
+    """CPU of the whole service: the server process and every process below it (API
+    processes, Dask nannies and workers)."""
+    return cpu_seconds(pid) + sum(cpu_seconds(p) for p in descendants(pid))
 
 
 def descendants(pid: int) -> list[int]:
@@ -182,21 +212,28 @@ def descendants(pid: int) -> list[int]:
 
 
 def report(
-    backend: str, tally: Tally, elapsed: float, clients: int, cpu: tuple[float, float]
+    backend: str,
+    tally: Tally,
+    elapsed: float,
+    clients: int,
+    cpu: tuple[float, float],
+    rate: float | None = None,
 ) -> list[str]:
     total = sum(len(v) for v in tally.latencies.values())
     reads = sum(len(v) for k, v in tally.latencies.items() if k in READS)
     errors = sum(tally.errors.values())
     read_latencies = [x for k, v in tally.latencies.items() if k in READS for x in v]
     lines = [
-        f"### {backend}: {clients} clients, {elapsed:.0f} s — {total / elapsed:.1f} req/s "
+        f"### {backend}: {clients} clients, "
+        f"{'closed loop' if not rate else f'open loop offering {rate:g} req/s'}, "
+        f"{elapsed:.0f} s — {total / elapsed:.1f} req/s "
         f"({reads / elapsed:.1f} reads/s), reads p99 "
         f"{1000 * percentile(read_latencies, 0.99):.0f} ms, {errors} errors",
         "",
-        f"CPU: API process {1000 * cpu[0] / max(total, 1):.1f} ms per request "
-        f"({100 * cpu[0] / elapsed:.0f}% of a core); Dask workers {cpu[1]:.1f} s in all "
-        f"({100 * cpu[1] / elapsed:.0f}% of a core). Machine load average at the end: "
-        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.",
+        f"CPU per request: the service (all its processes) {1000 * cpu[0] / max(total, 1):.2f} "
+        f"ms ({100 * cpu[0] / elapsed:.0f}% of a core), this load client "
+        f"{1000 * cpu[1] / max(total, 1):.2f} ms ({100 * cpu[1] / elapsed:.0f}% of a core). "
+        f"Machine load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.",
         "",
         "| route | requests | req/s | p50 (ms) | p99 (ms) | errors |",
         "|---|---|---|---|---|---|",
@@ -262,8 +299,8 @@ def summarize_profile(path: Path, top: int = 25) -> list[str]:
 def run(args: argparse.Namespace) -> None:
     clients, duration = (4, 2.0) if args.smoke else (args.clients, args.duration)
     backends = ["sqlite", "postgres"] if args.database == "both" else [args.database]
-    if args.uvicorn_workers is not None:
-        os.environ["DPFIT_API_WORKERS"] = str(args.uvicorn_workers)
+    if args.api_workers is not None:
+        os.environ["DPFIT_API_WORKERS"] = str(args.api_workers)
     mix = [(label, w) for label, w in MIX if not (args.reads_only and label not in READS)]
     out: list[str] = []
     for backend in backends:
@@ -278,13 +315,10 @@ def run(args: argparse.Namespace) -> None:
                     spy = profile_server(server, args.profile / f"load-{backend}.json", duration)
                 assert server.process is not None
                 pid = server.process.pid
-                before = cpu_seconds(pid), sum(cpu_seconds(p) for p in descendants(pid))
-                tally, elapsed = asyncio.run(load(server, clients, duration, mix))
-                cpu = (
-                    cpu_seconds(pid) - before[0],
-                    sum(cpu_seconds(p) for p in descendants(pid)) - before[1],
-                )
-                out += report(backend, tally, elapsed, clients, cpu) + [""]
+                before = service_cpu(pid), time.process_time()
+                tally, elapsed = asyncio.run(load(server, clients, duration, mix, args.rate))
+                cpu = (service_cpu(pid) - before[0], time.process_time() - before[1])
+                out += report(backend, tally, elapsed, clients, cpu, args.rate) + [""]
                 if spy is not None:
                     spy.wait(timeout=120)
                     out += summarize_profile(args.profile / f"load-{backend}.json") + [""]
@@ -294,5 +328,6 @@ def run(args: argparse.Namespace) -> None:
     print("\n".join(out))
     print(
         f"Mix per client: {', '.join(f'{label} ×{w}' for label, w in mix)} (weights); "
-        "one LocalCluster worker; client and server share the machine."
+        f"API processes: {os.environ.get('DPFIT_API_WORKERS', '1')}; one LocalCluster worker; "
+        "client and server share the machine."
     )
