@@ -29,7 +29,8 @@ class Settings:
       default none. The URLs (credentials) are never shown: not in ``repr``, a response or a log.
     - ``DPFIT_WORKERS``: worker processes of the embedded Dask LocalCluster; default = cores.
     - ``DPFIT_DASK_SCHEDULER``: address of an external Dask scheduler (then no LocalCluster).
-    - ``DPFIT_MAX_ATTEMPTS``: dispatches of one job before it is marked failed (default 3).
+    - ``DPFIT_MAX_ATTEMPTS``: runs of one job (a worker starting it) before a restart marks it
+      failed (default 3); dispatches that no worker started don't count.
     - ``DPFIT_DASK_HOST``: the interface every listener of the embedded Dask cluster (scheduler,
       nannies, workers) binds to; default ``127.0.0.1`` (loopback only).
     - ``DPFIT_DASK_TLS_DIR``: where the service keeps the private CA and the mutual-TLS

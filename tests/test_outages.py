@@ -162,22 +162,35 @@ def queued_jobs(tmp_path: Path) -> Any:
         yield client, analyst_h, client.app.state.sessions, [j.json()["id"] for j in jobs]
 
 
-def test_queued_jobs_survive_any_number_of_restarts(queued_jobs: Any) -> None:
-    client, analyst, sessions, job_ids = queued_jobs
-    started = job_ids[0]
-    with sessions.begin() as session:  # what the runner's claim does when a worker starts it
+def _claimed(sessions: Any, job_id: str) -> None:
+    """What the runner's claim does when a worker starts the job (one more run)."""
+    with sessions.begin() as session:
         session.execute(
             update(Job)
-            .where(Job.id == started)
-            .values(status="running", data_read_at=utcnow(), started_at=utcnow())
+            .where(Job.id == job_id)
+            .values(
+                status="running", runs=Job.runs + 1, data_read_at=utcnow(), started_at=utcnow()
+            )
         )
-    for _ in range(6):  # six restarts, max_attempts = 3
+
+
+def test_queued_jobs_survive_any_number_of_restarts(queued_jobs: Any) -> None:
+    client, analyst, sessions, job_ids = queued_jobs
+    ran_once, ran_thrice = job_ids[0], job_ids[1]
+    _claimed(sessions, ran_once)
+    for _ in range(3):
+        _claimed(sessions, ran_thrice)
+    for _ in range(6):  # six restarts, max_attempts = 3: dispatches are not runs
         recover_unfinished(sessions, QueueOnly(None, sessions), 3)  # type: ignore[arg-type]
-    never_started = [client.get(f"/v1/jobs/{i}", headers=analyst).json() for i in job_ids[1:]]
-    assert all(j["status"] == "queued" and j["error"] is None for j in never_started)
-    ran = client.get(f"/v1/jobs/{started}", headers=analyst).json()
-    assert ran["status"] == "failed" and ran["error"] == RECOVERY_FAILED
-    assert ran["refunded"] is False  # the data was read: the charge stands, as the message says
+    never_started = [client.get(f"/v1/jobs/{i}", headers=analyst).json() for i in job_ids[2:]]
+    assert never_started and all(
+        j["status"] == "queued" and j["error"] is None for j in never_started
+    )
+    once = client.get(f"/v1/jobs/{ran_once}", headers=analyst).json()
+    assert once["status"] == "running" and once["error"] is None  # one run < 3: re-dispatched
+    thrice = client.get(f"/v1/jobs/{ran_thrice}", headers=analyst).json()
+    assert thrice["status"] == "failed" and thrice["error"] == RECOVERY_FAILED
+    assert thrice["refunded"] is False  # the data was read: the charge stands, as it says
 
 
 def test_a_task_lost_before_reading_is_refunded_and_says_so(queued_jobs: Any) -> None:

@@ -142,7 +142,8 @@ class Job(Base):
     """A training job. The database is the source of truth for its state.
 
     ``attempt`` is bumped by every dispatch; a worker only acts while the row still carries the
-    attempt it was given, so a stale worker can never overwrite a newer one.
+    attempt it was given, so a stale worker can never overwrite a newer one. ``runs`` counts the
+    dispatches a worker actually started (claimed): the retry limit bounds runs.
     ``data_read_at`` is set in the same transaction that moves the job to ``running`` and before
     any row is read: refunds are possible only while it is NULL.
     """
@@ -159,6 +160,7 @@ class Job(Base):
     progress_step: Mapped[int] = mapped_column(Integer, default=0)
     progress_total: Mapped[int] = mapped_column(Integer)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
+    runs: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     data_read_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     error: Mapped[str | None] = mapped_column(Text)

@@ -138,12 +138,10 @@ def recover_unfinished(
 ) -> list[str]:
     """Re-dispatch every accepted job that has not finished (after a restart).
 
-    The retry limit counts runs, not dispatches: a job no worker has started (``data_read_at``
-    NULL) is always re-dispatched — it cost nothing yet, however many restarts it waited
-    through. A job that a worker started and that has used ``max_attempts`` dispatches fails
-    instead, and its charge stands (the data was read). Without a per-run counter in the schema
-    the dispatches before its first run count too, so such a job may fail earlier, never later.
-    Returns the re-dispatched job ids.
+    The retry limit counts runs (``jobs.runs``: claims by a worker), not dispatches: a job is
+    re-dispatched however many restarts it waited through without running — a job no worker
+    started cost nothing yet. A job that workers have started ``max_attempts`` times fails
+    instead, and its charge stands (the data was read). Returns the re-dispatched job ids.
     """
     redispatched: list[tuple[str, int]] = []
     exhausted: list[tuple[str, int]] = []
@@ -152,7 +150,7 @@ def recover_unfinished(
             select(Job).where(Job.status.in_(("queued", "running"))).order_by(Job.created_at)
         ).all()
         for job in jobs:
-            if job.data_read_at is not None and job.attempt >= max_attempts:
+            if job.runs >= max_attempts:
                 exhausted.append((job.id, job.attempt))
                 continue
             job.attempt += 1

@@ -152,7 +152,8 @@ def _fingerprint_differs(source: Source, registered: str) -> bool:
 
 
 def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> bool:
-    """queued|running → running with data_read_at set, iff this attempt is current."""
+    """queued|running → running with data_read_at set and one more run counted, iff this
+    attempt is current."""
     now = utcnow()
     with sessions.begin() as session:
         job = session.get(Job, job_id)
@@ -168,6 +169,7 @@ def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> bool:
             )
             .values(
                 status="running",
+                runs=Job.runs + 1,
                 data_read_at=job.data_read_at or now,
                 started_at=job.started_at or now,
                 progress_step=0,
