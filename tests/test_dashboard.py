@@ -7,10 +7,10 @@ What is checked: sign-in with a key (kept in sessionStorage, never in the URL); 
 with a budget burn-down chart that has one point per ledger row, the ledger, and the grants table
 (analyst, granted at, cap, ε spent) whose revoke button revokes after a confirming second click;
 the analyst view with the job's progress reaching its total by polling, the granted budget, and a
-coefficients chart with one bar per released coefficient; and that the browser made no request to any other
-origin (Chrome's performance log: every ``Network.requestWillBeSent``). Swagger UI and ReDoc
-render with no outside request too. Screenshots of each view go to ``DPFIT_SCREENSHOTS`` (default:
-the test's tmp dir).
+coefficients chart with one bar per released coefficient; and that the browser made no request to
+any other origin (Chrome's performance log: every ``Network.requestWillBeSent``). Swagger UI and
+ReDoc render with no outside request too. Screenshots of each view go to ``DPFIT_SCREENSHOTS``
+(default: the test's tmp dir).
 """
 
 from __future__ import annotations
