@@ -9,6 +9,7 @@ permissions, kept across restarts, and refused — with a clear message — when
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import time
@@ -141,18 +142,24 @@ def test_only_the_services_certificate_reaches_the_scheduler(closed_server: Live
                 pytest.fail(f"{name} client talked to {address} ({type(exc).__name__})")
             pytest.fail(f"{name} client ran code on the scheduler at {address} (pid {pid})")
 
-    schedulers = []
-    for port in ports:
-        try:
-            with Client(
-                f"tls://127.0.0.1:{port}",
-                security=_service_client_security(closed_server),
-                timeout="5s",
-            ) as client:
-                schedulers.append(client.run_on_scheduler(os.getpid))
-        except Exception:  # noqa: BLE001 - a nanny or worker port: not a scheduler
-            continue
-    assert schedulers == [closed_server.process.pid]
+    ours = _service_client_security(closed_server)
+    kinds = {port: asyncio.run(_server_type(f"tls://127.0.0.1:{port}", ours)) for port in ports}
+    schedulers = [port for port, kind in kinds.items() if kind.endswith("Scheduler")]
+    assert len(schedulers) == 1, kinds
+    with Client(f"tls://127.0.0.1:{schedulers[0]}", security=ours, timeout="60s") as client:
+        assert client.run_on_scheduler(os.getpid) == closed_server.process.pid
+
+
+async def _server_type(address: str, security: Security) -> str:
+    """What Dask server listens at ``address`` (its ``identity`` handler), asked over the
+    service's own mutual TLS — a direct answer, where probing every port with a Client took a
+    connect timeout per non-scheduler port (and under load the scheduler's too)."""
+    from distributed.core import rpc
+
+    args = security.get_connection_args("client")
+    async with rpc(address, connection_args=args, timeout=60) as server:
+        identity = await server.identity()
+    return str(identity.get("type", ""))
 
 
 def test_no_http_page_answers_on_any_dask_port(closed_server: LiveServer) -> None:
