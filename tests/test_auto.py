@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from service.models.registry import parse_model_spec
-from service.optimizers.auto import RULE, resolve
+from service.optimizers.auto import AVERAGING_N_EPSILON, RULE, resolve, rule_l2
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.planning import plan_job
+from service.privacy.gdp import gdp_mu
 from service.schemas import JobCreate
 from service.submission import DatasetFacts, price_job
 from service.workers.runner import run_job
@@ -46,12 +47,12 @@ LOGISTIC = {"type": "logistic_regression", "fit_intercept": True}
 @pytest.mark.parametrize(
     ("model", "delta", "optimizer", "clip"),
     [
-        (LOGISTIC, 1e-6, "dp_agd", 0.5),
-        ({**LOGISTIC, "gradient_clip": 1.0}, 1e-6, "dp_agd", 1.0),  # the analyst's choice stays
+        (LOGISTIC, 1e-6, "dp_agd_averaged", 0.5),
+        ({**LOGISTIC, "gradient_clip": 1.0}, 1e-6, "dp_agd_averaged", 1.0),  # analyst's choice
         (LOGISTIC, 0.0, "output_perturbation_gd", 0.5),
         ({"type": "sigmoid_classifier"}, 1e-6, "dp_gd", None),  # non-convex
         ({**LOGISTIC, "l2": 0.0}, 1e-6, "dp_gd", 0.5),  # dp_agd needs a radius without l2
-        ({"type": "huber_svm"}, 1e-6, "dp_agd", None),
+        ({"type": "huber_svm"}, 1e-6, "dp_agd_averaged", None),
     ],
 )
 def test_the_rule_picks_from_public_facts(
@@ -81,7 +82,14 @@ def test_an_auto_job_is_the_chosen_optimizers_ordinary_job(epsilon: float) -> No
         ),
     )
     plan = dict(auto.plan_json)
-    assert plan.pop("auto")["filled"] == {"model.gradient_clip": 0.5}
+    filled = dict(plan.pop("auto")["filled"])
+    assert filled.pop("model.gradient_clip") == 0.5
+    if FACTS.n_rows * epsilon >= AVERAGING_N_EPSILON:
+        assert auto.spec["optimizer"]["name"] == "dp_agd_averaged"
+        assert filled == {"model.l2": auto.spec["model"]["l2"]}
+        assert 1e-5 <= filled["model.l2"] <= 1e-4
+    else:
+        assert auto.spec["optimizer"]["name"] == "dp_agd" and filled == {}
     assert plan == explicit.plan_json
     assert auto.charge == explicit.charge
     assert auto.spec == explicit.spec
@@ -93,10 +101,12 @@ def test_an_auto_job_is_the_chosen_optimizers_ordinary_job(epsilon: float) -> No
 def test_multiclass_and_regression_resolve() -> None:
     categorical = DatasetFacts(**{**FACTS.__dict__, "label_type": "categorical", "classes": 3})
     priced = price_job(categorical, body(LOGISTIC))
-    assert priced.spec["optimizer"]["name"] == "dp_agd"
+    assert priced.spec["optimizer"]["name"] == "dp_agd_averaged"
     numeric = DatasetFacts(**{**FACTS.__dict__, "label_type": "numeric"})
     priced = price_job(numeric, body({"type": "huber_regression", "label_bound": 2.0}))
-    assert priced.spec["optimizer"]["name"] == "dp_agd"
+    assert priced.spec["optimizer"]["name"] == "dp_agd_averaged"
+    small_eps = price_job(numeric, body({"type": "huber_regression", "label_bound": 2.0}, 0.1))
+    assert small_eps.spec["optimizer"]["name"] == "dp_agd"
 
 
 def test_auto_takes_no_params() -> None:
@@ -110,8 +120,8 @@ def test_library_use_plans_and_fits_the_chosen_optimizer() -> None:
     with the record, and ``fit`` runs that optimizer."""
     model = parse_model_spec({**LOGISTIC, "gradient_clip": 0.5})
     job = plan_job(model, "auto", {}, 20000, 5, PrivacyTarget(1.0, 1e-6))
-    assert job.plan.hyperparameters["auto"]["optimizer"] == "dp_agd"
-    direct = plan_job(model, "dp_agd", {}, 20000, 5, PrivacyTarget(1.0, 1e-6))
+    assert job.plan.hyperparameters["auto"]["optimizer"] == "dp_agd_averaged"
+    direct = plan_job(model, "dp_agd_averaged", {}, 20000, 5, PrivacyTarget(1.0, 1e-6))
     assert job.plan.noise_scale == direct.plan.noise_scale
     assert job.plan.total_steps == direct.plan.total_steps
     rng = np.random.default_rng(0)
@@ -126,7 +136,29 @@ def test_library_use_plans_and_fits_the_chosen_optimizer() -> None:
     assert chosen.optimizer == "output_perturbation_gd"
     # below n = 10,000 rows the rule takes dp_gd (the many averaged steps of a cheap pass)
     assert resolve(model, 9999, 5, PrivacyTarget(1.0, 1e-6)).optimizer == "dp_gd"
-    assert resolve(model, 10000, 5, PrivacyTarget(1.0, 1e-6)).optimizer == "dp_agd"
+    assert resolve(model, 10000, 5, PrivacyTarget(1.0, 1e-6)).optimizer == "dp_agd_averaged"
+    # n·ε < 5,000: the last iterate of dp_agd (averaging cost accuracy there)
+    assert resolve(model, 40000, 5, PrivacyTarget(0.1, 1e-6)).optimizer == "dp_agd"
+    # the analyst's l2 is kept; otherwise the rule's l2 falls with n·ε between its bounds
+    fixed = parse_model_spec({**LOGISTIC, "l2": 3e-3})
+    assert resolve(fixed, 40000, 5, PrivacyTarget(1.0, 1e-6)).model["l2"] == 3e-3
+
+
+def test_the_l2_rule_falls_with_the_noise_between_its_bounds() -> None:
+    free = parse_model_spec(LOGISTIC)  # l2 not sent
+    values = [
+        resolve(free, 32561, 104, PrivacyTarget(eps, 1e-5)).model["l2"] for eps in (0.5, 1, 2)
+    ]
+    assert 1e-4 > values[0] > values[1] > 1e-5 == values[2]  # the floor at ε = 2
+    ceiling = resolve(free, 10000, 104, PrivacyTarget(0.5, 1e-5)).model["l2"]
+    assert ceiling == 1e-4  # 9·d·(2L·z₁/n)² = 4.7e-4 there
+    assert rule_l2(0.5, 32561, 105, PrivacyTarget(1.0, 1e-5)) == pytest.approx(
+        9 * 105 * (1.0 / (32561 * gdp_mu(1.0, 1e-5))) ** 2
+    )
+    assert (
+        resolve(free, 32561, 104, PrivacyTarget(1.0, 1e-5)).record["filled"]["model.l2"]
+        == (values[1])
+    )
 
 
 # --- through the API ----------------------------------------------------------------------------

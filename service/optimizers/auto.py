@@ -76,14 +76,21 @@ __all__ = ["RULE", "Auto", "AutoChoice", "AutoParams", "choose_model_and_optimiz
 AUTO = "auto"
 CLIP = 0.5
 LARGE_N = 10_000
+#: n·ε from which the tail-averaged dp_agd (and the l2 rule) is used.
+AVERAGING_N_EPSILON = 5_000
+#: l2 = clamp(L2_FACTOR · d · (2L·z₁/n)², L2_FLOOR, L2_CEILING) for dp_agd_averaged.
+L2_FACTOR = 9.0
+L2_FLOOR = 1e-5
+L2_CEILING = 1e-4
 RULE = (
-    "delta > 0: dp_agd if the loss is convex and n >= 10000, else dp_gd; "
-    "delta = 0: output_perturbation_gd; "
+    "delta > 0: for a convex loss with n >= 10000, dp_agd_averaged if n*epsilon >= 5000 "
+    "(l2 = clamp(9*d*(2*L*z1/n)^2, 1e-5, 1e-4) when the analyst did not set l2) else dp_agd; "
+    "otherwise dp_gd; delta = 0: output_perturbation_gd; "
     "logistic_regression without gradient_clip: gradient_clip = 0.5; theory defaults for the "
-    "rest; first feasible of the fallbacks dp_gd, noisy_sgd_bst14, output_perturbation_gd, "
-    "noisy_sgd_scs13"
+    "rest; first feasible of the fallbacks dp_agd, dp_gd, noisy_sgd_bst14, "
+    "output_perturbation_gd, noisy_sgd_scs13"
 )
-FALLBACKS = ("dp_gd", "noisy_sgd_bst14", "output_perturbation_gd", "noisy_sgd_scs13")
+FALLBACKS = ("dp_agd", "dp_gd", "noisy_sgd_bst14", "output_perturbation_gd", "noisy_sgd_scs13")
 
 
 class AutoParams(BaseModel):
@@ -102,31 +109,56 @@ class AutoChoice:
     record: dict[str, Any]
 
 
-def preferred_optimizer(convex: bool, delta: float, n: int) -> str:
-    """Step 1–3 of the rule."""
-    if delta == 0:
+def preferred_optimizer(convex: bool, target: PrivacyTarget, n: int) -> str:
+    """Steps 1–4 of the rule."""
+    if target.delta == 0:
         return "output_perturbation_gd"
-    return "dp_agd" if convex and n >= LARGE_N else "dp_gd"
+    if not (convex and n >= LARGE_N):
+        return "dp_gd"
+    return "dp_agd_averaged" if n * target.epsilon >= AVERAGING_N_EPSILON else "dp_agd"
 
 
-def candidates(convex: bool, delta: float, n: int) -> list[str]:
+def candidates(convex: bool, target: PrivacyTarget, n: int) -> list[str]:
     """The preferred optimizer, then the fallbacks (no repeats)."""
-    first = preferred_optimizer(convex, delta, n)
+    first = preferred_optimizer(convex, target, n)
     return [first, *(name for name in FALLBACKS if name != first)]
 
 
+def rule_l2(lipschitz: float, n: int, d: int, target: PrivacyTarget) -> float:
+    """Step 5: clamp(9·d·(2L·z₁/n)², 1e-5, 1e-4), with z₁ the noise multiplier of one Gaussian
+    release at the job's (ε, δ) — 9 times the squared norm of one full-budget release's noise."""
+    from service.privacy.gdp import gdp_mu
+
+    noise = 2.0 * lipschitz / (n * gdp_mu(target.epsilon, target.delta))
+    return min(L2_CEILING, max(L2_FLOOR, L2_FACTOR * d * noise * noise))
+
+
 def choose_model_and_optimizer(
-    model: dict[str, Any], fields_set: set[str], convex: bool, target: PrivacyTarget, n: int
+    model: dict[str, Any],
+    fields_set: set[str],
+    convex: bool,
+    target: PrivacyTarget,
+    n: int,
+    n_features: int = 0,
 ) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """The public part of the rule: the model spec to run (``gradient_clip`` = 1/2 filled in for
-    logistic regression when the analyst did not set it), the candidate optimizers in order,
+    logistic regression when the analyst did not set it; ``l2`` by :func:`rule_l2` for
+    ``dp_agd_averaged`` when the analyst did not set it), the candidate optimizers in order,
     and what was filled in. ``fields_set``: the model fields the analyst sent."""
+    from service.models.registry import build_loss, parse_model_spec
+
     resolved = dict(model)
     filled: dict[str, Any] = {}
     if model.get("type") == "logistic_regression" and "gradient_clip" not in fields_set:
         resolved["gradient_clip"] = CLIP
         filled["model.gradient_clip"] = CLIP
-    return resolved, candidates(convex, target.delta, n), filled
+    names = candidates(convex, target, n)
+    if names[0] == "dp_agd_averaged" and "l2" in model and "l2" not in fields_set:
+        d = n_features + (1 if resolved.get("fit_intercept") else 0)
+        lipschitz = float(build_loss(parse_model_spec(resolved)).lipschitz)
+        resolved["l2"] = rule_l2(lipschitz, n, max(1, d), target)
+        filled["model.l2"] = resolved["l2"]
+    return resolved, names, filled
 
 
 def resolve(
@@ -144,7 +176,7 @@ def resolve(
 
     sent = model.model_dump(mode="json")
     resolved, names, filled = choose_model_and_optimizer(
-        sent, set(model.model_fields_set), bool(build_loss(model).convex), target, n
+        sent, set(model.model_fields_set), bool(build_loss(model).convex), target, n, n_features
     )
     spec = parse_model_spec(resolved)
     last: InfeasibleSpec | None = None
@@ -159,8 +191,13 @@ def resolve(
             "optimizer": name,
             "filled": filled,
             "rule": RULE,
-            "facts": {"n": n, "features": n_features, "epsilon": target.epsilon,
-                      "delta": target.delta, "classes": classes},
+            "facts": {
+                "n": n,
+                "features": n_features,
+                "epsilon": target.epsilon,
+                "delta": target.delta,
+                "classes": classes,
+            },
         }
         return AutoChoice(model=spec.model_dump(mode="json"), optimizer=name, record=record)
     assert last is not None
@@ -197,7 +234,7 @@ class Auto:
         from service.optimizers.registry import get_optimizer  # the registry imports us
 
         last: InfeasibleSpec | None = None
-        for name in candidates(bool(getattr(loss, "convex", True)), target.delta, n):
+        for name in candidates(bool(getattr(loss, "convex", True)), target, n):
             optimizer = get_optimizer(name)
             try:
                 plan = optimizer.plan(optimizer.Params(), loss, n, d, target)

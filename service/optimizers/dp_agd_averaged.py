@@ -1,0 +1,232 @@
+r"""``dp_agd_averaged``: DP-AGD's noisy accelerated descent, releasing the average of the second
+half of its iterates (tail averaging), with twice DP-AGD's default number of steps.
+
+Mechanism. Exactly :mod:`service.optimizers.dp_agd`'s: w_0 = v_1 = 0, s_1 = 1; for t = 1 … T
+
+    g_t     = ∇F(v_t; S) + ζ_t,              ζ_t ~ N(0, σ² I_d)    (the only data access)
+    w_t     = prox_{η·l1‖·‖₁}(v_t − η g_t)
+    s_{t+1} = (1 + √(1 + 4 s_t²)) / 2,   v_{t+1} = w_t + ((s_t − 1)/s_{t+1}) (w_t − w_{t−1}),
+
+and release  w̄ = (1/(T − ⌊T/2⌋)) Σ_{t = ⌊T/2⌋+1}^{T} w_t  instead of w_T.
+
+Privacy. The T noisy gradients are the same adaptively composed Gaussian releases as DP-AGD's,
+each of replace-one sensitivity 2L/n given the released past (DP-AGD's docstring), calibrated
+and accounted by DP-AGD's own plan: ``SelfComposedDpEvent(GaussianDpEvent(z), T)``, exactly
+√T/z-GDP (Dong, Roth & Su 2022), the μ the ledger charges. Every w_t is a function of the noisy
+gradients g_1 … g_t and public constants, so w̄ is post-processing: the guarantee is DP-AGD's
+word for word. A test checks that the query points and noise draws are identical to DP-AGD's
+for the same generator (same mechanism), and that w̄ is the mean of the recorded iterates.
+
+Why average (utility). With a constant step, noisy (accelerated) gradient descent does not
+converge: its iterates fluctuate around the minimiser with a stationary spread set by σ, and the
+last iterate carries all of it. Averaging the tail is Polyak–Ruppert averaging (Polyak &
+Juditsky 1992): the average's fluctuation shrinks with the number of (weakly correlated)
+iterates averaged, while the bias of starting the average at T/2 is that of w_{T/2}. With the
+variance reduced, more steps pay: the default T is twice DP-AGD's balance point
+T_agd = ⌈(β_F R n/(2√2 L z₁ √d))^{1/2}⌉ (dp_agd's docstring) — the noise per step grows by √2
+(z = z₁√T), the averaged noise does not grow, the optimisation term falls 4×.
+
+Measured (public data only, 6 seeds, δ = 1e-5, C = 1/2, test accuracy %; ``python -m bench auto
+--explore``): on synthetic logistic data (n = 20,000, d = 21) the last iterate of DP-AGD lands
+1–2 points below DP-GD's 1,000 steps at ε ∈ {0.5, 1, 2} (86.4 / 87.4 / 88.2 vs 88.1 / 88.8 /
+89.0) and the tail average closes that gap (88.3 / 88.8 / 89.1); on Adult's TRAIN file split
+2:1 the average is within ±0.1 of the last iterate at DP-AGD's T and better at 2T.
+
+Assumptions, defaults and refusals: DP-AGD's (convex smooth loss, l2 > 0 or a public
+``radius``, δ > 0), except the default T above (capped by ``max_iterations``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.models.base import FloatArray, Loss
+from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.dp_agd import DPAGD, DPAGDParams
+from service.optimizers.dp_gd import (
+    ITERATION_HARD_CAP,
+    QueryRecord,
+    full_gradient_inputs,
+    proximal_step,
+)
+from service.optimizers.full_gradient import GradientOracle, LocalGradient
+from service.privacy.analytic_gaussian import sample_gaussian
+
+__all__ = ["DPAGDAveraged", "DPAGDAveragedParams", "STEP_FACTOR", "averaged_accelerated_descent"]
+
+#: The default T is this multiple of DP-AGD's default T (module docstring).
+STEP_FACTOR = 2
+
+
+class DPAGDAveragedParams(BaseModel):
+    """Hyper-parameters of ``dp_agd_averaged``; omitted values get the defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    iterations: int | None = Field(
+        default=None,
+        ge=1,
+        le=ITERATION_HARD_CAP,
+        description="Number of noisy full-gradient steps T. Default: twice dp_agd's default "
+        "(its accelerated balance point), capped at max_iterations.",
+    )
+    step_size: float | None = Field(
+        default=None, gt=0.0, allow_inf_nan=False, description="As dp_agd (default 1/β_F)."
+    )
+    radius: float | None = Field(
+        default=None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="As dp_agd: public guess of ‖w*‖ for the default T (default √(2·gap/l2)).",
+    )
+    objective_gap: float = Field(
+        default=1.0, gt=0.0, allow_inf_nan=False, description="As dp_agd (default 1)."
+    )
+    max_iterations: int = Field(
+        default=2000,
+        ge=1,
+        le=ITERATION_HARD_CAP,
+        description="Cap on the default number of iterations (ignored if iterations is given).",
+    )
+
+
+def averaged_accelerated_descent(
+    loss: Loss,
+    oracle: GradientOracle,
+    *,
+    step_size: float,
+    iterations: int,
+    noise_std: float,
+    rng: np.random.Generator,
+    progress: ProgressCallback | None = None,
+    trace: list[QueryRecord] | None = None,
+    iterates: list[FloatArray] | None = None,
+) -> FloatArray:
+    """DP-AGD's loop (same draws from ``rng``, same query points), returning the mean of
+    w_{⌊T/2⌋+1} … w_T. ``trace``/``iterates``: tests only (each step's query, each w_t)."""
+    d = oracle.dimension
+    w_prev: FloatArray = np.zeros(d, dtype=np.float64)
+    v: FloatArray = w_prev.copy()
+    zeros: FloatArray = np.zeros(d, dtype=np.float64)
+    total: FloatArray = np.zeros(d, dtype=np.float64)
+    start = iterations // 2
+    s = 1.0
+    for t in range(1, iterations + 1):
+        g = oracle.gradient(v)
+        noise = sample_gaussian(d, noise_std, rng) if noise_std > 0.0 else zeros
+        if trace is not None:
+            trace.append(QueryRecord("full_gradient", v.copy(), noise))
+        w = proximal_step(loss, v - step_size * (g + noise), step_size)
+        if iterates is not None:
+            iterates.append(w.copy())
+        if t > start:
+            total += w
+        s_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * s * s))
+        v = w + ((s - 1.0) / s_next) * (w - w_prev)
+        w_prev, s = w, s_next
+        if progress is not None:
+            progress(t)
+    out: FloatArray = total / (iterations - start)
+    return out
+
+
+class DPAGDAveraged:
+    """DP-AGD with a tail-averaged release (Polyak–Ruppert) and twice its default steps."""
+
+    name: ClassVar[str] = "dp_agd_averaged"
+    summary: ClassVar[str] = (
+        "dp_agd's noisy accelerated full-gradient descent, releasing the average of the second "
+        "half of its iterates (post-processing) with twice dp_agd's default number of steps; "
+        "the same exact Gaussian-DP accounting."
+    )
+    assumptions: ClassVar[str] = DPAGD.assumptions
+    guarantee: ClassVar[str] = (
+        "(ε, δ)-DP, replace-one adjacency: dp_agd's T Gaussian steps of sensitivity 2L/n, "
+        "accounted exactly (μ = √T/z GDP); the average is post-processing."
+    )
+    reference: ClassVar[str] = (
+        "Beck & Teboulle (2009), FISTA; Polyak & Juditsky (1992), averaging; Wang, Ye & Xu "
+        "(2017) Alg. 4 for the privacy analysis; Dong, Roth & Su (2022) for the accounting."
+    )
+    Params: ClassVar[type[BaseModel]] = DPAGDAveragedParams
+
+    def plan(
+        self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
+    ) -> ReleasePlan:
+        """DP-AGD's plan with T = ``iterations`` or STEP_FACTOR × DP-AGD's default T (capped);
+        the same refusals (InfeasibleSpec) as DP-AGD."""
+        p = (
+            params
+            if isinstance(params, DPAGDAveragedParams)
+            else DPAGDAveragedParams.model_validate(params.model_dump())
+        )
+        agd = DPAGD()
+        base = DPAGDParams(
+            iterations=p.iterations,
+            step_size=p.step_size,
+            radius=p.radius,
+            objective_gap=p.objective_gap,
+            max_iterations=min(p.max_iterations, ITERATION_HARD_CAP),
+        )
+        if p.iterations is None:
+            default = int(agd.plan(base, loss, n, d, target).hyperparameters["iterations"])
+            steps = min(STEP_FACTOR * default, p.max_iterations)
+            base = base.model_copy(update={"iterations": max(1, steps)})
+        plan = agd.plan(base, loss, n, d, target)
+        plan.hyperparameters["averaged_from"] = int(plan.hyperparameters["iterations"]) // 2 + 1
+        return plan
+
+    def fit(
+        self,
+        plan: ReleasePlan,
+        loss: Loss,
+        X: FloatArray,
+        y: FloatArray,
+        rng: np.random.Generator,
+        progress: ProgressCallback,
+    ) -> FloatArray:
+        """Run the plan on the private rows; release the tail average (checks as DP-AGD)."""
+        rows, labels = full_gradient_inputs(plan, loss, X, y)
+        return self._run(plan, loss, LocalGradient(loss, rows, labels), rng, progress)
+
+    def fit_oracle(
+        self,
+        plan: ReleasePlan,
+        loss: Loss,
+        oracle: GradientOracle,
+        rng: np.random.Generator,
+        progress: ProgressCallback,
+    ) -> FloatArray:
+        """:meth:`fit` with the gradients from ``oracle`` (partitions check their own rows)."""
+        n, d = int(plan.hyperparameters["n"]), int(plan.hyperparameters["d"])
+        if (oracle.n, oracle.dimension) != (n, d):
+            raise ValueError("the data's shape differs from the plan's public n and d")
+        if plan.sensitivity < 2.0 * loss.lipschitz / n * (1.0 - 1e-12):
+            raise ValueError("the plan's sensitivity does not cover this loss")
+        return self._run(plan, loss, oracle, rng, progress)
+
+    @staticmethod
+    def _run(
+        plan: ReleasePlan,
+        loss: Loss,
+        oracle: GradientOracle,
+        rng: np.random.Generator,
+        progress: ProgressCallback,
+    ) -> FloatArray:
+        hp = plan.hyperparameters
+        return averaged_accelerated_descent(
+            loss,
+            oracle,
+            step_size=float(hp["step_size"]),
+            iterations=int(hp["iterations"]),
+            noise_std=plan.noise_scale,
+            rng=rng,
+            progress=progress,
+        )
+
+
+OPTIMIZER = DPAGDAveraged
