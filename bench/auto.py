@@ -38,13 +38,34 @@ from bench.data import (
     synthetic_rows,
 )
 from service.evaluation import evaluate_rows
+from service.optimizers.auto import CLIP
 from service.privacy.evaluation import accuracy_std, loss_clip_bound, plan_evaluation
 from service.schemas import JobCreate
 from service.submission import DatasetFacts, price_job
 
 TARGETS = {0.1: 83.1, 0.5: 84.1, 1.0: 84.35, 2.0: 84.4}
 DELTA = 1e-5
-RIVALS = ("dp_agd", "dp_gd", "output_perturbation_gd", "noisy_sgd_bst14", "private_tuning")
+RIVALS = (
+    "dp_agd",
+    "dp_agd_averaged",
+    "dp_gd",
+    "output_perturbation_gd",
+    "noisy_sgd_bst14",
+    "private_tuning",
+    "private_selection",
+)
+#: --explore: (label, optimizer, model overrides, params) at C = 1/2; "auto" is the service's job.
+EXPLORE_ARMS: tuple[tuple[str, str, dict[str, Any], dict[str, Any]], ...] = (
+    ("dp_agd, l2 1e-4 (old rule at n ≥ 1e4)", "dp_agd", {"l2": 1e-4}, {}),
+    ("dp_gd, l2 1e-4", "dp_gd", {"l2": 1e-4}, {}),
+    ("dp_agd_averaged, l2 1e-4", "dp_agd_averaged", {"l2": 1e-4}, {}),
+    (
+        "private_selection {dp_agd_averaged, dp_gd}",
+        "private_selection",
+        {"l2": 1e-4},
+        {"candidates": [{"optimizer": "dp_agd_averaged"}, {"optimizer": "dp_gd"}]},
+    ),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +74,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--other-runs", type=int, default=3)
     parser.add_argument("--evaluations", type=int, default=10)
     parser.add_argument("--smoke", action="store_true", help="one ε, one run, small data")
+    parser.add_argument(
+        "--explore",
+        action="store_true",
+        help="the rule's evidence on public data only (Adult TRAIN split 2:1, synthetic, "
+        "breast_cancer): auto vs the old rule, dp_gd, averaging, private selection",
+    )
+    parser.add_argument("--explore-runs", type=int, default=6)
 
 
 def auto_job(data: Dataset, eps: float) -> Any:
@@ -159,7 +187,83 @@ def evaluation_error(data: Dataset, w: np.ndarray, eps: float, count: int) -> di
     }
 
 
+def adult_train_split(adult: Dataset) -> Dataset:
+    """Adult's TRAIN file split 2:1 at random (seed 0): the rule's development data. The test
+    file is never read by the exploration."""
+    order = np.random.default_rng(0).permutation(adult.n)
+    cut = 2 * adult.n // 3
+    tr, te = order[:cut], order[cut:]
+    return Dataset("Adult TRAIN split 2:1", adult.X[tr], adult.y[tr], adult.X[te], adult.y[te])
+
+
+def arm_accuracy(
+    data: Dataset, name: str, model: dict[str, Any], params: dict[str, Any], eps: float, runs: int
+) -> float | None:
+    """Mean test accuracy (%) of one optimizer/model setting over ``runs`` seeds (100 + s)."""
+    spec = {"type": "logistic_regression", "fit_intercept": True, "gradient_clip": CLIP} | model
+    try:
+        job = plan(name, spec, data.n, data.d, eps, DELTA, params)
+    except ValueError:
+        return None
+    accs = [
+        accuracy(
+            job.optimizer.fit(
+                job.plan, job.loss, data.X, data.y, np.random.default_rng(100 + s), lambda s: None
+            ),
+            data.Xt,
+            data.yt,
+        )
+        for s in range(runs)
+    ]
+    return statistics.mean(accs) * 100
+
+
+def explore(args: argparse.Namespace) -> None:
+    """The evidence table of service/optimizers/auto.py's docstring (public data only)."""
+    runs = 1 if args.smoke else args.explore_runs
+    epsilons = args.epsilons[:1] if args.smoke else args.epsilons
+    datasets = [adult_train_split(load_adult()), *other_datasets(args.smoke)]
+    labels = ["auto (the service's job)", *(arm[0] for arm in EXPLORE_ARMS)]
+    lines = [
+        f"# auto --explore: public data only, {runs} seeds per cell, δ = {DELTA:g}, C = 1/2",
+        "",
+        "| data (n, d) | ε | " + " | ".join(labels) + " |",
+        "|---|---|" + "---|" * len(labels),
+    ]
+    rows: list[dict[str, Any]] = []
+    for data in datasets:
+        for eps in epsilons:
+            cells: list[float | None] = [
+                statistics.mean(
+                    accuracy(fit_auto(data, eps, 100 + s)[0], data.Xt, data.yt) for s in range(runs)
+                )
+                * 100
+            ]
+            for _, name, model, params in EXPLORE_ARMS:
+                cells.append(arm_accuracy(data, name, model, params, eps, runs))
+            rows.append(
+                {
+                    "data": data.name,
+                    "n": data.n,
+                    "d": data.d,
+                    "epsilon": eps,
+                    "cells": dict(zip(labels, cells, strict=True)),
+                }
+            )
+            text = " | ".join("—" if c is None else f"{c:.2f}" for c in cells)
+            lines.append(f"| {data.name} ({data.n}, {data.d}) | {eps:g} | {text} |")
+            print(lines[-1], flush=True)
+    out = results_dir(args.smoke)
+    save_json(out / "auto_explore.json", {"runs": runs, "rows": rows})
+    lines += ["", f"Load average at the end: {os.getloadavg()[0]:.1f}.", ""]
+    (out / "auto-explore.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def run(args: argparse.Namespace) -> None:
+    if args.explore:
+        explore(args)
+        return
     adult = load_adult()
     epsilons = args.epsilons[:1] if args.smoke else args.epsilons
     runs = 1 if args.smoke else args.runs

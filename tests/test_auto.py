@@ -134,10 +134,11 @@ def test_library_use_plans_and_fits_the_chosen_optimizer() -> None:
     assert np.array_equal(w, same)
     chosen = resolve(model, 2000, 5, PrivacyTarget(1.0, 0.0))
     assert chosen.optimizer == "output_perturbation_gd"
-    # below n = 10,000 rows the rule takes dp_gd (the many averaged steps of a cheap pass)
-    assert resolve(model, 9999, 5, PrivacyTarget(1.0, 1e-6)).optimizer == "dp_gd"
-    assert resolve(model, 10000, 5, PrivacyTarget(1.0, 1e-6)).optimizer == "dp_agd_averaged"
-    # n·ε < 5,000: the last iterate of dp_agd (averaging cost accuracy there)
+    # from n = 10,000 rows with n·ε < 5,000: the last iterate of dp_agd (averaging cost
+    # accuracy there); averaging everywhere else, small n included
+    assert resolve(model, 10000, 5, PrivacyTarget(0.4, 1e-6)).optimizer == "dp_agd"
+    assert resolve(model, 9999, 5, PrivacyTarget(0.4, 1e-6)).optimizer == "dp_agd_averaged"
+    assert resolve(model, 400, 5, PrivacyTarget(0.1, 1e-6)).optimizer == "dp_agd_averaged"
     assert resolve(model, 40000, 5, PrivacyTarget(0.1, 1e-6)).optimizer == "dp_agd"
     # the analyst's l2 is kept; otherwise the rule's l2 falls with n·ε between its bounds
     fixed = parse_model_spec({**LOGISTIC, "l2": 3e-3})
@@ -194,7 +195,7 @@ def test_a_job_without_optimizer_runs_auto(api: dict[str, Any]) -> None:
     accepted = client.post("/v1/jobs", json=request, headers=analyst)
     assert accepted.status_code == 202, accepted.text
     job = accepted.json()
-    assert job["optimizer"]["name"] == "dp_gd"  # 4,000 rows: below the rule's 10,000
+    assert job["optimizer"]["name"] == "dp_agd_averaged"  # 4,000 rows
     assert job["model"]["gradient_clip"] == 0.5
     assert job["plan"]["auto"]["chosen_by"] == "auto"
     assert estimate["plan"] == job["plan"]

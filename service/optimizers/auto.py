@@ -83,9 +83,9 @@ L2_FACTOR = 9.0
 L2_FLOOR = 1e-5
 L2_CEILING = 1e-4
 RULE = (
-    "delta > 0: for a convex loss with n >= 10000, dp_agd_averaged if n*epsilon >= 5000 "
-    "(l2 = clamp(9*d*(2*L*z1/n)^2, 1e-5, 1e-4) when the analyst did not set l2) else dp_agd; "
-    "otherwise dp_gd; delta = 0: output_perturbation_gd; "
+    "delta > 0 and a convex loss: dp_agd if n >= 10000 and n*epsilon < 5000, else "
+    "dp_agd_averaged (l2 = clamp(9*d*(2*L*z1/n)^2, 1e-5, 1e-4) when the analyst did not set "
+    "l2); delta > 0 and a non-convex loss: dp_gd; delta = 0: output_perturbation_gd; "
     "logistic_regression without gradient_clip: gradient_clip = 0.5; theory defaults for the "
     "rest; first feasible of the fallbacks dp_agd, dp_gd, noisy_sgd_bst14, "
     "output_perturbation_gd, noisy_sgd_scs13"
@@ -113,9 +113,11 @@ def preferred_optimizer(convex: bool, target: PrivacyTarget, n: int) -> str:
     """Steps 1–4 of the rule."""
     if target.delta == 0:
         return "output_perturbation_gd"
-    if not (convex and n >= LARGE_N):
+    if not convex:
         return "dp_gd"
-    return "dp_agd_averaged" if n * target.epsilon >= AVERAGING_N_EPSILON else "dp_agd"
+    if n >= LARGE_N and n * target.epsilon < AVERAGING_N_EPSILON:
+        return "dp_agd"
+    return "dp_agd_averaged"
 
 
 def candidates(convex: bool, target: PrivacyTarget, n: int) -> list[str]:
