@@ -43,6 +43,7 @@ from service.data.encoding import Encoder
 from service.data.source import Source
 from service.data.sources import SourceError, open_source
 from service.db.models import Dataset, SourceClaim, utcnow
+from service.errors import DatasetNotFound
 from service.ids import new_id
 from service.ledger.accounting import ORDERS
 from service.ledger.admission import curve_to_json, lock_dataset
@@ -83,14 +84,6 @@ class SourceAlreadyRegistered(Exception):
     def __init__(self, existing_id: str | None) -> None:
         super().__init__(existing_id or "")
         self.existing_id = existing_id
-
-
-class DatasetNotFound(LookupError):
-    """No dataset of this id is visible to the caller (the API answers 404)."""
-
-    def __init__(self, dataset_id: str) -> None:
-        super().__init__(dataset_id)
-        self.dataset_id = dataset_id
 
 
 class DatasetRetired(Exception):

@@ -1,9 +1,10 @@
 """One path from a job request to its plan, its price and its admission.
 
-``POST /v1/jobs`` and ``POST /v1/jobs/estimate`` (and anything else that submits jobs) call
-these functions; routes only translate HTTP. Everything here raises domain errors:
+``POST /v1/jobs``, ``POST /v1/jobs/estimate`` and the private evaluation routes call these
+functions; routes only translate HTTP. Everything here raises domain errors, mapped to
+problem+json in one place (service/api/errors.py):
 :class:`~service.optimizers.base.InfeasibleSpec` (field at fault), ``BudgetExceeded``,
-``IdempotencyConflict``, ``DatasetRetired``, ``LookupError``.
+``IdempotencyConflict``, ``DatasetRetired``, ``DatasetNotFound``, ``ConcurrentChange``.
 
 Guarantee: :func:`estimate_job` and :func:`submit_job` price a request with the same
 :func:`price_job` (the plan is deterministic in the public spec) and decide with the same
@@ -15,18 +16,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from sqlalchemy.orm import Session
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
 
 from service.data.partitions import choose_layout
 from service.db.models import Dataset, Job
+from service.errors import ConcurrentChange
 from service.ids import new_id
 from service.ledger import filter as privacy_filter
 from service.ledger.accounting import charge_curve
 from service.ledger.admission import (
     BudgetExceeded,
+    IdempotencyConflict,
     JobCharge,
     admit_job,
     budget_of,
@@ -42,6 +48,7 @@ from service.privacy.gdp import parallel_mu
 from service.registration import DatasetRetired, ensure_not_retired
 from service.schemas import JobCreate, OptimizerChoice
 from service.settings import Settings
+from service.workers.dispatch import Dispatcher
 
 __all__ = [
     "DatasetFacts",
@@ -52,8 +59,12 @@ __all__ = [
     "estimate_job",
     "price_job",
     "request_hash",
+    "submit_and_dispatch",
     "submit_job",
 ]
+
+logger = logging.getLogger("dpfit.submission")
+View = TypeVar("View")
 
 
 @dataclass(frozen=True)
@@ -298,3 +309,51 @@ def submit_job(
         return admitted, False
     ensure_not_retired(session, dataset_id)  # under admission's lock: races safely with retire
     return admitted, True
+
+
+def submit_and_dispatch(
+    sessions: sessionmaker[Session],
+    dispatcher: Dispatcher,
+    dataset_id: str,
+    principal: str,
+    priced: Priced,
+    *,
+    idempotency_key: str | None,
+    body_hash: str,
+    view: Callable[[Session, Job], View],
+    same_kind: Callable[[Job], bool] = lambda _: True,
+) -> tuple[View, bool]:
+    """Admit the job in one transaction, then dispatch it if it is new.
+
+    Returns ``view(session, job)`` (built inside the transaction) and whether the job is new
+    (False: an ``Idempotency-Key`` replay; nothing charged, nothing dispatched). A replay of
+    another kind of request (``same_kind`` false, e.g. a training job's key reused for an
+    evaluation) is an :class:`IdempotencyConflict`. A unique-key violation at commit can only
+    be the same key admitted concurrently on another dataset (same-dataset retries serialise on
+    the dataset lock and replay) — an ``IdempotencyConflict``; without a key, a
+    :class:`ConcurrentChange`. Nothing is charged in either case. A dispatch failure leaves the
+    job queued: recovery dispatches it at the next start.
+    """
+    try:
+        with sessions.begin() as session:
+            admitted, is_new = submit_job(
+                session,
+                dataset_id,
+                principal,
+                priced,
+                idempotency_key=idempotency_key,
+                body_hash=body_hash,
+            )
+            if not same_kind(admitted):
+                raise IdempotencyConflict(idempotency_key or "")
+            job_id, out = admitted.id, view(session, admitted)
+    except IntegrityError:
+        if idempotency_key is None:
+            raise ConcurrentChange() from None
+        raise IdempotencyConflict(idempotency_key) from None
+    if is_new:
+        try:
+            dispatcher.submit(job_id, 1)
+        except Exception as exc:  # noqa: BLE001 - the job stays queued; recovery dispatches it
+            logger.error("dispatch of %s failed: %s", job_id, type(exc).__name__)
+    return out, is_new

@@ -76,6 +76,7 @@ def _dotted(loc: tuple[Any, ...]) -> str:
 
 def install_error_handlers(app: FastAPI) -> None:
     install_registration_handlers(app)
+    install_domain_handlers(app)
 
     @app.exception_handler(ProblemError)
     async def _problem(_: Request, exc: ProblemError) -> JSONResponse:
@@ -115,7 +116,6 @@ def install_error_handlers(app: FastAPI) -> None:
 def install_registration_handlers(app: FastAPI) -> None:
     """The domain errors of dataset registration and retirement (service/registration.py)."""
     from service.registration import (
-        DatasetNotFound,
         DatasetRetired,
         RegistrationRefused,
         SourceAlreadyRegistered,
@@ -139,12 +139,46 @@ def install_registration_handlers(app: FastAPI) -> None:
             409, "Already registered", detail, "source.uri", dataset_id=exc.existing_id
         )
 
-    @app.exception_handler(DatasetNotFound)
-    async def _not_found(_: Request, exc: DatasetNotFound) -> JSONResponse:
-        detail = f"Dataset {exc.dataset_id!r} does not exist or is not visible to you."
-        return problem_response(404, "Not found", detail)
-
     @app.exception_handler(DatasetRetired)
     async def _retired(_: Request, exc: DatasetRetired) -> JSONResponse:
         detail = f"Dataset {exc.dataset_id!r} is retired: its budget is final, no job is admitted."
         return problem_response(409, "Dataset retired", detail, "dataset_id")
+
+
+def install_domain_handlers(app: FastAPI) -> None:
+    """Every other domain error a service function raises, mapped once (service/errors.py)."""
+    from service.errors import ConcurrentChange, DatasetNotFound
+    from service.ledger.admission import BudgetExceeded, IdempotencyConflict
+    from service.optimizers.base import InfeasibleSpec
+
+    @app.exception_handler(DatasetNotFound)
+    async def _not_found(_: Request, exc: DatasetNotFound) -> JSONResponse:
+        detail = f"Dataset {exc.dataset_id!r} does not exist or is not visible to you."
+        return problem_response(404, "Not found", detail, exc.field)
+
+    @app.exception_handler(InfeasibleSpec)
+    async def _infeasible(_: Request, exc: InfeasibleSpec) -> JSONResponse:
+        return problem_response(422, "Invalid request", exc.message, exc.field)
+
+    @app.exception_handler(BudgetExceeded)
+    async def _budget(_: Request, exc: BudgetExceeded) -> JSONResponse:
+        return problem_response(
+            409,
+            "Budget exceeded",
+            exc.reason,
+            "privacy.epsilon",
+            epsilon_remaining=exc.remaining,
+        )
+
+    @app.exception_handler(IdempotencyConflict)
+    async def _idempotency(_: Request, exc: IdempotencyConflict) -> JSONResponse:
+        return problem_response(
+            422,
+            "Invalid request",
+            "this Idempotency-Key was already used with a different request",
+            "Idempotency-Key",
+        )
+
+    @app.exception_handler(ConcurrentChange)
+    async def _concurrent(_: Request, exc: ConcurrentChange) -> JSONResponse:
+        return problem_response(409, "Conflict", "A concurrent change conflicted; retry.")

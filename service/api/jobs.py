@@ -2,38 +2,28 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from sqlalchemy import Exists, exists, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.api.access import visible_dataset, visible_job
 from service.api.deps import AnyRole, AppDispatcher, Sessions
-from service.api.errors import ProblemError, invalid, not_found
+from service.api.errors import ProblemError
 from service.api.pagination import PageParams, finish_page, paginate
 from service.db.models import Charge, Job
-from service.ledger.admission import (
-    BudgetExceeded,
-    IdempotencyConflict,
-    budget_of,
-    cancel_or_refund_unread,
-)
-from service.optimizers.base import InfeasibleSpec
+from service.ledger.admission import budget_of, cancel_or_refund_unread
 from service.schemas import JobCreate, JobEstimateOut, JobOut, JobStatus
 from service.submission import (
     DatasetFacts,
-    PricedJob,
     estimate_job,
     price_job,
     request_hash,
-    submit_job,
+    submit_and_dispatch,
 )
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
-logger = logging.getLogger("dpfit.api")
 
 
 def refunded_column() -> Exists:
@@ -70,13 +60,6 @@ def job_out(session: Session, job: Job, refunded: bool | None = None) -> JobOut:
     )
 
 
-def _priced(facts: DatasetFacts, body: JobCreate) -> PricedJob:
-    try:
-        return price_job(facts, body)
-    except InfeasibleSpec as exc:
-        raise invalid(exc.field, exc.message) from None
-
-
 @router.post(
     "/estimate",
     response_model=JobEstimateOut,
@@ -88,7 +71,7 @@ def estimate(body: JobCreate, principal: AnyRole, sessions: Sessions) -> JobEsti
     writes nothing. ε figures are at the dataset's δ_B."""
     with sessions() as session:
         dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
-        priced = _priced(DatasetFacts.of(dataset), body)
+        priced = price_job(DatasetFacts.of(dataset), body)
         answer = estimate_job(session, dataset, principal.name, priced)
         budget = budget_of(dataset)
     plan = priced.planned.plan
@@ -136,47 +119,17 @@ def create_job(
         facts = DatasetFacts.of(
             visible_dataset(session, principal, body.dataset_id, field="dataset_id")
         )
-    priced = _priced(facts, body)
-    try:
-        with sessions.begin() as session:
-            admitted, is_new = submit_job(
-                session,
-                body.dataset_id,
-                principal.name,
-                priced,
-                idempotency_key=idempotency_key,
-                body_hash=request_hash(body),
-            )
-            out = job_out(session, admitted)
-    except BudgetExceeded as exc:
-        raise ProblemError(
-            409,
-            "Budget exceeded",
-            exc.reason,
-            "privacy.epsilon",
-            extra={"epsilon_remaining": exc.remaining},
-        ) from None
-    except IdempotencyConflict:
-        raise invalid(
-            "Idempotency-Key", "this Idempotency-Key was already used with a different request"
-        ) from None
-    except IntegrityError:
-        # The only unique key a new job can break is (principal, Idempotency-Key): the same
-        # key was admitted concurrently on another dataset (same-dataset retries serialise on
-        # the dataset lock and replay), i.e. with a different request. Nothing was charged.
-        if idempotency_key is None:
-            raise ProblemError(409, "Conflict", "A concurrent change conflicted; retry.") from None
-        raise invalid(
-            "Idempotency-Key", "this Idempotency-Key was already used with a different request"
-        ) from None
-    except LookupError:
-        raise not_found(f"Dataset {body.dataset_id!r}", "dataset_id") from None
-    if is_new:
-        try:
-            dispatcher.submit(out.id, 1)
-        except Exception as exc:  # noqa: BLE001 - the job stays queued; recovery dispatches it
-            logger.error("dispatch of %s failed: %s", out.id, type(exc).__name__)
-    else:
+    out, is_new = submit_and_dispatch(
+        sessions,
+        dispatcher,
+        body.dataset_id,
+        principal.name,
+        price_job(facts, body),
+        idempotency_key=idempotency_key,
+        body_hash=request_hash(body),
+        view=job_out,
+    )
+    if not is_new:
         response.headers["Idempotent-Replayed"] = "true"
     return out
 

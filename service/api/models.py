@@ -11,19 +11,17 @@ import numpy as np
 from fastapi import APIRouter, Header, Response
 from pydantic import TypeAdapter
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from service.api.access import visible_dataset, visible_job, visible_model
 from service.api.deps import AnyRole, AppDispatcher, Sessions
-from service.api.errors import ProblemError, invalid, not_found
+from service.api.errors import invalid, not_found
 from service.data.encoding import Encoder
 from service.data.spec import LabelSpec
 from service.db.models import Evaluation, Job
 from service.evaluation import PricedEvaluation, is_evaluation, price_evaluation
-from service.ledger.admission import BudgetExceeded, IdempotencyConflict, budget_of
+from service.ledger.admission import budget_of
 from service.models.registry import ModelSpec, build_loss
-from service.optimizers.base import InfeasibleSpec
 from service.schemas import (
     EvaluationCreate,
     EvaluationOut,
@@ -32,7 +30,7 @@ from service.schemas import (
     PredictRequest,
     PredictResponse,
 )
-from service.submission import estimate_job, submit_job
+from service.submission import estimate_job, submit_and_dispatch
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 logger = logging.getLogger("dpfit.api")
@@ -109,10 +107,7 @@ def _priced_evaluation(
     with sessions() as session:
         model = visible_model(session, principal, model_id)
         dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
-        try:
-            return price_evaluation(dataset, model, body)
-        except InfeasibleSpec as exc:
-            raise invalid(exc.field, exc.message) from None
+        return price_evaluation(dataset, model, body)
 
 
 def _evaluation_out(session: Session, job: Job) -> EvaluationOut:
@@ -188,44 +183,19 @@ def evaluate(
     An evaluation is a job: charged on that dataset's ledger when accepted (202, status
     ``queued``), run by a worker; poll `GET /v1/models/{id}/evaluations/{evaluation_id}`."""
     priced = _priced_evaluation(sessions, principal, model_id, body)
-    canonical = json.dumps(
-        {"model_id": model_id, **body.model_dump(mode="json")}, sort_keys=True
+    canonical = json.dumps({"model_id": model_id, **body.model_dump(mode="json")}, sort_keys=True)
+    out, is_new = submit_and_dispatch(
+        sessions,
+        dispatcher,
+        body.dataset_id,
+        principal.name,
+        priced,
+        idempotency_key=idempotency_key,
+        body_hash=hashlib.sha256(canonical.encode()).hexdigest(),
+        view=_evaluation_out,
+        same_kind=lambda job: is_evaluation(job.spec),
     )
-    try:
-        with sessions.begin() as session:
-            admitted, is_new = submit_job(
-                session,
-                body.dataset_id,
-                principal.name,
-                priced,
-                idempotency_key=idempotency_key,
-                body_hash=hashlib.sha256(canonical.encode()).hexdigest(),
-            )
-            if not is_evaluation(admitted.spec):
-                raise IdempotencyConflict(admitted.id)
-            out = _evaluation_out(session, admitted)
-    except BudgetExceeded as exc:
-        raise ProblemError(
-            409,
-            "Budget exceeded",
-            exc.reason,
-            "privacy.epsilon",
-            extra={"epsilon_remaining": exc.remaining},
-        ) from None
-    except (IdempotencyConflict, IntegrityError):
-        if idempotency_key is None:
-            raise ProblemError(409, "Conflict", "A concurrent change conflicted; retry.") from None
-        raise invalid(
-            "Idempotency-Key", "this Idempotency-Key was already used with a different request"
-        ) from None
-    except LookupError:
-        raise not_found(f"Dataset {body.dataset_id!r}", "dataset_id") from None
-    if is_new:
-        try:
-            dispatcher.submit(out.id, 1)
-        except Exception as exc:  # noqa: BLE001 - the job stays queued; recovery dispatches it
-            logger.error("dispatch of %s failed: %s", out.id, type(exc).__name__)
-    else:
+    if not is_new:
         response.headers["Idempotent-Replayed"] = "true"
     return out
 

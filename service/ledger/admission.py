@@ -18,6 +18,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from service.db.models import Charge, Dataset, Grant, Job, utcnow
+from service.errors import DatasetNotFound
 from service.ledger import filter as privacy_filter
 
 
@@ -156,7 +157,7 @@ def admit_job(session: Session, dataset_id: str, job: Job, charge: JobCharge) ->
     """
     dataset = lock_dataset(session, dataset_id)
     if dataset is None:
-        raise LookupError(dataset_id)
+        raise DatasetNotFound(dataset_id, "dataset_id")
     if job.idempotency_key is not None:
         earlier = find_idempotent(session, job.principal, job.idempotency_key)
         if earlier is not None:
@@ -193,7 +194,7 @@ def refund_job(session: Session, job: Job) -> bool:
     """
     dataset = lock_dataset(session, job.dataset_id)
     if dataset is None:
-        raise LookupError(job.dataset_id)
+        raise DatasetNotFound(job.dataset_id)
     rows = session.scalars(select(Charge).where(Charge.job_id == job.id)).all()
     if any(r.kind == "refund" for r in rows):
         return False
