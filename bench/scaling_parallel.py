@@ -66,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dp-skip-big", action="store_true")
     parser.add_argument("--dp-only-big", action="store_true", help="only the big folder job")
     parser.add_argument("--dp-skip-growth", action="store_true")
+    parser.add_argument("--dp-skip-ratio", action="store_true")
 
 
 # --------------------------------------------------------------------------------------------
@@ -133,6 +134,17 @@ class _StepClock:
 
 
 def _peak_rss() -> int:
+    """This process's peak RSS: ``VmHWM`` (the high-water mark of its own address space). Not
+    ``ru_maxrss``: a spawned worker inherits in it the RSS its parent had when it forked (Linux
+    keeps the pre-exec mm's high-water mark), so workers forked by a big bench process would
+    all report that process's size."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -358,6 +370,8 @@ def run(args: argparse.Namespace) -> None:
         tls = work / "dask-tls"
         if args.dp_only_big:
             args.dp_sizes, args.dp_skip_growth = [], True
+        if args.dp_skip_ratio:
+            args.dp_sizes = []
         payload["ratio"] = step_ratio(args.dp_sizes, args.dp_steps, args.dp_workers, work, tls)
         save_json(out / "scaling_parallel.json", payload)
         if not args.dp_skip_growth:
