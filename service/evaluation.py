@@ -25,16 +25,16 @@ from typing import Any
 
 import numpy as np
 from pydantic import TypeAdapter
-from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from service import job_status
 from service.data.encoding import Encoder
 from service.data.reader import read_encoded
 from service.data.source import Source
 from service.data.sources import SourceError
 from service.data.spec import LabelSpec
-from service.db.models import Dataset, Evaluation, Job, TrainedModel, utcnow
+from service.db.models import Dataset, Evaluation, Job, TrainedModel
 from service.ids import new_id
 from service.ledger.accounting import charge_curve, event_to_json
 from service.ledger.admission import JobCharge
@@ -256,17 +256,7 @@ def evaluate_and_store(
     del X, Y
     try:
         with sessions() as session:
-            result = session.execute(
-                update(Job)
-                .where(
-                    Job.id == job_id,
-                    Job.attempt == attempt,
-                    Job.status == "running",
-                    Job.cancel_requested.is_(False),
-                )
-                .values(status="succeeded", progress_step=1, finished_at=utcnow())
-            )
-            if result.rowcount != 1:
+            if not job_status.succeed(session, job_id, attempt, progress=1):
                 session.rollback()
                 return _status(sessions, job_id)
             session.add(

@@ -32,12 +32,13 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from service import job_status
 from service.db.models import Charge, Job
 
 logger = logging.getLogger("dpfit.jobs")
 
-TERMINAL = ("succeeded", "failed", "cancelled")
-ACTIVE = ("queued", "running")
+TERMINAL = job_status.FINISHED
+ACTIVE = job_status.ACTIVE
 # Rows created up to this long before the newest one seen are re-read (commit order ≠ time order).
 CREATED_MARGIN = timedelta(seconds=30)
 

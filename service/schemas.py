@@ -19,7 +19,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from service import safe_text
+from service import job_status, safe_text
 from service.data.spec import CategoricalFeature, Feature, LabelSpec, LabelValue, NumericFeature
 from service.models.registry import ModelSpec
 
@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 Role = Literal["admin", "owner", "analyst"]
-JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+JobStatus = job_status.JobStatus
 
 
 # Smallest accepted ε and smallest positive δ (jobs and budgets): below them the calibrations

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
-from sqlalchemy import Exists, exists, select, update
+from sqlalchemy import Exists, exists, select
 from sqlalchemy.orm import Session
 
+from service import job_status
 from service.api.access import visible_dataset, visible_job
 from service.api.deps import AnyRole, AppDispatcher, Sessions
 from service.api.errors import ProblemError
@@ -167,15 +168,11 @@ def cancel_job(job_id: str, principal: AnyRole, sessions: Sessions) -> JobOut:
     (docs/privacy-model.md#failures-and-refunds)."""
     with sessions.begin() as session:
         job = visible_job(session, principal, job_id)
-        if job.status in ("succeeded", "failed", "cancelled"):
+        if job.status in job_status.FINISHED:
             raise ProblemError(
                 409, "Conflict", f"The job has already finished with status {job.status!r}."
             )
         if not cancel_or_refund_unread(session, job_id, "cancelled", None):
-            session.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.status.in_(("queued", "running")))
-                .values(status="cancelled", cancel_requested=True)
-            )
+            job_status.request_cancel(session, job_id)
     with sessions() as session:
         return job_out(session, visible_job(session, principal, job_id))

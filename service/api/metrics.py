@@ -48,13 +48,14 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from service import job_status
 from service.api.auth import authenticate
 from service.api.errors import ProblemError
 from service.db.models import Charge, Dataset, Job
 from service.ledger import filter as privacy_filter
 from service.ledger.admission import budget_of, live_spent
 
-JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+JOB_STATUSES = job_status.STATUSES
 DURATION_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, float("inf"))
 # The classic text format every Prometheus version reads (generate_latest writes it).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -14,10 +14,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.db.models import Charge, Dataset, Grant, Job, utcnow
+from service import job_status
+from service.db.models import Charge, Dataset, Grant, Job
 from service.errors import DatasetNotFound
 from service.ledger import filter as privacy_filter
 
@@ -49,9 +50,7 @@ class JobCharge:
 
     @property
     def cost(self) -> privacy_filter.Cost:
-        return privacy_filter.Cost(
-            rdp=tuple(self.rdp), mu=self.mu, pure_epsilon=self.pure_epsilon
-        )
+        return privacy_filter.Cost(rdp=tuple(self.rdp), mu=self.mu, pure_epsilon=self.pure_epsilon)
 
 
 def curve_to_json(curve: Sequence[float]) -> list[float | None]:
@@ -84,9 +83,7 @@ def spent_of(dataset: Dataset) -> privacy_filter.Spent:
     )
 
 
-def live_charges(
-    session: Session, dataset_id: str, principal: str | None = None
-) -> list[Charge]:
+def live_charges(session: Session, dataset_id: str, principal: str | None = None) -> list[Charge]:
     """The dataset's charges that stand (no refund row for their job), oldest first."""
     query = select(Charge).where(Charge.dataset_id == dataset_id)
     if principal is not None:
@@ -220,18 +217,15 @@ def refund_job(session: Session, job: Job) -> bool:
     return True
 
 
-def cancel_or_refund_unread(session: Session, job_id: str, status: str, error: str | None) -> bool:
+def cancel_or_refund_unread(
+    session: Session, job_id: str, status: job_status.Ending, error: str | None
+) -> bool:
     """Move a job that no worker has read to ``status`` and refund it, atomically.
 
-    The conditional UPDATE (status still ``queued`` and ``data_read_at`` NULL) races safely with
-    a worker's claim: exactly one of them matches the row. Returns whether it happened.
+    :func:`service.job_status.end_unread` races safely with a worker's claim: exactly one of
+    them matches the row. Returns whether it happened.
     """
-    result = session.execute(
-        update(Job)
-        .where(Job.id == job_id, Job.status == "queued", Job.data_read_at.is_(None))
-        .values(status=status, error=error, finished_at=utcnow())
-    )
-    if result.rowcount != 1:
+    if not job_status.end_unread(session, job_id, status, error):
         return False
     job = session.get(Job, job_id)
     assert job is not None

@@ -14,10 +14,11 @@ import logging
 import threading
 from typing import Protocol
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.db.models import Job, utcnow
+from service import job_status
+from service.db.models import Job
 from service.settings import Settings
 from service.workers.engines import WorkerEngines
 
@@ -126,11 +127,7 @@ def mark_interrupted_failed(sessions: sessionmaker[Session], job_id: str, attemp
     with sessions.begin() as session:
         if cancel_or_refund_unread(session, job_id, "failed", INTERRUPTED_UNREAD):
             return
-        session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.attempt == attempt, Job.status == "running")
-            .values(status="failed", error=RECOVERY_FAILED, finished_at=utcnow())
-        )
+        job_status.end_run(session, job_id, attempt, "failed", RECOVERY_FAILED)
 
 
 def recover_unfinished(
@@ -147,7 +144,7 @@ def recover_unfinished(
     exhausted: list[tuple[str, int]] = []
     with sessions.begin() as session:
         jobs = session.scalars(
-            select(Job).where(Job.status.in_(("queued", "running"))).order_by(Job.created_at)
+            select(Job).where(Job.status.in_(job_status.ACTIVE)).order_by(Job.created_at)
         ).all()
         for job in jobs:
             if job.runs >= max_attempts:

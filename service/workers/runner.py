@@ -41,17 +41,18 @@ from typing import Any
 
 import numpy as np
 from pydantic import TypeAdapter
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from service import job_status
 from service.data.encoding import Encoder
 from service.data.partitions import Layout, choose_layout, spread_fits
 from service.data.reader import read_encoded
 from service.data.source import Source
 from service.data.sources import SourceError, reopen_source
 from service.data.spec import Feature, LabelSpec
-from service.db.models import Dataset, Job, TrainedModel, utcnow
+from service.db.models import Dataset, Job, TrainedModel
 from service.db.session import session_factory
 from service.evaluation import evaluate_and_store, is_evaluation
 from service.ids import new_id
@@ -86,7 +87,7 @@ def run_job(job_id: str, attempt: int, database_url: str) -> str:
 def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
     with sessions() as session:
         job = session.get(Job, job_id)
-        if job is None or job.attempt != attempt or job.status not in ("queued", "running"):
+        if job is None or job.attempt != attempt or job.status not in job_status.ACTIVE:
             return job.status if job is not None else "missing"
         dataset = session.get(Dataset, job.dataset_id)
         assert dataset is not None
@@ -116,9 +117,7 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
             return job.status if job is not None else "missing"
 
     try:
-        return _fit_and_store(
-            sessions, job_id, attempt, source, registered_fingerprint, layout
-        )
+        return _fit_and_store(sessions, job_id, attempt, source, registered_fingerprint, layout)
     except JobCancelled:
         return _finish(sessions, job_id, attempt, "cancelled", None)
     except Exception as exc:  # noqa: BLE001 - any failure after reading keeps the charge
@@ -152,30 +151,9 @@ def _fingerprint_differs(source: Source, registered: str) -> bool:
 
 
 def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> bool:
-    """queued|running → running with data_read_at set and one more run counted, iff this
-    attempt is current."""
-    now = utcnow()
+    """queued|running → running (one more run, data_read_at set), iff this attempt is current."""
     with sessions.begin() as session:
-        job = session.get(Job, job_id)
-        if job is None or job.cancel_requested:
-            return False
-        result = session.execute(
-            update(Job)
-            .where(
-                Job.id == job_id,
-                Job.attempt == attempt,
-                Job.status.in_(("queued", "running")),
-                Job.cancel_requested.is_(False),
-            )
-            .values(
-                status="running",
-                runs=Job.runs + 1,
-                data_read_at=job.data_read_at or now,
-                started_at=job.started_at or now,
-                progress_step=0,
-            )
-        )
-        return result.rowcount == 1
+        return job_status.claim(session, job_id, attempt)
 
 
 def _layout(sessions: sessionmaker[Session], job_id: str) -> Layout:
@@ -357,14 +335,9 @@ class _ProgressReporter:
             return
         self._last = now
         with self._sessions.begin() as session:
-            session.execute(
-                update(Job)
-                .where(
-                    Job.id == self._job_id, Job.attempt == self._attempt, Job.status == "running"
-                )
-                .values(progress_step=min(step, self._total))
+            cancelled = job_status.write_progress(
+                session, self._job_id, self._attempt, min(step, self._total)
             )
-            cancelled = session.scalar(select(Job.cancel_requested).where(Job.id == self._job_id))
         if cancelled:
             raise JobCancelled(self._job_id)
 
@@ -397,22 +370,10 @@ def _store_model(
         with sessions() as session:
             job = session.get(Job, job_id)
             assert job is not None
-            result = session.execute(
-                update(Job)
-                .where(
-                    Job.id == job_id,
-                    Job.attempt == attempt,
-                    Job.status == "running",
-                    Job.cancel_requested.is_(False),
-                )
-                .values(
-                    status="succeeded",
-                    model_id=model_id,
-                    progress_step=plan.total_steps,
-                    finished_at=utcnow(),
-                )
+            stored = job_status.succeed(
+                session, job_id, attempt, progress=plan.total_steps, model_id=model_id
             )
-            if result.rowcount != 1:
+            if not stored:
                 session.rollback()
                 return _current_status(sessions, job_id)
             session.add(
@@ -437,14 +398,14 @@ def _store_model(
 
 
 def _finish(
-    sessions: sessionmaker[Session], job_id: str, attempt: int, status: str, error: str | None
+    sessions: sessionmaker[Session],
+    job_id: str,
+    attempt: int,
+    status: job_status.Ending,
+    error: str | None,
 ) -> str:
     with sessions.begin() as session:
-        session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.attempt == attempt, Job.status == "running")
-            .values(status=status, error=error, finished_at=utcnow())
-        )
+        job_status.end_run(session, job_id, attempt, status, error)
     return _current_status(sessions, job_id)
 
 
