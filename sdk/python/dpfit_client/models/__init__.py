@@ -23,7 +23,9 @@ from .evaluation_out_status import EvaluationOutStatus
 from .feature_validation import FeatureValidation
 from .field_problem import FieldProblem
 from .grant_create import GrantCreate
+from .grant_list_item import GrantListItem
 from .grant_out import GrantOut
+from .grant_revoked_out import GrantRevokedOut
 from .health import Health
 from .huber_regression_spec import HuberRegressionSpec
 from .huber_svm_spec import HuberSVMSpec
@@ -91,7 +93,9 @@ __all__ = (
     "FeatureValidation",
     "FieldProblem",
     "GrantCreate",
+    "GrantListItem",
     "GrantOut",
+    "GrantRevokedOut",
     "Health",
     "HuberRegressionSpec",
     "HuberSVMSpec",

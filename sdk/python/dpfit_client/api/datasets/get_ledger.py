@@ -8,18 +8,35 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.ledger_out import LedgerOut
 from ...models.problem import Problem
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     dataset_id: str,
+    *,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["limit"] = limit
+
+    json_cursor: None | str | Unset
+    if isinstance(cursor, Unset):
+        json_cursor = UNSET
+    else:
+        json_cursor = cursor
+    params["cursor"] = json_cursor
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/v1/datasets/{dataset_id}/ledger".format(
             dataset_id=quote(str(dataset_id), safe=""),
         ),
+        "params": params,
     }
 
     return _kwargs
@@ -85,13 +102,25 @@ def sync_detailed(
     dataset_id: str,
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Response[LedgerOut | Problem]:
     """The dataset's ledger
 
-     Every charge and refund (append-only), with the cached total and its recomputation.
+     Every charge and refund (append-only), oldest first, one page of `charges` per call
+    (`limit`, `cursor`, `X-Next-Cursor` as on the lists), with the cached total and its
+    recomputation from ALL the rows on every page.
+
+    Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
+    dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
+    dataset and a row written while a client pages is never skipped or repeated. The page is
+    one query; the recomputation reads the dataset's rows once more.
 
     Args:
         dataset_id (str):
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -103,6 +132,8 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         dataset_id=dataset_id,
+        limit=limit,
+        cursor=cursor,
     )
 
     response = client.get_httpx_client().request(
@@ -116,13 +147,25 @@ def sync(
     dataset_id: str,
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> LedgerOut | Problem | None:
     """The dataset's ledger
 
-     Every charge and refund (append-only), with the cached total and its recomputation.
+     Every charge and refund (append-only), oldest first, one page of `charges` per call
+    (`limit`, `cursor`, `X-Next-Cursor` as on the lists), with the cached total and its
+    recomputation from ALL the rows on every page.
+
+    Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
+    dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
+    dataset and a row written while a client pages is never skipped or repeated. The page is
+    one query; the recomputation reads the dataset's rows once more.
 
     Args:
         dataset_id (str):
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -135,6 +178,8 @@ def sync(
     return sync_detailed(
         dataset_id=dataset_id,
         client=client,
+        limit=limit,
+        cursor=cursor,
     ).parsed
 
 
@@ -142,13 +187,25 @@ async def asyncio_detailed(
     dataset_id: str,
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Response[LedgerOut | Problem]:
     """The dataset's ledger
 
-     Every charge and refund (append-only), with the cached total and its recomputation.
+     Every charge and refund (append-only), oldest first, one page of `charges` per call
+    (`limit`, `cursor`, `X-Next-Cursor` as on the lists), with the cached total and its
+    recomputation from ALL the rows on every page.
+
+    Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
+    dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
+    dataset and a row written while a client pages is never skipped or repeated. The page is
+    one query; the recomputation reads the dataset's rows once more.
 
     Args:
         dataset_id (str):
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -160,6 +217,8 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         dataset_id=dataset_id,
+        limit=limit,
+        cursor=cursor,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -171,13 +230,25 @@ async def asyncio(
     dataset_id: str,
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> LedgerOut | Problem | None:
     """The dataset's ledger
 
-     Every charge and refund (append-only), with the cached total and its recomputation.
+     Every charge and refund (append-only), oldest first, one page of `charges` per call
+    (`limit`, `cursor`, `X-Next-Cursor` as on the lists), with the cached total and its
+    recomputation from ALL the rows on every page.
+
+    Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
+    dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
+    dataset and a row written while a client pages is never skipped or repeated. The page is
+    one query; the recomputation reads the dataset's rows once more.
 
     Args:
         dataset_id (str):
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -191,5 +262,7 @@ async def asyncio(
         await asyncio_detailed(
             dataset_id=dataset_id,
             client=client,
+            limit=limit,
+            cursor=cursor,
         )
     ).parsed
