@@ -20,9 +20,9 @@ What revocation guarantees, and what it does not:
   later is refunded as always. The principal still sees its own jobs and models (those are
   visible by principal, not by grant). Granting again starts a new grant (new ``created_at``,
   the cap given then); the principal's earlier charges still count against that cap.
-- Admission checks the grant before it takes the dataset lock (service/api/jobs.py), so a
-  submission whose check ran before the revocation committed may still be admitted — at most
-  the requests in flight at that moment. Its charge is on the ledger like any other.
+- No job is admitted after the revocation commits: admission checks the grant again under the
+  dataset lock that revocation takes (service/submission.py ``submit_job``), so a submission
+  whose first check ran just before the revocation is refused (404, nothing charged).
 """
 
 from __future__ import annotations

@@ -21,12 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.data.partitions import choose_layout
-from service.db.models import Dataset, Job
-from service.errors import ConcurrentChange
+from service.db.models import Dataset, Grant, Job
+from service.errors import ConcurrentChange, DatasetNotFound
 from service.ids import new_id
 from service.ledger import filter as privacy_filter
 from service.ledger.accounting import charge_curve
@@ -286,10 +287,15 @@ def submit_job(
     *,
     idempotency_key: str | None,
     body_hash: str,
+    needs_grant: bool = False,
 ) -> tuple[Job, bool]:
     """Admit the priced job atomically (ledger/admission.py) and return it with True — or the
     earlier job of the same Idempotency-Key with False (nothing charged). Must run inside
-    ``session.begin()``; the caller commits, then dispatches a new job."""
+    ``session.begin()``; the caller commits, then dispatches a new job.
+
+    ``needs_grant`` (the caller is an analyst): the grant is checked again under admission's
+    dataset lock, which a revocation takes too — a job checked before a revocation committed is
+    refused (``DatasetNotFound``, nothing charged) instead of admitted after it."""
     job = Job(
         id=new_id("job"),
         dataset_id=dataset_id,
@@ -308,7 +314,14 @@ def submit_job(
     if admitted.id != job.id:
         return admitted, False
     ensure_not_retired(session, dataset_id)  # under admission's lock: races safely with retire
+    if needs_grant and not _granted(session, dataset_id, principal):
+        raise DatasetNotFound(dataset_id, "dataset_id")  # revoked meanwhile
     return admitted, True
+
+
+def _granted(session: Session, dataset_id: str, principal: str) -> bool:
+    grant = select(Grant.id).where(Grant.dataset_id == dataset_id, Grant.principal == principal)
+    return session.scalar(grant) is not None
 
 
 def submit_and_dispatch(
@@ -322,6 +335,7 @@ def submit_and_dispatch(
     body_hash: str,
     view: Callable[[Session, Job], View],
     same_kind: Callable[[Job], bool] = lambda _: True,
+    needs_grant: bool = False,
 ) -> tuple[View, bool]:
     """Admit the job in one transaction, then dispatch it if it is new.
 
@@ -343,6 +357,7 @@ def submit_and_dispatch(
                 priced,
                 idempotency_key=idempotency_key,
                 body_hash=body_hash,
+                needs_grant=needs_grant,
             )
             if not same_kind(admitted):
                 raise IdempotencyConflict(idempotency_key or "")

@@ -16,6 +16,10 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from service.db.models import Dataset
+from service.errors import DatasetNotFound
+from service.schemas import JobCreate
+from service.submission import DatasetFacts, price_job, request_hash, submit_job
 from service.workers.runner import run_job
 from tests.inprocess import bearer, in_process_app
 from tests.walkthrough import COPIES, credit_dataset, logistic_job
@@ -64,9 +68,7 @@ def team(
             ("bob", "analyst"),
             ("cat", "analyst"),
         ]:
-            t.keys[who] = t.ok("admin", "POST", "/v1/keys", json={"name": who, "role": role})[
-                "key"
-            ]
+            t.keys[who] = t.ok("admin", "POST", "/v1/keys", json={"name": who, "role": role})["key"]
         t.dataset_id = t.ok("owner", "POST", "/v1/datasets", json=credit_dataset(epsilon=10.0))[
             "id"
         ]
@@ -197,3 +199,27 @@ def test_who_may_list_and_revoke(team: Team) -> None:
     # Admins may revoke too.
     assert team.call("admin", "POST", f"{path}/ann/revoke").status_code == 200
     assert team.grants() == []
+
+
+def test_a_submission_checked_before_a_revocation_is_refused_under_the_lock(team: Team) -> None:
+    """The route's visibility check ran, then the revocation committed, then admission took the
+    dataset lock: admission checks the grant again and refuses, charging nothing."""
+    grant(team, "ann")
+    sessions = team.client.app.state.sessions  # type: ignore[attr-defined]
+    body = JobCreate.model_validate(logistic_job(team.dataset_id, 0.5))
+    with sessions() as session:  # what the route read before the revocation
+        priced = price_job(DatasetFacts.of(session.get(Dataset, team.dataset_id)), body)
+    team.ok("owner", "POST", f"/v1/datasets/{team.dataset_id}/grants/ann/revoke")
+    before = team.ok("owner", "GET", f"/v1/datasets/{team.dataset_id}/ledger")["charges"]
+    with pytest.raises(DatasetNotFound), sessions.begin() as session:
+        submit_job(
+            session,
+            team.dataset_id,
+            "ann",
+            priced,
+            idempotency_key=None,
+            body_hash=request_hash(body),
+            needs_grant=True,
+        )
+    after = team.ok("owner", "GET", f"/v1/datasets/{team.dataset_id}/ledger")["charges"]
+    assert after == before

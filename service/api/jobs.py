@@ -129,6 +129,7 @@ def create_job(
         idempotency_key=idempotency_key,
         body_hash=request_hash(body),
         view=job_out,
+        needs_grant=principal.role == "analyst",
     )
     if not is_new:
         response.headers["Idempotent-Replayed"] = "true"

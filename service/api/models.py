@@ -194,6 +194,7 @@ def evaluate(
         body_hash=hashlib.sha256(canonical.encode()).hexdigest(),
         view=_evaluation_out,
         same_kind=lambda job: is_evaluation(job.spec),
+        needs_grant=principal.role == "analyst",
     )
     if not is_new:
         response.headers["Idempotent-Replayed"] = "true"
