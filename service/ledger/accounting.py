@@ -60,7 +60,7 @@ def rdp_curve(event: dp_event.DpEvent) -> list[float]:
     if not accountant.supports(event):
         raise ValueError(f"the RDP accountant cannot account {type(event).__name__}")
     accountant.compose(event)
-    values = dict(zip(cheap_orders, (float(v) for v in accountant._rdp), strict=True))  # noqa: SLF001
+    values = dict(zip(cheap_orders, (float(v) for v in accountant.rdp), strict=True))
     # RDP is ≥ 0; dp-accounting can round a sampled event's tiny RDP slightly below 0, and
     # a charge must never credit the budget. NaN reads as +inf (never optimistic).
     return [

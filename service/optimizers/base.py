@@ -23,31 +23,20 @@ from dp_accounting import dp_event
 from pydantic import BaseModel
 
 from service.models.base import FloatArray, Loss
+from service.privacy.target import InfeasibleSpec, PrivacyTarget
+
+__all__ = [
+    "InfeasibleSpec",
+    "JobCancelled",
+    "Optimizer",
+    "PrivacyTarget",
+    "ProgressCallback",
+    "ReleasePlan",
+]
 
 
 class JobCancelled(Exception):
     """Raised from a progress callback to stop an optimizer between steps."""
-
-
-class InfeasibleSpec(ValueError):
-    """The requested combination cannot give the requested guarantee.
-
-    ``field`` names the part of the job spec at fault (dotted path, e.g. ``optimizer.params.eta``)
-    and the message explains why and what would work. Never contains data-derived values.
-    """
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
-@dataclass(frozen=True)
-class PrivacyTarget:
-    """The (ε, δ) an analyst asks one job to satisfy. δ = 0 asks for pure ε-DP."""
-
-    epsilon: float
-    delta: float
 
 
 @dataclass(frozen=True)

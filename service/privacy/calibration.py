@@ -23,7 +23,7 @@ from dp_accounting import NeighboringRelation, dp_event
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy import optimize
 
-from service.optimizers.base import InfeasibleSpec
+from service.privacy.target import InfeasibleSpec
 
 #: The per-job calibration grid: denser than the ledger's 13 orders where jobs' optima fall, but
 #: small, because sampled-without-replacement RDP costs O(α²) per order.
@@ -84,7 +84,7 @@ def event_epsilon_on(
     """
     accountant = _accountant(orders)
     accountant.compose(event)
-    rdp = np.asarray(accountant._rdp, dtype=np.float64)  # noqa: SLF001 - the curve itself
+    rdp = np.asarray(accountant.rdp, dtype=np.float64)
     rdp = np.where(np.isnan(rdp), np.inf, np.maximum(rdp, 0.0))
     eps, order = rdp_privacy_accountant.compute_epsilon(list(orders), list(rdp), delta)
     eps = float(eps)
