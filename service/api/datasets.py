@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -26,9 +25,8 @@ from service.ledger.accounting import ORDERS
 from service.ledger.admission import (
     budget_of,
     curve_to_json,
-    recompute_totals,
-    spent_of,
 )
+from service.ledger.audit import audit
 from service.ledger.history import budget_history
 from service.ledger.standing import standing
 from service.principals import NotAnAnalyst, require_analyst
@@ -291,33 +289,26 @@ def get_ledger(
     Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
     dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
     dataset and a row written while a client pages is never skipped or repeated. The page is
-    one query; the recomputation reads the dataset's rows once more."""
-    with sessions() as session:
+    one query; the audit (service/ledger/audit.py) reads the dataset's rows once more, in the
+    same snapshot."""
+    with sessions.snapshot() as session:
         dataset = owned_dataset(session, principal, dataset_id)
         query = select(Charge).where(Charge.dataset_id == dataset_id)
         if page.after is not None:
             query = query.where(Charge.id > _ledger_cursor_id(page.after[1]))
         rows = session.scalars(query.order_by(Charge.id).limit(page.limit + 1)).all()
         rows = finish_page(rows, page, request, response, key=lambda c: (c.created_at, str(c.id)))
-        totals = recompute_totals(session, dataset_id)
-        cached = spent_of(dataset)
+        checked = audit(session, dataset)
         charges = [ChargeOut.model_validate(r, from_attributes=True) for r in rows]
-    consistent = (
-        all(  # isclose, not a difference: +∞ equals +∞ (∞ − ∞ would be NaN)
-            math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
-            for a, b in zip(cached.rdp, totals.rdp, strict=True)
-        )
-        and math.isclose(cached.pure_epsilon, totals.pure_epsilon, rel_tol=0.0, abs_tol=1e-9)
-    )
     return LedgerOut(
         dataset_id=dataset_id,
         orders=list(ORDERS),
         charges=charges,
-        cached_rdp=curve_to_json(cached.rdp),
-        recomputed_rdp=curve_to_json(totals.rdp),
-        cached_pure_epsilon=cached.pure_epsilon,
-        recomputed_pure_epsilon=totals.pure_epsilon,
-        consistent=consistent,
+        cached_rdp=curve_to_json(checked.cached_rdp),
+        recomputed_rdp=curve_to_json(checked.recomputed.rdp),
+        cached_pure_epsilon=checked.cached_pure_epsilon,
+        recomputed_pure_epsilon=checked.recomputed.pure_epsilon,
+        consistent=checked.consistent,
     )
 
 

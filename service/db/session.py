@@ -151,6 +151,20 @@ class ApiSessions(sessionmaker[Session]):
             )
         self._readers = sessionmaker(bind=readers, expire_on_commit=False)
 
+    @contextmanager
+    def snapshot(self) -> Iterator[Session]:
+        """A read session whose statements all see ONE snapshot (an audit comparing two reads).
+        SQLite: the read session's deferred transaction already is one, from its first read;
+        PostgreSQL: a REPEATABLE READ transaction (the autocommit readers give one per
+        statement)."""
+        if self._reader_engine is None:
+            with self._readers() as session:
+                yield session
+            return
+        engine = self.kw["bind"].execution_options(isolation_level="REPEATABLE READ")
+        with Session(bind=engine, expire_on_commit=False) as session:
+            yield session
+
     def dispose(self) -> None:
         """Close the readers' own pool, if they have one (the write engine is the caller's)."""
         if self._reader_engine is not None:
