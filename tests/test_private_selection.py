@@ -285,3 +285,40 @@ def test_it_releases_the_best_scored_fit_and_learns() -> None:
     assert run.scores[run.best] == max(run.scores)
     assert max(progress) == job.plan.total_steps and progress[-1] == job.plan.total_steps
     assert np.mean(np.where(X @ run.weights >= 0, 1.0, -1.0) == y) > 0.85
+
+
+def test_a_priced_job_is_a_renyi_charge_the_filter_admits_by_its_curve() -> None:
+    from service.ledger.accounting import event_from_json
+    from service.ledger.filter import Budget, Spent, admit
+    from service.schemas import JobCreate
+    from service.submission import DatasetFacts, price_job
+
+    facts = DatasetFacts(
+        id="ds",
+        n_rows=2000,
+        n_features=9,
+        delta=1e-5,
+        label_type="binary",
+        classes=None,
+        retired=False,
+    )
+    body = JobCreate.model_validate(
+        {
+            "dataset_id": "ds",
+            "model": LOGISTIC,
+            "optimizer": {"name": "private_selection", "params": {"candidates": CANDIDATES}},
+            "privacy": {"epsilon": 1.0, "delta": 1e-5},
+        }
+    )
+    priced = price_job(facts, body)
+    charge = priced.charge
+    assert charge.mu is None  # not Gaussian-family: the Rényi half of the filter decides
+    event = event_from_json(charge.event)
+    assert isinstance(event, dp_event.RepeatAndSelectDpEvent)
+    assert list(charge.rdp) == rdp_curve(event)
+    # the recorded plan holds the candidates and the law of K, nothing about their scores
+    assert priced.plan_json["hyperparameters"]["candidates"][1]["optimizer"] == "dp_gd"
+    decision = admit(Budget(3.0, 1e-5), Spent.nothing(), charge.cost)
+    assert decision.admitted and "Rényi order" in decision.reason
+    # a budget the curve does not fit refuses it, although one job of (1, 1e-5) is "ε = 1"
+    assert not admit(Budget(1.0, 1e-5), Spent.nothing(), charge.cost).admitted
