@@ -69,8 +69,8 @@ test rows make its cells the noisiest (a 3-seed mean swings by 20 points); over 
 (0–59) the averaged method at C = 1/2 still leads: 63.0 / 83.0 / 87.6 / 91.4 % at
 ε = 0.1 / 0.5 / 1 / 2 against ``dp_gd``'s 62.5 / 77.3 / 84.3 / 89.5 and ``dp_agd``'s
 64.7 / 80.6 / 88.5 / 91.4; at ε = 0.1 every method ends below the majority class (61.5 %) in
-a third of the runs — 400 rows cannot carry ε = 0.1. Private selection between the averaged method and
-``dp_gd`` never paid: each of its repetitions runs at ≈ 0.6 of one job's μ (E[K] = 3,
+a third of the runs — 400 rows cannot carry ε = 0.1. Private selection between the averaged
+method and ``dp_gd`` never paid: each of its repetitions runs at ≈ 0.6 of one job's μ (E[K] = 3,
 logarithmic K), which costs more than the candidates differ by once averaging closed the
 dp_agd/dp_gd gap; so the rule does not use it (``private_selection`` stays in the catalog for
 analysts with candidates that differ more). Untried, not ruled out: the l2 grid on breast_cancer
@@ -244,11 +244,12 @@ class Auto:
     )
     assumptions: ClassVar[str] = "Those of the optimizer it picks (recorded in the plan)"
     guarantee: ClassVar[str] = (
-        "That of the optimizer it picks: (ε, δ)-DP (dp_agd, dp_gd) or ε-DP "
+        "That of the optimizer it picks: (ε, δ)-DP (dp_agd_averaged, dp_agd, dp_gd) or ε-DP "
         "(output_perturbation_gd), replace-one"
     )
     reference: ClassVar[str] = (
-        "Rule from Bassily, Smith & Thakurta 2014 (utility of noisy gradient methods) and "
+        "Rule from Bassily, Smith & Thakurta 2014 (utility of noisy gradient methods), Polyak & "
+        "Juditsky 1992 (averaging) and "
         "experiments on public data, see service/optimizers/auto.py"
     )
     Params: ClassVar[type[BaseModel]] = AutoParams
