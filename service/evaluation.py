@@ -39,6 +39,7 @@ from service.ids import new_id
 from service.ledger.accounting import charge_curve, event_to_json
 from service.ledger.admission import JobCharge
 from service.models.registry import ModelSpec, build_loss
+from service.models.released import weight_matrix
 from service.optimizers.base import InfeasibleSpec
 from service.privacy.evaluation import (
     EvaluationKind,
@@ -90,10 +91,7 @@ def _kind(label_type: str) -> EvaluationKind:
 def weight_norm(model: TrainedModel) -> float:
     """‖w‖₂ of the released parameters, intercept included (the intercept column is inside the
     row-norm bound); the largest row norm for a one-vs-rest model."""
-    weights = np.atleast_2d(np.asarray(model.coefficients, dtype=float))
-    if model.intercept is not None:
-        intercepts = np.atleast_1d(np.asarray(model.intercept, dtype=float))
-        weights = np.column_stack([weights, intercepts])
+    weights = weight_matrix(model.coefficients, model.intercept)
     return float(np.max(np.linalg.norm(weights, axis=1)))
 
 
@@ -195,11 +193,7 @@ def plan_of(spec: dict[str, Any], plan_json: dict[str, Any], n: int) -> Evaluati
 def model_scores(model: TrainedModel, X: np.ndarray) -> np.ndarray:
     """Per row, from the public model and that row only: the margin w·x (binary), the predicted
     class index (categorical, arg max of the one-vs-rest scores) or the prediction w·x."""
-    weights = np.atleast_2d(np.asarray(model.coefficients, dtype=float))
-    if model.intercept is not None:
-        weights = np.column_stack(
-            [weights, np.atleast_1d(np.asarray(model.intercept, dtype=float))]
-        )
+    weights = weight_matrix(model.coefficients, model.intercept)
     if weights.shape[0] == 1:
         result: np.ndarray = X @ weights[0]
         return result

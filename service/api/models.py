@@ -7,7 +7,6 @@ import json
 import logging
 from typing import Annotated
 
-import numpy as np
 from fastapi import APIRouter, Header, Response
 from pydantic import TypeAdapter
 from sqlalchemy import select
@@ -21,7 +20,9 @@ from service.data.spec import LabelSpec
 from service.db.models import Evaluation, Job
 from service.evaluation import PricedEvaluation, is_evaluation, price_evaluation
 from service.ledger.admission import budget_of
+from service.models import released
 from service.models.registry import ModelSpec, build_loss
+from service.models.released import weight_matrix
 from service.schemas import (
     EvaluationCreate,
     EvaluationOut,
@@ -75,27 +76,10 @@ def predict(
         X = encoder.encode_records(body.rows)
     except (ValueError, TypeError) as exc:
         raise invalid("rows", str(exc)) from None
-    weights = np.atleast_2d(np.asarray(coefficients, dtype=float))
-    if intercept is not None:
-        weights = np.column_stack([weights, np.atleast_1d(np.asarray(intercept, dtype=float))])
     loss = build_loss(TypeAdapter(ModelSpec).validate_python(model_json))
     label = LabelSpec.model_validate(label_json)
-    if label.type == "categorical":
-        scores = np.column_stack([loss.predict_proba(w, X) for w in weights])  # type: ignore[attr-defined]
-        scores = scores / np.maximum(scores.sum(axis=1, keepdims=True), 1e-300)
-        best = scores.argmax(axis=1)
-        classes = label.classes or []
-        return PredictResponse(
-            predictions=[classes[k] for k in best],
-            probabilities=[float(scores[i, k]) for i, k in enumerate(best)],
-        )
-    w = weights[0]
-    if loss.task == "regression":
-        values = loss.predict(w, X)
-        return PredictResponse(predictions=[float(v) for v in values], probabilities=None)
-    probabilities = loss.predict_proba(w, X)  # type: ignore[attr-defined]
-    predictions = [label.positive if p >= 0.5 else label.negative for p in probabilities]
-    return PredictResponse(predictions=predictions, probabilities=[float(p) for p in probabilities])
+    result = released.predict(weight_matrix(coefficients, intercept), loss, label, X)
+    return PredictResponse(predictions=result.predictions, probabilities=result.probabilities)
 
 
 # --- private evaluation (service/evaluation.py) -------------------------------------------------

@@ -59,6 +59,7 @@ from service.ids import new_id
 from service.ledger.admission import cancel_or_refund_unread
 from service.models.base import Loss
 from service.models.registry import ModelSpec, build_loss
+from service.models.released import pack
 from service.optimizers.base import JobCancelled, ReleasePlan
 from service.optimizers.full_gradient import GradientOracle
 from service.optimizers.one_vs_rest import class_plan_of
@@ -353,14 +354,7 @@ def _store_model(
     w: np.ndarray,
 ) -> str:
     """Store the noised weights (a vector, or one row per class for one-vs-rest)."""
-    matrix = np.atleast_2d(w)
-    weights = matrix[:, :-1] if encoder.fit_intercept else matrix
-    intercepts = [float(v) for v in matrix[:, -1]] if encoder.fit_intercept else None
-    coefficients: list[Any] = weights.tolist()
-    intercept: Any = intercepts
-    if w.ndim == 1:
-        coefficients = coefficients[0]
-        intercept = intercepts[0] if intercepts is not None else None
+    coefficients, intercept = pack(w, encoder.fit_intercept)
     privacy = dict(spec["privacy"])  # type: ignore[arg-type]
     privacy.update(
         mechanism=plan.mechanism, noise_scale=plan.noise_scale, sensitivity=plan.sensitivity

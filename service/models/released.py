@@ -1,0 +1,66 @@
+"""A released model's parameters: packed for storage, unpacked for use, and scored.
+
+The optimizer's output is one noised vector ``w`` (intercept last when the model fits one), or
+one row per class for one-vs-rest. Stored and shown (``GET /v1/models/{id}``), it is split into
+``coefficients`` (a list, or a list of lists) and ``intercept`` (a number, a list, or None).
+Everything that uses a stored model — ``/predict``, private evaluation — rebuilds the same
+matrix with :func:`weight_matrix`; this is the one home of both directions, so they cannot
+drift apart. Nothing here reads private data: it is the released model and the caller's rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from service.data.spec import LabelSpec
+from service.models.base import Loss
+
+
+def pack(w: np.ndarray, fit_intercept: bool) -> tuple[Any, Any]:
+    """``(coefficients, intercept)`` of the optimizer's output ``w`` (a vector, or a K × d'
+    matrix for one-vs-rest), as stored and shown."""
+    matrix = np.atleast_2d(w)
+    weights = matrix[:, :-1] if fit_intercept else matrix
+    intercepts = [float(v) for v in matrix[:, -1]] if fit_intercept else None
+    coefficients: list[Any] = weights.tolist()
+    if w.ndim == 1:
+        return coefficients[0], (intercepts[0] if intercepts is not None else None)
+    return coefficients, intercepts
+
+
+def weight_matrix(coefficients: Any, intercept: Any) -> np.ndarray:
+    """The K × d' matrix (K = 1 unless one-vs-rest) :func:`pack` was given, intercept last."""
+    weights = np.atleast_2d(np.asarray(coefficients, dtype=float))
+    if intercept is None:
+        return weights
+    return np.column_stack([weights, np.atleast_1d(np.asarray(intercept, dtype=float))])
+
+
+@dataclass(frozen=True)
+class Predictions:
+    predictions: list[Any]
+    probabilities: list[float] | None
+
+
+def predict(weights: np.ndarray, loss: Loss, label: LabelSpec, X: np.ndarray) -> Predictions:
+    """Predictions for encoded rows ``X``: the class of highest normalised one-vs-rest score
+    (categorical), the positive/negative label at probability 0.5 (binary), or the value
+    (regression)."""
+    if label.type == "categorical":
+        scores = np.column_stack([loss.predict_proba(w, X) for w in weights])  # type: ignore[attr-defined]
+        scores = scores / np.maximum(scores.sum(axis=1, keepdims=True), 1e-300)
+        best = scores.argmax(axis=1)
+        classes = label.classes or []
+        return Predictions(
+            predictions=[classes[k] for k in best],
+            probabilities=[float(scores[i, k]) for i, k in enumerate(best)],
+        )
+    w = weights[0]
+    if loss.task == "regression":
+        return Predictions([float(v) for v in loss.predict(w, X)], None)
+    probabilities = loss.predict_proba(w, X)  # type: ignore[attr-defined]
+    labels = [label.positive if p >= 0.5 else label.negative for p in probabilities]
+    return Predictions(labels, [float(p) for p in probabilities])
