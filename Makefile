@@ -50,7 +50,7 @@ openapi: install-dev
 	$(BIN)/dpfit openapi --output openapi.yaml
 
 sdk: openapi
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m tests.sdk_tools generate sdk/python
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m tests.support.sdk_tools generate sdk/python
 
 # Every benchmark suite in its tiny smoke mode (bench/test_smoke.py: a table and a plot each; no
 # timing or accuracy is asserted). Kept out of `make test` so a test install stays light.

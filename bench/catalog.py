@@ -23,7 +23,7 @@ from service.models.registry import build_loss, parse_model_spec
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.planning import plan_job
 from service.optimizers.registry import optimizer_names
-from tests.walkthrough import CREDIT_FEATURES, CREDIT_LABEL, EXAMPLES
+from tests.support.walkthrough import CREDIT_FEATURES, CREDIT_LABEL, EXAMPLES
 
 CONVEX_MODEL = {"type": "logistic_regression", "l2": 0.01, "fit_intercept": True}
 NONCONVEX_MODEL = {"type": "sigmoid_classifier", "l2": 0.01, "fit_intercept": True}

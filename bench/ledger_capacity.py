@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from service.privacy.gdp import gdp_delta, gdp_mu
-from tests.inprocess import bearer, in_process_app
-from tests.walkthrough import credit_dataset, logistic_job, write_large_credit
+from tests.support.inprocess import bearer, in_process_app
+from tests.support.walkthrough import credit_dataset, logistic_job, write_large_credit
 
 WORKLOADS: dict[str, list[str]] = {
     "output_perturbation_gd": ["output_perturbation_gd"],

@@ -30,9 +30,9 @@ from pathlib import Path
 
 from bench.raw_http import RawConnection, RawHttpError, RawResponse
 from bench.service_overhead import _database_url, _drop, percentile
-from tests.conftest import DEFAULT_PG, EXAMPLES
-from tests.live import LiveServer, start_server
-from tests.walkthrough import credit_dataset, logistic_job
+from tests.support.fixtures import DEFAULT_PG, EXAMPLES
+from tests.support.live import LiveServer, start_server
+from tests.support.walkthrough import credit_dataset, logistic_job
 
 # (route label, weight); a job submission is one request in ~20.
 MIX: list[tuple[str, int]] = [

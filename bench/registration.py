@@ -24,7 +24,7 @@ from service.db.session import make_engine, session_factory
 from service.registration import register_dataset
 from service.schemas import DatasetCreate
 from service.settings import Settings
-from tests.walkthrough import CREDIT_FEATURES, CREDIT_LABEL, EXAMPLES
+from tests.support.walkthrough import CREDIT_FEATURES, CREDIT_LABEL, EXAMPLES
 
 
 @dataclass(frozen=True)

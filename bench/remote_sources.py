@@ -33,8 +33,8 @@ from service.data.sources import local_source
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 from service.data.sql_source import open_sql_source
 from service.settings import Settings
-from tests.conftest import _fresh_postgres_database
-from tests.s3_server import running_s3_server
+from tests.support.fixtures import _fresh_postgres_database
+from tests.support.s3_server import running_s3_server
 
 FEATURES = [
     *(NumericFeature(name=f"x{i}", min=-3, max=3) for i in range(1, 5)),

@@ -315,9 +315,9 @@ def service_overhead(
 ) -> list[dict[str, Any]]:
     from bench import catalog
     from bench import service_overhead as so
-    from tests.conftest import DEFAULT_PG, EXAMPLES
-    from tests.live import start_server
-    from tests.walkthrough import logistic_job
+    from tests.support.fixtures import DEFAULT_PG, EXAMPLES
+    from tests.support.live import start_server
+    from tests.support.walkthrough import logistic_job
 
     # in-process fit time of the very job the latency loop submits (example data, defaults)
     X, y, _, _, _ = catalog.load_example()

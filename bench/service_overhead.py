@@ -18,9 +18,9 @@ import threading
 import time
 from pathlib import Path
 
-from tests.conftest import DEFAULT_PG, EXAMPLES
-from tests.live import LiveServer, start_server
-from tests.walkthrough import credit_dataset, logistic_job
+from tests.support.fixtures import DEFAULT_PG, EXAMPLES
+from tests.support.live import LiveServer, start_server
+from tests.support.walkthrough import credit_dataset, logistic_job
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,197 @@
+"""Bad input gets a clear problem+json naming the field at fault, never a 500, and costs nothing.
+
+Plain httpx against the live servers (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.live import LiveServer
+from tests.support.walkthrough import credit_dataset, logistic_job
+
+
+def problem(response: httpx.Response, status: int, field: str | None = None) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert body["status"] == status and body["title"] and body["detail"]
+    if field is not None:
+        assert body["field"] == field, body
+    return body
+
+
+@pytest.fixture
+def actors(server: LiveServer) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:6]
+    owner = server.client(server.key(f"owner-{tag}", "owner"))
+    analyst = server.client(server.key(f"analyst-{tag}", "analyst"))
+    stranger = server.client(server.key(f"stranger-{tag}", "analyst"))
+    dataset = owner.post("/v1/datasets", json=credit_dataset()).json()
+    assert (
+        owner.post(
+            f"/v1/datasets/{dataset['id']}/grants", json={"principal": f"analyst-{tag}"}
+        ).status_code
+        == 201
+    )
+    pure = owner.post("/v1/datasets", json=credit_dataset(epsilon=1.0, delta=0.0)).json()
+    owner.post(f"/v1/datasets/{pure['id']}/grants", json={"principal": f"analyst-{tag}"})
+    return {
+        "owner": owner,
+        "analyst": analyst,
+        "stranger": stranger,
+        "dataset": dataset,
+        "pure": pure,
+        "analyst_name": f"analyst-{tag}",
+    }
+
+
+def test_authentication_and_roles(server: LiveServer, actors: dict[str, Any]) -> None:
+    anonymous = server.client()
+    problem(anonymous.get("/v1/jobs"), 401)
+    problem(server.client("dpf_not-a-key").get("/v1/jobs"), 401)
+    problem(actors["analyst"].post("/v1/datasets", json=credit_dataset()), 403)
+    problem(actors["analyst"].post("/v1/keys", json={"name": "x", "role": "admin"}), 403)
+    problem(actors["analyst"].get(f"/v1/datasets/{actors['dataset']['id']}/ledger"), 403)
+    # Analysts never see where a dataset lives.
+    seen = actors["analyst"].get(f"/v1/datasets/{actors['dataset']['id']}").json()
+    assert seen["source"] is None and seen["fingerprint"] is None
+    problem(actors["stranger"].get(f"/v1/datasets/{actors['dataset']['id']}"), 404)
+    problem(actors["stranger"].get(f"/v1/datasets/{actors['dataset']['id']}/budget"), 404)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda b: b["source"].update(uri="../../etc/passwd"), "source.uri"),
+        (lambda b: b["source"].update(uri="file:///etc/passwd"), "source.uri"),
+        (lambda b: b["source"].update(uri="missing.csv"), "source.uri"),
+        (lambda b: b["label"].update(column="salary"), "label.column"),
+        (lambda b: b["features"][0].update(name="height"), "features.0.name"),
+        (lambda b: b["features"][1].update(min=100), "features.1.numeric"),
+        (lambda b: b["budget"].update(epsilon=-1), "budget.epsilon"),
+        (lambda b: b["budget"].update(delta=1.5), "budget.delta"),
+        (lambda b: b.update(extra=1), "extra"),
+    ],
+)
+def test_dataset_registration_errors(
+    server: LiveServer, actors: dict[str, Any], mutate: Any, field: str
+) -> None:
+    body = credit_dataset()
+    mutate(body)
+    got = problem(actors["owner"].post("/v1/datasets", json=body), 422)
+    assert got["field"].startswith(field), got
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda b: b["model"].update(l2=-1), "model.logistic_regression.l2"),
+        (lambda b: b["model"].update(type="svm"), "model"),
+        (lambda b: b["optimizer"].update(name="nope"), "optimizer.name"),
+        (lambda b: b["optimizer"]["params"].update(step_size=1e6), "optimizer.params.step_size"),
+        (lambda b: b["optimizer"]["params"].update(iterations=0), "optimizer.params.iterations"),
+        (lambda b: b["optimizer"]["params"].update(bogus=1), "optimizer.params.bogus"),
+        (lambda b: b["privacy"].update(epsilon=0), "privacy.epsilon"),
+        (lambda b: b["privacy"].update(delta=1), "privacy.delta"),
+    ],
+)
+def test_job_spec_errors_name_the_field_and_charge_nothing(
+    actors: dict[str, Any], mutate: Any, field: str
+) -> None:
+    body = logistic_job(actors["dataset"]["id"])
+    mutate(body)
+    got = problem(actors["analyst"].post("/v1/jobs", json=body), 422)
+    assert got["field"].startswith(field), got
+    budget = actors["analyst"].get(f"/v1/datasets/{actors['dataset']['id']}/budget").json()
+    assert budget["jobs_charged"] == 0
+
+
+def test_pure_dataset_accepts_only_pure_jobs(actors: dict[str, Any]) -> None:
+    pure_id = actors["pure"]["id"]
+    problem(
+        actors["analyst"].post("/v1/jobs", json=logistic_job(pure_id, delta=1e-6)),
+        422,
+        "privacy.delta",
+    )
+    accepted = actors["analyst"].post(
+        "/v1/jobs", json=logistic_job(pure_id, epsilon=0.6, delta=0.0)
+    )
+    assert accepted.status_code == 202
+    assert accepted.json()["plan"]["mechanism"] == "norm_gamma"
+    body = problem(
+        actors["analyst"].post("/v1/jobs", json=logistic_job(pure_id, epsilon=0.6, delta=0.0)), 409
+    )
+    assert body["epsilon_remaining"] == pytest.approx(0.4)
+
+
+def test_unknown_things_are_404(actors: dict[str, Any]) -> None:
+    analyst = actors["analyst"]
+    problem(analyst.get("/v1/jobs/job_nope"), 404)
+    problem(analyst.get("/v1/models/mdl_nope"), 404)
+    problem(analyst.post("/v1/jobs/job_nope/cancel"), 404)
+    problem(analyst.post("/v1/jobs", json=logistic_job("ds_nope")), 404, "dataset_id")
+
+
+def test_idempotency_key_reuse_with_another_body(actors: dict[str, Any]) -> None:
+    analyst, dataset_id = actors["analyst"], actors["dataset"]["id"]
+    headers = {"Idempotency-Key": uuid.uuid4().hex}
+    assert (
+        analyst.post(
+            "/v1/jobs", json=logistic_job(dataset_id, epsilon=0.2), headers=headers
+        ).status_code
+        == 202
+    )
+    problem(
+        analyst.post("/v1/jobs", json=logistic_job(dataset_id, epsilon=0.3), headers=headers),
+        422,
+        "Idempotency-Key",
+    )
+
+
+def test_malformed_json_is_422(actors: dict[str, Any]) -> None:
+    response = actors["analyst"].post(
+        "/v1/jobs", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    problem(response, 422)
+
+
+def test_grant_cap_limits_one_analyst(actors: dict[str, Any], server: LiveServer) -> None:
+    owner, analyst, pure_id = actors["owner"], actors["analyst"], actors["pure"]["id"]
+    name = actors["analyst_name"]
+    grant = owner.post(
+        f"/v1/datasets/{pure_id}/grants", json={"principal": name, "epsilon_cap": 0.5}
+    )
+    assert grant.status_code == 201 and grant.json()["epsilon_cap"] == 0.5
+    assert (
+        analyst.post("/v1/jobs", json=logistic_job(pure_id, epsilon=0.3, delta=0.0)).status_code
+        == 202
+    )
+    refused = problem(
+        analyst.post("/v1/jobs", json=logistic_job(pure_id, epsilon=0.3, delta=0.0)), 409
+    )
+    assert "capped" in refused["detail"]
+    assert refused["epsilon_remaining"] == pytest.approx(0.2)
+    budget = analyst.get(f"/v1/datasets/{pure_id}/budget").json()
+    assert budget["your_epsilon_cap"] == 0.5
+    assert budget["your_epsilon_spent"] == pytest.approx(0.3)
+    assert budget["epsilon_remaining"] == pytest.approx(0.7)
+
+
+def test_admin_lists_and_revokes_keys(server: LiveServer) -> None:
+    admin = server.client(server.key("admin", "admin"))
+    name = f"temp-{uuid.uuid4().hex[:6]}"
+    created = admin.post("/v1/keys", json={"name": name, "role": "analyst"}).json()
+    temp = server.client(created["key"])
+    assert temp.get("/v1/jobs").status_code == 200
+    listed = admin.get("/v1/keys").json()
+    mine = next(k for k in listed if k["id"] == created["id"])
+    assert mine["name"] == name and mine["revoked_at"] is None and "key" not in mine
+    revoked = admin.post(f"/v1/keys/{created['id']}/revoke").json()
+    assert revoked["revoked_at"] is not None
+    problem(temp.get("/v1/jobs"), 401)
+    problem(temp.post(f"/v1/keys/{created['id']}/revoke"), 401)
+    problem(admin.post("/v1/keys/key_nope/revoke"), 404)
