@@ -88,6 +88,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "breast_cancer): auto vs the old rule, dp_gd, averaging, private selection",
     )
     parser.add_argument("--explore-runs", type=int, default=6)
+    parser.add_argument(
+        "--api",
+        action="store_true",
+        help="the auto job on Adult through a live server (SQLite and PostgreSQL): submit → "
+        "model readable, p50 over --api-jobs jobs per ε",
+    )
+    parser.add_argument("--api-jobs", type=int, default=10)
 
 
 def auto_job(data: Dataset, eps: float) -> Any:
@@ -267,9 +274,83 @@ def explore(args: argparse.Namespace) -> None:
     print("\n".join(lines))
 
 
+def api_latency(args: argparse.Namespace) -> None:
+    """Submit → model readable for the auto job (no optimizer named) on Adult's TRAIN file,
+    through a live server with one worker, on SQLite and PostgreSQL (test accuracy not read)."""
+    import tempfile
+    from pathlib import Path
+
+    from bench import service_overhead as so
+    from bench.data import ADULT_COLUMNS, read_adult_frame
+    from bench.scaling import adult_dataset_body
+    from tests.support.fixtures import DEFAULT_PG
+    from tests.support.live import start_server
+
+    jobs = 2 if args.smoke else args.api_jobs
+    epsilons = args.epsilons[:1] if args.smoke else args.epsilons
+    lines = [
+        f"# auto on Adult through the API: submit → model readable, {jobs} jobs per ε",
+        "",
+        "| database | ε | chosen | p50 (s) | p95 (s) |",
+        "|---|---|---|---|---|",
+    ]
+    for backend in ("sqlite", "postgres"):
+        with tempfile.TemporaryDirectory() as tmp:
+            home = Path(tmp)
+            roots = home / "data"
+            roots.mkdir()
+            frame = read_adult_frame("train")
+            if args.smoke:
+                frame = frame.head(2000)
+            frame[ADULT_COLUMNS].to_csv(roots / "adult.csv", index=False)
+            url = so._database_url(backend, home, DEFAULT_PG)
+            server = start_server(url, data_roots=[roots], home=home)
+            try:
+                owner = server.client(server.key("owner", "owner"))
+                analyst = server.client(server.key("analyst", "analyst"))
+                response = owner.post("/v1/datasets", json=adult_dataset_body("adult.csv"))
+                response.raise_for_status()
+                dataset_id = response.json()["id"]
+                owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": "analyst"})
+                for eps in epsilons:
+                    request = {
+                        "dataset_id": dataset_id,
+                        "model": {"type": "logistic_regression", "fit_intercept": True},
+                        "privacy": {"epsilon": eps, "delta": 1e-6},
+                    }
+                    seconds, chosen = [], ""
+                    for _ in range(jobs):
+                        start = time.perf_counter()
+                        job = analyst.post("/v1/jobs", json=request).json()
+                        chosen = job["optimizer"]["name"]
+                        while True:
+                            state = analyst.get(f"/v1/jobs/{job['id']}").json()
+                            if state["status"] in ("succeeded", "failed", "cancelled"):
+                                break
+                            time.sleep(0.005)
+                        if state["status"] != "succeeded":
+                            raise RuntimeError(f"auto job ended {state['status']}")
+                        analyst.get(f"/v1/models/{state['model_id']}").raise_for_status()
+                        seconds.append(time.perf_counter() - start)
+                    lines.append(
+                        f"| {backend} | {eps:g} | {chosen} | {statistics.median(seconds):.3f} | "
+                        f"{so.percentile(seconds, 0.95):.3f} |"
+                    )
+                    print(lines[-1], flush=True)
+            finally:
+                server.stop()
+                so._drop(backend, url, DEFAULT_PG)
+    lines += ["", f"Load average at the end: {os.getloadavg()[0]:.1f} (2 shared cores).", ""]
+    (results_dir(args.smoke) / "auto-api.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def run(args: argparse.Namespace) -> None:
     if args.explore:
         explore(args)
+        return
+    if args.api:
+        api_latency(args)
         return
     adult = load_adult()
     epsilons = args.epsilons[:1] if args.smoke else args.epsilons
