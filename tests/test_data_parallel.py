@@ -425,15 +425,16 @@ def _scheduler_address(server: LiveServer) -> str:
     class name — one deterministic round trip per port, no guessing from a timeout."""
     import asyncio
 
+    import psutil
     from distributed.core import rpc
-
-    from tests.test_dask_security import listeners
 
     assert server.process is not None
     ports = sorted(
-        s.port
-        for s in listeners(server.process.pid)
-        if s.pid == server.process.pid and s.kind == "tcp" and s.port != server.port
+        {
+            conn.laddr.port
+            for conn in psutil.Process(server.process.pid).net_connections(kind="tcp")
+            if conn.status == psutil.CONN_LISTEN and conn.laddr.port != server.port
+        }
     )
     args = _security(server.home / "dask-tls").get_connection_args("client")
 
