@@ -114,7 +114,8 @@ def sync_detailed(
     Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
     dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
     dataset and a row written while a client pages is never skipped or repeated. The page is
-    one query; the recomputation reads the dataset's rows once more.
+    one query; the audit (service/ledger/audit.py) reads the dataset's rows once more, in the
+    same snapshot.
 
     Args:
         dataset_id (str):
@@ -159,7 +160,8 @@ def sync(
     Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
     dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
     dataset and a row written while a client pages is never skipped or repeated. The page is
-    one query; the recomputation reads the dataset's rows once more.
+    one query; the audit (service/ledger/audit.py) reads the dataset's rows once more, in the
+    same snapshot.
 
     Args:
         dataset_id (str):
@@ -199,7 +201,8 @@ async def asyncio_detailed(
     Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
     dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
     dataset and a row written while a client pages is never skipped or repeated. The page is
-    one query; the recomputation reads the dataset's rows once more.
+    one query; the audit (service/ledger/audit.py) reads the dataset's rows once more, in the
+    same snapshot.
 
     Args:
         dataset_id (str):
@@ -242,7 +245,8 @@ async def asyncio(
     Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
     dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
     dataset and a row written while a client pages is never skipped or repeated. The page is
-    one query; the recomputation reads the dataset's rows once more.
+    one query; the audit (service/ledger/audit.py) reads the dataset's rows once more, in the
+    same snapshot.
 
     Args:
         dataset_id (str):

@@ -1,0 +1,111 @@
+"""Pydantic request/response models: the HTTP contract (openapi.yaml is generated from these).
+
+One module per resource; this package is their one public surface.
+"""
+
+from service.data.spec import CategoricalFeature, Feature, LabelSpec, NumericFeature
+from service.schemas.catalog import (
+    FieldProblem,
+    Health,
+    OptimizerInfo,
+    Problem,
+)
+from service.schemas.common import (
+    MIN_EPSILON,
+    MIN_POSITIVE_DELTA,
+    JobStatus,
+    PrivacyOut,
+    Role,
+    Strict,
+    strictly,
+)
+from service.schemas.datasets import (
+    BudgetHistoryOut,
+    BudgetHistoryPoint,
+    BudgetOut,
+    ChargeOut,
+    DatasetCreate,
+    DatasetOut,
+    DatasetSource,
+    DatasetSourceOut,
+    FeatureValidation,
+    GrantCreate,
+    GrantListItem,
+    GrantOut,
+    GrantRevokedOut,
+    LabelValidation,
+    LedgerOut,
+    PrivacyBudget,
+    ValidationOut,
+)
+from service.schemas.jobs import (
+    JobCreate,
+    JobEstimateOut,
+    JobOut,
+    JobPrivacy,
+    OptimizerChoice,
+    Progress,
+)
+from service.schemas.keys import (
+    KeyCreate,
+    KeyCreated,
+    KeyOut,
+)
+from service.schemas.models import (
+    EvaluationCreate,
+    EvaluationOut,
+    ModelOut,
+    ModelPrivacy,
+    PredictRequest,
+    PredictResponse,
+)
+
+__all__ = [
+    "BudgetHistoryOut",
+    "BudgetHistoryPoint",
+    "BudgetOut",
+    "CategoricalFeature",
+    "ChargeOut",
+    "DatasetCreate",
+    "DatasetOut",
+    "DatasetSource",
+    "DatasetSourceOut",
+    "EvaluationCreate",
+    "EvaluationOut",
+    "Feature",
+    "FeatureValidation",
+    "FieldProblem",
+    "GrantCreate",
+    "GrantListItem",
+    "GrantOut",
+    "GrantRevokedOut",
+    "Health",
+    "JobCreate",
+    "JobEstimateOut",
+    "JobOut",
+    "JobPrivacy",
+    "JobStatus",
+    "KeyCreate",
+    "KeyCreated",
+    "KeyOut",
+    "LabelSpec",
+    "LabelValidation",
+    "LedgerOut",
+    "MIN_EPSILON",
+    "MIN_POSITIVE_DELTA",
+    "ModelOut",
+    "ModelPrivacy",
+    "NumericFeature",
+    "OptimizerChoice",
+    "OptimizerInfo",
+    "PredictRequest",
+    "PredictResponse",
+    "PrivacyBudget",
+    "PrivacyOut",
+    "Problem",
+    "Progress",
+    "Role",
+    "Strict",
+    "ValidationOut",
+    "strictly",
+]

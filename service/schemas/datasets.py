@@ -1,0 +1,217 @@
+"""Datasets: registration, validation report, grants, budget, history and ledger."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    Field,
+    field_validator,
+)
+
+from service.data.spec import Feature, LabelSpec
+from service.schemas.common import (
+    MIN_EPSILON,
+    MIN_POSITIVE_DELTA,
+    PrivacyOut,
+    Strict,
+    strictly,
+    zero_or_large_enough,
+)
+
+
+class PrivacyBudget(Strict):
+    epsilon: float = Field(ge=MIN_EPSILON, le=1000, description="Total ε_B of the dataset.")
+    delta: float = Field(
+        ge=0,
+        lt=1,
+        description="Total δ_B. 0 makes the dataset pure ε-DP (basic composition); otherwise "
+        f"at least {MIN_POSITIVE_DELTA:g}.",
+    )
+
+    _delta_bound = field_validator("delta")(zero_or_large_enough)
+
+
+class DatasetSource(Strict):
+    uri: str = Field(
+        min_length=1,
+        description="A path relative to an allowed data root, a file:// URI inside one, "
+        "s3://bucket/key under an s3:// data root, or sql://<connection>/[<schema>.]<table> of "
+        "an operator-configured connection.",
+    )
+    format: Literal["csv", "parquet"] | None = Field(
+        default=None,
+        description="Detected from the suffix when omitted (a folder is Parquet); ignored for "
+        "s3:// and sql:// sources.",
+    )
+
+
+class DatasetSourceOut(BaseModel):
+    uri: str = Field(description="The URI the owner registered.")
+    format: Literal["csv", "parquet", "sql"]
+
+
+class DatasetCreate(Strict):
+    name: str = Field(min_length=1, max_length=200)
+    source: DatasetSource
+    label: Annotated[LabelSpec, strictly(LabelSpec)]
+    features: Annotated[list[Feature], strictly(list[Feature])] = Field(min_length=1)
+    budget: PrivacyBudget
+    strict: bool = Field(
+        default=False,
+        description="Refuse the source (422, naming the field) when label values lie outside "
+        "the declared set or a numeric feature has non-empty cells that are not numbers. "
+        "Without it the source is registered and the counts are in `validation`.",
+    )
+
+
+class FeatureValidation(BaseModel):
+    """Counts over one declared feature column, from parsing the whole source at registration."""
+
+    name: str
+    missing: int = Field(description="Empty or absent cells (encoded as missing).")
+    unparseable: int = Field(
+        description="Non-empty cells that do not convert to the declared type (encoded as missing)."
+    )
+    out_of_bounds: int = Field(description="Numeric cells outside [min, max] (clipped).")
+    unknown_category: int = Field(
+        description="Categorical cells outside the declared categories (all-zero block)."
+    )
+
+
+class LabelValidation(BaseModel):
+    """Counts over the label column."""
+
+    column: str
+    missing: int = Field(description="Empty or absent label cells.")
+    outside_declared: int = Field(
+        description="Binary/categorical labels: values outside the declared set."
+    )
+    unparseable: int = Field(description="Numeric labels: non-empty cells that are not numbers.")
+
+
+class ValidationOut(BaseModel):
+    """The owner's validation report: how the service's reader sees the source. Shown to the
+    dataset's owner and to admins only, never to analysts."""
+
+    rows: int
+    features: list[FeatureValidation]
+    label: LabelValidation
+
+
+class DatasetOut(BaseModel):
+    id: str
+    name: str
+    owner: str
+    n_rows: int
+    n_features: int
+    label: LabelSpec
+    features: list[Feature]
+    budget: PrivacyOut = Field(description="Total ε_B and δ_B.")
+    fingerprint: str | None = Field(default=None, description="Shown to the owner only.")
+    source: DatasetSourceOut | None = Field(default=None, description="Shown to the owner only.")
+    validation: ValidationOut | None = Field(
+        default=None,
+        description="The validation report of the registration. Shown to the owner and admins "
+        "only (null for others, and for datasets registered before reports existed).",
+    )
+    created_at: datetime
+    retired_at: datetime | None = Field(
+        default=None, description="Set when an admin retired the dataset: no job is admitted."
+    )
+
+
+class GrantCreate(Strict):
+    principal: str = Field(min_length=1, max_length=200)
+    epsilon_cap: float | None = Field(
+        default=None,
+        gt=0,
+        description="Optional cap on what this principal's jobs may spend (ε at δ_B). "
+        "Granting again updates it.",
+    )
+
+
+class GrantOut(BaseModel):
+    dataset_id: str
+    principal: str
+    epsilon_cap: float | None
+    created_at: datetime
+
+
+class BudgetOut(BaseModel):
+    dataset_id: str
+    epsilon: float = Field(description="Total ε_B.")
+    delta: float = Field(description="Total δ_B.")
+    epsilon_spent: float = Field(
+        description="ε at δ_B of the standing charges' composition (exact Gaussian DP when all "
+        "are Gaussian-family, else Rényi; basic composition if δ_B = 0)."
+    )
+    epsilon_remaining: float
+    jobs_charged: int = Field(description="Jobs whose charge stands (charges minus refunds).")
+    accounting: str = Field(description="How the budget composes.")
+    your_epsilon_cap: float | None = Field(
+        default=None, description="The cap of the caller's grant, if any."
+    )
+    your_epsilon_spent: float = Field(
+        default=0.0, description="ε (at δ_B) spent by the caller's own jobs on this dataset."
+    )
+
+
+class ChargeOut(BaseModel):
+    id: int
+    job_id: str
+    principal: str
+    kind: Literal["charge", "refund"]
+    epsilon: float
+    delta: float
+    rdp: list[float | None] = Field(description="RDP curve at `orders` (null = infinite).")
+    pure_epsilon: float | None
+    gdp_mu: float | None = Field(
+        default=None, description="Exact μ of a Gaussian-family job (null: Rényi curve only)."
+    )
+    event: dict[str, Any]
+    created_at: datetime
+
+
+class BudgetHistoryPoint(BaseModel):
+    at: datetime = Field(description="When the charge or refund was written.")
+    kind: Literal["charge", "refund"]
+    job_id: str | None = Field(description="Null for other analysts' jobs (not yours to see).")
+    epsilon_spent: float = Field(description="The dataset's ε spent at δ_B after this row.")
+    your_epsilon_spent: float = Field(description="ε at δ_B of your own standing charges.")
+
+
+class BudgetHistoryOut(BaseModel):
+    dataset_id: str
+    epsilon: float = Field(description="Total ε_B.")
+    delta: float = Field(description="Total δ_B.")
+    points: list[BudgetHistoryPoint] = Field(description="Oldest first, one per ledger row.")
+
+
+class LedgerOut(BaseModel):
+    dataset_id: str
+    orders: list[float]
+    charges: list[ChargeOut]
+    cached_rdp: list[float | None] = Field(description="The dataset's cached total.")
+    recomputed_rdp: list[float | None] = Field(description="The total recomputed from the rows.")
+    cached_pure_epsilon: float
+    recomputed_pure_epsilon: float
+    consistent: bool
+
+
+class GrantListItem(GrantOut):
+    """A grant as its dataset's owner sees it in `GET /v1/datasets/{id}/grants`."""
+
+    epsilon_spent: float = Field(
+        description="ε at δ_B of this principal's standing charges on the dataset (charges "
+        "without a refund), composed as the budget composes them."
+    )
+
+
+class GrantRevokedOut(GrantOut):
+    """The grant as it was when revoked. Revocation stops new jobs; the ledger is unchanged and
+    jobs already admitted keep running and keep their charge."""
+
+    revoked_at: datetime

@@ -1,0 +1,95 @@
+"""Jobs: submission, estimate, status and progress."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    Field,
+    field_validator,
+)
+
+from service.models.registry import ModelSpec
+from service.schemas.common import (
+    MIN_EPSILON,
+    MIN_POSITIVE_DELTA,
+    JobStatus,
+    PrivacyOut,
+    Strict,
+    strictly,
+    zero_or_large_enough,
+)
+
+
+class OptimizerChoice(Strict):
+    name: str = Field(description="An optimizer from GET /v1/optimizers.")
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class JobPrivacy(Strict):
+    epsilon: float = Field(ge=MIN_EPSILON, le=1000)
+    delta: float = Field(
+        ge=0, lt=1, description=f"0 asks for pure ε-DP; otherwise at least {MIN_POSITIVE_DELTA:g}."
+    )
+
+    _delta_bound = field_validator("delta")(zero_or_large_enough)
+
+
+class JobCreate(Strict):
+    dataset_id: str
+    model: Annotated[ModelSpec, strictly(ModelSpec)]
+    optimizer: OptimizerChoice = Field(
+        default_factory=lambda: OptimizerChoice(name="auto"),
+        description="Default `auto`: the service picks the optimizer and its hyper-parameters "
+        "from public facts (n, d, bounds, ε, δ, model) and records the choice in the plan.",
+    )
+    privacy: JobPrivacy
+
+
+class Progress(BaseModel):
+    step: int
+    total: int
+
+
+class JobOut(BaseModel):
+    id: str
+    dataset_id: str
+    status: JobStatus
+    progress: Progress
+    model: dict[str, Any]
+    optimizer: OptimizerChoice
+    privacy: PrivacyOut
+    plan: dict[str, Any] = Field(
+        description="Public, data-independent release plan: mechanism, noise, sensitivity, steps."
+    )
+    model_id: str | None = None
+    error: str | None = None
+    refunded: bool = False
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class JobEstimateOut(BaseModel):
+    """What `POST /v1/jobs` would do with this body now; nothing is charged or written."""
+
+    dataset_id: str
+    admissible: bool = Field(description="Whether the budget (and your cap) admits the job now.")
+    reason: str = Field(description="Why it fits, or why not and what remains.")
+    epsilon: float = Field(description="The dataset's ε_B.")
+    delta: float = Field(description="The dataset's δ_B.")
+    epsilon_spent: float = Field(description="ε spent at δ_B before the job.")
+    epsilon_spent_after: float = Field(description="ε spent at δ_B if the job were charged.")
+    epsilon_remaining_after: float = Field(description="ε_B − epsilon_spent_after, at least 0.")
+    accounting: Literal["gaussian", "renyi", "pure"] = Field(
+        description="How the ledger charges the job: exact Gaussian DP (μ), a Rényi curve, or "
+        "pure ε (basic composition)."
+    )
+    gdp_mu: float | None = Field(description="The job's exact μ (Gaussian-family jobs).")
+    mechanism: str
+    noise_scale: float
+    sensitivity: float
+    steps: int
+    plan: dict[str, Any] = Field(description="The release plan a submission would store.")

@@ -1,0 +1,97 @@
+"""Released models, prediction and private evaluation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    Field,
+)
+
+from service.data.spec import LabelValue
+from service.schemas.common import (
+    JobStatus,
+    PrivacyOut,
+    Strict,
+)
+from service.schemas.jobs import JobPrivacy
+
+
+class ModelPrivacy(BaseModel):
+    epsilon: float
+    delta: float
+    mechanism: str
+    noise_scale: float
+    sensitivity: float
+
+
+class ModelOut(BaseModel):
+    id: str
+    job_id: str
+    dataset_id: str
+    model: dict[str, Any]
+    coefficients: list[float] | list[list[float]] = Field(
+        description="One weight per encoded feature; for a categorical label, one row per class."
+    )
+    intercept: float | list[float] | None
+    classes: list[LabelValue] | None = Field(
+        default=None, description="Categorical labels: the class of each coefficient row."
+    )
+    feature_names: list[str]
+    encoding: dict[str, Any] = Field(description="The public encoding the coefficients apply to.")
+    privacy: ModelPrivacy
+    created_at: datetime
+
+
+class PredictRequest(Strict):
+    rows: list[dict[str, Any]] = Field(min_length=1, max_length=100_000)
+
+
+class PredictResponse(BaseModel):
+    predictions: list[LabelValue] = Field(
+        description="Classification: the dataset's label values; regression: w·x."
+    )
+    probabilities: list[float] | None = Field(
+        description="Binary: the model's score for the positive class; multiclass: the "
+        "normalised one-vs-rest score of the predicted class; regression: null."
+    )
+
+
+class EvaluationCreate(Strict):
+    dataset_id: str = Field(
+        description="A dataset you are granted with the model's schema: the training dataset "
+        "or a holdout its owner registered. Its ledger pays for the evaluation."
+    )
+    privacy: JobPrivacy
+    loss_clip: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Declared clip B of each row's loss (log-loss, or squared error). Default: "
+        "the largest loss any row within the declared bounds can have under this model "
+        "(log(1 + e^‖w‖), or (‖w‖ + label bound)²), so nothing is clipped.",
+    )
+
+
+class EvaluationOut(BaseModel):
+    """A private evaluation: an ordinary job (charged on the dataset's ledger) whose result is
+    noised metrics of the model on the dataset's rows."""
+
+    id: str = Field(description="The evaluation job's id (also shown by GET /v1/jobs/{id}).")
+    model_id: str
+    dataset_id: str
+    status: JobStatus
+    privacy: PrivacyOut
+    plan: dict[str, Any] = Field(
+        description="Public release plan: Gaussian noise σ per released sum, sensitivity, clip."
+    )
+    metrics: dict[str, Any] | None = Field(
+        default=None,
+        description="When succeeded: noised accuracy, log_loss and confusion_matrix (binary), "
+        "accuracy (categorical) or mean_squared_error (regression).",
+    )
+    error: str | None = None
+    created_at: datetime
+    finished_at: datetime | None = None
