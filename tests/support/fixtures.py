@@ -1,4 +1,4 @@
-"""Shared fixtures: PostgreSQL databases and live `dpfit serve` processes.
+"""Shared fixtures: PostgreSQL databases, live `dpfit serve` processes and in-process apps.
 
 PostgreSQL tests use ``DPFIT_TEST_POSTGRES_URL`` (default: the local server, trust auth, db
 ``test``); each test session creates its own database and drops it afterwards. When the server
@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from tests.support.inprocess import InProcessServer, in_process_server
 from tests.support.live import LiveServer, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,3 +110,27 @@ def server(request: pytest.FixtureRequest) -> LiveServer:
     if request.param == "postgres":
         return request.getfixturevalue("pg_server")
     return request.getfixturevalue("sqlite_server")
+
+
+@pytest.fixture(scope="session")
+def sqlite_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessServer]:
+    """The in-process app (tests/support/inprocess.py) on an SQLite file, for the session."""
+    home = tmp_path_factory.mktemp("sqlite-app")
+    with in_process_server(f"sqlite:///{home / 'dpfit.db'}", EXAMPLES) as app:
+        yield app
+
+
+@pytest.fixture(scope="session")
+def pg_app() -> Iterator[InProcessServer]:
+    """The in-process app on a fresh PostgreSQL database of its own, for the session."""
+    for url in _fresh_postgres_database():
+        with in_process_server(url, EXAMPLES) as app:
+            yield app
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def app_server(request: pytest.FixtureRequest) -> InProcessServer:
+    """Each test using this runs against the in-process app on both databases."""
+    if request.param == "postgres":
+        return request.getfixturevalue("pg_app")
+    return request.getfixturevalue("sqlite_app")

@@ -50,3 +50,40 @@ def in_process_app(database_url: str, data_root: Path) -> Iterator[tuple[TestCli
     app = create_app(settings, dispatcher_factory=QueueOnly)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client, admin_key
+
+
+class InProcessServer:
+    """The in-process app behind the interface of :class:`tests.support.live.LiveServer`
+    (``key(name, role)``, ``client(key)``), so an HTTP-behaviour test runs unchanged on it.
+
+    Keys are made as on a live server: the first admin key as ``dpfit keys create`` makes it,
+    every other one through POST /v1/keys. Jobs stay ``queued`` (:class:`QueueOnly`)."""
+
+    def __init__(self, client: TestClient, admin_key: str, database_url: str) -> None:
+        self.app_client = client
+        self.database_url = database_url
+        self.keys: dict[str, str] = {"admin": admin_key}
+        self.roles: dict[str, str] = {"admin": "admin"}
+
+    def key(self, name: str, role: str) -> str:
+        if name in self.keys:
+            if self.roles[name] != role:
+                raise ValueError(f"principal {name!r} is a {self.roles[name]}, not a {role}")
+            return self.keys[name]
+        response = self.client(self.keys["admin"]).post(
+            "/v1/keys", json={"name": name, "role": role}
+        )
+        response.raise_for_status()
+        self.keys[name], self.roles[name] = response.json()["key"], role
+        return self.keys[name]
+
+    def client(self, key: str | None = None) -> TestClient:
+        """A client of the running app (its lifespan is held by ``app_client``)."""
+        return TestClient(self.app_client.app, raise_server_exceptions=False, headers=bearer(key))
+
+
+@contextmanager
+def in_process_server(database_url: str, data_root: Path) -> Iterator[InProcessServer]:
+    """:func:`in_process_app` as an :class:`InProcessServer`."""
+    with in_process_app(database_url, data_root) as (client, admin_key):
+        yield InProcessServer(client, admin_key, database_url)

@@ -1,6 +1,7 @@
 """Bad input gets a clear problem+json naming the field at fault, never a 500, and costs nothing.
 
-Plain httpx against the live servers (SQLite and PostgreSQL)."""
+Through the in-process app on SQLite and PostgreSQL (tests/support/inprocess.py: the real
+routes, auth and databases; FastAPI's TestClient is an httpx client)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.live import LiveServer
+from tests.support.inprocess import InProcessServer
 from tests.support.walkthrough import credit_dataset, logistic_job
 
 
@@ -25,11 +26,11 @@ def problem(response: httpx.Response, status: int, field: str | None = None) -> 
 
 
 @pytest.fixture
-def actors(server: LiveServer) -> dict[str, Any]:
+def actors(app_server: InProcessServer) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:6]
-    owner = server.client(server.key(f"owner-{tag}", "owner"))
-    analyst = server.client(server.key(f"analyst-{tag}", "analyst"))
-    stranger = server.client(server.key(f"stranger-{tag}", "analyst"))
+    owner = app_server.client(app_server.key(f"owner-{tag}", "owner"))
+    analyst = app_server.client(app_server.key(f"analyst-{tag}", "analyst"))
+    stranger = app_server.client(app_server.key(f"stranger-{tag}", "analyst"))
     dataset = owner.post("/v1/datasets", json=credit_dataset()).json()
     assert (
         owner.post(
@@ -49,10 +50,10 @@ def actors(server: LiveServer) -> dict[str, Any]:
     }
 
 
-def test_authentication_and_roles(server: LiveServer, actors: dict[str, Any]) -> None:
-    anonymous = server.client()
+def test_authentication_and_roles(app_server: InProcessServer, actors: dict[str, Any]) -> None:
+    anonymous = app_server.client()
     problem(anonymous.get("/v1/jobs"), 401)
-    problem(server.client("dpf_not-a-key").get("/v1/jobs"), 401)
+    problem(app_server.client("dpf_not-a-key").get("/v1/jobs"), 401)
     problem(actors["analyst"].post("/v1/datasets", json=credit_dataset()), 403)
     problem(actors["analyst"].post("/v1/keys", json={"name": "x", "role": "admin"}), 403)
     problem(actors["analyst"].get(f"/v1/datasets/{actors['dataset']['id']}/ledger"), 403)
@@ -78,7 +79,7 @@ def test_authentication_and_roles(server: LiveServer, actors: dict[str, Any]) ->
     ],
 )
 def test_dataset_registration_errors(
-    server: LiveServer, actors: dict[str, Any], mutate: Any, field: str
+    app_server: InProcessServer, actors: dict[str, Any], mutate: Any, field: str
 ) -> None:
     body = credit_dataset()
     mutate(body)
@@ -159,7 +160,7 @@ def test_malformed_json_is_422(actors: dict[str, Any]) -> None:
     problem(response, 422)
 
 
-def test_grant_cap_limits_one_analyst(actors: dict[str, Any], server: LiveServer) -> None:
+def test_grant_cap_limits_one_analyst(actors: dict[str, Any], app_server: InProcessServer) -> None:
     owner, analyst, pure_id = actors["owner"], actors["analyst"], actors["pure"]["id"]
     name = actors["analyst_name"]
     grant = owner.post(
@@ -181,11 +182,11 @@ def test_grant_cap_limits_one_analyst(actors: dict[str, Any], server: LiveServer
     assert budget["epsilon_remaining"] == pytest.approx(0.7)
 
 
-def test_admin_lists_and_revokes_keys(server: LiveServer) -> None:
-    admin = server.client(server.key("admin", "admin"))
+def test_admin_lists_and_revokes_keys(app_server: InProcessServer) -> None:
+    admin = app_server.client(app_server.key("admin", "admin"))
     name = f"temp-{uuid.uuid4().hex[:6]}"
     created = admin.post("/v1/keys", json={"name": name, "role": "analyst"}).json()
-    temp = server.client(created["key"])
+    temp = app_server.client(created["key"])
     assert temp.get("/v1/jobs").status_code == 200
     listed = admin.get("/v1/keys").json()
     mine = next(k for k in listed if k["id"] == created["id"])
