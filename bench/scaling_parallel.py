@@ -64,6 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="reuse this folder (written by an earlier run; kept) instead of writing one",
     )
     parser.add_argument("--dp-skip-big", action="store_true")
+    parser.add_argument(
+        "--dp-big-service",
+        action="store_true",
+        help="run the big job through a live service (DPFIT_WORKERS x DPFIT_WORKER_MEMORY, "
+        "SQLite): registration, admission by the planner, the runner's own partitioned path",
+    )
     parser.add_argument("--dp-only-big", action="store_true", help="only the big folder job")
     parser.add_argument("--dp-skip-growth", action="store_true")
     parser.add_argument("--dp-skip-ratio", action="store_true")
@@ -354,6 +360,106 @@ def big_job(args: argparse.Namespace, work: Path, tls: Path) -> dict:
     return row
 
 
+def _vm_hwm(pid: int) -> int:
+    """Peak RSS (``VmHWM``) of process ``pid``."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def big_service_job(args: argparse.Namespace, work: Path) -> dict:
+    """The big folder job through ``dpfit serve``: the owner registers the folder, the analyst
+    submits ``dp_agd``; admission and the runner choose the layout themselves. Peak RSS of the
+    API process (scheduler and nannies included) and of every worker process, from ``VmHWM``."""
+    import psutil
+
+    from tests.support.live import start_server
+
+    n, d = args.dp_big_rows, args.dp_big_d
+    folder = args.dp_big_folder or write_folder(work / "big", n, d, args.dp_big_files)
+    home = work / "service"
+    home.mkdir(exist_ok=True)
+    env = {"DPFIT_WORKER_MEMORY": args.dp_big_memory}
+    server = start_server(
+        f"sqlite:///{home / 'dpfit.db'}",
+        [folder.parent],
+        home,
+        workers=args.dp_big_workers,
+        extra_env=env,
+    )
+    try:
+        owner = server.client(server.key("owner", "owner"), timeout=900)
+        analyst = server.client(server.key("analyst", "analyst"), timeout=900)
+        started = time.perf_counter()
+        made = owner.post(
+            "/v1/datasets",
+            json={
+                "name": "big",
+                "source": {"uri": folder.name},
+                "label": {"column": "label", "type": "binary", "positive": 1, "negative": -1},
+                "features": [
+                    {"name": f"x{j}", "type": "numeric", "min": -1.0, "max": 1.0} for j in range(d)
+                ],
+                "budget": {"epsilon": 5.0, "delta": 1e-5},
+            },
+        )
+        made.raise_for_status()
+        registered = time.perf_counter() - started
+        dataset_id = made.json()["id"]
+        owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": "analyst"})
+        started = time.perf_counter()
+        submitted = analyst.post(
+            "/v1/jobs",
+            json={
+                "dataset_id": dataset_id,
+                "model": {"type": "logistic_regression", "l2": L2, "fit_intercept": True},
+                "optimizer": {"name": "dp_agd", "params": {"iterations": args.dp_big_steps}},
+                "privacy": {"epsilon": TARGET.epsilon, "delta": TARGET.delta},
+            },
+        )
+        if submitted.status_code != 202:
+            state = {"status": f"refused {submitted.status_code}", "error": submitted.text}
+        else:
+            job_id = submitted.json()["id"]
+            while (state := analyst.get(f"/v1/jobs/{job_id}").json())["status"] in (
+                "queued",
+                "running",
+            ):
+                time.sleep(0.5)
+        wall = time.perf_counter() - started
+        assert server.process is not None
+        api = psutil.Process(server.process.pid)
+        workers = [p for p in api.children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
+        row = {
+            "n": n,
+            "d": d,
+            "workers": args.dp_big_workers,
+            "memory_limit": args.dp_big_memory,
+            "steps": args.dp_big_steps,
+            "status": state["status"],
+            "error": state.get("error"),
+            "register_s": registered,
+            "job_wall_s": wall,
+            "api_process_peak_rss": _vm_hwm(api.pid),
+            "worker_peak_rss": sorted(_vm_hwm(p.pid) for p in workers),
+            "load_average": _load(),
+        }
+    finally:
+        server.stop()
+    print(
+        f"service: {n:.0e} x {d} on {args.dp_big_workers} x {args.dp_big_memory}: job "
+        f"{row['status']} in {row['job_wall_s']:.0f} s (submit to done; registration "
+        f"{registered:.0f} s), worker peak RSS {[round(p / MIB) for p in row['worker_peak_rss']]} "
+        f"MiB, API process {row['api_process_peak_rss'] / MIB:.0f} MiB",
+        flush=True,
+    )
+    if args.dp_big_folder is None:
+        _remove(folder)
+    return row
+
+
 def _remove(folder: Path) -> None:
     for file in folder.glob("*"):
         file.unlink()
@@ -381,6 +487,8 @@ def run(args: argparse.Namespace) -> None:
         save_json(out / "scaling_parallel.json", payload)
         if not args.dp_skip_big:
             payload["big"] = big_job(args, work, tls)
+        if args.dp_big_service:
+            payload["big_service"] = big_service_job(args, work)
     payload["load_average_end"] = _load()
     save_json(out / "scaling_parallel.json", payload)
     print(f"saved {out / 'scaling_parallel.json'}")
