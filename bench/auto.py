@@ -7,7 +7,11 @@ through :func:`service.submission.price_job` (``auto`` resolved from public fact
 on the encoded training rows (the worker's call, minus the database). Test accuracy is on
 Adult's 16,281-row test file, which the rule never saw (``--explore`` re-runs the rule's
 exploration on public data only: Adult's TRAIN file split 2:1, synthetic logistic data,
-scikit-learn's breast_cancer).
+scikit-learn's breast_cancer, with ``private_selection`` against the fixed rule at the same
+(ε, δ); ``--api`` times the auto job through a live server on SQLite and PostgreSQL).
+The other datasets use ``--other-runs`` (3) runs per cell, ``--small-runs`` (30) below 1,000
+rows; the catalog rivals run at the model's defaults (l2 = 1e-4, no clip), ``private_tuning``
+and ``private_selection`` included.
 
 Evaluation: the `auto` model fitted at ε = 1 is evaluated privately on Adult's test set as a
 registered holdout would be (:mod:`service.evaluation`'s plan and row statistics, same code as
