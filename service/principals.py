@@ -25,7 +25,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -123,13 +123,18 @@ def issue_key(session: Session, *, name: str, role: Role) -> IssuedKey:
     return IssuedKey(key=key, principal=principal, secret=secret)
 
 
+# Built once: every request authenticates, and building the expression cost more than running
+# it (bound parameters keep it one cached statement).
+_ACTIVE_KEY_PRINCIPAL = (
+    select(PrincipalRow)
+    .join(ApiKey, ApiKey.principal_id == PrincipalRow.id)
+    .where(ApiKey.key_hash == bindparam("key_hash"), ApiKey.revoked_at.is_(None))
+)
+
+
 def authenticate_key(session: Session, secret: str) -> PrincipalRow | None:
     """The principal of an active key with this secret, or None (unknown or revoked)."""
-    return session.scalar(
-        select(PrincipalRow)
-        .join(ApiKey, ApiKey.principal_id == PrincipalRow.id)
-        .where(ApiKey.key_hash == hash_key(secret), ApiKey.revoked_at.is_(None))
-    )
+    return session.scalar(_ACTIVE_KEY_PRINCIPAL, {"key_hash": hash_key(secret)})
 
 
 def revoke_key(session: Session, key_id: str) -> tuple[ApiKey, PrincipalRow]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from service.api.auth import Principal
@@ -22,10 +22,13 @@ def is_granted(session: Session, principal: Principal, dataset: Dataset) -> bool
     return _grant_of(session, principal, dataset.id) is not None
 
 
+_GRANT = select(Grant).where(
+    Grant.dataset_id == bindparam("dataset_id"), Grant.principal == bindparam("principal")
+)
+
+
 def _grant_of(session: Session, principal: Principal, dataset_id: str) -> Grant | None:
-    return session.scalar(
-        select(Grant).where(Grant.dataset_id == dataset_id, Grant.principal == principal.name)
-    )
+    return session.scalar(_GRANT, {"dataset_id": dataset_id, "principal": principal.name})
 
 
 def visible_dataset(

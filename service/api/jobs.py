@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
-from sqlalchemy import Exists, exists, select
+from sqlalchemy import Exists, bindparam, exists, select
 from sqlalchemy.orm import Session
 
 from service import job_status
 from service.api.access import visible_dataset, visible_job
 from service.api.deps import AnyRole, AppDispatcher, Sessions
-from service.api.errors import ProblemError
+from service.api.errors import ProblemError, not_found
 from service.api.pagination import PageParams, finish_page, paginate
 from service.db.models import Charge, Job
 from service.ledger.admission import budget_of, cancel_or_refund_unread
@@ -30,6 +30,10 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 def refunded_column() -> Exists:
     """Whether the job's charge was refunded, as a column of a job query (no query per job)."""
     return exists().where(Charge.job_id == Job.id, Charge.kind == "refund")
+
+
+# A job and whether its charge was refunded, in one statement (the most polled route).
+_JOB_AND_REFUNDED = select(Job, refunded_column()).where(Job.id == bindparam("job_id"))
 
 
 def job_out(session: Session, job: Job, refunded: bool | None = None) -> JobOut:
@@ -160,7 +164,10 @@ def list_jobs(
 @router.get("/{job_id}", response_model=JobOut, summary="Get a job")
 def get_job(job_id: str, principal: AnyRole, sessions: Sessions) -> JobOut:
     with sessions() as session:
-        return job_out(session, visible_job(session, principal, job_id))
+        found = session.execute(_JOB_AND_REFUNDED, {"job_id": job_id}).first()
+        if found is None or not (principal.is_admin or found[0].principal == principal.name):
+            raise not_found(f"Job {job_id!r}")
+        return job_out(session, found[0], found[1])
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, summary="Cancel a job")

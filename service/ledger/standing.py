@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from service.db.models import Charge
 from service.ledger import filter as privacy_filter
 from service.ledger.admission import cost_of
+
+_CHARGES = select(Charge).where(Charge.dataset_id == bindparam("dataset_id")).order_by(Charge.id)
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,7 @@ class Standing:
 
 def standing(session: Session, dataset_id: str, principal: str) -> Standing:
     """The dataset's standing charges summed, and ``principal``'s own (one query)."""
-    rows = session.scalars(
-        select(Charge).where(Charge.dataset_id == dataset_id).order_by(Charge.id)
-    ).all()
+    rows = session.scalars(_CHARGES, {"dataset_id": dataset_id}).all()
     refunded = {row.job_id for row in rows if row.kind == "refund"}
     live = [row for row in rows if row.kind == "charge" and row.job_id not in refunded]
     costs = [(row.principal, cost_of(row)) for row in live]
