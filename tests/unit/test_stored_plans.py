@@ -1,0 +1,114 @@
+"""A plan stored by the previous release still runs (docs/adding-an-optimizer.md, "Stored plans").
+
+Plans are kept as JSON in the jobs table and a queued job is re-run from that JSON, possibly by a
+newer release than the one that planned it. For every registered optimizer,
+``tests/unit/data/stored_plans/<name>.json`` holds, written once by the release that added it:
+
+- ``plan``: the plan JSON (``plan_to_json``) of a small public spec (logistic loss, l2 = 0.01,
+  n = 200, d = 4, (ε, δ) = (1, 1e-5), default parameters);
+- ``weights``: the parameter vector ``fit`` returned on a fixed synthetic dataset with a fixed
+  seed (noise on: the same generator gives the same draws).
+
+The tests load each stored plan with today's ``plan_from_json``, refit, and require the same
+weights (to float tolerance); and they require today's planner to produce the stored plan from
+the same spec (the same plans, the same charges). A fixture is never rewritten to make a test
+pass: a difference means stored jobs would run differently, which the compatibility rules forbid.
+``python -m tests.unit.test_stored_plans NAME`` writes the fixture of a NEW optimizer only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from service.models.logistic import LogisticLoss
+from service.optimizers.planning import plan_from_json, plan_to_json
+from service.optimizers.registry import get_optimizer, optimizer_names
+from service.privacy.target import PrivacyTarget
+
+DATA = Path(__file__).parent / "data" / "stored_plans"
+N, D = 200, 4
+L2 = 0.01
+TARGET = PrivacyTarget(1.0, 1e-5)
+DATA_SEED, FIT_SEED = 20261123, 7
+
+
+def _dataset() -> tuple[np.ndarray, np.ndarray]:
+    """Rows of norm ≤ 1 with labels ±1 from a noisy linear rule (public, synthetic)."""
+    rng = np.random.default_rng(DATA_SEED)
+    X = rng.normal(size=(N, D))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    w = np.array([1.5, -1.0, 0.5, 0.0])
+    y = np.where(X @ w + 0.3 * rng.normal(size=N) > 0, 1.0, -1.0)
+    return X, y
+
+
+def _plan_json(name: str) -> dict[str, Any]:
+    optimizer = get_optimizer(name)
+    plan = optimizer.plan(optimizer.Params.model_validate({}), LogisticLoss(l2=L2), N, D, TARGET)
+    return json.loads(json.dumps(plan_to_json(plan)))
+
+
+def _fit(name: str, stored_plan: dict[str, Any]) -> np.ndarray:
+    X, y = _dataset()
+    plan = plan_from_json(stored_plan)
+    w = get_optimizer(name).fit(
+        plan, LogisticLoss(l2=L2), X, y, np.random.default_rng(FIT_SEED), lambda _: None
+    )
+    return np.asarray(w, dtype=np.float64)
+
+
+def _close(a: Any, b: Any, path: str = "plan") -> None:
+    """Equal JSON trees, floats to 1e-12 relative (the planner's arithmetic may be reordered)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), (path, a, b)
+        for key in a:
+            _close(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), (path, a, b)
+        for i, (x, z) in enumerate(zip(a, b, strict=True)):
+            _close(x, z, f"{path}[{i}]")
+    elif isinstance(a, float) and not isinstance(b, bool) and isinstance(b, (int, float)):
+        assert math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-300), (path, a, b)
+    else:
+        assert type(a) is type(b) and a == b, (path, a, b)
+
+
+def test_every_registered_optimizer_has_a_stored_plan() -> None:
+    stored = sorted(p.stem for p in DATA.glob("*.json"))
+    assert stored == optimizer_names(), "write the fixture of a new optimizer (module docstring)"
+
+
+@pytest.mark.parametrize("name", optimizer_names())
+def test_a_stored_plan_refits_to_the_stored_weights(name: str) -> None:
+    fixture = json.loads((DATA / f"{name}.json").read_text())
+    w = _fit(name, fixture["plan"])
+    expected = np.array(fixture["weights"], dtype=np.float64)
+    assert w.shape == expected.shape
+    assert np.allclose(w, expected, rtol=1e-9, atol=1e-12), (w, expected)
+
+
+@pytest.mark.parametrize("name", optimizer_names())
+def test_todays_planner_gives_the_stored_plan(name: str) -> None:
+    fixture = json.loads((DATA / f"{name}.json").read_text())
+    _close(_plan_json(name), fixture["plan"])
+
+
+def _write(name: str) -> None:
+    path = DATA / f"{name}.json"
+    if path.exists():
+        raise SystemExit(f"{path} exists: stored fixtures are never rewritten")
+    plan = _plan_json(name)
+    fixture = {"optimizer": name, "plan": plan, "weights": _fit(name, plan).tolist()}
+    path.write_text(json.dumps(fixture, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    for arg in sys.argv[1:]:
+        _write(arg)
