@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     from service.data.reader import ValidationReport
 
 
-
 class Actor(Protocol):
     """Who acts: the API's authenticated principal (only its name and admin flag matter here)."""
 
@@ -102,6 +101,15 @@ class DatasetRetired(Exception):
 def location_claim(location: str) -> str:
     """The claim key of a canonical source location (``Source.location``)."""
     return "location:" + hashlib.sha256(location.encode()).hexdigest()
+
+
+def _fingerprints(source: Source) -> tuple[str, dict[str, str] | None]:
+    """The content fingerprint and, for a Parquet folder, each file's (one pass)."""
+    both = getattr(source, "fingerprints", None)
+    if callable(both):
+        whole, files = both()
+        return str(whole), files
+    return source.fingerprint(), None
 
 
 def content_claim(fingerprint: str) -> str:
@@ -260,7 +268,7 @@ def register_dataset(
     _check_columns(body, columns)
     try:
         n_rows = source.count_rows()
-        fingerprint = source.fingerprint()
+        fingerprint, file_fingerprints = _fingerprints(source)
     except (SourceError, OSError):
         raise RegistrationRefused("source.uri", "the source could not be read") from None
     if n_rows < 2:
@@ -295,6 +303,7 @@ def register_dataset(
         source_path=source.location,
         source_format=source.format,
         fingerprint=fingerprint,
+        file_fingerprints=file_fingerprints,
         label=body.label.model_dump(mode="json"),
         features=[f.model_dump(mode="json") for f in body.features],
         n_rows=n_rows,

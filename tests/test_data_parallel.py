@@ -129,6 +129,71 @@ def test_window_reads_are_bit_identical_to_the_whole_read(tmp_path: Path, kind: 
         read_encoded(WindowSource(source, RowWindow(n - 5, n + 5)), _encoder(), LABEL, None)
 
 
+def test_a_folder_has_per_file_fingerprints_and_a_window_checks_only_its_files(
+    tmp_path: Path,
+) -> None:
+    import hashlib
+
+    folder = tmp_path / "folder"
+    n = _write_folder(folder, [300, 200, 250])
+    source = local_source(folder, "parquet")
+    whole, files = source.fingerprints()
+    assert whole == source.fingerprint()  # the registered whole fingerprint is unchanged
+    assert files == {
+        p.name: "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.glob("*.parquet"))
+    }
+    first, middle, last = RowWindow(0, 300), RowWindow(300, 500), RowWindow(500, n)
+    assert all(WindowSource(source, w).files_unchanged(files) for w in (first, middle, last))
+
+    # Rewrite the middle file: only the windows reading it see the change.
+    table = pq.read_table(folder / "part-001.parquet")
+    pq.write_table(table.slice(0, 199), folder / "part-001.parquet")
+    changed = local_source(folder, "parquet")
+    assert not WindowSource(changed, RowWindow(250, 350)).files_unchanged(files)
+    assert WindowSource(changed, first).files_unchanged(files)
+    # A file added to the folder: no window is unchanged (the folder is other data).
+    pq.write_table(table, folder / "part-009.parquet")
+    grown = local_source(folder, "parquet")
+    assert not WindowSource(grown, first).files_unchanged(files)
+
+
+def test_a_worker_refuses_a_window_whose_files_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service.data.sources import SourceError
+    from service.workers.data_parallel import load_partition, release_partitions
+
+    folder = tmp_path / "folder"
+    n = _write_folder(folder, [120, 80])
+    _, files = local_source(folder, "parquet").fingerprints()
+    monkeypatch.setenv("DPFIT_DATA_ROOTS", str(tmp_path))
+    read = PartitionRead(
+        source_format="parquet",
+        location=str(folder),
+        encoder=_encoder().to_dict(),
+        label=LABEL.model_dump(mode="json"),
+        label_bound=None,
+        n=n,
+        dimension=_encoder().dimension,
+        file_fingerprints=files,
+    )
+    loss = LogisticLoss(l2=0.0)
+    try:
+        assert load_partition("t-ok-0", "t-ok", read, RowWindow(0, n), loss) == n
+        table = pq.read_table(folder / "part-001.parquet")
+        flipped = table.set_column(
+            table.schema.get_field_index("x0"), "x0", pa.compute.negate(table["x0"])
+        )
+        pq.write_table(flipped, folder / "part-001.parquet")
+        assert load_partition("t-a-0", "t-a", read, RowWindow(0, 120), loss) == 120
+        with pytest.raises(SourceError, match="changed"):
+            load_partition("t-b-0", "t-b", read, RowWindow(100, n), loss)
+    finally:
+        for prefix in ("t-ok", "t-a", "t-b"):
+            release_partitions(prefix)
+
+
 def test_layout_from_public_facts() -> None:
     mib = 1 << 20
     needed = encoded_bytes(1_000_000, 41, None)

@@ -218,6 +218,27 @@ class WindowSource:
     def fingerprint(self) -> str:
         return self._source.fingerprint()
 
+    def files_unchanged(self, registered: dict[str, str]) -> bool:
+        """Whether the folder still holds exactly the registered files and every member file
+        this window reads still has its registered fingerprint (a Parquet folder registered with
+        per-file fingerprints); hashes only those files. A source without members is not
+        unchanged."""
+        members = getattr(self._source, "members", None)
+        parts = members() if callable(members) else None
+        if not parts:
+            return False
+        if {getattr(m, "file_name", None) for m, _ in parts} != set(registered):
+            return False
+        offset = 0
+        for member, rows in parts:
+            start, offset = offset, offset + rows
+            if offset <= self._window.start or start >= self._window.stop:
+                continue
+            name = getattr(member, "file_name", None)
+            if name is None or registered.get(name) != member.fingerprint():
+                return False
+        return True
+
     def iter_batches(self, columns: Sequence[str], rows_per_block: int) -> Iterator[pa.RecordBatch]:
         """The window's rows of ``columns`` in blocks of at most ``rows_per_block``."""
         if self._window.rows == 0:

@@ -101,6 +101,9 @@ class Dataset(Base):
     # The owner's validation report from registration (service.data.reader.ValidationReport
     # JSON); shown to the owner and admins only. NULL for datasets registered before it existed.
     validation: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # A Parquet folder's per-file fingerprints (file name → "sha256:…"), fixed at registration
+    # with ``fingerprint``: a data-parallel worker checks only the files it reads.
+    file_fingerprints: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
     # Set once by an admin (POST /v1/datasets/{id}/retire): no job is admitted afterwards.
     retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 

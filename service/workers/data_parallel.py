@@ -43,7 +43,7 @@ import numpy as np
 from service.data.encoding import Encoder
 from service.data.partitions import RowWindow, WindowSource, split_rows
 from service.data.reader import read_encoded
-from service.data.sources import reopen_source
+from service.data.sources import SourceError, reopen_source
 from service.data.spec import LabelSpec
 from service.models.base import FloatArray, Loss
 from service.optimizers.full_gradient import (
@@ -109,6 +109,9 @@ class PartitionRead:
     label_bound: float | None
     n: int
     dimension: int
+    # A Parquet folder's registered per-file fingerprints: each worker checks, after reading,
+    # the files its window read (instead of the driver hashing the whole folder again).
+    file_fingerprints: dict[str, str] | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,7 +131,10 @@ def load_partition(
     label = LabelSpec.model_validate(read.label)
     columns = len(encoder.columns) + 1
     block = max(1, PARTITION_BLOCK_BYTES // (8 * max(columns, encoder.dimension)))
-    X, Y = read_encoded(WindowSource(source, window), encoder, label, read.label_bound, block)
+    windowed = WindowSource(source, window)
+    X, Y = read_encoded(windowed, encoder, label, read.label_bound, block)
+    if read.file_fingerprints and not windowed.files_unchanged(read.file_fingerprints):
+        raise SourceError("source changed while the job was reading it")
     _return_free_memory()
     _check_rows(loss, X, Y, window.rows, read.dimension)
     with _STORE_LOCK:

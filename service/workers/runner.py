@@ -220,6 +220,7 @@ def _fit_and_store(
             int(dataset.n_rows),
         )
         classes = len(dataset.label.get("classes") or []) or None
+        file_fingerprints = dataset.file_fingerprints
 
     model_spec = TypeAdapter(ModelSpec).validate_python(spec["model"])
     encoder = Encoder(
@@ -236,9 +237,12 @@ def _fit_and_store(
             label_bound=getattr(loss, "label_bound", None),
             n=n_rows,
             dimension=encoder.dimension,
+            file_fingerprints=file_fingerprints,
         )
 
         def unchanged() -> None:
+            if file_fingerprints:
+                return  # every worker checked the files it read (data_parallel.load_partition)
             if source.fingerprint() != registered_fingerprint:
                 raise SourceError("source changed while the job was reading it")
 
