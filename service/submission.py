@@ -79,6 +79,8 @@ class DatasetFacts:
     label_type: str
     classes: int | None
     retired: bool
+    # Source columns a job reads: the declared features and the label (reader memory).
+    columns: int | None = None
 
     @staticmethod
     def of(dataset: Dataset) -> DatasetFacts:
@@ -92,6 +94,7 @@ class DatasetFacts:
             label_type=label_type,
             classes=classes,
             retired=dataset.retired_at is not None,
+            columns=len(dataset.features) + 1,
         )
 
 
@@ -221,6 +224,7 @@ def check_fits_cluster(
         [settings.worker_memory] * settings.workers,
         data_parallel=hasattr(get_optimizer(optimizer), "fit_oracle"),
         min_rows=settings.data_parallel_min_rows,
+        columns=facts.columns,
     )
     if layout.kind == "infeasible":
         raise InfeasibleSpec(

@@ -225,6 +225,22 @@ def test_layout_from_public_facts() -> None:
         assert f"{math.ceil(big.needed_bytes / mib)} MiB" in layout.reason
 
 
+def test_a_wide_source_needs_more_reader_memory_than_a_narrow_one() -> None:
+    """Arrow's Parquet reader holds ~1.3 MiB per column read: a job on a 300-column source that
+    would fit a 900 MiB worker by its rows alone is refused (or spread) once the columns count."""
+    from service.data.partitions import READER_BYTES, reader_bytes
+
+    assert reader_bytes(None) == reader_bytes(41) == READER_BYTES
+    assert reader_bytes(301) > 300 << 20
+    mib900 = 900 << 20
+    rows = 400_000  # 400k × (40 + 1) floats ≈ 125 MiB of encoded rows
+    narrow = choose_layout(rows, 40, None, [mib900], data_parallel=False, min_rows=None)
+    assert narrow.kind == "single"
+    assert usable_bytes(mib900, rows, 301) < usable_bytes(mib900, rows)
+    wide = choose_layout(rows, 40, None, [mib900], data_parallel=False, min_rows=None, columns=301)
+    assert wide.kind == "infeasible"
+
+
 def test_admission_refuses_a_job_that_cannot_fit_before_pricing_it() -> None:
     facts = DatasetFacts("ds_x", 6 * 10**6, 40, 1e-5, "binary", None, False)
     env = {"DPFIT_WORKERS": "2", "DPFIT_WORKER_MEMORY": "900MiB", "DPFIT_DATA_ROOTS": "."}

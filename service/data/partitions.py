@@ -33,7 +33,9 @@ from service.data.source import Source, SourceFormat
 
 __all__ = [
     "DATA_FRACTION",
+    "READER_BLOCK_BYTES",
     "READER_BYTES",
+    "READER_BYTES_PER_COLUMN",
     "STEP_BYTES_PER_ROW",
     "WORKER_PROCESS_BYTES",
     "Layout",
@@ -41,6 +43,7 @@ __all__ = [
     "WindowSource",
     "choose_layout",
     "encoded_bytes",
+    "reader_bytes",
     "split_rows",
     "spread_fits",
     "usable_bytes",
@@ -58,6 +61,11 @@ WORKER_PROCESS_BYTES = 256 << 20
 #: or SQL source holds one block. Parquet files with many more columns or much larger pages need
 #: more: that is public metadata the owner controls (README, "Growing to a cluster").
 READER_BYTES = 64 << 20
+#: Arrow's Parquet reader per source column read (one data page and one dictionary page at its
+#: default 1 MiB pages: 1.3 MiB measured), plus the 2 MiB read block: a source with many
+#: columns needs more than :data:`READER_BYTES` while it is read.
+READER_BYTES_PER_COLUMN = 1363 << 10
+READER_BLOCK_BYTES = 2 << 20
 #: While steps run: a gradient's temporaries, about three float64 vectors per row held.
 STEP_BYTES_PER_ROW = 24
 #: The memory fraction at which a worker pauses (the embedded cluster sets Dask's
@@ -101,17 +109,26 @@ def encoded_bytes(n: int, dimension: int, classes: int | None) -> int:
     return 8 * n * (dimension + max(1, classes or 1))
 
 
-def worker_overhead(rows: int) -> int:
+def reader_bytes(columns: int | None) -> int:
+    """What reading needs for ``columns`` source columns (declared features and the label; a
+    public fact of the dataset): at least :data:`READER_BYTES`."""
+    if not columns:
+        return READER_BYTES
+    return max(READER_BYTES, READER_BYTES_PER_COLUMN * columns + READER_BLOCK_BYTES)
+
+
+def worker_overhead(rows: int, columns: int | None = None) -> int:
     """Bytes a worker needs beside ``rows`` encoded rows: the process, and the larger of the two
-    phases that follow each other — reading (:data:`READER_BYTES`, freed before the first step)
+    phases that follow each other — reading (:func:`reader_bytes`, freed before the first step)
     and stepping (:data:`STEP_BYTES_PER_ROW` per row)."""
-    return WORKER_PROCESS_BYTES + max(READER_BYTES, STEP_BYTES_PER_ROW * rows)
+    return WORKER_PROCESS_BYTES + max(reader_bytes(columns), STEP_BYTES_PER_ROW * rows)
 
 
-def usable_bytes(memory_limit: int, rows: int) -> int:
-    """Bytes of job data a worker with ``memory_limit`` may hold when that data is ``rows`` rows:
-    below Dask's pause threshold (:data:`DATA_FRACTION`), beside :func:`worker_overhead`."""
-    return max(0, int(DATA_FRACTION * memory_limit) - worker_overhead(rows))
+def usable_bytes(memory_limit: int, rows: int, columns: int | None = None) -> int:
+    """Bytes of job data a worker with ``memory_limit`` may hold when that data is ``rows`` rows
+    read from ``columns`` source columns: below Dask's pause threshold (:data:`DATA_FRACTION`),
+    beside :func:`worker_overhead`."""
+    return max(0, int(DATA_FRACTION * memory_limit) - worker_overhead(rows, columns))
 
 
 @dataclass(frozen=True)
@@ -133,6 +150,7 @@ def choose_layout(
     *,
     data_parallel: bool,
     min_rows: int | None,
+    columns: int | None = None,
 ) -> Layout:
     """The layout of a job from public facts and the cluster's per-worker memory limits
     (``None`` or 0 = unlimited).
@@ -150,11 +168,11 @@ def choose_layout(
         return Layout("infeasible", needed, reason="the cluster has no worker")
     limits = [int(m) for m in worker_memory if m]
     unlimited = len(limits) < workers
-    largest = math.inf if unlimited else max(usable_bytes(m, n) for m in limits)
+    largest = math.inf if unlimited else max(usable_bytes(m, n, columns) for m in limits)
     fits_one = needed <= SINGLE_PROCESS_SHARE * largest
     part_rows = math.ceil(n / workers)
     per_part = encoded_bytes(part_rows, dimension, classes)
-    smallest = min((usable_bytes(m, part_rows) for m in limits), default=math.inf)
+    smallest = min((usable_bytes(m, part_rows, columns) for m in limits), default=math.inf)
     fits_spread = per_part <= smallest
     wants_parallel = (min_rows is not None and n >= min_rows and workers > 1) or not fits_one
     if data_parallel and wants_parallel and fits_spread and (workers > 1 or not fits_one):
@@ -176,14 +194,20 @@ def choose_layout(
 
 
 def spread_fits(
-    n: int, dimension: int, classes: int | None, worker_memory: Sequence[int | None]
+    n: int,
+    dimension: int,
+    classes: int | None,
+    worker_memory: Sequence[int | None],
+    columns: int | None = None,
 ) -> bool:
     """True if one equal window per worker fits every worker (``None``/0 = unlimited)."""
     if not worker_memory:
         return False
     part_rows = math.ceil(n / len(worker_memory))
     per_part = encoded_bytes(part_rows, dimension, classes)
-    return all(not m or per_part <= usable_bytes(int(m), part_rows) for m in worker_memory)
+    return all(
+        not m or per_part <= usable_bytes(int(m), part_rows, columns) for m in worker_memory
+    )
 
 
 class WindowSource:

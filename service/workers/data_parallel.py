@@ -112,6 +112,7 @@ class PartitionRead:
     # A Parquet folder's registered per-file fingerprints: each worker checks, after reading,
     # the files its window read (instead of the driver hashing the whole folder again).
     file_fingerprints: dict[str, str] | None = None
+    columns: int | None = None  # source columns read (declared features + label)
 
 
 # --------------------------------------------------------------------------------------------

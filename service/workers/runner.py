@@ -188,6 +188,7 @@ def _layout(sessions: sessionmaker[Session], job_id: str) -> Layout:
         memory,
         data_parallel=hasattr(optimizer, "fit_oracle"),
         min_rows=settings.data_parallel_min_rows,
+        columns=len(features) + 1,
     )
 
 
@@ -238,6 +239,7 @@ def _fit_and_store(
             n=n_rows,
             dimension=encoder.dimension,
             file_fingerprints=file_fingerprints,
+            columns=len(features) + 1,
         )
 
         def unchanged() -> None:
@@ -305,7 +307,7 @@ def _fit_partitioned(
         )
 
     def placeable(parts: int, limits: list[int | None]) -> bool:
-        return spread_fits(read.n, read.dimension, classes, limits)
+        return spread_fits(read.n, read.dimension, classes, limits, read.columns)
 
     return fit_partitioned(
         job_prefix,
