@@ -8,16 +8,17 @@ import pytest
 
 from service.ledger.accounting import charge_curve
 from service.models.logistic import LogisticLoss
+from service.optimizers.accelerated_kit import noisy_accelerated_descent
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget
-from service.optimizers.dp_agd import DPAGD, DPAGDParams, noisy_accelerated_descent
+from service.optimizers.dp_agd import DPAGD, DPAGDParams
 from service.optimizers.dp_agd_averaged import (
     STEP_FACTOR,
     DPAGDAveraged,
     DPAGDAveragedParams,
     averaged_accelerated_descent,
 )
-from service.optimizers.dp_gd import QueryRecord
 from service.optimizers.full_gradient import LocalGradient
+from service.optimizers.gradient_kit import QueryRecord
 from service.privacy.gdp import event_mu, gdp_mu
 
 TARGET = PrivacyTarget(1.0, 1e-5)

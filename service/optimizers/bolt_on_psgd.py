@@ -109,11 +109,11 @@ from service.optimizers.base import (
     ReleasePlan,
 )
 from service.optimizers.inputs import checked_data
+from service.optimizers.limits import PASSES_CAP
 from service.optimizers.sgd_common import (
     Mode,
     StepSchedule,
     check_convex_loss,
-    check_target,
     coerce_params,
     pass_layout,
     permutation_batches,
@@ -123,17 +123,14 @@ from service.optimizers.sgd_common import (
 )
 from service.privacy.analytic_gaussian import analytic_gaussian_sigma
 from service.privacy.output_perturbation import calibrate_release, sample_release_noise
+from service.privacy.target import check_target
 
 __all__ = [
-    "PASSES_HARD_CAP",
     "BoltOnPSGD",
     "BoltOnPSGDParams",
     "bolt_on_sensitivity",
     "permutation_sgd",
 ]
-
-#: Upper limit on the number of passes accepted from a job spec (compute guard).
-PASSES_HARD_CAP = 1000
 
 
 class BoltOnPSGDParams(BaseModel):
@@ -155,7 +152,7 @@ class BoltOnPSGDParams(BaseModel):
     passes: int | None = Field(
         default=None,
         ge=1,
-        le=PASSES_HARD_CAP,
+        le=PASSES_CAP,
         description=(
             "k: passes over the data, each over a fresh random permutation. In strongly convex "
             "mode more passes do not add noise once k·n/b exceeds (β+μ)/μ steps, so pick as "
@@ -166,7 +163,7 @@ class BoltOnPSGDParams(BaseModel):
     max_passes: int = Field(
         default=10,
         ge=1,
-        le=PASSES_HARD_CAP,
+        le=PASSES_CAP,
         description="Cap on the default number of passes (ignored if passes is given).",
     )
     batch_size: int | None = Field(

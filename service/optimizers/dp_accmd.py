@@ -85,10 +85,11 @@ from service.optimizers.base import (
 )
 from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
 from service.optimizers.inputs import checked_data
+from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.gdp import gaussian_steps_multiplier
+from service.privacy.target import check_target
 
 __all__ = [
-    "ITERATION_HARD_CAP",
     "AccMDConfig",
     "AccMDStep",
     "DpAccMD",
@@ -98,9 +99,6 @@ __all__ = [
     "dual_noise_factor",
     "simplex_to_weights",
 ]
-
-#: Upper limit on T accepted from a job spec (compute guard; each step reads all n rows).
-ITERATION_HARD_CAP = 20_000
 
 #: Rows may exceed ‖x‖ = 1 by rounding only; beyond this the loader broke its contract.
 
@@ -124,7 +122,7 @@ class DpAccMDParams(BaseModel):
     iterations: int | None = Field(
         default=None,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=FULL_GRADIENT_STEPS_CAP,
         description=(
             "Number of accelerated steps T (each reads all n rows, noise composed over T). "
             "Default: T = ⌈(L_C·√V/c)^(1/2)⌉ with L_C = (β+μ)R², V = ln(2d+1) and "
@@ -136,7 +134,7 @@ class DpAccMDParams(BaseModel):
     max_iterations: int = Field(
         default=500,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=FULL_GRADIENT_STEPS_CAP,
         description="Cap on the default number of iterations (ignored if iterations is given).",
     )
 
@@ -289,7 +287,7 @@ class DpAccMD:
             if isinstance(params, DpAccMDParams)
             else DpAccMDParams.model_validate(params.model_dump())
         )
-        _check_gaussian_target(target, self.name)
+        check_target(target, pure_allowed=False, optimizer=self.name)
         if n < 1 or d < 1:
             raise ValueError("n and d must be >= 1")
         if not loss.convex:
@@ -405,20 +403,6 @@ def _checked_config(plan: ReleasePlan, loss: Loss) -> AccMDConfig:
     if float(getattr(loss, "l1", 0.0)) != config.l1:
         raise ValueError("the plan was made for another l1")
     return config
-
-
-def _check_gaussian_target(target: PrivacyTarget, name: str) -> None:
-    eps, delta = target.epsilon, target.delta
-    if not (math.isfinite(eps) and eps > 0.0):
-        raise InfeasibleSpec("privacy.epsilon", "epsilon must be a finite number > 0")
-    if delta == 0.0:
-        raise InfeasibleSpec(
-            "privacy.delta",
-            f"{name} adds Gaussian noise and needs delta > 0 (e.g. delta ≤ 1/n); for pure "
-            "ε-DP (delta = 0) use output_perturbation_gd",
-        )
-    if not (math.isfinite(delta) and 0.0 < delta < 1.0):
-        raise InfeasibleSpec("privacy.delta", "delta must be in (0, 1)")
 
 
 OPTIMIZER = DpAccMD

@@ -59,45 +59,24 @@ Privacy never depends on η, T's rule, R or the momentum: a user may set any of 
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import (
-    InfeasibleSpec,
-    PrivacyTarget,
-    ProgressCallback,
-    ReleasePlan,
+from service.optimizers.accelerated_kit import (
+    ACCELERATED_ASSUMPTIONS,
+    noisy_accelerated_descent,
+    oracle_accelerated_descent,
+    plan_accelerated,
 )
-from service.optimizers.dp_gd import (
-    ITERATION_HARD_CAP,
-    QueryRecord,
-    check_full_gradient_job,
-    check_plan_covers,
-    full_gradient_inputs,
-    gaussian_steps_plan,
-    proximal_step,
-    single_release_multiplier,
-)
-from service.optimizers.full_gradient import (
-    GradientOracle,
-    LocalGradient,
-    fit_on_oracle,
-    noisy_descent,
-)
-from service.optimizers.inputs import Rows
-from service.privacy.analytic_gaussian import sample_gaussian
+from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.full_gradient import GradientOracle, fit_on_oracle, noisy_descent
+from service.optimizers.gradient_kit import check_plan_covers, full_gradient_inputs
+from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 
-__all__ = [
-    "DPAGD",
-    "DPAGDParams",
-    "accelerated_iterations",
-    "noisy_accelerated_descent",
-    "oracle_accelerated_descent",
-]
+__all__ = ["DPAGD", "DPAGDParams"]
 
 
 class DPAGDParams(BaseModel):
@@ -108,7 +87,7 @@ class DPAGDParams(BaseModel):
     iterations: int | None = Field(
         default=None,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=FULL_GRADIENT_STEPS_CAP,
         description=(
             "Number of noisy full-gradient steps T. Default: T = ⌈(β_F·R·n/(2√2·L·z₁·√d))^½⌉, "
             "where the accelerated rate β_F·R²/(2T²) meets the noise floor (module docstring); "
@@ -146,90 +125,9 @@ class DPAGDParams(BaseModel):
     max_iterations: int = Field(
         default=1000,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=FULL_GRADIENT_STEPS_CAP,
         description="Cap on the default number of iterations (ignored if iterations is given).",
     )
-
-
-def accelerated_iterations(
-    loss: Loss, n: int, d: int, z1: float, radius: float, max_iterations: int
-) -> int:
-    """The module docstring's T = ⌈(β_F R n / (2√2 L z₁ √d))^{1/2}⌉, clamped to
-    [1, max_iterations]."""
-    beta_f = loss.smoothness + loss.l2
-    log_t = 0.5 * (
-        math.log(beta_f)
-        + math.log(radius)
-        + math.log(n)
-        - math.log(2.0 * math.sqrt(2.0) * loss.lipschitz * z1 * math.sqrt(d))
-    )
-    t = math.exp(min(log_t, 700.0))
-    if not t < max_iterations:
-        return max_iterations
-    return max(1, math.ceil(t))
-
-
-def noisy_accelerated_descent(
-    loss: Loss,
-    X: Rows,
-    y: FloatArray,
-    *,
-    step_size: float,
-    iterations: int,
-    noise_std: float,
-    rng: np.random.Generator,
-    progress: ProgressCallback | None = None,
-    trace: list[QueryRecord] | None = None,
-) -> FloatArray:
-    """FISTA from 0 with noisy gradients (module docstring); returns w_T.
-
-    ``noise_std = 0`` switches the noise off without drawing from ``rng`` (the sensitivity
-    tests' noiseless run). ``trace`` (tests only) receives one :class:`QueryRecord` per step,
-    recorded at the point v_t where the gradient is taken.
-    """
-    return oracle_accelerated_descent(
-        loss,
-        LocalGradient(loss, X, y),
-        step_size=step_size,
-        iterations=iterations,
-        noise_std=noise_std,
-        rng=rng,
-        progress=progress,
-        trace=trace,
-    )
-
-
-def oracle_accelerated_descent(
-    loss: Loss,
-    oracle: GradientOracle,
-    *,
-    step_size: float,
-    iterations: int,
-    noise_std: float,
-    rng: np.random.Generator,
-    progress: ProgressCallback | None = None,
-    trace: list[QueryRecord] | None = None,
-) -> FloatArray:
-    """:func:`noisy_accelerated_descent` with ∇F from ``oracle`` (local rows or partitions):
-    the same steps and the same noise draws from ``rng``."""
-    d = oracle.dimension
-    w_prev: FloatArray = np.zeros(d, dtype=np.float64)
-    v: FloatArray = w_prev.copy()
-    zeros: FloatArray = np.zeros(d, dtype=np.float64)
-    s = 1.0
-    for t in range(1, iterations + 1):
-        g = oracle.gradient(v)
-        noise = sample_gaussian(d, noise_std, rng) if noise_std > 0.0 else zeros
-        if trace is not None:
-            trace.append(QueryRecord("full_gradient", v.copy(), noise))
-        w = proximal_step(loss, v - step_size * (g + noise), step_size)
-        s_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * s * s))
-        v = w + ((s - 1.0) / s_next) * (w - w_prev)
-        w_prev, s = w, s_next
-        if progress is not None:
-            progress(t)
-    return w_prev
-
 
 class DPAGD:
     """Accelerated (FISTA) gradient descent with Gaussian noise on every full gradient."""
@@ -240,10 +138,7 @@ class DPAGD:
         "on every gradient; reaches DP-GD's accuracy in far fewer steps on ill-conditioned "
         "convex problems. Noise calibrated exactly in Gaussian DP (μ = √T/z) for the T noisy steps."
     )
-    assumptions: ClassVar[str] = (
-        "Convex, L-Lipschitz, β-smooth per-example loss on rows with ‖x‖₂ ≤ 1; l1 ≥ 0 via a "
-        "proximal step; delta > 0; l2 > 0 or a public radius for the default T."
-    )
+    assumptions: ClassVar[str] = ACCELERATED_ASSUMPTIONS
     guarantee: ClassVar[str] = (
         "(ε, δ)-DP, replace-one adjacency: T Gaussian steps of per-step sensitivity 2L/n, "
         "accounted exactly as SelfComposed(Gaussian(σ/(2L/n)), T), i.e. μ = √T·(2L/n)/σ "
@@ -269,29 +164,18 @@ class DPAGD:
             if isinstance(params, DPAGDParams)
             else DPAGDParams.model_validate(params.model_dump())
         )
-        step = check_full_gradient_job(self.name, loss, n, d, target, p.step_size)
-        if not loss.convex:
-            raise InfeasibleSpec(
-                "model",
-                f"{self.name} needs a convex loss (acceleration has no guarantee otherwise); "
-                f"{loss.name} is not convex — use dp_gd or rrpsgd",
-            )
-        z1 = single_release_multiplier(target.epsilon, target.delta)
-        radius: float | None = p.radius
-        if radius is None and loss.l2 > 0.0:
-            radius = math.sqrt(2.0 * p.objective_gap / loss.l2)
-        if p.iterations is not None:
-            iterations = int(p.iterations)
-        elif radius is not None:
-            iterations = accelerated_iterations(loss, n, d, z1, radius, p.max_iterations)
-        else:
-            raise InfeasibleSpec(
-                "optimizer.params.radius",
-                "with l2 = 0 the default number of iterations needs a public guess of ‖w*‖: "
-                "give radius (or iterations), or use l2 > 0",
-            )
-        extra = {"radius": radius, "objective_gap": p.objective_gap}
-        return gaussian_steps_plan(loss, n, d, target, iterations, step, z1, extra)
+        return plan_accelerated(
+            self.name,
+            loss,
+            n,
+            d,
+            target,
+            iterations=p.iterations,
+            step_size=p.step_size,
+            radius=p.radius,
+            objective_gap=p.objective_gap,
+            max_iterations=p.max_iterations,
+        )
 
     def fit(
         self,

@@ -45,15 +45,16 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
+from service.optimizers.accelerated_kit import ACCELERATED_ASSUMPTIONS, plan_accelerated
 from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
-from service.optimizers.dp_agd import DPAGD, DPAGDParams
-from service.optimizers.dp_gd import (
-    ITERATION_HARD_CAP,
+from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
+from service.optimizers.gradient_kit import (
     QueryRecord,
+    check_plan_covers,
     full_gradient_inputs,
     proximal_step,
 )
-from service.optimizers.full_gradient import GradientOracle, LocalGradient
+from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.analytic_gaussian import sample_gaussian
 
 __all__ = ["DPAGDAveraged", "DPAGDAveragedParams", "STEP_FACTOR", "averaged_accelerated_descent"]
@@ -70,7 +71,7 @@ class DPAGDAveragedParams(BaseModel):
     iterations: int | None = Field(
         default=None,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=FULL_GRADIENT_STEPS_CAP,
         description="Number of noisy full-gradient steps T. Default: twice dp_agd's default "
         "(its accelerated balance point), capped at max_iterations.",
     )
@@ -89,7 +90,7 @@ class DPAGDAveragedParams(BaseModel):
     max_iterations: int = Field(
         default=2000,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=FULL_GRADIENT_STEPS_CAP,
         description="Cap on the default number of iterations (ignored if iterations is given).",
     )
 
@@ -143,7 +144,7 @@ class DPAGDAveraged:
         "half of its iterates (post-processing) with twice dp_agd's default number of steps; "
         "the same exact Gaussian-DP accounting."
     )
-    assumptions: ClassVar[str] = DPAGD.assumptions
+    assumptions: ClassVar[str] = ACCELERATED_ASSUMPTIONS
     guarantee: ClassVar[str] = (
         "(ε, δ)-DP, replace-one adjacency: dp_agd's T Gaussian steps of sensitivity 2L/n, "
         "accounted exactly (μ = √T/z GDP); the average is post-processing."
@@ -164,19 +165,25 @@ class DPAGDAveraged:
             if isinstance(params, DPAGDAveragedParams)
             else DPAGDAveragedParams.model_validate(params.model_dump())
         )
-        agd = DPAGD()
-        base = DPAGDParams(
-            iterations=p.iterations,
-            step_size=p.step_size,
-            radius=p.radius,
-            objective_gap=p.objective_gap,
-            max_iterations=min(p.max_iterations, ITERATION_HARD_CAP),
-        )
-        if p.iterations is None:
-            default = int(agd.plan(base, loss, n, d, target).hyperparameters["iterations"])
-            steps = min(STEP_FACTOR * default, p.max_iterations)
-            base = base.model_copy(update={"iterations": max(1, steps)})
-        plan = agd.plan(base, loss, n, d, target)
+        def accelerated(iterations: int | None) -> ReleasePlan:
+            return plan_accelerated(
+                self.name,
+                loss,
+                n,
+                d,
+                target,
+                iterations=iterations,
+                step_size=p.step_size,
+                radius=p.radius,
+                objective_gap=p.objective_gap,
+                max_iterations=p.max_iterations,
+            )
+
+        steps = p.iterations
+        if steps is None:
+            default = int(accelerated(None).hyperparameters["iterations"])
+            steps = max(1, min(STEP_FACTOR * default, p.max_iterations))
+        plan = accelerated(steps)
         plan.hyperparameters["averaged_from"] = int(plan.hyperparameters["iterations"]) // 2 + 1
         return plan
 
@@ -202,12 +209,10 @@ class DPAGDAveraged:
         progress: ProgressCallback,
     ) -> FloatArray:
         """:meth:`fit` with the gradients from ``oracle`` (partitions check their own rows)."""
-        n, d = int(plan.hyperparameters["n"]), int(plan.hyperparameters["d"])
-        if (oracle.n, oracle.dimension) != (n, d):
-            raise ValueError("the data's shape differs from the plan's public n and d")
-        if plan.sensitivity < 2.0 * loss.lipschitz / n * (1.0 - 1e-12):
-            raise ValueError("the plan's sensitivity does not cover this loss")
-        return self._run(plan, loss, oracle, rng, progress)
+        check_plan_covers(plan, loss)
+        return fit_on_oracle(
+            plan, oracle, lambda checked: self._run(plan, loss, checked, rng, progress)
+        )
 
     @staticmethod
     def _run(

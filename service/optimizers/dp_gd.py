@@ -1,10 +1,9 @@
 r"""DP-GD: noisy (proximal) full-gradient descent (Wang, Ye & Xu 2017, Alg. 4), for smooth
 losses that are non-convex, satisfy the Polyak–Łojasiewicz (PL) condition, or are convex.
 
-This module also holds the pieces the other gradient-perturbation optimizers share
-(``rrpsgd``, ``dp_svrg``, ``dp_svrg_pp``): the record of one noisy release
-(:class:`QueryRecord`), the proximal step, the data checks and the noise-multiplier calibration
-(calibration lives in :mod:`service.privacy.calibration`).
+The pieces the other gradient-perturbation optimizers share (the record of one noisy release,
+the proximal step, the data checks, the plan of T Gaussian steps) live in
+:mod:`service.optimizers.gradient_kit`.
 
 Algorithm (Alg. 4, with the L1 term handled by a proximal step). ``w_0 = 0``; for t = 1 … T:
 
@@ -82,236 +81,39 @@ noisy GD with η = 1/β_F is a descent method on average, and w_T is what users 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
-from dp_accounting import dp_event
-from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import (
-    InfeasibleSpec,
-    PrivacyTarget,
-    ProgressCallback,
-    ReleasePlan,
-)
+from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
 from service.optimizers.full_gradient import (
     GradientOracle,
     LocalGradient,
     fit_on_oracle,
     noisy_descent,
 )
-from service.optimizers.inputs import Rows, checked_data, gradient_rows
+from service.optimizers.gradient_kit import (
+    QueryRecord,
+    check_full_gradient_job,
+    check_plan_covers,
+    full_gradient_inputs,
+    gaussian_steps_plan,
+    proximal_step,
+    single_release_multiplier,
+)
+from service.optimizers.inputs import Rows
+from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.analytic_gaussian import sample_gaussian
-from service.privacy.gdp import gaussian_steps_multiplier
 
 __all__ = [
-    "ITERATION_HARD_CAP",
     "DPGD",
     "DPGDParams",
-    "QueryRecord",
-    "check_full_gradient_job",
-    "check_gaussian_target",
-    "check_lipschitz",
     "default_iterations",
-    "full_gradient_inputs",
-    "full_gradient_query",
-    "gaussian_steps_plan",
-    "gradient_sensitivity",
-    "check_plan_covers",
     "noisy_gradient_descent",
     "oracle_gradient_descent",
-    "proximal_step",
-    "sample_batch",
-    "single_release_multiplier",
-    "zcdp_noise_std",
 ]
-
-#: Upper limit on T accepted from a job spec (compute guard; each step reads all n rows).
-ITERATION_HARD_CAP = 100_000
-
-#: Rows may exceed ‖x‖ = 1 by rounding only; beyond this the loader broke its contract.
-
-IntArray = NDArray[np.int64]
-
-
-# --- shared pieces of the gradient-perturbation optimizers ------------------------------------
-
-
-@dataclass(frozen=True)
-class QueryRecord:
-    """One noisy release of a run, recorded for tests and audits (never in production).
-
-    ``kind`` is "full_gradient" (∇F(point) over all rows), "batch_gradient" (∇F(point) over the
-    rows ``rows``), "snapshot" (∇F(point) over all rows, at an SVRG snapshot) or
-    "batch_difference" (∇F(point) − ∇F(anchor) over ``rows``); ``noise`` is what was added.
-    """
-
-    kind: str
-    point: FloatArray
-    noise: FloatArray
-    anchor: FloatArray | None = None
-    rows: IntArray | None = None
-
-
-def full_gradient_query(loss: Loss, w: FloatArray, X: Rows, y: FloatArray) -> FloatArray:
-    """The per-step query of DP-GD: ∇F(w; S). Its data part has replace-one sensitivity 2L/n
-    (μw is identical on neighbours)."""
-    return loss.gradient(w, X, y)
-
-
-def gradient_sensitivity(lipschitz: float, rows: int) -> float:
-    """Replace-one L2 sensitivity of a mean of ``rows`` per-example gradients: 2L/rows."""
-    return 2.0 * lipschitz / rows
-
-
-def proximal_step(loss: Loss, w: FloatArray, step: float) -> FloatArray:
-    """prox of step·l1‖·‖₁ at w (``loss.prox`` if the loss has one, else soft-thresholding);
-    ``w`` itself when l1 = 0."""
-    l1 = float(getattr(loss, "l1", 0.0))
-    if l1 == 0.0:
-        return w
-    prox = getattr(loss, "prox", None)
-    if prox is not None:
-        out: FloatArray = prox(w, step)
-        return out
-    return np.sign(w) * np.maximum(np.abs(w) - step * l1, 0.0)
-
-
-def sample_batch(rng: np.random.Generator, n: int, b: int) -> IntArray:
-    """b distinct row indices drawn uniformly without replacement (exactly what the
-    ``SampledWithoutReplacementDpEvent`` accounting assumes); two exact samplers, the faster
-    one for the size."""
-    if n <= 1000:
-        return rng.permutation(n)[:b]
-    return rng.choice(n, size=b, replace=False, shuffle=False)
-
-
-def check_gaussian_target(target: PrivacyTarget, name: str) -> None:
-    """(ε, δ) must be finite with ε > 0 and 0 < δ < 1: Gaussian noise is never pure ε-DP."""
-    eps, delta = target.epsilon, target.delta
-    if not (math.isfinite(eps) and eps > 0.0):
-        raise InfeasibleSpec("privacy.epsilon", "epsilon must be a finite number > 0")
-    if not (math.isfinite(delta) and 0.0 <= delta < 1.0):
-        raise InfeasibleSpec("privacy.delta", "delta must be in (0, 1)")
-    if delta == 0.0:
-        raise InfeasibleSpec(
-            "privacy.delta",
-            f"{name} adds Gaussian noise at every step, which cannot give pure ε-DP: use "
-            "delta > 0 (e.g. 1e-6, well below 1/n), or output_perturbation_gd for pure ε-DP "
-            "with a convex loss",
-        )
-
-
-def check_lipschitz(loss: Loss) -> None:
-    """The privacy proof needs a finite Lipschitz constant L > 0 and finite β, μ ≥ 0."""
-    if not (math.isfinite(loss.lipschitz) and loss.lipschitz > 0.0):
-        raise InfeasibleSpec("model", f"{loss.name} has no finite Lipschitz constant")
-    beta, mu = loss.smoothness, loss.l2
-    if not (math.isfinite(beta) and beta >= 0.0 and math.isfinite(mu) and mu >= 0.0):
-        raise InfeasibleSpec("model", f"{loss.name} has no finite smoothness / l2")
-
-
-def single_release_multiplier(epsilon: float, delta: float) -> float:
-    """z₁: the noise multiplier one Gaussian release needs for (ε, δ), exactly (analytic
-    Gaussian, i.e. z₁ = 1/μ* with δ(ε; μ*) = δ; privacy/gdp.py)."""
-    return gaussian_steps_multiplier(1, epsilon, delta)
-
-
-def zcdp_noise_std(
-    lipschitz: float, n: int, iterations: int, epsilon: float, delta: float
-) -> float:
-    """The closed-form σ of T Gaussian steps of sensitivity 2L/n via zCDP (module docstring):
-    Δ √(T/(2ρ*)) with √ρ* = √(log(1/δ) + ε) − √(log(1/δ))."""
-    a = math.log(1.0 / delta)
-    sqrt_rho = epsilon / (math.sqrt(a + epsilon) + math.sqrt(a))  # = √(a+ε) − √a, stably
-    return gradient_sensitivity(lipschitz, n) * math.sqrt(iterations / 2.0) / sqrt_rho
-
-
-def check_full_gradient_job(
-    name: str, loss: Loss, n: int, d: int, target: PrivacyTarget, step_size: float | None
-) -> float:
-    """The checks every noisy full-gradient optimizer makes at planning, and its step size:
-    ``step_size`` if given, else 1/β_F = 1/(β + μ) (the descent lemma's step).
-
-    Raises :class:`InfeasibleSpec` for δ = 0 or an invalid (ε, δ), a loss without finite
-    constants ("model"), or β + μ = 0 and no step size ("optimizer.params.step_size")."""
-    check_gaussian_target(target, name)
-    if n < 1 or d < 1:
-        raise ValueError("n and d must be >= 1")
-    check_lipschitz(loss)
-    if step_size is not None:
-        return float(step_size)
-    beta_f = loss.smoothness + loss.l2
-    if beta_f > 0.0:
-        return 1.0 / beta_f
-    raise InfeasibleSpec(
-        "optimizer.params.step_size",
-        f"{loss.name} with l2 = 0 has smoothness 0, so there is no default step size; "
-        "give step_size",
-    )
-
-
-def gaussian_steps_plan(
-    loss: Loss,
-    n: int,
-    d: int,
-    target: PrivacyTarget,
-    iterations: int,
-    step: float,
-    z1: float,
-    extra: dict[str, Any],
-) -> ReleasePlan:
-    """The plan of T adaptively composed Gaussian full-gradient releases of sensitivity 2L/n:
-    the smallest multiplier z for which ``SelfComposed(Gaussian(z), T)`` meets (ε, δ) exactly,
-    i.e. is √T/z-GDP with δ(ε; √T/z) ≤ δ (Gaussian DP composes exactly; privacy/gdp.py), and
-    σ = z·2L/n. The ledger charges the same μ = √T/z. ``extra`` joins the public
-    hyperparameters; ``z1`` (the one-release multiplier) is no longer needed for the search."""
-    sensitivity = gradient_sensitivity(loss.lipschitz, n)
-    multiplier = gaussian_steps_multiplier(iterations, target.epsilon, target.delta)
-    hyperparameters: dict[str, Any] = {
-        "iterations": iterations,
-        "step_size": step,
-        "noise_multiplier": multiplier,
-        **extra,
-        "n": n,
-        "d": d,
-    }
-    return ReleasePlan(
-        mechanism="gaussian_per_step",
-        sensitivity=sensitivity,
-        noise_scale=multiplier * sensitivity,
-        event=_gd_event(multiplier, iterations),
-        total_steps=iterations,
-        hyperparameters=hyperparameters,
-    )
-
-
-def full_gradient_inputs(
-    plan: ReleasePlan, loss: Loss, X: FloatArray, y: FloatArray
-) -> tuple[Rows, FloatArray]:
-    """The rows (sparse where that is cheaper) and float labels a full-gradient ``fit`` runs on,
-    after checking them against the plan's public n, d, the row-norm / label assumptions, and
-    that the plan's per-step sensitivity covers this loss (``ValueError``, no data values)."""
-    n, d = int(plan.hyperparameters["n"]), int(plan.hyperparameters["d"])
-    check_plan_covers(plan, loss)
-    X, y = checked_data(loss, X, y, n, d)
-    return gradient_rows(X), np.asarray(y, dtype=np.float64)
-
-
-def check_plan_covers(plan: ReleasePlan, loss: Loss) -> None:
-    """The plan's per-step sensitivity covers this loss: Δ ≥ 2L/n (``ValueError`` otherwise).
-    The public half of :func:`full_gradient_inputs`; with an oracle,
-    :func:`~service.optimizers.full_gradient.fit_on_oracle` checks n and d and the rows' own
-    checks (norms, labels) are the oracle's."""
-    n = int(plan.hyperparameters["n"])
-    if plan.sensitivity < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):
-        raise ValueError("the plan's sensitivity does not cover this loss")
-
-
-# --- DP-GD ------------------------------------------------------------------------------------
 
 
 class DPGDParams(BaseModel):
@@ -322,7 +124,7 @@ class DPGDParams(BaseModel):
     iterations: int | None = Field(
         default=None,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=FULL_GRADIENT_STEPS_CAP,
         description=(
             "Number of noisy full-gradient steps T. Default (Wang, Ye & Xu 2017, Thm 6.2–6.3 "
             "with explicit constants): T = (β_F/μ)·log(gap·μ²n²/(2β_F·d·L²·z₁²)) for a convex "
@@ -352,7 +154,7 @@ class DPGDParams(BaseModel):
     max_iterations: int = Field(
         default=1000,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=FULL_GRADIENT_STEPS_CAP,
         description="Cap on the default number of iterations (ignored if iterations is given).",
     )
 
@@ -438,10 +240,6 @@ def oracle_gradient_descent(
         if progress is not None:
             progress(t)
     return w
-
-
-def _gd_event(multiplier: float, iterations: int) -> dp_event.DpEvent:
-    return dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(multiplier), iterations)
 
 
 class DPGD:

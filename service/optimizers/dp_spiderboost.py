@@ -122,7 +122,9 @@ from service.optimizers.base import (
     ReleasePlan,
 )
 from service.optimizers.inputs import checked_data
+from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.gdp import gaussian_steps_multiplier
+from service.privacy.target import check_target
 from service.privacy.tree_aggregation import (
     TreeAggregator,
     tree_depth,
@@ -131,7 +133,6 @@ from service.privacy.tree_aggregation import (
 )
 
 __all__ = [
-    "ITERATION_HARD_CAP",
     "DpSpiderBoost",
     "DpSpiderBoostParams",
     "SpiderConfig",
@@ -145,9 +146,6 @@ __all__ = [
     "stream_element",
     "theory_alpha",
 ]
-
-#: Upper limit on T accepted from a job spec (compute guard).
-ITERATION_HARD_CAP = 100_000
 
 #: Rows may exceed ‖x‖ = 1 by rounding only; beyond this the loader broke its contract.
 
@@ -175,7 +173,7 @@ class DpSpiderBoostParams(BaseModel):
     iterations: int | None = Field(
         default=None,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=FULL_GRADIENT_STEPS_CAP,
         description=(
             "Maximum number of steps T (also the tree capacity); the run stops earlier when the "
             "unused rows cannot fill the next batch. Default: ⌈4·B·M/α²⌉ (Prop. 3.4, "
@@ -185,7 +183,7 @@ class DpSpiderBoostParams(BaseModel):
     max_iterations: int = Field(
         default=1000,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=FULL_GRADIENT_STEPS_CAP,
         description="Cap on the default number of steps (ignored if iterations is given).",
     )
     initial_gap: float = Field(
@@ -501,7 +499,7 @@ class DpSpiderBoost:
             if isinstance(params, DpSpiderBoostParams)
             else DpSpiderBoostParams.model_validate(params.model_dump())
         )
-        _check_gaussian_target(target, self.name)
+        check_target(target, pure_allowed=False, optimizer=self.name)
         if n < 1 or d < 1:
             raise ValueError("n and d must be >= 1")
         lip, beta, mu = _check_smooth_loss(loss, self.name)
@@ -645,20 +643,6 @@ def _iterations(p: DpSpiderBoostParams, b_gap: float, big_m: float, alpha: float
     if not t < p.max_iterations:
         return int(p.max_iterations)
     return max(1, math.ceil(t))
-
-
-def _check_gaussian_target(target: PrivacyTarget, name: str) -> None:
-    eps, delta = target.epsilon, target.delta
-    if not (math.isfinite(eps) and eps > 0.0):
-        raise InfeasibleSpec("privacy.epsilon", "epsilon must be a finite number > 0")
-    if delta == 0.0:
-        raise InfeasibleSpec(
-            "privacy.delta",
-            f"{name} adds Gaussian noise and needs delta > 0 (e.g. delta ≤ 1/n); for pure "
-            "ε-DP (delta = 0) use output_perturbation_gd",
-        )
-    if not (math.isfinite(delta) and 0.0 < delta < 1.0):
-        raise InfeasibleSpec("privacy.delta", "delta must be in (0, 1)")
 
 
 def _check_smooth_loss(loss: Loss, name: str) -> tuple[float, float, float]:

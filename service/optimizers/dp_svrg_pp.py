@@ -50,8 +50,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.dp_gd import check_gaussian_target
-from service.optimizers.dp_svrg import (
+from service.optimizers.svrg_common import (
     SvrgSchedule,
     batch_size_field,
     check_svrg_model,
@@ -60,6 +59,7 @@ from service.optimizers.dp_svrg import (
     resolve_batch,
     snapshot_ratio_field,
 )
+from service.privacy.target import check_target
 
 __all__ = ["DPSVRGPlusPlus", "DPSVRGPlusPlusParams", "default_schedule", "doubling_lengths"]
 
@@ -190,7 +190,7 @@ class DPSVRGPlusPlus:
             if isinstance(params, DPSVRGPlusPlusParams)
             else DPSVRGPlusPlusParams.model_validate(params.model_dump())
         )
-        check_gaussian_target(target, self.name)
+        check_target(target, pure_allowed=False, optimizer=self.name)
         if n < 1 or d < 1:
             raise ValueError("n and d must be >= 1")
         check_svrg_model(loss, self.name)

@@ -72,6 +72,7 @@ from service.optimizers.base import (
     ReleasePlan,
 )
 from service.optimizers.inputs import checked_data
+from service.optimizers.limits import PASSES_CAP
 from service.optimizers.sgd_common import (
     IntArray,
     InverseSqrtSchedule,
@@ -83,7 +84,6 @@ from service.optimizers.sgd_common import (
     baseline_step_size_field,
     baseline_steps,
     check_convex_loss,
-    check_target,
     coerce_params,
     noise_second_moment,
     noise_source,
@@ -95,17 +95,14 @@ from service.optimizers.sgd_common import (
 )
 from service.privacy.gdp import gaussian_steps_multiplier
 from service.privacy.output_perturbation import pure_dp_event
+from service.privacy.target import check_target
 
 __all__ = [
-    "PASSES_HARD_CAP",
     "NoisySGDSCS13",
     "NoisySGDSCS13Params",
     "noisy_permutation_sgd",
     "scs13_step_sensitivity",
 ]
-
-#: Upper limit on the number of passes accepted from a job spec (compute guard).
-PASSES_HARD_CAP = 1000
 
 
 class NoisySGDSCS13Params(BaseModel):
@@ -117,7 +114,7 @@ class NoisySGDSCS13Params(BaseModel):
     passes: int = Field(
         default=1,
         ge=1,
-        le=PASSES_HARD_CAP,
+        le=PASSES_CAP,
         description=(
             "k: passes over fresh random permutations. Each pass touches every row once, so "
             "the privacy cost is that of k Gaussian steps: the noise grows like √k."

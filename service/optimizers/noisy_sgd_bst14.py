@@ -55,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.models.base import FloatArray, Loss
 from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
 from service.optimizers.inputs import checked_data
+from service.optimizers.limits import SAMPLED_STEPS_CAP
 from service.optimizers.sgd_common import (
     IntArray,
     InverseSqrtSchedule,
@@ -66,7 +67,6 @@ from service.optimizers.sgd_common import (
     baseline_step_size_field,
     baseline_steps,
     check_convex_loss,
-    check_target,
     coerce_params,
     noise_second_moment,
     noise_source,
@@ -76,9 +76,9 @@ from service.optimizers.sgd_common import (
     schedule_from_json,
 )
 from service.privacy.calibration import calibrate_noise_multiplier
+from service.privacy.target import check_target
 
 __all__ = [
-    "ITERATION_HARD_CAP",
     "NoisySGDBST14",
     "NoisySGDBST14Params",
     "bst14_event",
@@ -86,9 +86,6 @@ __all__ = [
     "default_iterations",
     "sampled_noisy_sgd",
 ]
-
-#: Upper limit on T accepted from a job spec (compute guard).
-ITERATION_HARD_CAP = 1_000_000
 
 
 class NoisySGDBST14Params(BaseModel):
@@ -100,7 +97,7 @@ class NoisySGDBST14Params(BaseModel):
     iterations: int | None = Field(
         default=None,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=SAMPLED_STEPS_CAP,
         description=(
             "T: noisy steps, each on a fresh batch of b rows sampled without replacement. "
             "Default: (n/b)² (BST14's n² steps for b = 1), clamped to max_iterations."
@@ -109,7 +106,7 @@ class NoisySGDBST14Params(BaseModel):
     max_iterations: int = Field(
         default=10_000,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=SAMPLED_STEPS_CAP,
         description="Cap on the default number of iterations (ignored if iterations is given).",
     )
     batch_size: int | None = baseline_batch_size_field()

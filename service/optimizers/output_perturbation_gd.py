@@ -66,14 +66,14 @@ from service.optimizers.base import (
 )
 from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
 from service.optimizers.inputs import Rows, checked_data, gradient_rows
+from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.output_perturbation import (
-    MAX_PURE_EPSILON,
     calibrate_release,
     sample_release_noise,
 )
+from service.privacy.target import check_target
 
 __all__ = [
-    "ITERATION_HARD_CAP",
     "OutputPerturbationGD",
     "OutputPerturbationGDParams",
     "default_iterations",
@@ -83,9 +83,6 @@ __all__ = [
     "max_step_size",
     "oracle_descent",
 ]
-
-#: Upper limit on T accepted from a job spec (compute guard; each step reads all n rows).
-ITERATION_HARD_CAP = 100_000
 
 #: Rows may exceed ‖x‖ = 1 by rounding only; beyond this the loader broke its contract.
 
@@ -98,7 +95,7 @@ class OutputPerturbationGDParams(BaseModel):
     iterations: int | None = Field(
         default=None,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=FULL_GRADIENT_STEPS_CAP,
         description=(
             "Number of full-batch gradient steps T. Default: Zhang et al. Thm 3 (convex, "
             "T = (β²n²ε²D²/(L²·d·log(1/δ)))^(1/3)) or Thm 2 (strongly convex, "
@@ -129,7 +126,7 @@ class OutputPerturbationGDParams(BaseModel):
     max_iterations: int = Field(
         default=2000,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=FULL_GRADIENT_STEPS_CAP,
         description="Cap on the default number of iterations (ignored if iterations is given).",
     )
 
@@ -266,7 +263,7 @@ class OutputPerturbationGD:
             if isinstance(params, OutputPerturbationGDParams)
             else OutputPerturbationGDParams.model_validate(params.model_dump())
         )
-        _check_target(target)
+        check_target(target, pure_allowed=True, optimizer=self.name)
         if n < 1 or d < 1:
             raise ValueError("n and d must be >= 1")
         if not loss.convex:
@@ -377,20 +374,6 @@ def _checked_plan(plan: ReleasePlan, loss: Loss) -> tuple[float, int, int, int]:
     if loss.l1 != 0.0:
         raise ValueError("this optimizer does not support l1 > 0")
     return step, iterations, n, d
-
-
-def _check_target(target: PrivacyTarget) -> None:
-    eps, delta = target.epsilon, target.delta
-    if not (math.isfinite(eps) and eps > 0.0):
-        raise InfeasibleSpec("privacy.epsilon", "epsilon must be a finite number > 0")
-    if not (math.isfinite(delta) and 0.0 <= delta < 1.0):
-        raise InfeasibleSpec("privacy.delta", "delta must be in [0, 1)")
-    if delta == 0.0 and eps > MAX_PURE_EPSILON:
-        raise InfeasibleSpec(
-            "privacy.epsilon",
-            f"pure ε-DP (delta = 0) supports epsilon ≤ {MAX_PURE_EPSILON:g}; "
-            "use a smaller epsilon or delta > 0",
-        )
 
 
 OPTIMIZER = OutputPerturbationGD

@@ -71,6 +71,7 @@ from service.privacy.private_selection import (
     tnb_gamma,
     tnb_mean,
 )
+from service.privacy.target import check_target
 
 __all__ = [
     "MAX_SELECTION_CANDIDATES",
@@ -237,10 +238,7 @@ class PrivateSelection:
             raise InfeasibleSpec(
                 "model", f"{NAME} scores candidates by training accuracy: classification only"
             )
-        if not (math.isfinite(target.epsilon) and target.epsilon > 0.0):
-            raise InfeasibleSpec("privacy.epsilon", "epsilon must be a finite number > 0")
-        if not (0.0 < target.delta < 1.0):
-            raise InfeasibleSpec("privacy.delta", f"{NAME} needs 0 < delta < 1 (Gaussian noise)")
+        check_target(target, pure_allowed=False, optimizer=NAME)
         gamma = tnb_gamma(p.mean_repetitions, p.shape)
         try:
             mu_q = base_mu(target.epsilon, target.delta, gamma, p.shape)

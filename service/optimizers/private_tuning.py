@@ -99,6 +99,7 @@ from service.optimizers.base import (
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.registry import get_optimizer
 from service.privacy.output_perturbation import MAX_PURE_EPSILON, pure_dp_event
+from service.privacy.target import check_target
 
 __all__ = [
     "DEFAULT_BASE_OPTIMIZER",
@@ -346,7 +347,7 @@ class PrivateTuning:
             if isinstance(params, PrivateTuningParams)
             else PrivateTuningParams.model_validate(params.model_dump())
         )
-        _check_target(target)
+        check_target(target, pure_allowed=True, optimizer=NAME)
         if n < 1 or d < 1:
             raise ValueError("n and d must be >= 1")
         base = _base_optimizer(p.base_optimizer)
@@ -531,20 +532,6 @@ def partition_for(plan: ReleasePlan, rng: np.random.Generator) -> tuple[list[Int
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-
-def _check_target(target: PrivacyTarget) -> None:
-    eps, delta = target.epsilon, target.delta
-    if not (math.isfinite(eps) and eps > 0.0):
-        raise InfeasibleSpec("privacy.epsilon", "epsilon must be a finite number > 0")
-    if not (math.isfinite(delta) and 0.0 <= delta < 1.0):
-        raise InfeasibleSpec("privacy.delta", "delta must be in [0, 1)")
-    if delta == 0.0 and eps > MAX_PURE_EPSILON:
-        raise InfeasibleSpec(
-            "privacy.epsilon",
-            f"pure ε-DP (delta = 0) supports epsilon ≤ {MAX_PURE_EPSILON:g}; "
-            "use a smaller epsilon or delta > 0",
-        )
 
 
 def _base_optimizer(name: str) -> Optimizer:

@@ -81,17 +81,17 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.dp_gd import (
-    ITERATION_HARD_CAP,
+from service.optimizers.gradient_kit import (
     QueryRecord,
-    check_gaussian_target,
     check_lipschitz,
     gradient_sensitivity,
     sample_batch,
 )
 from service.optimizers.inputs import checked_data
+from service.optimizers.limits import SAMPLED_STEPS_CAP
 from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.calibration import calibrate_noise_multiplier
+from service.privacy.target import check_target
 
 __all__ = [
     "RRPSGD",
@@ -113,7 +113,7 @@ class RRPSGDParams(BaseModel):
     max_rounds: int | None = Field(
         default=None,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=SAMPLED_STEPS_CAP,
         description=(
             "T_max: the cap on the random number of rounds R (R is drawn uniformly from "
             "1 … T_max for a constant step, Zhang et al. Thm 5). Privacy is accounted for "
@@ -150,7 +150,7 @@ class RRPSGDParams(BaseModel):
     max_rounds_cap: int = Field(
         default=2000,
         ge=1,
-        le=ITERATION_HARD_CAP,
+        le=SAMPLED_STEPS_CAP,
         description="Cap on the default T_max (ignored if max_rounds is given).",
     )
 
@@ -330,7 +330,7 @@ class RRPSGD:
             if isinstance(params, RRPSGDParams)
             else RRPSGDParams.model_validate(params.model_dump())
         )
-        check_gaussian_target(target, self.name)
+        check_target(target, pure_allowed=False, optimizer=self.name)
         if n < 1 or d < 1:
             raise ValueError("n and d must be >= 1")
         check_lipschitz(loss)

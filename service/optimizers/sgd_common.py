@@ -37,8 +37,8 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, Field
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallback
-from service.privacy.output_perturbation import MAX_PURE_EPSILON, sample_release_noise
+from service.optimizers.base import InfeasibleSpec, ProgressCallback
+from service.privacy.output_perturbation import sample_release_noise
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -58,7 +58,6 @@ __all__ = [
     "Schedule",
     "StepSchedule",
     "check_convex_loss",
-    "check_target",
     "coerce_params",
     "pass_layout",
     "permutation_batches",
@@ -84,32 +83,6 @@ def coerce_params(params: BaseModel, cls: type[_P]) -> _P:
     if isinstance(params, cls):
         return params
     return cls.model_validate(params.model_dump())
-
-
-def check_target(target: PrivacyTarget, *, pure_allowed: bool, optimizer: str) -> None:
-    """Reject (ε, δ) outside the supported range, naming the field at fault.
-
-    ``pure_allowed`` is False for Gaussian-noise methods: they cannot be ε-DP, so δ = 0 is
-    rejected on ``privacy.delta`` with a pointer to the pure-DP alternatives.
-    """
-    eps, delta = target.epsilon, target.delta
-    if not (math.isfinite(eps) and eps > 0.0):
-        raise InfeasibleSpec("privacy.epsilon", "epsilon must be a finite number > 0")
-    if not (math.isfinite(delta) and 0.0 <= delta < 1.0):
-        raise InfeasibleSpec("privacy.delta", "delta must be in [0, 1)")
-    if delta == 0.0 and not pure_allowed:
-        raise InfeasibleSpec(
-            "privacy.delta",
-            f"{optimizer} adds Gaussian noise at every step, which is (ε, δ)-DP only for "
-            "δ > 0; give delta > 0 (e.g. 1e-5, well below 1/n), or use bolt_on_psgd, "
-            "noisy_sgd_scs13 or output_perturbation_gd for pure ε-DP (delta = 0)",
-        )
-    if delta == 0.0 and eps > MAX_PURE_EPSILON:
-        raise InfeasibleSpec(
-            "privacy.epsilon",
-            f"pure ε-DP (delta = 0) supports epsilon ≤ {MAX_PURE_EPSILON:g}; "
-            "use a smaller epsilon or delta > 0",
-        )
 
 
 def check_convex_loss(loss: Loss, optimizer: str) -> None:

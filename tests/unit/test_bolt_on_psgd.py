@@ -30,13 +30,13 @@ from service.models.logistic import LogisticLoss
 from service.models.sigmoid import SigmoidLoss
 from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
 from service.optimizers.bolt_on_psgd import (
-    PASSES_HARD_CAP,
     BoltOnPSGD,
     BoltOnPSGDParams,
     bolt_on_sensitivity,
     max_step_size,
     permutation_sgd,
 )
+from service.optimizers.limits import PASSES_CAP
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.registry import catalog, get_optimizer
 from service.optimizers.sgd_common import (
@@ -519,7 +519,7 @@ def test_infeasible_specs_name_the_field() -> None:
         {"eta": 1.0},
         {"mode": "sgd"},
         {"passes": 0},
-        {"passes": PASSES_HARD_CAP + 1},
+        {"passes": PASSES_CAP + 1},
         {"batch_size": 0},
         {"step_size": 0.0},
         {"step_size": math.inf},

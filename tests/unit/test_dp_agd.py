@@ -19,20 +19,11 @@ from sklearn.linear_model import LogisticRegression
 
 from service.models.base import FloatArray
 from service.models.logistic import LogisticLoss
+from service.optimizers.accelerated_kit import accelerated_iterations, noisy_accelerated_descent
 from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
-from service.optimizers.dp_agd import (
-    DPAGD,
-    DPAGDParams,
-    accelerated_iterations,
-    noisy_accelerated_descent,
-)
-from service.optimizers.dp_gd import (
-    DPGD,
-    DPGDParams,
-    QueryRecord,
-    noisy_gradient_descent,
-    single_release_multiplier,
-)
+from service.optimizers.dp_agd import DPAGD, DPAGDParams
+from service.optimizers.dp_gd import DPGD, DPGDParams, noisy_gradient_descent
+from service.optimizers.gradient_kit import QueryRecord, single_release_multiplier
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.registry import catalog, get_optimizer
 from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon

@@ -21,15 +21,8 @@ from service.ledger.accounting import rdp_curve
 from service.models.base import FloatArray
 from service.models.logistic import LogisticLoss
 from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
-from service.optimizers.dp_gd import (
-    DPGD,
-    DPGDParams,
-    QueryRecord,
-    default_iterations,
-    noisy_gradient_descent,
-    single_release_multiplier,
-    zcdp_noise_std,
-)
+from service.optimizers.dp_gd import DPGD, DPGDParams, default_iterations, noisy_gradient_descent
+from service.optimizers.gradient_kit import QueryRecord, single_release_multiplier, zcdp_noise_std
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.registry import catalog, get_optimizer
 from service.privacy.calibration import calibrate_noise_multiplier, event_epsilon

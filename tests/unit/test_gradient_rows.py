@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from service.models.logistic import LogisticLoss
+from service.optimizers.accelerated_kit import noisy_accelerated_descent
 from service.optimizers.base import PrivacyTarget
-from service.optimizers.dp_agd import DPAGD, DPAGDParams, noisy_accelerated_descent
+from service.optimizers.dp_agd import DPAGD, DPAGDParams
 from service.optimizers.dp_gd import DPGD, DPGDParams, noisy_gradient_descent
 from service.optimizers.inputs import SparseRows, gradient_rows
 from service.optimizers.output_perturbation_gd import (

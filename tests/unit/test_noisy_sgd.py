@@ -29,6 +29,7 @@ from service.models.huber_svm import HuberSVMLoss
 from service.models.logistic import LogisticLoss
 from service.models.sigmoid import SigmoidLoss
 from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.limits import SAMPLED_STEPS_CAP
 from service.optimizers.noisy_sgd import (
     NoisySGDSCS13,
     NoisySGDSCS13Params,
@@ -36,7 +37,6 @@ from service.optimizers.noisy_sgd import (
     scs13_event,
 )
 from service.optimizers.noisy_sgd_bst14 import (
-    ITERATION_HARD_CAP,
     NoisySGDBST14,
     NoisySGDBST14Params,
     bst14_event,
@@ -487,7 +487,7 @@ def test_infeasible_specs_name_the_field(name: str) -> None:
         (NoisySGDSCS13Params, {"iterations": 10}),
         (NoisySGDSCS13Params, {"mode": "sgd"}),
         (NoisySGDBST14Params, {"iterations": 0}),
-        (NoisySGDBST14Params, {"iterations": ITERATION_HARD_CAP + 1}),
+        (NoisySGDBST14Params, {"iterations": SAMPLED_STEPS_CAP + 1}),
         (NoisySGDBST14Params, {"passes": 1}),
         (NoisySGDBST14Params, {"radius": 0.0}),
         (NoisySGDBST14Params, {"step_size": -1.0}),

@@ -27,8 +27,8 @@ from service.models.huber_svm import HuberSVMLoss
 from service.models.logistic import LogisticLoss
 from service.models.sigmoid import SigmoidLoss
 from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 from service.optimizers.output_perturbation_gd import (
-    ITERATION_HARD_CAP,
     OutputPerturbationGD,
     OutputPerturbationGDParams,
     default_iterations,
@@ -132,8 +132,9 @@ def _paper_t(mu: float, n: int, d: int, eps: float, delta: float, radius: float)
 def test_default_iterations_follow_theorems(
     mu: float, n: int, d: int, eps: float, delta: float, radius: float
 ) -> None:
-    plan = _plan(mu, n, d, eps, delta, radius=radius, max_iterations=ITERATION_HARD_CAP)
-    expected = min(ITERATION_HARD_CAP, max(1, math.ceil(_paper_t(mu, n, d, eps, delta, radius))))
+    plan = _plan(mu, n, d, eps, delta, radius=radius, max_iterations=FULL_GRADIENT_STEPS_CAP)
+    paper_t = math.ceil(_paper_t(mu, n, d, eps, delta, radius))
+    expected = min(FULL_GRADIENT_STEPS_CAP, max(1, paper_t))
     assert plan.total_steps == plan.hyperparameters["iterations"] == expected
     assert plan.hyperparameters["radius"] == radius
 
@@ -223,7 +224,7 @@ def test_infeasible_specs_name_the_field() -> None:
         {"step_size": -1.0},
         {"step_size": math.inf},
         {"iterations": 0},
-        {"iterations": ITERATION_HARD_CAP + 1},
+        {"iterations": FULL_GRADIENT_STEPS_CAP + 1},
         {"radius": 0.0},
         {"max_iterations": 0},
     ],

@@ -18,7 +18,7 @@ from service.ledger.accounting import rdp_curve
 from service.models.base import FloatArray
 from service.models.logistic import LogisticLoss
 from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
-from service.optimizers.dp_gd import QueryRecord
+from service.optimizers.gradient_kit import QueryRecord
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.registry import catalog
 from service.optimizers.rrpsgd import (

@@ -1,0 +1,168 @@
+"""The accelerated-descent kit shared by ``dp_agd`` and ``dp_agd_averaged``: FISTA from 0 with
+Gaussian noise on every full gradient (Beck & Teboulle 2009, eq. (4.1)–(4.3)), its default T,
+and its plan.
+
+The privacy analysis is DP-GD's (``dp_gd`` module docstring; Wang, Ye & Xu 2017, Alg. 4): the
+T noisy gradients are queried at points that are post-processing of earlier releases, each of
+replace-one sensitivity 2L/n, so the plan is :func:`~service.optimizers.gradient_kit.
+gaussian_steps_plan`'s. The default T is derived in ``dp_agd``'s module docstring.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from service.models.base import FloatArray, Loss
+from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.full_gradient import GradientOracle, LocalGradient
+from service.optimizers.gradient_kit import (
+    QueryRecord,
+    check_full_gradient_job,
+    gaussian_steps_plan,
+    proximal_step,
+    single_release_multiplier,
+)
+from service.optimizers.inputs import Rows
+from service.privacy.analytic_gaussian import sample_gaussian
+
+__all__ = [
+    "ACCELERATED_ASSUMPTIONS",
+    "accelerated_iterations",
+    "noisy_accelerated_descent",
+    "oracle_accelerated_descent",
+    "plan_accelerated",
+]
+
+#: What both accelerated optimizers assume (their catalog entries).
+ACCELERATED_ASSUMPTIONS = (
+    "Convex, L-Lipschitz, β-smooth per-example loss on rows with ‖x‖₂ ≤ 1; l1 ≥ 0 via a "
+    "proximal step; delta > 0; l2 > 0 or a public radius for the default T."
+)
+
+
+def accelerated_iterations(
+    loss: Loss, n: int, d: int, z1: float, radius: float, max_iterations: int
+) -> int:
+    """The module docstring's T = ⌈(β_F R n / (2√2 L z₁ √d))^{1/2}⌉, clamped to
+    [1, max_iterations]."""
+    beta_f = loss.smoothness + loss.l2
+    log_t = 0.5 * (
+        math.log(beta_f)
+        + math.log(radius)
+        + math.log(n)
+        - math.log(2.0 * math.sqrt(2.0) * loss.lipschitz * z1 * math.sqrt(d))
+    )
+    t = math.exp(min(log_t, 700.0))
+    if not t < max_iterations:
+        return max_iterations
+    return max(1, math.ceil(t))
+
+
+def noisy_accelerated_descent(
+    loss: Loss,
+    X: Rows,
+    y: FloatArray,
+    *,
+    step_size: float,
+    iterations: int,
+    noise_std: float,
+    rng: np.random.Generator,
+    progress: ProgressCallback | None = None,
+    trace: list[QueryRecord] | None = None,
+) -> FloatArray:
+    """FISTA from 0 with noisy gradients (module docstring); returns w_T.
+
+    ``noise_std = 0`` switches the noise off without drawing from ``rng`` (the sensitivity
+    tests' noiseless run). ``trace`` (tests only) receives one :class:`QueryRecord` per step,
+    recorded at the point v_t where the gradient is taken.
+    """
+    return oracle_accelerated_descent(
+        loss,
+        LocalGradient(loss, X, y),
+        step_size=step_size,
+        iterations=iterations,
+        noise_std=noise_std,
+        rng=rng,
+        progress=progress,
+        trace=trace,
+    )
+
+
+def oracle_accelerated_descent(
+    loss: Loss,
+    oracle: GradientOracle,
+    *,
+    step_size: float,
+    iterations: int,
+    noise_std: float,
+    rng: np.random.Generator,
+    progress: ProgressCallback | None = None,
+    trace: list[QueryRecord] | None = None,
+) -> FloatArray:
+    """:func:`noisy_accelerated_descent` with ∇F from ``oracle`` (local rows or partitions):
+    the same steps and the same noise draws from ``rng``."""
+    d = oracle.dimension
+    w_prev: FloatArray = np.zeros(d, dtype=np.float64)
+    v: FloatArray = w_prev.copy()
+    zeros: FloatArray = np.zeros(d, dtype=np.float64)
+    s = 1.0
+    for t in range(1, iterations + 1):
+        g = oracle.gradient(v)
+        noise = sample_gaussian(d, noise_std, rng) if noise_std > 0.0 else zeros
+        if trace is not None:
+            trace.append(QueryRecord("full_gradient", v.copy(), noise))
+        w = proximal_step(loss, v - step_size * (g + noise), step_size)
+        s_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * s * s))
+        v = w + ((s - 1.0) / s_next) * (w - w_prev)
+        w_prev, s = w, s_next
+        if progress is not None:
+            progress(t)
+    return w_prev
+
+
+def plan_accelerated(
+    name: str,
+    loss: Loss,
+    n: int,
+    d: int,
+    target: PrivacyTarget,
+    *,
+    iterations: int | None,
+    step_size: float | None,
+    radius: float | None,
+    objective_gap: float,
+    max_iterations: int,
+) -> ReleasePlan:
+    """The plan of T noisy accelerated full-gradient steps from public information only:
+    η = ``step_size`` or 1/β_F, R = ``radius`` or √(2·gap/μ), T = ``iterations`` or
+    :func:`accelerated_iterations`; the noise is :func:`gaussian_steps_plan`'s (exact
+    Gaussian DP for T steps of sensitivity 2L/n).
+
+    Raises :class:`InfeasibleSpec` for δ = 0 or an invalid (ε, δ), a non-convex loss or one
+    without finite constants ("model"), β + μ = 0 without a step size, or l2 = 0 without a
+    radius or iterations ("optimizer.params.…"). ``name`` is the optimizer the messages name.
+    """
+    step = check_full_gradient_job(name, loss, n, d, target, step_size)
+    if not loss.convex:
+        raise InfeasibleSpec(
+            "model",
+            f"{name} needs a convex loss (acceleration has no guarantee otherwise); "
+            f"{loss.name} is not convex — use dp_gd or rrpsgd",
+        )
+    z1 = single_release_multiplier(target.epsilon, target.delta)
+    if radius is None and loss.l2 > 0.0:
+        radius = math.sqrt(2.0 * objective_gap / loss.l2)
+    if iterations is not None:
+        steps = int(iterations)
+    elif radius is not None:
+        steps = accelerated_iterations(loss, n, d, z1, radius, max_iterations)
+    else:
+        raise InfeasibleSpec(
+            "optimizer.params.radius",
+            "with l2 = 0 the default number of iterations needs a public guess of ‖w*‖: "
+            "give radius (or iterations), or use l2 > 0",
+        )
+    extra = {"radius": radius, "objective_gap": objective_gap}
+    return gaussian_steps_plan(loss, n, d, target, steps, step, z1, extra)

@@ -1,0 +1,35 @@
+"""The compute guards on a job spec: one cap per unit of work, the same for every optimizer.
+
+A cap is a runtime guard, not a privacy bound: the accounting of every optimizer holds for any
+number of steps (the noise is calibrated to the count it is given). The caps only keep one job
+from occupying a worker for days. They are enforced by the optimizers' parameter models
+(``Field(le=...)``), so a request over a cap is a 422 on the field at fault
+(``optimizer.params.<name>``) with pydantic's "less than or equal to" message, like every
+other range check.
+
+Units:
+
+- :data:`FULL_GRADIENT_STEPS_CAP`: steps that each read all n rows (a full gradient, possibly
+  with a few variance-reduced batch steps in between): ``dp_gd``, ``dp_agd``,
+  ``dp_agd_averaged``, ``dp_accmd``, ``output_perturbation_gd``, ``dp_spiderboost``.
+- :data:`SAMPLED_STEPS_CAP`: steps that each read a batch of b rows (b ≤ n; the job's total
+  is steps × b): ``noisy_sgd_bst14``, ``rrpsgd`` (rounds), ``dp_svrg`` / ``dp_svrg_pp``
+  (inner steps over all epochs).
+- :data:`PASSES_CAP`: passes over the data, for the optimizers that count passes
+  (``noisy_sgd_scs13``, ``bolt_on_psgd``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["FULL_GRADIENT_STEPS_CAP", "PASSES_CAP", "SAMPLED_STEPS_CAP"]
+
+#: Most steps a job may ask for when every step reads all n rows.
+FULL_GRADIENT_STEPS_CAP: Final = 100_000
+
+#: Most steps a job may ask for when every step reads one batch of rows.
+SAMPLED_STEPS_CAP: Final = 1_000_000
+
+#: Most passes over the data a job may ask for.
+PASSES_CAP: Final = 1000
