@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test install install-dev install-bench openapi sdk lint clean bench bench-smoke
+.PHONY: serve test test-unit test-api test-live install install-dev install-bench openapi sdk lint clean bench bench-smoke
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ serve: install
 
 test: install-dev
 	$(BIN)/pytest -q
+
+# One layer of the suite (tests/README.md): unit (no server), api (the in-process app on
+# SQLite and PostgreSQL), live (real processes: dpfit serve, Dask, PostgreSQL, Chromium, S3).
+test-unit test-api test-live: test-%: install-dev
+	$(BIN)/pytest -q tests/$*
 
 # Regenerate the contract and the client after an API change (tests fail while they are stale).
 openapi: install-dev
