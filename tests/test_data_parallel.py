@@ -45,7 +45,7 @@ from service.data.sources import local_source
 from service.data.spec import LabelSpec, NumericFeature
 from service.models.logistic import LogisticLoss
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
-from service.optimizers.dp_accmd import DpAccMD, DpAccMDParams
+from service.optimizers.dp_accmd import DPAccMD, DPAccMDParams
 from service.optimizers.dp_agd import DPAGD, DPAGDParams
 from service.optimizers.dp_gd import DPGD, DPGDParams, oracle_gradient_descent
 from service.optimizers.full_gradient import LocalGradient, PartitionMissing, SummedGradient
@@ -302,7 +302,7 @@ OPTIMIZERS: dict[str, tuple[Any, Any]] = {
     "dp_gd": (DPGD(), DPGDParams(iterations=25)),
     "dp_agd": (DPAGD(), DPAGDParams(iterations=25)),
     "output_perturbation_gd": (OutputPerturbationGD(), OutputPerturbationGDParams(iterations=25)),
-    "dp_accmd": (DpAccMD(), DpAccMDParams(iterations=25)),
+    "dp_accmd": (DPAccMD(), DPAccMDParams(iterations=25)),
 }
 
 

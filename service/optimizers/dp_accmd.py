@@ -92,8 +92,8 @@ from service.privacy.target import check_target
 __all__ = [
     "AccMDConfig",
     "AccMDStep",
-    "DpAccMD",
-    "DpAccMDParams",
+    "DPAccMD",
+    "DPAccMDParams",
     "accmd_run",
     "accmd_event",
     "dual_noise_factor",
@@ -103,7 +103,7 @@ __all__ = [
 #: Rows may exceed ‖x‖ = 1 by rounding only; beyond this the loader broke its contract.
 
 
-class DpAccMDParams(BaseModel):
+class DPAccMDParams(BaseModel):
     """Hyper-parameters of ``dp_accmd``; omitted values get theory defaults."""
 
     model_config = ConfigDict(extra="forbid")
@@ -247,7 +247,7 @@ def accmd_oracle_run(
 # --- the plug-in ------------------------------------------------------------------------------
 
 
-class DpAccMD:
+class DPAccMD:
     """Wang, Ye & Xu (2017) Alg. 3: accelerated mirror descent over an ℓ1 ball, noisy gradients."""
 
     name: ClassVar[str] = "dp_accmd"
@@ -272,7 +272,7 @@ class DpAccMD:
         "Faster and More General', Alg. 3, Thms 5.3–5.4; Allen-Zhu & Orecchia (2017) linear "
         "coupling; Lan (2012) AC-SA step sizes."
     )
-    Params: ClassVar[type[BaseModel]] = DpAccMDParams
+    Params: ClassVar[type[BaseModel]] = DPAccMDParams
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -284,8 +284,8 @@ class DpAccMD:
         """
         p = (
             params
-            if isinstance(params, DpAccMDParams)
-            else DpAccMDParams.model_validate(params.model_dump())
+            if isinstance(params, DPAccMDParams)
+            else DPAccMDParams.model_validate(params.model_dump())
         )
         check_target(target, pure_allowed=False, optimizer=self.name)
         if n < 1 or d < 1:
@@ -405,4 +405,4 @@ def _checked_config(plan: ReleasePlan, loss: Loss) -> AccMDConfig:
     return config
 
 
-OPTIMIZER = DpAccMD
+OPTIMIZER = DPAccMD

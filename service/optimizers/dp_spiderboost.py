@@ -133,8 +133,8 @@ from service.privacy.tree_aggregation import (
 )
 
 __all__ = [
-    "DpSpiderBoost",
-    "DpSpiderBoostParams",
+    "DPSpiderBoost",
+    "DPSpiderBoostParams",
     "SpiderConfig",
     "StreamRecord",
     "difference_batch_size",
@@ -153,7 +153,7 @@ __all__ = [
 _ESCAPE_FAILURE = 0.1
 
 
-class DpSpiderBoostParams(BaseModel):
+class DPSpiderBoostParams(BaseModel):
     """Hyper-parameters of ``dp_spiderboost``; omitted values get theory defaults."""
 
     model_config = ConfigDict(extra="forbid")
@@ -453,7 +453,7 @@ def spiderboost_run(
 # --- the plug-in ------------------------------------------------------------------------------
 
 
-class DpSpiderBoost:
+class DPSpiderBoost:
     """Liu & Talwar (2024) Alg. 2–3: SpiderBoost, adaptive batches, tree mechanism, one pass."""
 
     name: ClassVar[str] = "dp_spiderboost"
@@ -482,7 +482,7 @@ class DpSpiderBoost:
         "Stationary Points', Alg. 1–3, Lemma 3.7–3.10, Thm 3.11; tree mechanism: Dwork et al. "
         "(2010), Chan, Shi & Song (2011); adaptive RDP composition: Feldman & Zrnic (2021)."
     )
-    Params: ClassVar[type[BaseModel]] = DpSpiderBoostParams
+    Params: ClassVar[type[BaseModel]] = DPSpiderBoostParams
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -496,8 +496,8 @@ class DpSpiderBoost:
         """
         p = (
             params
-            if isinstance(params, DpSpiderBoostParams)
-            else DpSpiderBoostParams.model_validate(params.model_dump())
+            if isinstance(params, DPSpiderBoostParams)
+            else DPSpiderBoostParams.model_validate(params.model_dump())
         )
         check_target(target, pure_allowed=False, optimizer=self.name)
         if n < 1 or d < 1:
@@ -636,7 +636,7 @@ class DpSpiderBoost:
         return spiderboost_run(loss, X, y, config, rng, progress)
 
 
-def _iterations(p: DpSpiderBoostParams, b_gap: float, big_m: float, alpha: float) -> int:
+def _iterations(p: DPSpiderBoostParams, b_gap: float, big_m: float, alpha: float) -> int:
     if p.iterations is not None:
         return int(p.iterations)
     t = 4.0 * b_gap * big_m / alpha**2
@@ -664,4 +664,4 @@ def _check_smooth_loss(loss: Loss, name: str) -> tuple[float, float, float]:
     return lip, beta, mu
 
 
-OPTIMIZER = DpSpiderBoost
+OPTIMIZER = DPSpiderBoost

@@ -24,8 +24,8 @@ from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget,
 from service.optimizers.dp_accmd import (
     AccMDConfig,
     AccMDStep,
-    DpAccMD,
-    DpAccMDParams,
+    DPAccMD,
+    DPAccMDParams,
     accmd_event,
     accmd_run,
     dual_noise_factor,
@@ -34,7 +34,7 @@ from service.optimizers.dp_accmd import (
 from service.optimizers.registry import catalog, get_optimizer, optimizer_names
 from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon, gdp_mu
 
-OPT = DpAccMD()
+OPT = DPAccMD()
 
 
 @dataclass
@@ -60,8 +60,8 @@ class SigmoidLoss:
         return out
 
 
-def _params(**kw: object) -> DpAccMDParams:
-    return DpAccMDParams.model_validate(kw)
+def _params(**kw: object) -> DPAccMDParams:
+    return DPAccMDParams.model_validate(kw)
 
 
 def _plan(
@@ -516,7 +516,7 @@ def test_audit_statistic_is_monotone_in_the_gradient() -> None:
 
 def test_infeasible_specs_name_the_field() -> None:
     loss = LogisticLoss()
-    cases: list[tuple[DpAccMDParams, object, PrivacyTarget, str]] = [
+    cases: list[tuple[DPAccMDParams, object, PrivacyTarget, str]] = [
         (_params(), SigmoidLoss(), PrivacyTarget(1.0, 1e-5), "model"),
         (_params(), loss, PrivacyTarget(1.0, 0.0), "privacy.delta"),
         (_params(), loss, PrivacyTarget(1.0, 1.0), "privacy.delta"),
@@ -548,16 +548,16 @@ def test_infeasible_specs_name_the_field() -> None:
 )
 def test_params_validation(payload: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
-        DpAccMDParams.model_validate(payload)
+        DPAccMDParams.model_validate(payload)
 
 
 def test_params_schema_and_registry() -> None:
-    schema = DpAccMDParams.model_json_schema()
+    schema = DPAccMDParams.model_json_schema()
     assert schema["additionalProperties"] is False
     for prop in schema["properties"].values():
         assert prop["description"]
     assert "dp_accmd" in optimizer_names()
-    assert isinstance(get_optimizer("dp_accmd"), DpAccMD)
+    assert isinstance(get_optimizer("dp_accmd"), DPAccMD)
     (entry,) = [e for e in catalog() if e["name"] == "dp_accmd"]
     json.dumps(entry)
     assert "Wang" in entry["reference"]

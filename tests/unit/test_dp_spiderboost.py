@@ -23,8 +23,8 @@ from service.models.base import FloatArray
 from service.models.logistic import LogisticLoss
 from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
 from service.optimizers.dp_spiderboost import (
-    DpSpiderBoost,
-    DpSpiderBoostParams,
+    DPSpiderBoost,
+    DPSpiderBoostParams,
     SpiderConfig,
     StreamRecord,
     difference_batch_size,
@@ -40,7 +40,7 @@ from service.optimizers.registry import catalog, get_optimizer, optimizer_names
 from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon
 from service.privacy.tree_aggregation import node_sums, tree_depth
 
-OPT = DpSpiderBoost()
+OPT = DPSpiderBoost()
 SIGMOID_BETA = 1.0 / (6.0 * math.sqrt(3.0))
 SIGMOID_PEAK = math.log(2.0 + math.sqrt(3.0))  # margin where |φ''| = β
 
@@ -68,8 +68,8 @@ class SigmoidLoss:
         return out
 
 
-def _params(**kw: object) -> DpSpiderBoostParams:
-    return DpSpiderBoostParams.model_validate(kw)
+def _params(**kw: object) -> DPSpiderBoostParams:
+    return DPSpiderBoostParams.model_validate(kw)
 
 
 def _plan(loss: object, n: int, d: int, eps: float = 1.0, delta: float = 1e-5, **kw: object):
@@ -609,7 +609,7 @@ def test_empirical_audit_below_claimed_epsilon() -> None:
 
 def test_infeasible_specs_name_the_field() -> None:
     loss = LogisticLoss()
-    cases: list[tuple[DpSpiderBoostParams, object, PrivacyTarget, str]] = [
+    cases: list[tuple[DPSpiderBoostParams, object, PrivacyTarget, str]] = [
         (_params(), loss, PrivacyTarget(1.0, 0.0), "privacy.delta"),
         (_params(), loss, PrivacyTarget(1.0, 1.0), "privacy.delta"),
         (_params(), loss, PrivacyTarget(1.0, -1e-9), "privacy.delta"),
@@ -651,16 +651,16 @@ def test_infeasible_specs_name_the_field() -> None:
 )
 def test_params_validation(payload: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
-        DpSpiderBoostParams.model_validate(payload)
+        DPSpiderBoostParams.model_validate(payload)
 
 
 def test_params_schema_and_registry() -> None:
-    schema = DpSpiderBoostParams.model_json_schema()
+    schema = DPSpiderBoostParams.model_json_schema()
     assert schema["additionalProperties"] is False
     for prop in schema["properties"].values():
         assert prop["description"]
     assert "dp_spiderboost" in optimizer_names()
-    assert isinstance(get_optimizer("dp_spiderboost"), DpSpiderBoost)
+    assert isinstance(get_optimizer("dp_spiderboost"), DPSpiderBoost)
     (entry,) = [e for e in catalog() if e["name"] == "dp_spiderboost"]
     json.dumps(entry)
     assert "second-order stationary" in entry["guarantee"]

@@ -30,17 +30,17 @@ from service.models.logistic import LogisticLoss
 from service.models.sigmoid import SigmoidLoss
 from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
 from service.optimizers.limits import SAMPLED_STEPS_CAP
-from service.optimizers.noisy_sgd import (
-    NoisySGDSCS13,
-    NoisySGDSCS13Params,
-    noisy_permutation_sgd,
-    scs13_event,
-)
 from service.optimizers.noisy_sgd_bst14 import (
     NoisySGDBST14,
     NoisySGDBST14Params,
     bst14_event,
     sampled_noisy_sgd,
+)
+from service.optimizers.noisy_sgd_scs13 import (
+    NoisySGDSCS13,
+    NoisySGDSCS13Params,
+    noisy_permutation_sgd,
+    scs13_event,
 )
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.registry import catalog, get_optimizer
