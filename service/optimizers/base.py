@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol, get_args
 
 import numpy as np
 from dp_accounting import dp_event
@@ -26,13 +26,46 @@ from service.models.base import FloatArray, Loss
 from service.privacy.target import InfeasibleSpec, PrivacyTarget
 
 __all__ = [
+    "MECHANISMS",
     "InfeasibleSpec",
     "JobCancelled",
+    "Mechanism",
     "Optimizer",
     "PrivacyTarget",
     "ProgressCallback",
     "ReleasePlan",
+    "as_mechanism",
 ]
+
+#: The noise a plan releases with (stored in plan JSON and in the models table; never remove
+#: or rename a value — stored plans name it). "gaussian" / "norm_gamma": one draw on the
+#: released vector (or one per-step draw accounted as one mechanism); "*_per_step": Gaussian
+#: noise on every step's gradient query (full batches, sampled batches, SVRG differences);
+#: "repeat_and_select+gaussian": a private selection over Gaussian fits; "tuning+<m>": a
+#: private tuning whose candidates release with <m>.
+Mechanism = Literal[
+    "gaussian",
+    "norm_gamma",
+    "gaussian_per_step",
+    "sampled_gaussian_per_step",
+    "svrg_gaussian_per_step",
+    "repeat_and_select+gaussian",
+    "tuning+gaussian",
+    "tuning+norm_gamma",
+    "tuning+gaussian_per_step",
+    "tuning+sampled_gaussian_per_step",
+    "tuning+svrg_gaussian_per_step",
+    "tuning+repeat_and_select+gaussian",
+]
+
+MECHANISMS: frozenset[str] = frozenset(get_args(Mechanism))
+
+
+def as_mechanism(value: str) -> Mechanism:
+    """``value`` as a :data:`Mechanism`; ``ValueError`` for a name no release uses."""
+    if value not in MECHANISMS:
+        raise ValueError(f"unknown release mechanism {value!r}")
+    return value  # type: ignore[return-value]  # checked against the Literal's values
 
 
 class JobCancelled(Exception):
@@ -56,13 +89,16 @@ class ReleasePlan:
     consumer that ignores the declaration.
     """
 
-    mechanism: str
+    mechanism: Mechanism
     sensitivity: float
     noise_scale: float
     event: dp_event.DpEvent
     total_steps: int
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     parallel_events: tuple[dp_event.DpEvent, ...] = ()
+
+    def __post_init__(self) -> None:
+        as_mechanism(self.mechanism)
 
 
 ProgressCallback = Callable[[int], None]

@@ -129,6 +129,7 @@ class DPAGDParams(BaseModel):
         description="Cap on the default number of iterations (ignored if iterations is given).",
     )
 
+
 class DPAGD:
     """Accelerated (FISTA) gradient descent with Gaussian noise on every full gradient."""
 

@@ -165,6 +165,7 @@ class DPAGDAveraged:
             if isinstance(params, DPAGDAveragedParams)
             else DPAGDAveragedParams.model_validate(params.model_dump())
         )
+
         def accelerated(iterations: int | None) -> ReleasePlan:
             return plan_accelerated(
                 self.name,

@@ -15,9 +15,17 @@ from pydantic import BaseModel, ValidationError
 from service.ledger.accounting import event_from_json, event_to_json
 from service.models.base import Loss
 from service.models.registry import ModelSpec, build_loss
-from service.optimizers.base import InfeasibleSpec, Optimizer, PrivacyTarget, ReleasePlan
+from service.optimizers.base import (
+    InfeasibleSpec,
+    Optimizer,
+    PrivacyTarget,
+    ReleasePlan,
+    as_mechanism,
+)
 from service.optimizers.one_vs_rest import plan_one_vs_rest
 from service.optimizers.registry import get_optimizer
+
+__all__ = ["JobPlan", "model_dimension", "plan_from_json", "plan_job", "plan_to_json"]
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,7 @@ def plan_to_json(plan: ReleasePlan) -> dict[str, Any]:
 
 def plan_from_json(payload: dict[str, Any]) -> ReleasePlan:
     return ReleasePlan(
-        mechanism=str(payload["mechanism"]),
+        mechanism=as_mechanism(str(payload["mechanism"])),
         sensitivity=float(payload["sensitivity"]),
         noise_scale=float(payload["noise_scale"]),
         event=event_from_json(payload["event"]),

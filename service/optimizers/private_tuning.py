@@ -95,6 +95,7 @@ from service.optimizers.base import (
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
+    as_mechanism,
 )
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.registry import get_optimizer
@@ -436,7 +437,7 @@ class PrivateTuning:
         }
         first = plans[0]
         return ReleasePlan(
-            mechanism=f"tuning+{first.mechanism}",
+            mechanism=as_mechanism(f"tuning+{first.mechanism}"),
             sensitivity=first.sensitivity,
             noise_scale=first.noise_scale,
             event=composed,

@@ -23,6 +23,7 @@ from pydantic import Field
 from service.models.base import FloatArray, Loss
 from service.optimizers.base import (
     InfeasibleSpec,
+    Mechanism,
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
@@ -208,7 +209,7 @@ class SvrgSchedule:
 
 
 def plan_svrg(
-    mechanism: str,
+    mechanism: Mechanism,
     schedule: SvrgSchedule,
     loss: Loss,
     n: int,
