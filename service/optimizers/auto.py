@@ -96,8 +96,17 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.config import PlanConfig
 
-__all__ = ["RULE", "Auto", "AutoChoice", "AutoParams", "choose_model_and_optimizer", "resolve"]
+__all__ = [
+    "RULE",
+    "Auto",
+    "AutoChoice",
+    "AutoConfig",
+    "AutoParams",
+    "choose_model_and_optimizer",
+    "resolve",
+]
 
 AUTO = "auto"
 CLIP = 0.5
@@ -123,6 +132,19 @@ class AutoParams(BaseModel):
     """``auto`` takes no parameters: name an optimizer to set hyper-parameters yourself."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class AutoConfig(PlanConfig):
+    """What ``fit`` reads from a stored plan: the chosen optimizer's plan plus ``"auto"``, the
+    public record of the choice (field names = stored keys)."""
+
+    auto: Any
+
+    @property
+    def optimizer(self) -> str:
+        """The name of the optimizer the plan runs."""
+        return str(self.auto["optimizer"])
 
 
 @dataclass(frozen=True)
@@ -256,6 +278,7 @@ class Auto:
         "experiments on public data, see service/optimizers/auto.py"
     )
     Params: ClassVar[type[BaseModel]] = AutoParams
+    Config: ClassVar[type[PlanConfig]] = AutoConfig
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -297,7 +320,7 @@ class Auto:
     ) -> FloatArray:
         from service.optimizers.registry import get_optimizer
 
-        chosen = get_optimizer(str(plan.hyperparameters[AUTO]["optimizer"]))
+        chosen = get_optimizer(AutoConfig.from_hyperparameters(plan.hyperparameters).optimizer)
         return chosen.fit(plan, loss, X, y, rng, progress)
 
 

@@ -23,6 +23,7 @@ from dp_accounting import dp_event
 from pydantic import BaseModel
 
 from service.models.base import FloatArray, Loss
+from service.optimizers.config import PlanConfig
 from service.privacy.target import InfeasibleSpec, PrivacyTarget
 
 __all__ = [
@@ -113,6 +114,8 @@ class Optimizer(Protocol):
     guarantee: ClassVar[str]
     reference: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
+    #: The typed view ``fit`` takes of ``ReleasePlan.hyperparameters`` (optimizers/config.py).
+    Config: ClassVar[type[PlanConfig]]
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget

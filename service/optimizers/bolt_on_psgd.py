@@ -108,6 +108,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.config import PlanConfig, ShapeConfig
 from service.optimizers.inputs import checked_data
 from service.optimizers.limits import PASSES_CAP
 from service.optimizers.sgd_common import (
@@ -131,6 +132,17 @@ __all__ = [
     "bolt_on_sensitivity",
     "permutation_sgd",
 ]
+
+
+@dataclass(frozen=True)
+class BoltOnConfig(ShapeConfig):
+    """What ``fit`` reads from a stored plan (field names = stored keys)."""
+
+    passes: int
+    batch_size: int
+    averaging: bool
+    radius: float | None
+    schedule: Any  # the step schedule's JSON (sgd_common.schedule_from_json)
 
 
 class BoltOnPSGDParams(BaseModel):
@@ -436,6 +448,7 @@ class BoltOnPSGD:
         "growth recursion of Hardt, Recht & Singer (2016); Balle & Wang (2018), Thm 8."
     )
     Params: ClassVar[type[BaseModel]] = BoltOnPSGDParams
+    Config: ClassVar[type[PlanConfig]] = BoltOnConfig
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -544,12 +557,11 @@ class BoltOnPSGD:
         sensitivity covers this loss, then the data (shape, ‖x‖ ≤ 1, labels); draws the
         permutations, then the noise, from ``rng``.
         """
-        hp = plan.hyperparameters
-        n, d = int(hp["n"]), int(hp["d"])
-        passes, batch_size = int(hp["passes"]), int(hp["batch_size"])
-        averaging = bool(hp["averaging"])
-        radius = None if hp["radius"] is None else float(hp["radius"])
-        schedule = schedule_from_json(hp["schedule"])
+        config = BoltOnConfig.from_hyperparameters(plan.hyperparameters)
+        n, d = config.n, config.d
+        passes, batch_size = config.passes, config.batch_size
+        averaging, radius = config.averaging, config.radius
+        schedule = schedule_from_json(config.schedule)
         if not isinstance(schedule, StepSchedule):
             raise ValueError("the plan's step schedule is not one of bolt_on_psgd's")
         check_convex_loss(loss, self.name)

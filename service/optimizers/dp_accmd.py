@@ -69,7 +69,7 @@ Assumptions. ℓ convex, L-Lipschitz (ℓ2) and β-smooth per example on rows wi
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -83,6 +83,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.config import PlanConfig
 from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
 from service.optimizers.inputs import checked_data
 from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
@@ -162,7 +163,7 @@ def simplex_to_weights(lam: FloatArray, radius: float) -> FloatArray:
 
 
 @dataclass(frozen=True)
-class AccMDConfig:
+class AccMDConfig(PlanConfig):
     """Every resolved value a run needs (``ReleasePlan.hyperparameters`` holds it as JSON)."""
 
     n: int
@@ -173,10 +174,6 @@ class AccMDConfig:
     gradient_sensitivity: float  # Δ = 2L/n
     noise_sigma: float  # σ = z·Δ
     l1: float
-
-    @classmethod
-    def from_hyperparameters(cls, hp: dict[str, Any]) -> AccMDConfig:
-        return cls(**{name: hp[name] for name in cls.__dataclass_fields__})
 
 
 @dataclass
@@ -273,6 +270,7 @@ class DPAccMD:
         "coupling; Lan (2012) AC-SA step sizes."
     )
     Params: ClassVar[type[BaseModel]] = DPAccMDParams
+    Config: ClassVar[type[PlanConfig]] = AccMDConfig
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -340,7 +338,7 @@ class DPAccMD:
             noise_sigma=sigma,
             l1=l1,
         )
-        hyperparameters: dict[str, Any] = asdict(config)
+        hyperparameters: dict[str, Any] = config.to_hyperparameters()
         hyperparameters.update(
             {
                 "noise_multiplier": z,

@@ -72,6 +72,7 @@ from service.optimizers.accelerated_kit import (
     plan_accelerated,
 )
 from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.config import GradientStepsConfig, PlanConfig
 from service.optimizers.full_gradient import GradientOracle, fit_on_oracle, noisy_descent
 from service.optimizers.gradient_kit import check_plan_covers, full_gradient_inputs
 from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
@@ -150,6 +151,7 @@ class DPAGD:
         "DP-GD) for the privacy analysis; Lan (2012), Cor. 1, for the noise floor."
     )
     Params: ClassVar[type[BaseModel]] = DPAGDParams
+    Config: ClassVar[type[PlanConfig]] = GradientStepsConfig
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -193,13 +195,13 @@ class DPAGD:
         and that the plan's per-step sensitivity covers this loss (without data values).
         """
         rows, labels = full_gradient_inputs(plan, loss, X, y)
-        hp = plan.hyperparameters
+        config = GradientStepsConfig.from_hyperparameters(plan.hyperparameters)
         return noisy_accelerated_descent(
             loss,
             rows,
             labels,
-            step_size=float(hp["step_size"]),
-            iterations=int(hp["iterations"]),
+            step_size=config.step_size,
+            iterations=config.iterations,
             noise_std=plan.noise_scale,
             rng=rng,
             progress=progress,

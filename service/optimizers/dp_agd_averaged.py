@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.models.base import FloatArray, Loss
 from service.optimizers.accelerated_kit import ACCELERATED_ASSUMPTIONS, plan_accelerated
 from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.config import GradientStepsConfig, PlanConfig
 from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
 from service.optimizers.gradient_kit import (
     QueryRecord,
@@ -154,6 +155,7 @@ class DPAGDAveraged:
         "(2017) Alg. 4 for the privacy analysis; Dong, Roth & Su (2022) for the accounting."
     )
     Params: ClassVar[type[BaseModel]] = DPAGDAveragedParams
+    Config: ClassVar[type[PlanConfig]] = GradientStepsConfig
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -182,10 +184,12 @@ class DPAGDAveraged:
 
         steps = p.iterations
         if steps is None:
-            default = int(accelerated(None).hyperparameters["iterations"])
+            default = GradientStepsConfig.from_hyperparameters(
+                accelerated(None).hyperparameters
+            ).iterations
             steps = max(1, min(STEP_FACTOR * default, p.max_iterations))
         plan = accelerated(steps)
-        plan.hyperparameters["averaged_from"] = int(plan.hyperparameters["iterations"]) // 2 + 1
+        plan.hyperparameters["averaged_from"] = steps // 2 + 1
         return plan
 
     def fit(
@@ -223,12 +227,12 @@ class DPAGDAveraged:
         rng: np.random.Generator,
         progress: ProgressCallback,
     ) -> FloatArray:
-        hp = plan.hyperparameters
+        config = GradientStepsConfig.from_hyperparameters(plan.hyperparameters)
         return averaged_accelerated_descent(
             loss,
             oracle,
-            step_size=float(hp["step_size"]),
-            iterations=int(hp["iterations"]),
+            step_size=config.step_size,
+            iterations=config.iterations,
             noise_std=plan.noise_scale,
             rng=rng,
             progress=progress,

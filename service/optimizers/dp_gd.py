@@ -88,6 +88,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
 from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.config import GradientStepsConfig, PlanConfig
 from service.optimizers.full_gradient import (
     GradientOracle,
     LocalGradient,
@@ -266,6 +267,7 @@ class DPGD:
         "Mironov (2017)."
     )
     Params: ClassVar[type[BaseModel]] = DPGDParams
+    Config: ClassVar[type[PlanConfig]] = GradientStepsConfig
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -306,13 +308,13 @@ class DPGD:
         and that the plan's per-step sensitivity covers this loss (without data values).
         """
         rows, labels = full_gradient_inputs(plan, loss, X, y)
-        hp = plan.hyperparameters
+        config = GradientStepsConfig.from_hyperparameters(plan.hyperparameters)
         return noisy_gradient_descent(
             loss,
             rows,
             labels,
-            step_size=float(hp["step_size"]),
-            iterations=int(hp["iterations"]),
+            step_size=config.step_size,
+            iterations=config.iterations,
             noise_std=plan.noise_scale,
             rng=rng,
             progress=progress,

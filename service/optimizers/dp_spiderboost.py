@@ -107,7 +107,7 @@ Measured (logistic regression, n = 5000, d = 5, separable synthetic data, ε = 1
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -121,6 +121,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.config import PlanConfig
 from service.optimizers.inputs import checked_data
 from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.gdp import gaussian_steps_multiplier
@@ -281,8 +282,9 @@ def difference_sensitivity(
 
 
 @dataclass(frozen=True)
-class SpiderConfig:
-    """Every resolved value a run needs (``ReleasePlan.hyperparameters`` holds it as JSON)."""
+class SpiderConfig(PlanConfig):
+    """Every resolved value a run needs (``ReleasePlan.hyperparameters`` holds it as JSON;
+    the field names are the stored keys, service/optimizers/config.py)."""
 
     n: int
     d: int
@@ -299,11 +301,7 @@ class SpiderConfig:
     escape_threshold: float
     escape_noise: float
     escape_interval: int
-
-    @classmethod
-    def from_hyperparameters(cls, hp: dict[str, Any]) -> SpiderConfig:
-        names = cls.__dataclass_fields__
-        return cls(**{name: hp[name] for name in names})
+    l2: float
 
 
 def difference_batch_size(config: SpiderConfig, step_norm: float) -> int:
@@ -483,6 +481,7 @@ class DPSpiderBoost:
         "(2010), Chan, Shi & Song (2011); adaptive RDP composition: Feldman & Zrnic (2021)."
     )
     Params: ClassVar[type[BaseModel]] = DPSpiderBoostParams
+    Config: ClassVar[type[PlanConfig]] = SpiderConfig
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -580,8 +579,9 @@ class DPSpiderBoost:
             escape_threshold=alpha if p.saddle_escape else -1.0,
             escape_noise=alpha,
             escape_interval=escape_interval,
+            l2=mu,
         )
-        hyperparameters: dict[str, Any] = asdict(config)
+        hyperparameters: dict[str, Any] = config.to_hyperparameters()
         hyperparameters.update(
             {
                 "initial_gap": b_gap,
@@ -590,7 +590,6 @@ class DPSpiderBoost:
                 "alpha_depth": alpha_depth,
                 "noise_multiplier": z,
                 "effective_epsilon": eps_eff,
-                "l2": mu,
                 "convex": bool(loss.convex),
             }
         )
@@ -617,15 +616,14 @@ class DPSpiderBoost:
         Checks (without revealing data values) that the rows match the plan's public n and d,
         ‖x‖₂ ≤ 1, admissible labels, and that the loss's constants are covered by the plan.
         """
-        hp = plan.hyperparameters
-        config = SpiderConfig.from_hyperparameters(hp)
+        config = SpiderConfig.from_hyperparameters(plan.hyperparameters)
         if getattr(loss, "l1", 0.0) != 0.0:
             raise ValueError("this optimizer does not support l1 > 0")
         if (
             loss.lipschitz > config.lipschitz * (1 + 1e-12)
             or loss.smoothness > config.smoothness * (1 + 1e-12)
             or (not loss.convex and config.difference_factor < 2.0)
-            or abs(loss.l2 - float(hp["l2"])) > 1e-12 * max(1.0, loss.l2)
+            or abs(loss.l2 - config.l2) > 1e-12 * max(1.0, loss.l2)
         ):
             raise ValueError("the plan's constants do not cover this loss")
         if plan.sensitivity < tree_sensitivity(config.element_sensitivity, config.iterations) * (

@@ -85,7 +85,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.config import PlanConfig
 from service.optimizers.svrg_common import (
+    SvrgConfig,
     SvrgSchedule,
     batch_size_field,
     check_svrg_model,
@@ -223,6 +225,7 @@ class DPSVRG:
         "sampled-without-replacement RDP, Wang, Balle & Kasiviswanathan (2019)."
     )
     Params: ClassVar[type[BaseModel]] = DPSVRGParams
+    Config: ClassVar[type[PlanConfig]] = SvrgConfig
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget

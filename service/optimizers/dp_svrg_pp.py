@@ -50,7 +50,9 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.config import PlanConfig
 from service.optimizers.svrg_common import (
+    SvrgConfig,
     SvrgSchedule,
     batch_size_field,
     check_svrg_model,
@@ -175,6 +177,7 @@ class DPSVRGPlusPlus:
         "sampled-without-replacement RDP, Wang, Balle & Kasiviswanathan (2019)."
     )
     Params: ClassVar[type[BaseModel]] = DPSVRGPlusPlusParams
+    Config: ClassVar[type[PlanConfig]] = SvrgConfig
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget

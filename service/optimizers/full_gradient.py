@@ -29,6 +29,7 @@ import numpy as np
 
 from service.models.base import FloatArray, Loss
 from service.optimizers.base import ProgressCallback, ReleasePlan
+from service.optimizers.config import GradientStepsConfig, ShapeConfig
 from service.optimizers.inputs import Rows
 
 __all__ = [
@@ -149,12 +150,12 @@ def fit_on_oracle(
 ) -> FloatArray:
     """What every full-gradient optimizer's ``fit_oracle`` does once its own plan-vs-loss checks
     passed: check that ``oracle`` answers over the plan's public ``n`` and ``d`` (its
-    ``hyperparameters["n"]``, ``["d"]``; ``ValueError`` without data values otherwise) and return
-    ``run(oracle)``. The rows' own checks (finite, ‖x‖₂ ≤ 1, admissible labels) are the oracle's:
-    :class:`LocalGradient` gets checked rows, each partition of a :class:`SummedGradient` checks
-    its own (``service.workers.data_parallel``)."""
-    n, d = int(plan.hyperparameters["n"]), int(plan.hyperparameters["d"])
-    if (oracle.n, oracle.dimension) != (n, d):
+    :class:`~service.optimizers.config.ShapeConfig`; ``ValueError`` without data values
+    otherwise) and return ``run(oracle)``. The rows' own checks (finite, ‖x‖₂ ≤ 1, admissible
+    labels) are the oracle's: :class:`LocalGradient` gets checked rows, each partition of a
+    :class:`SummedGradient` checks its own (``service.workers.data_parallel``)."""
+    shape = ShapeConfig.from_hyperparameters(plan.hyperparameters)
+    if (oracle.n, oracle.dimension) != (shape.n, shape.d):
         raise ValueError("the data's shape differs from the plan's public n and d")
     return run(oracle)
 
@@ -184,11 +185,12 @@ def noisy_descent(
     rng: np.random.Generator,
     progress: ProgressCallback,
 ) -> Callable[[GradientOracle], FloatArray]:
-    """``descent`` bound to the plan's public step size η (``hyperparameters["step_size"]``),
-    T (``["iterations"]``) and noise std σ (``plan.noise_scale``): the ``run`` of
-    :func:`fit_on_oracle` for the optimizers that add Gaussian noise to every gradient."""
-    hp = plan.hyperparameters
-    step_size, iterations = float(hp["step_size"]), int(hp["iterations"])
+    """``descent`` bound to the plan's public step size η and T (its
+    :class:`~service.optimizers.config.GradientStepsConfig`) and noise std σ
+    (``plan.noise_scale``): the ``run`` of :func:`fit_on_oracle` for the optimizers that add
+    Gaussian noise to every gradient."""
+    config = GradientStepsConfig.from_hyperparameters(plan.hyperparameters)
+    step_size, iterations = config.step_size, config.iterations
 
     def run(oracle: GradientOracle) -> FloatArray:
         return descent(

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 
 from service.models.base import FloatArray, Loss
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
+from service.optimizers.config import ShapeConfig
 from service.optimizers.inputs import Rows, checked_data, gradient_rows
 from service.privacy.gdp import gaussian_steps_multiplier
 from service.privacy.target import check_target
@@ -192,9 +193,9 @@ def full_gradient_inputs(
     """The rows (sparse where that is cheaper) and float labels a full-gradient ``fit`` runs on,
     after checking them against the plan's public n, d, the row-norm / label assumptions, and
     that the plan's per-step sensitivity covers this loss (``ValueError``, no data values)."""
-    n, d = int(plan.hyperparameters["n"]), int(plan.hyperparameters["d"])
+    shape = ShapeConfig.from_hyperparameters(plan.hyperparameters)
     check_plan_covers(plan, loss)
-    X, y = checked_data(loss, X, y, n, d)
+    X, y = checked_data(loss, X, y, shape.n, shape.d)
     return gradient_rows(X), np.asarray(y, dtype=np.float64)
 
 
@@ -203,7 +204,7 @@ def check_plan_covers(plan: ReleasePlan, loss: Loss) -> None:
     The public half of :func:`full_gradient_inputs`; with an oracle,
     :func:`~service.optimizers.full_gradient.fit_on_oracle` checks n and d and the rows' own
     checks (norms, labels) are the oracle's."""
-    n = int(plan.hyperparameters["n"])
+    n = ShapeConfig.from_hyperparameters(plan.hyperparameters).n
     if plan.sensitivity < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):
         raise ValueError("the plan's sensitivity does not cover this loss")
 

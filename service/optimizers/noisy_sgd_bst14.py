@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -54,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
 from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.config import PlanConfig, ShapeConfig
 from service.optimizers.inputs import checked_data
 from service.optimizers.limits import SAMPLED_STEPS_CAP
 from service.optimizers.sgd_common import (
@@ -86,6 +88,16 @@ __all__ = [
     "default_iterations",
     "sampled_noisy_sgd",
 ]
+
+
+@dataclass(frozen=True)
+class BST14Config(ShapeConfig):
+    """What ``fit`` reads from a stored plan (field names = stored keys)."""
+
+    batch_size: int
+    iterations: int
+    schedule: Any  # the step schedule's JSON (sgd_common.schedule_from_json)
+    radius: float
 
 
 class NoisySGDBST14Params(BaseModel):
@@ -200,6 +212,7 @@ class NoisySGDBST14:
         "Kasiviswanathan (2019), Thm 27; steps: Shamir & Zhang (2013)."
     )
     Params: ClassVar[type[BaseModel]] = NoisySGDBST14Params
+    Config: ClassVar[type[PlanConfig]] = BST14Config
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -269,9 +282,8 @@ class NoisySGDBST14:
         Re-checks (without revealing data values) the loss, that the plan's per-step
         sensitivity covers it, and the data (shape, ‖x‖ ≤ 1, labels).
         """
-        hp = plan.hyperparameters
-        n, d = int(hp["n"]), int(hp["d"])
-        batch_size = int(hp["batch_size"])
+        config = BST14Config.from_hyperparameters(plan.hyperparameters)
+        n, d, batch_size = config.n, config.d, config.batch_size
         check_convex_loss(loss, self.name)
         if plan.mechanism != "gaussian":
             raise ValueError("noisy_sgd_bst14 plans use Gaussian noise")
@@ -282,10 +294,10 @@ class NoisySGDBST14:
             loss,
             X,
             y,
-            iterations=int(hp["iterations"]),
+            iterations=config.iterations,
             batch_size=batch_size,
-            schedule=schedule_from_json(hp["schedule"]),
-            radius=float(hp["radius"]),
+            schedule=schedule_from_json(config.schedule),
+            radius=config.radius,
             noise_scale=plan.noise_scale,
             rng=rng,
             progress=progress,

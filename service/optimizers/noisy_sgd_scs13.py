@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -71,6 +72,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.config import PlanConfig, ShapeConfig
 from service.optimizers.inputs import checked_data
 from service.optimizers.limits import PASSES_CAP
 from service.optimizers.sgd_common import (
@@ -103,6 +105,16 @@ __all__ = [
     "noisy_permutation_sgd",
     "scs13_step_sensitivity",
 ]
+
+
+@dataclass(frozen=True)
+class SCS13Config(ShapeConfig):
+    """What ``fit`` reads from a stored plan (field names = stored keys)."""
+
+    batch_size: int
+    passes: int
+    schedule: Any  # the step schedule's JSON (sgd_common.schedule_from_json)
+    radius: float
 
 
 class NoisySGDSCS13Params(BaseModel):
@@ -199,6 +211,7 @@ class NoisySGDSCS13:
         "steps: Shamir & Zhang (2013)."
     )
     Params: ClassVar[type[BaseModel]] = NoisySGDSCS13Params
+    Config: ClassVar[type[PlanConfig]] = SCS13Config
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -265,9 +278,8 @@ class NoisySGDSCS13:
         Re-checks (without revealing data values) the loss, that the plan's per-step
         sensitivity covers it, and the data (shape, ‖x‖ ≤ 1, labels).
         """
-        hp = plan.hyperparameters
-        n, d = int(hp["n"]), int(hp["d"])
-        batch_size = int(hp["batch_size"])
+        config = SCS13Config.from_hyperparameters(plan.hyperparameters)
+        n, d, batch_size = config.n, config.d, config.batch_size
         check_convex_loss(loss, self.name)
         if plan.sensitivity < scs13_step_sensitivity(loss.lipschitz, n, batch_size) * (1.0 - 1e-12):
             raise ValueError("the plan's sensitivity does not cover this loss")
@@ -276,10 +288,10 @@ class NoisySGDSCS13:
             loss,
             X,
             y,
-            passes=int(hp["passes"]),
+            passes=config.passes,
             batch_size=batch_size,
-            schedule=schedule_from_json(hp["schedule"]),
-            radius=float(hp["radius"]),
+            schedule=schedule_from_json(config.schedule),
+            radius=config.radius,
             mechanism=plan.mechanism,
             noise_scale=plan.noise_scale,
             rng=rng,

@@ -64,6 +64,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.config import GradientStepsConfig, PlanConfig
 from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
 from service.optimizers.inputs import Rows, checked_data, gradient_rows
 from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
@@ -248,6 +249,7 @@ class OutputPerturbationGD:
         "Balle & Wang (2018), Thm 8."
     )
     Params: ClassVar[type[BaseModel]] = OutputPerturbationGDParams
+    Config: ClassVar[type[PlanConfig]] = GradientStepsConfig
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -363,9 +365,8 @@ class OutputPerturbationGD:
 
 def _checked_plan(plan: ReleasePlan, loss: Loss) -> tuple[float, int, int, int]:
     """(η, T, n, d) of the plan, after checking it suits this loss (``ValueError``)."""
-    hp = plan.hyperparameters
-    step, iterations = float(hp["step_size"]), int(hp["iterations"])
-    n, d = int(hp["n"]), int(hp["d"])
+    config = GradientStepsConfig.from_hyperparameters(plan.hyperparameters)
+    step, iterations, n, d = config.step_size, config.iterations, config.n, config.d
     if step > max_step_size(loss.smoothness, loss.l2):
         raise ValueError("the plan's step size is too large for this loss")
     needed = gd_sensitivity(loss.lipschitz, n, step, iterations, loss.l2)

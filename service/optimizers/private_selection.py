@@ -61,6 +61,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.config import PlanConfig, ShapeConfig
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.registry import get_optimizer
 from service.privacy.analytic_gaussian import sample_gaussian
@@ -91,6 +92,16 @@ MAX_SELECTION_CANDIDATES = 8
 MIN_MU_RATIO = 0.25
 #: Relative slack when checking a candidate's exact μ against μ_fit (floating point only).
 _MU_SLACK = 1e-9
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectionConfig(ShapeConfig):
+    """What ``fit`` reads from a stored plan (field names = stored keys)."""
+
+    candidates: Any  # [{"optimizer", "plan", "l2"?}, ...] as stored
+    score_noise_std: float
+    gamma: float
+    shape: float
 
 
 class SelectionCandidate(BaseModel):
@@ -219,6 +230,7 @@ class PrivateSelection:
         "ICLR, Thm 2; Liu & Talwar (2019), 'Private selection from private candidates', STOC."
     )
     Params: ClassVar[type[BaseModel]] = PrivateSelectionParams
+    Config: ClassVar[type[PlanConfig]] = SelectionConfig
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -324,19 +336,19 @@ class PrivateSelection:
     ) -> SelectionRun:
         """Draw K, run the repetitions, keep the best noised score (audits/tests: everything
         here but ``weights`` is private)."""
-        hp = plan.hyperparameters
-        n, d = int(hp["n"]), int(hp["d"])
+        config = SelectionConfig.from_hyperparameters(plan.hyperparameters)
+        n, d = config.n, config.d
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
         if X.shape != (n, d) or y.shape != (n,):
             raise ValueError("the data's shape differs from the plan's public n and d")
-        candidates = list(hp["candidates"])
+        candidates = list(config.candidates)
         plans = [plan_from_json(c["plan"]) for c in candidates]
         optimizers = [_candidate_optimizer(str(c["optimizer"]), "optimizer") for c in candidates]
         losses = [_with_l2(loss, c.get("l2")) for c in candidates]
-        std = float(hp["score_noise_std"])
+        std = config.score_noise_std
         control, fits = _spawn(rng, 2)
-        repetitions = sample_repetitions(control, float(hp["gamma"]), float(hp["shape"]))
+        repetitions = sample_repetitions(control, config.gamma, config.shape)
         last = max(1, plan.total_steps - 1)
         done = 0
         picked: list[int] = []

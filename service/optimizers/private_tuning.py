@@ -97,6 +97,7 @@ from service.optimizers.base import (
     ReleasePlan,
     as_mechanism,
 )
+from service.optimizers.config import PlanConfig, ShapeConfig
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.registry import get_optimizer
 from service.privacy.output_perturbation import MAX_PURE_EPSILON, pure_dp_event
@@ -125,6 +126,18 @@ MIN_CANDIDATES = 2
 MAX_CANDIDATES = 16
 
 IntArray = NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class TuningConfig(ShapeConfig):
+    """What ``fit`` reads from a stored plan (field names = stored keys)."""
+
+    base_optimizer: str
+    part_sizes: tuple[int, ...]
+    holdout_size: int
+    candidates: Any  # [{"l2", "plan"}, ...] as stored
+    selection_epsilon: float
+    regression_tolerance: float | None = None
 
 
 class Candidate(BaseModel):
@@ -329,6 +342,7 @@ class PrivateTuning:
         "Analytics', §4.1; McSherry & Talwar (2007), exponential mechanism."
     )
     Params: ClassVar[type[BaseModel]] = PrivateTuningParams
+    Config: ClassVar[type[PlanConfig]] = TuningConfig
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -460,12 +474,12 @@ class PrivateTuning:
         For tests and audits only: everything but ``weights[selected]`` is private. ``fit``
         releases exactly ``weights[selected]``.
         """
-        hp = plan.hyperparameters
-        base = _base_optimizer(str(hp["base_optimizer"]))
-        n, d = int(hp["n"]), int(hp["d"])
-        sizes = [int(s) for s in hp["part_sizes"]]
-        holdout_size = int(hp["holdout_size"])
-        candidates = list(hp["candidates"])
+        config = TuningConfig.from_hyperparameters(plan.hyperparameters)
+        base = _base_optimizer(config.base_optimizer)
+        n, d = config.n, config.d
+        sizes = list(config.part_sizes)
+        holdout_size = config.holdout_size
+        candidates = list(config.candidates)
         if len(candidates) != len(sizes) or sum(sizes) + holdout_size != n:
             raise ValueError("the plan's part sizes are inconsistent")
         X = np.asarray(X, dtype=np.float64)
@@ -475,7 +489,7 @@ class PrivateTuning:
         if not bool(np.all(np.isfinite(X))):
             raise ValueError("rows must be finite")
         loss.check_labels(y)
-        tolerance = hp.get("regression_tolerance")
+        tolerance = config.regression_tolerance
         if loss.task == "regression" and tolerance is None:
             raise ValueError("the plan has no regression tolerance for this regression loss")
 
@@ -503,7 +517,7 @@ class PrivateTuning:
             y[holdout],
             None if tolerance is None else float(tolerance),
         )
-        selected = select_candidate(errors, float(hp["selection_epsilon"]), selection_rng)
+        selected = select_candidate(errors, config.selection_epsilon, selection_rng)
         return TuningResult(
             parts=parts, holdout=holdout, weights=weights, errors=errors, selected=selected
         )
@@ -526,10 +540,10 @@ class PrivateTuning:
 def partition_for(plan: ReleasePlan, rng: np.random.Generator) -> tuple[list[IntArray], IntArray]:
     """The partition ``fit`` draws from a generator in the state of ``rng`` (public: it depends
     on the plan and the generator only). Spawns from ``rng`` like ``fit`` does."""
-    hp = plan.hyperparameters
-    sizes = [int(s) for s in hp["part_sizes"]]
+    config = TuningConfig.from_hyperparameters(plan.hyperparameters)
+    sizes = list(config.part_sizes)
     partition_rng, _, _ = _streams(rng, len(sizes))
-    return draw_partition(sizes, int(hp["holdout_size"]), partition_rng)
+    return draw_partition(sizes, config.holdout_size, partition_rng)
 
 
 # --- helpers ----------------------------------------------------------------------------------

@@ -67,6 +67,7 @@ Defaults (public information only).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -81,6 +82,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.config import PlanConfig, ShapeConfig
 from service.optimizers.gradient_kit import (
     QueryRecord,
     check_lipschitz,
@@ -153,6 +155,15 @@ class RRPSGDParams(BaseModel):
         le=SAMPLED_STEPS_CAP,
         description="Cap on the default T_max (ignored if max_rounds is given).",
     )
+
+
+@dataclass(frozen=True)
+class RRPSGDConfig(ShapeConfig):
+    """What ``fit`` reads from a stored plan (field names = stored keys)."""
+
+    batch_size: int
+    step_size: float
+    max_rounds: int
 
 
 # --- the math, as plain functions ------------------------------------------------------------
@@ -315,6 +326,7 @@ class RRPSGD:
         "Wang, Balle & Kasiviswanathan (2019)."
     )
     Params: ClassVar[type[BaseModel]] = RRPSGDParams
+    Config: ClassVar[type[PlanConfig]] = RRPSGDConfig
 
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
@@ -404,8 +416,8 @@ class RRPSGD:
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run ``plan`` on the private rows and return w_R (checks as in ``dp_gd``)."""
-        hp = plan.hyperparameters
-        n, d, batch = int(hp["n"]), int(hp["d"]), int(hp["batch_size"])
+        config = RRPSGDConfig.from_hyperparameters(plan.hyperparameters)
+        n, d, batch = config.n, config.d, config.batch_size
         if plan.sensitivity < gradient_sensitivity(loss.lipschitz, batch) * (1.0 - 1e-12):
             raise ValueError("the plan's sensitivity does not cover this loss")
         if float(getattr(loss, "l1", 0.0)) > 0.0:
@@ -416,8 +428,8 @@ class RRPSGD:
             loss,
             X,
             y,
-            step_size=float(hp["step_size"]),
-            max_rounds=int(hp["max_rounds"]),
+            step_size=config.step_size,
+            max_rounds=config.max_rounds,
             batch_size=batch,
             noise_std=plan.noise_scale,
             rng=rng,

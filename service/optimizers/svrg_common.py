@@ -28,6 +28,7 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
+from service.optimizers.config import ShapeConfig
 from service.optimizers.gradient_kit import (
     QueryRecord,
     check_lipschitz,
@@ -42,6 +43,7 @@ from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.calibration import calibrate_noise_multiplier
 
 __all__ = [
+    "SvrgConfig",
     "SvrgSchedule",
     "batch_difference_query",
     "batch_size_field",
@@ -199,6 +201,17 @@ def resolve_batch(batch_size: int | None, n: int) -> int:
 
 
 @dataclass(frozen=True)
+class SvrgConfig(ShapeConfig):
+    """What ``fit`` reads from a stored plan of either variant (field names = stored keys)."""
+
+    batch_size: int
+    step_size: float
+    epoch_lengths: tuple[int, ...]
+    snapshot_sensitivity: float
+    snapshot_noise_scales: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class SvrgSchedule:
     """The resolved public schedule of a run: epoch lengths m_s, batch b, step η, κ."""
 
@@ -265,11 +278,11 @@ def fit_svrg(
     continue_from_last: bool,
 ) -> FloatArray:
     """Run a plan of either variant (checks as in ``dp_gd``)."""
-    hp = plan.hyperparameters
-    n, d, batch = int(hp["n"]), int(hp["d"]), int(hp["batch_size"])
+    config = SvrgConfig.from_hyperparameters(plan.hyperparameters)
+    n, d, batch = config.n, config.d, config.batch_size
     if plan.sensitivity < difference_sensitivity(loss.lipschitz, batch) * (1.0 - 1e-12):
         raise ValueError("the plan's sensitivity does not cover this loss")
-    if float(hp["snapshot_sensitivity"]) < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):
+    if config.snapshot_sensitivity < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):
         raise ValueError("the plan's snapshot sensitivity does not cover this loss")
     y = np.asarray(y, dtype=np.float64)
     X, y = checked_data(loss, X, y, n, d)
@@ -277,11 +290,11 @@ def fit_svrg(
         loss,
         X,
         y,
-        epoch_lengths=[int(m) for m in hp["epoch_lengths"]],
+        epoch_lengths=list(config.epoch_lengths),
         batch_size=batch,
-        step_size=float(hp["step_size"]),
+        step_size=config.step_size,
         noise_std=plan.noise_scale,
-        snapshot_stds=[float(s) for s in hp["snapshot_noise_scales"]],
+        snapshot_stds=list(config.snapshot_noise_scales),
         continue_from_last=continue_from_last,
         rng=rng,
         progress=progress,

@@ -18,6 +18,7 @@ pass: a difference means stored jobs would run differently, which the compatibil
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -98,6 +99,31 @@ def test_a_stored_plan_refits_to_the_stored_weights(name: str) -> None:
 def test_todays_planner_gives_the_stored_plan(name: str) -> None:
     fixture = json.loads((DATA / f"{name}.json").read_text())
     _close(_plan_json(name), fixture["plan"])
+
+
+@pytest.mark.parametrize("name", optimizer_names())
+def test_the_typed_config_reads_the_stored_plan_and_gives_back_its_keys(name: str) -> None:
+    stored = json.loads((DATA / f"{name}.json").read_text())["plan"]["hyperparameters"]
+    config = get_optimizer(name).Config.from_hyperparameters(stored)
+    back = json.loads(json.dumps(config.to_hyperparameters()))
+    assert back, "a config reads at least one stored key"
+    for key, value in back.items():
+        assert key in stored, (name, key)
+        _close(value, stored[key], f"hyperparameters.{key}")
+
+
+@pytest.mark.parametrize("name", optimizer_names())
+def test_a_stored_plan_without_a_required_key_is_refused_by_name(name: str) -> None:
+    stored = json.loads((DATA / f"{name}.json").read_text())["plan"]["hyperparameters"]
+    config = get_optimizer(name).Config
+    required = next(
+        f.name
+        for f in dataclasses.fields(config)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+    broken = {k: v for k, v in stored.items() if k != required}
+    with pytest.raises(ValueError, match=repr(required)):
+        config.from_hyperparameters(broken)
 
 
 def _write(name: str) -> None:
