@@ -63,7 +63,7 @@ from service.optimizers.base import (
 )
 from service.optimizers.config import PlanConfig, ShapeConfig
 from service.optimizers.planning import plan_from_json, plan_to_json
-from service.optimizers.registry import get_optimizer
+from service.optimizers.selection_kit import candidate_optimizer, spawn, with_l2
 from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.gdp import event_mu, gdp_epsilon, gdp_mu
 from service.privacy.private_selection import (
@@ -270,7 +270,7 @@ class PrivateSelection:
         plans: list[ReleasePlan] = []
         for i, candidate in enumerate(p.candidates):
             prefix = f"optimizer.params.candidates.{i}"
-            optimizer = _candidate_optimizer(candidate.optimizer, f"{prefix}.optimizer")
+            optimizer = _candidate(candidate.optimizer, f"{prefix}.optimizer")
             try:
                 cparams = optimizer.Params.model_validate(candidate.params)
             except ValidationError as exc:
@@ -279,7 +279,7 @@ class PrivateSelection:
                 field = f"{prefix}.params" + (f".{path}" if path else "")
                 raise InfeasibleSpec(field, f"{field}: {first.get('msg', 'invalid')}") from None
             try:
-                cplan = optimizer.plan(cparams, _with_l2(loss, candidate.l2), n, d, fit_target)
+                cplan = optimizer.plan(cparams, with_l2(loss, candidate.l2), n, d, fit_target)
             except InfeasibleSpec as exc:
                 raise InfeasibleSpec(exc.field, f"candidate {i}: {exc.message}") from None
             mu_j = None if cplan.parallel_events else event_mu(cplan.event)
@@ -344,10 +344,10 @@ class PrivateSelection:
             raise ValueError("the data's shape differs from the plan's public n and d")
         candidates = list(config.candidates)
         plans = [plan_from_json(c["plan"]) for c in candidates]
-        optimizers = [_candidate_optimizer(str(c["optimizer"]), "optimizer") for c in candidates]
-        losses = [_with_l2(loss, c.get("l2")) for c in candidates]
+        optimizers = [_candidate(str(c["optimizer"]), "optimizer") for c in candidates]
+        losses = [with_l2(loss, c.get("l2")) for c in candidates]
         std = config.score_noise_std
-        control, fits = _spawn(rng, 2)
+        control, fits = spawn(rng, 2)
         repetitions = sample_repetitions(control, config.gamma, config.shape)
         last = max(1, plan.total_steps - 1)
         done = 0
@@ -389,33 +389,10 @@ class PrivateSelection:
         return out
 
 
-def _candidate_optimizer(name: str, field: str) -> Optimizer:
-    if name == NAME:
-        raise InfeasibleSpec(field, f"{NAME} cannot select among its own runs")
-    try:
-        return get_optimizer(name)
-    except KeyError:
-        raise InfeasibleSpec(
-            field, f"unknown optimizer {name!r}; GET /v1/optimizers lists the catalog"
-        ) from None
-
-
-def _with_l2(loss: Loss, l2: float | None) -> Loss:
-    if l2 is None or l2 == loss.l2:
-        return loss
-    if not dataclasses.is_dataclass(loss):
-        raise InfeasibleSpec("model", f"{loss.name} does not support a per-candidate l2")
-    replaced: Loss = dataclasses.replace(loss, l2=float(l2))  # type: ignore[type-var]
-    return replaced
-
-
-def _spawn(rng: np.random.Generator, count: int) -> list[np.random.Generator]:
-    """``count`` independent child generators of ``rng`` (data-independent)."""
-    try:
-        return rng.spawn(count)
-    except (AttributeError, TypeError):
-        seeds = rng.integers(0, 2**63 - 1, size=(count, 4))
-        return [np.random.default_rng([int(s) for s in row]) for row in seeds]
+def _candidate(name: str, field: str) -> Optimizer:
+    return candidate_optimizer(
+        name, field, itself=NAME, refusal=f"{NAME} cannot select among its own runs"
+    )
 
 
 OPTIMIZER = PrivateSelection

@@ -76,7 +76,6 @@ sampler is not a certified discrete sampler (docs/privacy-model.md#known-limits)
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -99,7 +98,7 @@ from service.optimizers.base import (
 )
 from service.optimizers.config import PlanConfig, ShapeConfig
 from service.optimizers.planning import plan_from_json, plan_to_json
-from service.optimizers.registry import get_optimizer
+from service.optimizers.selection_kit import candidate_optimizer, spawn, with_l2
 from service.privacy.output_perturbation import MAX_PURE_EPSILON, pure_dp_event
 from service.privacy.target import check_target
 
@@ -292,20 +291,11 @@ class TuningResult:
     selected: int
 
 
-def _spawn(rng: np.random.Generator, count: int) -> list[np.random.Generator]:
-    """``count`` independent child generators of ``rng`` (data-independent)."""
-    try:
-        return rng.spawn(count)
-    except (AttributeError, TypeError):  # a generator without a SeedSequence
-        seeds = rng.integers(0, 2**63 - 1, size=(count, 4))
-        return [np.random.default_rng([int(s) for s in row]) for row in seeds]
-
-
 def _streams(
     rng: np.random.Generator, candidates: int
 ) -> tuple[np.random.Generator, list[np.random.Generator], np.random.Generator]:
     """(partition stream, one stream per candidate, selection stream)."""
-    children = _spawn(rng, candidates + 2)
+    children = spawn(rng, candidates + 2)
     return children[0], children[1:-1], children[-1]
 
 
@@ -408,7 +398,7 @@ class PrivateTuning:
                 path = ".".join(str(part) for part in first.get("loc", ()))
                 field = f"{prefix}.params" + (f".{path}" if path else "")
                 raise InfeasibleSpec(field, f"{field}: {first.get('msg', 'invalid')}") from None
-            candidate_loss = _with_l2(loss, candidate.l2)
+            candidate_loss = with_l2(loss, candidate.l2)
             try:
                 base_plan = base.plan(base_params, candidate_loss, sizes[i], d, target)
             except InfeasibleSpec as exc:
@@ -499,7 +489,7 @@ class PrivateTuning:
         offset = 0
         for i, candidate in enumerate(candidates):
             base_plan = plan_from_json(candidate["plan"])
-            candidate_loss = _with_l2(loss, candidate.get("l2"))
+            candidate_loss = with_l2(loss, candidate.get("l2"))
             w = base.fit(
                 base_plan,
                 candidate_loss,
@@ -550,28 +540,13 @@ def partition_for(plan: ReleasePlan, rng: np.random.Generator) -> tuple[list[Int
 
 
 def _base_optimizer(name: str) -> Optimizer:
-    if name == NAME:
-        raise InfeasibleSpec(
-            "optimizer.params.base_optimizer",
-            "private_tuning cannot tune itself; name the optimizer that trains the candidates "
-            "(e.g. output_perturbation_gd)",
-        )
-    try:
-        return get_optimizer(name)
-    except KeyError:
-        raise InfeasibleSpec(
-            "optimizer.params.base_optimizer",
-            f"unknown optimizer {name!r}; GET /v1/optimizers lists the catalog",
-        ) from None
-
-
-def _with_l2(loss: Loss, l2: float | None) -> Loss:
-    if l2 is None or l2 == loss.l2:
-        return loss
-    if not dataclasses.is_dataclass(loss):
-        raise InfeasibleSpec("model", f"{loss.name} does not support a per-candidate l2")
-    replaced: Loss = dataclasses.replace(loss, l2=float(l2))  # type: ignore[type-var]
-    return replaced
+    return candidate_optimizer(
+        name,
+        "optimizer.params.base_optimizer",
+        itself=NAME,
+        refusal="private_tuning cannot tune itself; name the optimizer that trains the "
+        "candidates (e.g. output_perturbation_gd)",
+    )
 
 
 def _reroot(exc: InfeasibleSpec, index: int, l2: float | None) -> InfeasibleSpec:
