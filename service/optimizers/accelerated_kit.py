@@ -11,6 +11,7 @@ gaussian_steps_plan`'s. The default T is derived in ``dp_agd``'s module docstrin
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -100,9 +101,11 @@ def oracle_accelerated_descent(
     rng: np.random.Generator,
     progress: ProgressCallback | None = None,
     trace: list[QueryRecord] | None = None,
+    on_iterate: Callable[[int, FloatArray], None] | None = None,
 ) -> FloatArray:
     """:func:`noisy_accelerated_descent` with ∇F from ``oracle`` (local rows or partitions):
-    the same steps and the same noise draws from ``rng``."""
+    the same steps and the same noise draws from ``rng``. ``on_iterate(t, w_t)`` sees every
+    iterate (post-processing of the noisy gradients, e.g. ``dp_agd_averaged``'s tail sum)."""
     d = oracle.dimension
     w_prev: FloatArray = np.zeros(d, dtype=np.float64)
     v: FloatArray = w_prev.copy()
@@ -114,6 +117,8 @@ def oracle_accelerated_descent(
         if trace is not None:
             trace.append(QueryRecord("full_gradient", v.copy(), noise))
         w = proximal_step(loss, v - step_size * (g + noise), step_size)
+        if on_iterate is not None:
+            on_iterate(t, w)
         s_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * s * s))
         v = w + ((s - 1.0) / s_next) * (w - w_prev)
         w_prev, s = w, s_next

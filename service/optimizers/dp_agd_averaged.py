@@ -38,14 +38,17 @@ Assumptions, defaults and refusals: DP-AGD's (convex smooth loss, l2 > 0 or a pu
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.accelerated_kit import ACCELERATED_ASSUMPTIONS, plan_accelerated
+from service.optimizers.accelerated_kit import (
+    ACCELERATED_ASSUMPTIONS,
+    oracle_accelerated_descent,
+    plan_accelerated,
+)
 from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
 from service.optimizers.config import GradientStepsConfig, PlanConfig
 from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
@@ -53,10 +56,8 @@ from service.optimizers.gradient_kit import (
     QueryRecord,
     check_plan_covers,
     full_gradient_inputs,
-    proximal_step,
 )
 from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
-from service.privacy.analytic_gaussian import sample_gaussian
 
 __all__ = ["DPAGDAveraged", "DPAGDAveragedParams", "STEP_FACTOR", "averaged_accelerated_descent"]
 
@@ -110,28 +111,26 @@ def averaged_accelerated_descent(
 ) -> FloatArray:
     """DP-AGD's loop (same draws from ``rng``, same query points), returning the mean of
     w_{⌊T/2⌋+1} … w_T. ``trace``/``iterates``: tests only (each step's query, each w_t)."""
-    d = oracle.dimension
-    w_prev: FloatArray = np.zeros(d, dtype=np.float64)
-    v: FloatArray = w_prev.copy()
-    zeros: FloatArray = np.zeros(d, dtype=np.float64)
-    total: FloatArray = np.zeros(d, dtype=np.float64)
+    total: FloatArray = np.zeros(oracle.dimension, dtype=np.float64)
     start = iterations // 2
-    s = 1.0
-    for t in range(1, iterations + 1):
-        g = oracle.gradient(v)
-        noise = sample_gaussian(d, noise_std, rng) if noise_std > 0.0 else zeros
-        if trace is not None:
-            trace.append(QueryRecord("full_gradient", v.copy(), noise))
-        w = proximal_step(loss, v - step_size * (g + noise), step_size)
+
+    def keep(t: int, w: FloatArray) -> None:
         if iterates is not None:
             iterates.append(w.copy())
         if t > start:
-            total += w
-        s_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * s * s))
-        v = w + ((s - 1.0) / s_next) * (w - w_prev)
-        w_prev, s = w, s_next
-        if progress is not None:
-            progress(t)
+            total[:] += w
+
+    oracle_accelerated_descent(
+        loss,
+        oracle,
+        step_size=step_size,
+        iterations=iterations,
+        noise_std=noise_std,
+        rng=rng,
+        progress=progress,
+        trace=trace,
+        on_iterate=keep,
+    )
     out: FloatArray = total / (iterations - start)
     return out
 
