@@ -162,7 +162,7 @@ def fit_on_oracle(
 
 class NoisyDescent(Protocol):
     """A noisy first-order method over an oracle (``dp_gd.oracle_gradient_descent``,
-    ``dp_agd.oracle_accelerated_descent``): T steps, one Gaussian draw of std ``noise_std``
+    ``accelerated_kit.oracle_accelerated_descent``): T steps, one Gaussian draw of std ``noise_std``
     from ``rng`` per gradient query."""
 
     def __call__(
