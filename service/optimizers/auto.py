@@ -99,13 +99,16 @@ from service.optimizers.base import (
 from service.optimizers.config import PlanConfig
 
 __all__ = [
-    "RULE",
+    "AVERAGING_N_EPSILON",
     "Auto",
     "AutoChoice",
     "AutoConfig",
     "AutoParams",
+    "CLIP",
+    "RULE",
     "choose_model_and_optimizer",
     "resolve",
+    "rule_l2",
 ]
 
 AUTO = "auto"

@@ -130,6 +130,7 @@ __all__ = [
     "BoltOnPSGD",
     "BoltOnPSGDParams",
     "bolt_on_sensitivity",
+    "max_step_size",
     "permutation_sgd",
 ]
 

@@ -15,6 +15,15 @@ from scipy import sparse
 
 from service.models.base import FloatArray, Loss
 
+__all__ = [
+    "ROW_NORM_SLACK",
+    "SPARSE_DENSITY",
+    "Rows",
+    "SparseRows",
+    "checked_data",
+    "gradient_rows",
+]
+
 #: Rows may exceed ‖x‖ = 1 by floating-point rounding only; beyond this the loader broke its
 #: contract.
 ROW_NORM_SLACK = 1e-6

@@ -103,6 +103,7 @@ __all__ = [
     "NoisySGDSCS13",
     "NoisySGDSCS13Params",
     "noisy_permutation_sgd",
+    "scs13_event",
     "scs13_step_sensitivity",
 ]
 

@@ -31,6 +31,8 @@ from service.optimizers.base import InfeasibleSpec, Optimizer, PrivacyTarget, Re
 from service.privacy.calibration import event_epsilon
 from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon, gdp_mu
 
+__all__ = ["BISECTION_STEPS", "class_plan_of", "plan_one_vs_rest"]
+
 BISECTION_STEPS = 12
 
 

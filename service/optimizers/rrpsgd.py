@@ -98,6 +98,7 @@ from service.privacy.target import check_target
 __all__ = [
     "RRPSGD",
     "RRPSGDParams",
+    "batch_gradient_variance",
     "gradient_norm_bound",
     "paper_noise_std",
     "random_round_sgd",
