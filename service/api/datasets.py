@@ -93,15 +93,11 @@ def create_dataset(
     dataset is refused with 409 (one budget per data; the existing id is named only to its owner
     and admins). n and the fingerprint are fixed here; a job on a changed source fails.
     """
-    dataset = register_dataset(
-        sessions=sessions, principal=principal, body=body, settings=settings
-    )
+    dataset = register_dataset(sessions=sessions, principal=principal, body=body, settings=settings)
     return dataset_out(dataset, principal)
 
 
-@router.post(
-    "/{dataset_id}/retire", response_model=DatasetOut, summary="Retire a dataset (admins)"
-)
+@router.post("/{dataset_id}/retire", response_model=DatasetOut, summary="Retire a dataset (admins)")
 def retire(dataset_id: str, principal: AnyRole, sessions: Sessions) -> DatasetOut:
     """Retire a dataset: no job is admitted on it afterwards and its budget is final. Its source
     (location and content) can never be registered again. Admins only (404 for everyone else);
@@ -233,7 +229,8 @@ def get_budget(dataset_id: str, principal: AnyRole, sessions: Sessions) -> Budge
     with sessions() as session:
         dataset, grant = visible_dataset_and_grant(session, principal, dataset_id)
         now = standing(session, dataset_id, principal.name)
-    budget, spent = budget_of(dataset), now.spent
+    budget = budget_of(dataset)
+    used, remaining = privacy_filter.spent_and_remaining(budget, now.spent)
     accounting = (
         "basic composition of pure ε-DP jobs (δ_B = 0)"
         if budget.pure
@@ -244,12 +241,14 @@ def get_budget(dataset_id: str, principal: AnyRole, sessions: Sessions) -> Budge
         dataset_id=dataset_id,
         epsilon=budget.epsilon,
         delta=budget.delta,
-        epsilon_spent=privacy_filter.spent_epsilon(budget, spent),
-        epsilon_remaining=privacy_filter.remaining_epsilon(budget, spent),
+        epsilon_spent=used,
+        epsilon_remaining=remaining,
         jobs_charged=now.jobs_charged,
         accounting=accounting,
         your_epsilon_cap=None if grant is None else grant.epsilon_cap,
-        your_epsilon_spent=privacy_filter.spent_epsilon(budget, now.yours),
+        your_epsilon_spent=(
+            used if now.yours == now.spent else privacy_filter.spent_epsilon(budget, now.yours)
+        ),
     )
 
 

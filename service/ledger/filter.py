@@ -266,4 +266,10 @@ def spent_epsilon(budget: Budget, spent: Spent) -> float:
 
 def remaining_epsilon(budget: Budget, spent: Spent) -> float:
     """ε_B minus :func:`spent_epsilon`, clamped at 0."""
-    return max(0.0, budget.epsilon - spent_epsilon(budget, spent))
+    return spent_and_remaining(budget, spent)[1]
+
+
+def spent_and_remaining(budget: Budget, spent: Spent) -> tuple[float, float]:
+    """(:func:`spent_epsilon`, :func:`remaining_epsilon`) with one conversion."""
+    used = spent_epsilon(budget, spent)
+    return used, max(0.0, budget.epsilon - used)
