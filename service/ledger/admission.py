@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -66,7 +67,18 @@ def budget_of(dataset: Dataset) -> privacy_filter.Budget:
     return privacy_filter.Budget(epsilon=dataset.epsilon, delta=dataset.delta)
 
 
-def cost_of(row: Charge) -> privacy_filter.Cost:
+class StoredCost(Protocol):
+    """The cost columns of a ledger row (a ``Charge`` or a row of just those columns)."""
+
+    @property
+    def rdp(self) -> Any: ...
+    @property
+    def gdp_mu(self) -> float | None: ...
+    @property
+    def pure_epsilon(self) -> float | None: ...
+
+
+def cost_of(row: StoredCost) -> privacy_filter.Cost:
     """What a stored charge costs (rows written before revision 0006 have no μ: Rényi only)."""
     return privacy_filter.Cost(
         rdp=curve_from_json(row.rdp), mu=row.gdp_mu, pure_epsilon=row.pure_epsilon
