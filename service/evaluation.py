@@ -39,7 +39,6 @@ from service.ids import new_id
 from service.ledger.accounting import charge_curve, event_to_json
 from service.ledger.admission import JobCharge
 from service.models.registry import ModelSpec, build_loss
-from service.models.released import weight_matrix
 from service.optimizers.base import InfeasibleSpec
 from service.privacy.evaluation import (
     EvaluationKind,
@@ -52,6 +51,7 @@ from service.privacy.evaluation import (
 )
 from service.privacy.gdp import parallel_mu
 from service.registration import DatasetRetired
+from service.released_model import weight_matrix
 from service.schemas import EvaluationCreate
 
 __all__ = [

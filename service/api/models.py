@@ -12,6 +12,7 @@ from pydantic import TypeAdapter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from service import released_model
 from service.api.access import visible_dataset, visible_job, visible_model
 from service.api.deps import AnyRole, AppDispatcher, Sessions
 from service.api.errors import invalid, not_found
@@ -20,9 +21,8 @@ from service.data.spec import LabelSpec
 from service.db.models import Evaluation, Job
 from service.evaluation import PricedEvaluation, is_evaluation, price_evaluation
 from service.ledger.admission import budget_of
-from service.models import released
 from service.models.registry import ModelSpec, build_loss
-from service.models.released import weight_matrix
+from service.released_model import weight_matrix
 from service.schemas import (
     EvaluationCreate,
     EvaluationOut,
@@ -78,7 +78,7 @@ def predict(
         raise invalid("rows", str(exc)) from None
     loss = build_loss(TypeAdapter(ModelSpec).validate_python(model_json))
     label = LabelSpec.model_validate(label_json)
-    result = released.predict(weight_matrix(coefficients, intercept), loss, label, X)
+    result = released_model.predict(weight_matrix(coefficients, intercept), loss, label, X)
     return PredictResponse(predictions=result.predictions, probabilities=result.probabilities)
 
 

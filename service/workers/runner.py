@@ -59,12 +59,12 @@ from service.ids import new_id
 from service.ledger.admission import cancel_or_refund_unread
 from service.models.base import Loss
 from service.models.registry import ModelSpec, build_loss
-from service.models.released import pack
 from service.optimizers.base import JobCancelled, ReleasePlan
 from service.optimizers.full_gradient import GradientOracle
 from service.optimizers.one_vs_rest import class_plan_of
 from service.optimizers.planning import plan_from_json
 from service.optimizers.registry import get_optimizer
+from service.released_model import pack
 from service.settings import Settings
 from service.workers.data_parallel import PartitionRead, cluster_memory, fit_partitioned
 from service.workers.engines import job_engine
