@@ -7,7 +7,7 @@ this router instead: the same HTML builders pointed at the files under
 their licenses sit beside them; ReDoc's one hard-coded image URL, its logo on cdn.redoc.ly, is
 patched out — see vendor/README.md), which the ``/ui/static`` mount serves (service/api/ui.py).
 
-Guarantee: the HTML of these pages names no URL outside this service (tests/test_docs_offline.py
+Guarantee: the HTML of these pages names no URL outside this service (tests/api/test_docs_offline.py
 checks the HTML and that every asset it names is served).
 """
 

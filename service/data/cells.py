@@ -150,7 +150,7 @@ def _numeric_text(array: pa.Array) -> FloatArray:
 
     1. Arrow's cast of the raw cells. It accepts exactly the grammar without surrounding
        whitespace, plus spellings of ±inf/NaN (which become MISSING below); anything else makes
-       the whole cast fail. ``tests/test_cells.py`` checks this equivalence.
+       the whole cast fail. ``tests/unit/test_cells.py`` checks this equivalence.
     2. Cells outside the grammar set to null first, then the cast (fails on padded cells).
     3. Cells outside the grammar set to null, surrounding ASCII whitespace trimmed, then the cast.
     """

@@ -10,7 +10,7 @@ charge rows once and derives everything from them:
   cached total, exactly as admission does (:func:`service.ledger.admission.live_spent`);
 - ``jobs_charged``: the number of standing charges.
 
-The numbers are the ones admission and the old statements gave (``tests/test_budget_api.py``
+The numbers are the ones admission and the old statements gave (``tests/api/test_budget_api.py``
 checks them against the ledger); only the number of round trips changed.
 """
 

@@ -44,7 +44,7 @@ for S and S′). Fix r; S, S′ differ in row j only.
    (t ≤ t₀, t > t₀) I(t) is monotone in t (last iterate: non-decreasing; average: affine in
    ρ^{−t} for t ≤ t₀, decreasing for t > t₀), so the maximum over a pass is attained at the
    pass's ends or at t₀, t₀ + 1 — :func:`bolt_on_sensitivity` evaluates exactly those. The
-   bound is attained for a linear loss (tests/test_bolt_on_psgd.py), so it cannot be lowered
+   bound is attained for a linear loss (tests/unit/test_bolt_on_psgd.py), so it cannot be lowered
    without further assumptions on ℓ.
 
 Consequences (what the closed forms give):

@@ -24,7 +24,7 @@ JobStatus = job_status.JobStatus
 
 # Smallest accepted ε and smallest positive δ (jobs and budgets): below them the calibrations
 # under/overflow (ε = 5e-324 made `math.log` fail, or a pure-DP noise scale infinite). Every
-# optimizer's plan is checked at these bounds in tests/test_input_hygiene.py.
+# optimizer's plan is checked at these bounds in tests/api/test_input_hygiene.py.
 MIN_EPSILON = 1e-6
 MIN_POSITIVE_DELTA = 1e-100
 

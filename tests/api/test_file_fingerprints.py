@@ -1,5 +1,5 @@
 """Registration fixes a Parquet folder's per-file fingerprints with its whole fingerprint, in one
-pass (data-parallel workers check only the files they read: tests/test_data_parallel.py)."""
+pass (data-parallel workers check only the files they read: tests/live/test_data_parallel.py)."""
 
 from __future__ import annotations
 

@@ -251,3 +251,23 @@ def test_the_import_check_sees_what_it_must() -> None:
         "service.db.models.Job",
         "service.ledger.admission",
     ]
+
+
+def test_no_optimizer_module_imports_another() -> None:
+    """Optimizers share code through kits (gradient_kit, accelerated_kit, svrg_common,
+    sgd_common, full_gradient, selection_kit) and reach each other through the registry, never
+    by importing another optimizer's module (docs/adding-an-optimizer.md)."""
+    from service.optimizers.registry import optimizer_names
+
+    folder = ROOT / "service" / "optimizers"
+    names = set(optimizer_names())
+    modules = {f"service.optimizers.{n}" for n in names if (folder / f"{n}.py").exists()}
+    assert len(modules) >= 12, modules
+    violations = []
+    for module in sorted(modules):
+        path = folder / f"{module.rsplit('.', 1)[1]}.py"
+        for imported in imported_modules(path.read_text(encoding="utf-8"), "service.optimizers"):
+            owner = next((m for m in modules if f"{imported}.".startswith(f"{m}.")), None)
+            if owner is not None and owner != module:
+                violations.append(f"{path.name} imports {imported}")
+    assert not violations, violations

@@ -62,7 +62,7 @@ from service.workers.data_parallel import (
     held_partitions,
 )
 from service.workers.security import TlsSet
-from tests.live import LiveServer, free_port
+from tests.support.live import LiveServer, free_port
 
 BIN = Path(sys.executable).parent
 FEATURES = [NumericFeature(name=f"x{j}", min=-1.0, max=1.0) for j in range(6)]
@@ -458,7 +458,7 @@ def _wait(client: httpx.Client, job_id: str) -> dict[str, Any]:
 def _server(
     database_url: str, roots: list[Path], home: Path, extra: dict[str, str], workers: int
 ) -> LiveServer:
-    from tests.live import COPIES
+    from tests.support.walkthrough import COPIES
 
     env = dict(os.environ)
     env.update(
@@ -582,7 +582,7 @@ def test_embedded_cluster_partitions_a_job_too_big_for_one_worker_and_refuses_on
 def two_worker_cluster(tmp_path: Path, folder: tuple[Path, int]) -> Iterator[str]:
     """`dask scheduler` + `dask worker --nworkers 2 --memory-limit 600MiB` on loopback, mutual
     TLS with a set made by `python -m service.workers.security` (as the README says)."""
-    from tests.test_external_scheduler import _tls_args
+    from tests.support.dask_net import tls_args as _tls_args
 
     subprocess.run(
         [sys.executable, "-m", "service.workers.security", str(tmp_path / "dask-tls")],

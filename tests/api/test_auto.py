@@ -18,8 +18,8 @@ from service.privacy.gdp import gdp_mu
 from service.schemas import JobCreate
 from service.submission import DatasetFacts, price_job
 from service.workers.runner import run_job
-from tests.inprocess import bearer, in_process_app
-from tests.walkthrough import COPIES, credit_dataset
+from tests.support.inprocess import bearer, in_process_app
+from tests.support.walkthrough import COPIES, credit_dataset
 
 FACTS = DatasetFacts(
     id="ds_x",
