@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from service import job_status
@@ -95,12 +95,28 @@ def spent_of(dataset: Dataset) -> privacy_filter.Spent:
     )
 
 
-def live_charges(session: Session, dataset_id: str, principal: str | None = None) -> list[Charge]:
-    """The dataset's charges that stand (no refund row for their job), oldest first."""
-    query = select(Charge).where(Charge.dataset_id == dataset_id)
+# The columns a standing charge's cost needs: rows, not ORM objects (admission reads the whole
+# ledger of a dataset at every job; an instance per row was most of that read's cost).
+_COST_COLUMNS = (
+    Charge.kind,
+    Charge.job_id,
+    Charge.principal,
+    Charge.rdp,
+    Charge.gdp_mu,
+    Charge.pure_epsilon,
+)
+
+
+def standing_charges(
+    session: Session, dataset_id: str, principal: str | None = None
+) -> list[Row[Any]]:
+    """The cost columns (``kind``, ``job_id``, ``principal``, ``rdp``, ``gdp_mu``,
+    ``pure_epsilon``) of the dataset's charges that stand — no refund row for their job —,
+    oldest first; only ``principal``'s when given."""
+    query = select(*_COST_COLUMNS).where(Charge.dataset_id == dataset_id)
     if principal is not None:
         query = query.where(Charge.principal == principal)
-    rows = session.scalars(query.order_by(Charge.id)).all()
+    rows = session.execute(query.order_by(Charge.id)).all()
     refunded = {r.job_id for r in rows if r.kind == "refund"}
     return [r for r in rows if r.kind == "charge" and r.job_id not in refunded]
 
@@ -110,7 +126,9 @@ def live_spent(
 ) -> privacy_filter.Spent:
     """The sum of the live charges, recomputed from the rows (never by subtracting a refund:
     a curve holding +∞ then never meets ∞ − ∞)."""
-    return privacy_filter.Spent.of(cost_of(r) for r in live_charges(session, dataset_id, principal))
+    return privacy_filter.Spent.of(
+        cost_of(r) for r in standing_charges(session, dataset_id, principal)
+    )
 
 
 def _write_cache(dataset: Dataset, spent: privacy_filter.Spent) -> None:
@@ -263,6 +281,6 @@ class LedgerTotals:
 
 def recompute_totals(session: Session, dataset_id: str) -> LedgerTotals:
     """The dataset's spend recomputed from its charge rows (the audit of the cached total)."""
-    live = live_charges(session, dataset_id)
+    live = standing_charges(session, dataset_id)
     spent = privacy_filter.Spent.of(cost_of(r) for r in live)
     return LedgerTotals(rdp=spent.rdp, pure_epsilon=spent.pure_epsilon, jobs_charged=len(live))

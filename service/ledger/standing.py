@@ -18,21 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from service.db.models import Charge
 from service.ledger import filter as privacy_filter
-from service.ledger.admission import cost_of
-
-# Columns, not ORM objects: a budget read builds no instance per ledger row.
-_CHARGES = (
-    select(
-        Charge.kind, Charge.job_id, Charge.principal, Charge.rdp, Charge.gdp_mu, Charge.pure_epsilon
-    )
-    .where(Charge.dataset_id == bindparam("dataset_id"))
-    .order_by(Charge.id)
-)
+from service.ledger.admission import cost_of, standing_charges
 
 
 @dataclass(frozen=True)
@@ -46,9 +35,7 @@ class Standing:
 
 def standing(session: Session, dataset_id: str, principal: str) -> Standing:
     """The dataset's standing charges summed, and ``principal``'s own (one query)."""
-    rows = session.execute(_CHARGES, {"dataset_id": dataset_id}).all()
-    refunded = {row.job_id for row in rows if row.kind == "refund"}
-    live = [row for row in rows if row.kind == "charge" and row.job_id not in refunded]
+    live = standing_charges(session, dataset_id)
     costs = [(row.principal, cost_of(row)) for row in live]
     return Standing(
         spent=privacy_filter.Spent.of(cost for _, cost in costs),
