@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -85,6 +86,48 @@ def run_job(job_id: str, attempt: int, database_url: str) -> str:
         return _run(session_factory(engine), job_id, attempt)
 
 
+@dataclass(frozen=True)
+class JobRecord:
+    """What a run needs of the job and its dataset rows, read once at its start (both are
+    fixed once the job is admitted: the spec, the plan and the dataset's registered facts)."""
+
+    spec: dict[str, Any]
+    plan: dict[str, Any]
+    source_format: str
+    source_path: str
+    fingerprint: str
+    file_fingerprints: dict[str, str] | None
+    label: dict[str, Any]
+    features: list[Any]
+    n_rows: int
+
+    @staticmethod
+    def of(job: Job, dataset: Dataset) -> JobRecord:
+        return JobRecord(
+            spec=dict(job.spec),
+            plan=dict(job.plan),
+            source_format=dataset.source_format,
+            source_path=dataset.source_path,
+            fingerprint=dataset.fingerprint,
+            file_fingerprints=dataset.file_fingerprints,
+            label=dict(dataset.label),
+            features=list(dataset.features),
+            n_rows=int(dataset.n_rows),
+        )
+
+    @property
+    def classes(self) -> int | None:
+        return len(self.label.get("classes") or []) or None
+
+    def encoder_and_loss(self) -> tuple[Encoder, Loss]:
+        model_spec = TypeAdapter(ModelSpec).validate_python(self.spec["model"])
+        encoder = Encoder(
+            features=TypeAdapter(list[Feature]).validate_python(self.features),
+            fit_intercept=bool(getattr(model_spec, "fit_intercept", False)),
+        )
+        return encoder, build_loss(model_spec)
+
+
 def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
     with sessions() as session:
         job = session.get(Job, job_id)
@@ -92,18 +135,17 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
             return job.status if job is not None else "missing"
         dataset = session.get(Dataset, job.dataset_id)
         assert dataset is not None
-        source_path = dataset.source_path
-        source_format = dataset.source_format
-        registered_fingerprint = dataset.fingerprint
+        record = JobRecord.of(job, dataset)
+    registered_fingerprint = record.fingerprint
 
-    source = _reopen(source_format, source_path)
+    source = _reopen(record.source_format, record.source_path)
     if source is None or not _source_unchanged(source, registered_fingerprint):
         with sessions.begin() as session:
             if cancel_or_refund_unread(session, job_id, "failed", SOURCE_CHANGED):
                 return "failed"
         return _mark_failed(sessions, job_id, attempt, SOURCE_CHANGED)
 
-    layout = _layout(sessions, job_id)
+    layout = _layout(record)
     if layout.kind == "infeasible":
         # Before the claim: nothing was read, so the charge is refunded.
         message = f"{layout.reason}; nothing was read and the charge was refunded."
@@ -118,7 +160,7 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
             return job.status if job is not None else "missing"
 
     try:
-        return _fit_and_store(sessions, job_id, attempt, source, registered_fingerprint, layout)
+        return _fit_and_store(sessions, job_id, attempt, source, record, layout)
     except JobCancelled:
         return _finish(sessions, job_id, attempt, "cancelled", None)
     except Exception as exc:  # noqa: BLE001 - any failure after reading keeps the charge
@@ -157,38 +199,24 @@ def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> bool:
         return job_status.claim(session, job_id, attempt)
 
 
-def _layout(sessions: sessionmaker[Session], job_id: str) -> Layout:
+def _layout(record: JobRecord) -> Layout:
     """Single-process or partitioned (or infeasible) for this job on the cluster as it is now,
     from public facts only (:func:`service.data.partitions.choose_layout`). Outside a Dask
     worker (tests running a job inline) always single-process."""
     memory = cluster_memory()
-    if memory is None:
-        return Layout("single", 0)
-    with sessions() as session:
-        job = session.get(Job, job_id)
-        dataset = session.get(Dataset, job.dataset_id) if job else None
-        assert job is not None and dataset is not None
-        spec = dict(job.spec)
-        n = int(dataset.n_rows)
-        features = list(dataset.features)
-        classes = len(dataset.label.get("classes") or []) or None
-    if is_evaluation(spec):
+    if memory is None or is_evaluation(record.spec):
         return Layout("single", 0)  # an evaluation reads its rows in one worker
-    model_spec = TypeAdapter(ModelSpec).validate_python(spec["model"])
-    dimension = Encoder(
-        features=TypeAdapter(list[Feature]).validate_python(features),
-        fit_intercept=bool(getattr(model_spec, "fit_intercept", False)),
-    ).dimension
-    optimizer = get_optimizer(spec["optimizer"]["name"])
+    encoder, _ = record.encoder_and_loss()
+    optimizer = get_optimizer(record.spec["optimizer"]["name"])
     settings = Settings.from_env()
     return choose_layout(
-        n,
-        dimension,
-        classes,
+        record.n_rows,
+        encoder.dimension,
+        record.classes,
         memory,
         data_parallel=hasattr(optimizer, "fit_oracle"),
         min_rows=settings.data_parallel_min_rows,
-        columns=len(features) + 1,
+        columns=len(record.features) + 1,
     )
 
 
@@ -197,49 +225,27 @@ def _fit_and_store(
     job_id: str,
     attempt: int,
     source: Source,
-    registered_fingerprint: str,
+    record: JobRecord,
     layout: Layout | None = None,
 ) -> str:
-    with sessions() as session:
-        job = session.get(Job, job_id)
-        dataset = session.get(Dataset, job.dataset_id) if job else None
-        assert job is not None and dataset is not None
-        spec = dict(job.spec)
-    if is_evaluation(spec):  # a private evaluation job (service/evaluation.py)
+    registered_fingerprint = record.fingerprint
+    if is_evaluation(record.spec):  # a private evaluation job (service/evaluation.py)
         return evaluate_and_store(sessions, job_id, attempt, source, registered_fingerprint)
-    with sessions() as session:
-        job = session.get(Job, job_id)
-        dataset = session.get(Dataset, job.dataset_id) if job else None
-        assert job is not None and dataset is not None
-        spec = dict(job.spec)
-        plan_json = dict(job.plan)
-        label = LabelSpec.model_validate(dataset.label)
-        features = list(dataset.features)
-        source_format, source_path, n_rows = (
-            dataset.source_format,
-            dataset.source_path,
-            int(dataset.n_rows),
-        )
-        classes = len(dataset.label.get("classes") or []) or None
-        file_fingerprints = dataset.file_fingerprints
-
-    model_spec = TypeAdapter(ModelSpec).validate_python(spec["model"])
-    encoder = Encoder(
-        features=TypeAdapter(list[Feature]).validate_python(features),
-        fit_intercept=bool(getattr(model_spec, "fit_intercept", False)),
-    )
-    loss = build_loss(model_spec)
+    spec, plan_json, classes = record.spec, record.plan, record.classes
+    file_fingerprints = record.file_fingerprints
+    label = LabelSpec.model_validate(record.label)
+    encoder, loss = record.encoder_and_loss()
     if layout is not None and layout.kind == "partitioned":
         read = PartitionRead(
-            source_format=source_format,
-            location=source_path,
+            source_format=record.source_format,
+            location=record.source_path,
             encoder=encoder.to_dict(),
             label=label.model_dump(mode="json"),
             label_bound=getattr(loss, "label_bound", None),
-            n=n_rows,
+            n=record.n_rows,
             dimension=encoder.dimension,
             file_fingerprints=file_fingerprints,
-            columns=len(features) + 1,
+            columns=len(record.features) + 1,
         )
 
         def unchanged() -> None:
