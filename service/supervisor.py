@@ -30,9 +30,27 @@ import logging
 import os
 from dataclasses import replace
 
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.job_events import JobEventThread
 from service.settings import SUPERVISED_ENV, Settings
+from service.workers.dispatch import Dispatcher, recover_unfinished
 
 logger = logging.getLogger("dpfit.supervisor")
+
+
+def start_once_per_service(
+    sessions: sessionmaker[Session], dispatcher: Dispatcher, max_attempts: int
+) -> JobEventThread:
+    """What one process of the service does, before any request: re-dispatch the jobs a
+    previous run left unfinished, then start the job-event log (returned; the caller stops it).
+    The single API process does it itself; with several, only the supervisor."""
+    recovered = recover_unfinished(sessions, dispatcher, max_attempts)
+    if recovered:
+        logger.warning("re-dispatched %d unfinished job(s)", len(recovered))
+    job_events = JobEventThread(sessions)
+    job_events.start()
+    return job_events
 
 
 def serve_with_workers(settings: Settings, host: str, port: int) -> None:
@@ -40,8 +58,7 @@ def serve_with_workers(settings: Settings, host: str, port: int) -> None:
     import uvicorn
 
     from service.db.session import make_engine, session_factory
-    from service.job_events import JobEventThread
-    from service.workers.dispatch import DaskDispatcher, recover_unfinished
+    from service.workers.dispatch import DaskDispatcher
 
     cluster = None
     address = settings.dask_scheduler
@@ -56,12 +73,9 @@ def serve_with_workers(settings: Settings, host: str, port: int) -> None:
     engine = make_engine(settings.database_url, must_exist=True)
     sessions = session_factory(engine)
     dispatcher = DaskDispatcher(clients, sessions)
-    job_events = JobEventThread(sessions)
+    job_events = None
     try:
-        recovered = recover_unfinished(sessions, dispatcher, settings.max_attempts)
-        if recovered:
-            logger.warning("re-dispatched %d unfinished job(s)", len(recovered))
-        job_events.start()
+        job_events = start_once_per_service(sessions, dispatcher, settings.max_attempts)
         os.environ["DPFIT_DASK_SCHEDULER"] = address
         os.environ[SUPERVISED_ENV] = "1"
         uvicorn.run(
@@ -74,7 +88,8 @@ def serve_with_workers(settings: Settings, host: str, port: int) -> None:
             timeout_keep_alive=75,
         )
     finally:
-        job_events.stop()
+        if job_events is not None:
+            job_events.stop()
         dispatcher.close()
         if cluster is not None:
             cluster.close()

@@ -16,12 +16,6 @@ def is_owner(principal: Principal, dataset: Dataset) -> bool:
     return principal.is_admin or (principal.role == "owner" and dataset.owner == principal.name)
 
 
-def is_granted(session: Session, principal: Principal, dataset: Dataset) -> bool:
-    if is_owner(principal, dataset):
-        return True
-    return _grant_of(session, principal, dataset.id) is not None
-
-
 _GRANT = select(Grant).where(
     Grant.dataset_id == bindparam("dataset_id"), Grant.principal == bindparam("principal")
 )
@@ -35,14 +29,11 @@ def visible_dataset(
     session: Session, principal: Principal, dataset_id: str, field: str | None = None
 ) -> Dataset:
     """The dataset if the principal owns it or was granted it, else 404."""
-    dataset = session.get(Dataset, dataset_id)
-    if dataset is None or not is_granted(session, principal, dataset):
-        raise not_found(f"Dataset {dataset_id!r}", field)
-    return dataset
+    return visible_dataset_and_grant(session, principal, dataset_id, field)[0]
 
 
 def visible_dataset_and_grant(
-    session: Session, principal: Principal, dataset_id: str
+    session: Session, principal: Principal, dataset_id: str, field: str | None = None
 ) -> tuple[Dataset, Grant | None]:
     """:func:`visible_dataset` and the caller's grant on it (None for its owner and admins),
     read once: the budget route needs both (the grant holds the caller's ε cap)."""
@@ -51,7 +42,7 @@ def visible_dataset_and_grant(
         return dataset, None
     grant = None if dataset is None else _grant_of(session, principal, dataset_id)
     if dataset is None or grant is None:
-        raise not_found(f"Dataset {dataset_id!r}")
+        raise not_found(f"Dataset {dataset_id!r}", field)
     return dataset, grant
 
 
@@ -64,7 +55,11 @@ def owned_dataset(session: Session, principal: Principal, dataset_id: str) -> Da
 
 
 def visible_job(session: Session, principal: Principal, job_id: str) -> Job:
-    job = session.get(Job, job_id)
+    return shown_job(principal, job_id, session.get(Job, job_id))
+
+
+def shown_job(principal: Principal, job_id: str, job: Job | None) -> Job:
+    """``job`` if it exists and is the principal's own (admins: any), else 404."""
     if job is None or not (principal.is_admin or job.principal == principal.name):
         raise not_found(f"Job {job_id!r}")
     return job

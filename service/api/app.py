@@ -17,13 +17,11 @@ from service.api.errors import install_error_handlers
 from service.api.middleware import BodyLimit, RequestContext, SafeTarget
 from service.api.ui import install_ui
 from service.db.session import API_THREADS, ApiSessions, expected_schema_revision, make_engine
-from service.job_events import JobEventThread
 from service.logging_setup import configure_logging
 from service.schemas import Problem
 from service.settings import Settings
-from service.workers.dispatch import DaskDispatcher, Dispatcher, recover_unfinished
-
-logger = logging.getLogger("dpfit")
+from service.supervisor import start_once_per_service
+from service.workers.dispatch import DaskDispatcher, Dispatcher
 
 DispatcherFactory = Callable[[Settings, sessionmaker[Session]], Dispatcher]
 
@@ -70,14 +68,10 @@ def create_app(
         app.state.sessions = ApiSessions(engine)
         app.state.dispatcher = factory(settings, app.state.sessions)
         job_events = None
-        if not settings.supervised:  # else the supervisor does both (service/supervisor.py)
-            recovered = recover_unfinished(
+        if not settings.supervised:  # else the supervisor does it (service/supervisor.py)
+            job_events = start_once_per_service(
                 app.state.sessions, app.state.dispatcher, settings.max_attempts
             )
-            if recovered:
-                logger.warning("re-dispatched %d unfinished job(s)", len(recovered))
-            job_events = JobEventThread(app.state.sessions)
-            job_events.start()
         # RequestContext writes one access line per request (route template, no query string).
         logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
         try:

@@ -9,9 +9,9 @@ from sqlalchemy import Exists, bindparam, exists, select
 from sqlalchemy.orm import Session
 
 from service import job_status
-from service.api.access import visible_dataset, visible_job
+from service.api.access import shown_job, visible_dataset, visible_job
 from service.api.deps import AnyRole, AppDispatcher, Sessions
-from service.api.errors import ProblemError, not_found
+from service.api.errors import ProblemError
 from service.api.pagination import PageParams, finish_page, paginate
 from service.db.models import Charge, Job
 from service.ledger.admission import budget_of, cancel_or_refund_unread
@@ -165,9 +165,8 @@ def list_jobs(
 def get_job(job_id: str, principal: AnyRole, sessions: Sessions) -> JobOut:
     with sessions() as session:
         found = session.execute(_JOB_AND_REFUNDED, {"job_id": job_id}).first()
-        if found is None or not (principal.is_admin or found[0].principal == principal.name):
-            raise not_found(f"Job {job_id!r}")
-        return job_out(session, found[0], found[1])
+        job = shown_job(principal, job_id, None if found is None else found[0])
+        return job_out(session, job, None if found is None else found[1])
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, summary="Cancel a job")
