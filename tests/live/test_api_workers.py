@@ -69,13 +69,14 @@ def test_two_api_processes_admit_exactly_the_budget_and_run_each_job_once(
         assert [c["kind"] for c in ledger["charges"]] == ["charge"] * 4
         assert ledger["consistent"]
 
-        # Both API processes answered: each gives request ids of its own random prefix.
+        # Both API processes answered: each gives request ids of its own random 4-hex prefix (two
+        # processes draw the same one with probability 1/65536).
         def request_id(_: int) -> str:
             with server.client(analyst_key) as client:
                 return str(client.get(f"/v1/datasets/{dataset_id}/budget").headers["x-request-id"])
 
         with ThreadPoolExecutor(16) as pool:
-            prefixes = {rid[:8] for rid in pool.map(request_id, range(200))}
+            prefixes = {rid[:4] for rid in pool.map(request_id, range(200))}
         assert len(prefixes) == 2, prefixes
     finally:
         server.stop()
