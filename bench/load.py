@@ -55,10 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--reads-only", action="store_true", help="no job submissions")
     parser.add_argument(
+        "--jobs-only", action="store_true", help="job submissions only (the per-job service cost)"
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         default=None,
-        help="sample the server with py-spy during the load; speedscope files go here",
+        help="sample every process of the service with py-spy; speedscope files go here",
     )
     parser.add_argument(
         "--rate",
@@ -227,8 +230,9 @@ def report(
         f"### {backend}: {clients} clients, "
         f"{'closed loop' if not rate else f'open loop offering {rate:g} req/s'}, "
         f"{elapsed:.0f} s — {total / elapsed:.1f} req/s "
-        f"({reads / elapsed:.1f} reads/s), reads p99 "
-        f"{1000 * percentile(read_latencies, 0.99):.0f} ms, {errors} errors",
+        f"({reads / elapsed:.1f} reads/s), "
+        + (f"reads p99 {1000 * percentile(read_latencies, 0.99):.0f} ms, " if reads else "")
+        + f"{errors} errors",
         "",
         f"CPU per request: the service (all its processes) {1000 * cpu[0] / max(total, 1):.2f} "
         f"ms ({100 * cpu[0] / elapsed:.0f}% of a core), this load client "
@@ -257,7 +261,8 @@ def profile_server(server: LiveServer, target: Path, duration: float) -> subproc
     assert server.process is not None
     spy = Path(sys.executable).parent / "py-spy"
     return subprocess.Popen(
-        [str(spy), "record", "-p", str(server.process.pid), "-d", str(int(duration)), "-r", "100"]
+        [str(spy), "record", "--subprocesses", "-p", str(server.process.pid)]
+        + ["-d", str(int(duration)), "-r", "100"]
         + ["-f", "speedscope", "-o", str(target), "--nonblocking"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -301,7 +306,11 @@ def run(args: argparse.Namespace) -> None:
     backends = ["sqlite", "postgres"] if args.database == "both" else [args.database]
     if args.api_workers is not None:
         os.environ["DPFIT_API_WORKERS"] = str(args.api_workers)
-    mix = [(label, w) for label, w in MIX if not (args.reads_only and label not in READS)]
+    mix = [
+        (label, w)
+        for label, w in MIX
+        if not (args.reads_only and label not in READS) and not (args.jobs_only and label in READS)
+    ]
     out: list[str] = []
     for backend in backends:
         with tempfile.TemporaryDirectory() as tmp:
