@@ -27,7 +27,6 @@ What revocation guarantees, and what it does not:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -35,9 +34,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.api.pagination import Page, paginate
-from service.db.models import Charge, Dataset, Grant
+from service.db.models import Dataset, Grant
 from service.ledger import filter as privacy_filter
-from service.ledger.admission import budget_of, cost_of, lock_dataset
+from service.ledger import totals
+from service.ledger.admission import budget_of, lock_dataset
 
 
 class GrantNotFound(Exception):
@@ -64,22 +64,9 @@ def list_grants(session: Session, dataset: Dataset, page: Page) -> list[Grant]:
 def with_spend(session: Session, dataset: Dataset, grants: list[Grant]) -> list[GrantView]:
     """The grants with each principal's standing spend: ε at δ_B of its live charges (charges
     whose job has no refund), composed exactly as ``GET …/budget`` composes ``your_epsilon_spent``
-    (ledger/filter.py ``spent_epsilon``). One query for the page's principals."""
-    names = [g.principal for g in grants]
-    rows = (
-        session.scalars(
-            select(Charge)
-            .where(Charge.dataset_id == dataset.id, Charge.principal.in_(names))
-            .order_by(Charge.id)
-        ).all()
-        if names
-        else []
-    )
-    refunded = {r.job_id for r in rows if r.kind == "refund"}
-    live: dict[str, list[Charge]] = defaultdict(list)
-    for row in rows:
-        if row.kind == "charge" and row.job_id not in refunded:
-            live[row.principal].append(row)
+    (ledger/filter.py ``spent_epsilon``), from the running totals (ledger/totals.py). One
+    statement for the page's principals."""
+    spent = totals.read_scopes(session, dataset.id, [g.principal for g in grants])
     budget = budget_of(dataset)
     return [
         GrantView(
@@ -87,9 +74,7 @@ def with_spend(session: Session, dataset: Dataset, grants: list[Grant]) -> list[
             principal=g.principal,
             epsilon_cap=g.epsilon_cap,
             created_at=g.created_at,
-            epsilon_spent=privacy_filter.spent_epsilon(
-                budget, privacy_filter.Spent.of(cost_of(r) for r in live[g.principal])
-            ),
+            epsilon_spent=privacy_filter.spent_epsilon(budget, spent[g.principal].spent),
         )
         for g in grants
     ]

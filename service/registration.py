@@ -45,8 +45,7 @@ from service.data.sources import SourceError, open_source
 from service.db.models import Dataset, SourceClaim, utcnow
 from service.errors import DatasetNotFound
 from service.ids import new_id
-from service.ledger.accounting import ORDERS
-from service.ledger.admission import curve_to_json, lock_dataset
+from service.ledger.admission import lock_dataset
 from service.schemas import DatasetCreate, NumericFeature
 from service.settings import Settings
 
@@ -310,8 +309,6 @@ def register_dataset(
         n_features=Encoder(features=body.features, fit_intercept=False).n_features,
         epsilon=body.budget.epsilon,
         delta=body.budget.delta,
-        spent_rdp=curve_to_json([0.0] * len(ORDERS)),
-        spent_pure_epsilon=0.0,
         validation=report.to_json(),
         created_at=utcnow(),
     )

@@ -30,6 +30,7 @@ from service.db.models import Dataset, Grant, Job
 from service.errors import ConcurrentChange, DatasetNotFound
 from service.ids import new_id
 from service.ledger import filter as privacy_filter
+from service.ledger import totals
 from service.ledger.accounting import charge_curve
 from service.ledger.admission import (
     BudgetExceeded,
@@ -38,7 +39,6 @@ from service.ledger.admission import (
     admit_job,
     budget_of,
     check_admissible,
-    live_spent,
 )
 from service.models.registry import build_loss, parse_model_spec
 from service.optimizers import auto
@@ -269,7 +269,7 @@ def estimate_job(session: Session, dataset: Dataset, principal: str, priced: Pri
         spent = check_admissible(session, dataset, principal, cost)
         admissible, reason = True, privacy_filter.fits(budget, spent.plus(cost))
     except BudgetExceeded as exc:
-        spent = live_spent(session, dataset.id)
+        spent = totals.read(session, dataset.id).spent
         admissible, reason = False, exc.reason
     after = spent.plus(cost)
     return Estimate(

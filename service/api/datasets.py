@@ -22,13 +22,11 @@ from service.db.models import Charge, Dataset, Grant, utcnow
 from service.grants import GrantNotFound, list_grants, revoke_grant, with_spend
 from service.ledger import filter as privacy_filter
 from service.ledger.accounting import ORDERS
-from service.ledger.admission import (
-    budget_of,
-    curve_to_json,
-)
+from service.ledger.admission import budget_of
 from service.ledger.audit import audit
 from service.ledger.history import budget_history
 from service.ledger.standing import standing
+from service.ledger.totals import curve_to_json
 from service.principals import NotAnAnalyst, require_analyst
 from service.registration import register_dataset, retire_dataset, stored_report_counts
 from service.schemas import (

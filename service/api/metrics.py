@@ -53,7 +53,8 @@ from service.api.auth import authenticate
 from service.api.errors import ProblemError
 from service.db.models import Charge, Dataset, Job
 from service.ledger import filter as privacy_filter
-from service.ledger.admission import budget_of, live_spent
+from service.ledger import totals
+from service.ledger.admission import budget_of
 
 JOB_STATUSES = job_status.STATUSES
 DURATION_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, float("inf"))
@@ -201,10 +202,13 @@ def _dataset_series(session: Session) -> Iterator[Metric]:
     total = GaugeMetricFamily(
         "dpfit_dataset_epsilon_budget", "ε_B of each live dataset.", labels=["dataset_id"]
     )
-    for dataset in session.scalars(select(Dataset).where(Dataset.retired_at.is_(None))):
+    datasets = session.scalars(select(Dataset).where(Dataset.retired_at.is_(None))).all()
+    standing = totals.read_datasets(session, [d.id for d in datasets])
+    for dataset in datasets:
         budget = budget_of(dataset)
-        standing = live_spent(session, dataset.id)
-        spent.add_metric([dataset.id], privacy_filter.spent_epsilon(budget, standing))
+        spent.add_metric(
+            [dataset.id], privacy_filter.spent_epsilon(budget, standing[dataset.id].spent)
+        )
         total.add_metric([dataset.id], budget.epsilon)
     yield spent
     yield total

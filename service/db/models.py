@@ -74,11 +74,8 @@ class ApiKey(Base):
 
 
 class Dataset(Base):
-    """A dataset registered by reference, with its public schema and total budget.
-
-    ``spent_rdp`` / ``spent_pure_epsilon`` cache the sum of the ledger's charges minus refunds;
-    they are updated in the admission transaction and can always be recomputed from ``charges``.
-    """
+    """A dataset registered by reference, with its public schema and total budget (what it
+    has spent is in :class:`LedgerTotal`)."""
 
     __tablename__ = "datasets"
 
@@ -95,8 +92,6 @@ class Dataset(Base):
     n_features: Mapped[int] = mapped_column(Integer)
     epsilon: Mapped[float] = mapped_column(Float)
     delta: Mapped[float] = mapped_column(Float)
-    spent_rdp: Mapped[list[Any]] = mapped_column(JSON)
-    spent_pure_epsilon: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # The owner's validation report from registration (service.data.reader.ValidationReport
     # JSON); shown to the owner and admins only. NULL for datasets registered before it existed.
@@ -197,6 +192,27 @@ class Charge(Base):
     gdp_mu: Mapped[float | None] = mapped_column(Float, nullable=True)
     event: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class LedgerTotal(Base):
+    """The running sum of a dataset's standing charges: the whole dataset's (``scope`` = "") and
+    each principal's (``scope`` = the principal's name). Written only in the transactions that
+    write the charges, under the dataset's lock (service/ledger/totals.py), and always equal to
+    the standing charges summed again in ledger order — the audit checks it.
+
+    ``rdp`` holds None for +∞; ``mu_squared`` is Σμ² and ``all_gaussian`` whether every standing
+    charge has a μ; ``charges`` counts the standing charges.
+    """
+
+    __tablename__ = "ledger_totals"
+
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
+    scope: Mapped[str] = mapped_column(String(200), primary_key=True)
+    rdp: Mapped[list[Any]] = mapped_column(JSON)
+    mu_squared: Mapped[float] = mapped_column(Float)
+    all_gaussian: Mapped[bool] = mapped_column(Boolean)
+    pure_epsilon: Mapped[float] = mapped_column(Float)
+    charges: Mapped[int] = mapped_column(Integer)
 
 
 class TrainedModel(Base):

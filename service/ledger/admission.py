@@ -3,25 +3,26 @@
 Admission is one transaction (docs/ledger.md#admission-is-one-transaction): lock the dataset row
 (``SELECT … FOR UPDATE`` on
 PostgreSQL; on SQLite every transaction already began with ``BEGIN IMMEDIATE``, see
-db/session.py), read the cached spend, ask the filter, insert the job and its charge, update the
-cache, commit. Two admissions on one dataset therefore never interleave, so no interleaving
-overspends. Charges are append-only; a refund is a new row of kind ``refund``.
+db/session.py), read the running totals (service/ledger/totals.py: exactly the standing rows
+summed, maintained under this lock), ask the filter, insert the job and its charge, add it to
+the totals, commit. Two admissions on one dataset therefore never interleave, so no
+interleaving overspends. Charges are append-only; a refund is a new row of kind ``refund``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
-from sqlalchemy import Row, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service import job_status
 from service.db.models import Charge, Dataset, Grant, Job
 from service.errors import DatasetNotFound
 from service.ledger import filter as privacy_filter
+from service.ledger import totals
+from service.ledger.totals import curve_to_json
 
 
 class BudgetExceeded(Exception):
@@ -54,86 +55,8 @@ class JobCharge:
         return privacy_filter.Cost(rdp=tuple(self.rdp), mu=self.mu, pure_epsilon=self.pure_epsilon)
 
 
-def curve_to_json(curve: Sequence[float]) -> list[float | None]:
-    """+∞ (and NaN, read as +∞: never optimistic) become null in JSON."""
-    return [None if not math.isfinite(v) else float(v) for v in curve]
-
-
-def curve_from_json(curve: Sequence[float | None]) -> tuple[float, ...]:
-    return tuple(math.inf if v is None else float(v) for v in curve)
-
-
 def budget_of(dataset: Dataset) -> privacy_filter.Budget:
     return privacy_filter.Budget(epsilon=dataset.epsilon, delta=dataset.delta)
-
-
-class StoredCost(Protocol):
-    """The cost columns of a ledger row (a ``Charge`` or a row of just those columns)."""
-
-    @property
-    def rdp(self) -> Any: ...
-    @property
-    def gdp_mu(self) -> float | None: ...
-    @property
-    def pure_epsilon(self) -> float | None: ...
-
-
-def cost_of(row: StoredCost) -> privacy_filter.Cost:
-    """What a stored charge costs (rows written before revision 0006 have no μ: Rényi only)."""
-    return privacy_filter.Cost(
-        rdp=curve_from_json(row.rdp), mu=row.gdp_mu, pure_epsilon=row.pure_epsilon
-    )
-
-
-def spent_of(dataset: Dataset) -> privacy_filter.Spent:
-    """The dataset's *cached* Rényi and pure totals (audit only; admission recomputes)."""
-    return privacy_filter.Spent(
-        rdp=curve_from_json(dataset.spent_rdp),
-        mu_squared=0.0,
-        all_gaussian=False,
-        pure_epsilon=dataset.spent_pure_epsilon,
-    )
-
-
-# The columns a standing charge's cost needs: rows, not ORM objects (admission reads the whole
-# ledger of a dataset at every job; an instance per row was most of that read's cost).
-_COST_COLUMNS = (
-    Charge.kind,
-    Charge.job_id,
-    Charge.principal,
-    Charge.rdp,
-    Charge.gdp_mu,
-    Charge.pure_epsilon,
-)
-
-
-def standing_charges(
-    session: Session, dataset_id: str, principal: str | None = None
-) -> list[Row[Any]]:
-    """The cost columns (``kind``, ``job_id``, ``principal``, ``rdp``, ``gdp_mu``,
-    ``pure_epsilon``) of the dataset's charges that stand — no refund row for their job —,
-    oldest first; only ``principal``'s when given."""
-    query = select(*_COST_COLUMNS).where(Charge.dataset_id == dataset_id)
-    if principal is not None:
-        query = query.where(Charge.principal == principal)
-    rows = session.execute(query.order_by(Charge.id)).all()
-    refunded = {r.job_id for r in rows if r.kind == "refund"}
-    return [r for r in rows if r.kind == "charge" and r.job_id not in refunded]
-
-
-def live_spent(
-    session: Session, dataset_id: str, principal: str | None = None
-) -> privacy_filter.Spent:
-    """The sum of the live charges, recomputed from the rows (never by subtracting a refund:
-    a curve holding +∞ then never meets ∞ − ∞)."""
-    return privacy_filter.Spent.of(
-        cost_of(r) for r in standing_charges(session, dataset_id, principal)
-    )
-
-
-def _write_cache(dataset: Dataset, spent: privacy_filter.Spent) -> None:
-    dataset.spent_rdp = curve_to_json(spent.rdp)
-    dataset.spent_pure_epsilon = spent.pure_epsilon
 
 
 def lock_dataset(session: Session, dataset_id: str) -> Dataset | None:
@@ -154,14 +77,17 @@ def check_admissible(
     Read-only: ``POST /v1/jobs/estimate`` calls it without the lock, admission under it.
     """
     budget = budget_of(dataset)
-    spent = live_spent(session, dataset.id)
+    cap = principal_cap(session, dataset.id, principal)
+    scopes = totals.read_scopes(
+        session, dataset.id, [totals.DATASET] + ([principal] if cap is not None else [])
+    )
+    spent = scopes[totals.DATASET].spent
     decision = privacy_filter.admit(budget, spent, cost)
     if not decision.admitted:
         raise BudgetExceeded(decision.reason, privacy_filter.remaining_epsilon(budget, spent))
-    cap = principal_cap(session, dataset.id, principal)
     if cap is not None:
         capped = privacy_filter.Budget(epsilon=cap, delta=budget.delta)
-        mine = live_spent(session, dataset.id, principal)
+        mine = scopes[principal].spent
         decision = privacy_filter.admit(capped, mine, cost)
         if not decision.admitted:
             raise BudgetExceeded(
@@ -192,7 +118,7 @@ def admit_job(session: Session, dataset_id: str, job: Job, charge: JobCharge) ->
                 raise IdempotencyConflict(job.idempotency_key)
             return earlier
     cost = charge.cost
-    spent = check_admissible(session, dataset, job.principal, cost)
+    check_admissible(session, dataset, job.principal, cost)
     session.add(job)
     session.flush()
     session.add(
@@ -209,15 +135,15 @@ def admit_job(session: Session, dataset_id: str, job: Job, charge: JobCharge) ->
             event=dict(charge.event),
         )
     )
-    _write_cache(dataset, spent.plus(cost))
+    totals.add_charge(session, dataset_id, job.principal, cost)
     return job
 
 
 def refund_job(session: Session, job: Job) -> bool:
     """Append a refund for ``job``'s charge (once). Caller guarantees the data was never read.
 
-    Must be called inside a transaction; locks the dataset row. The cached total is then the
-    live charges summed again (no subtraction).
+    Must be called inside a transaction; locks the dataset row. The totals are then the
+    standing charges summed again (no subtraction: :func:`service.ledger.totals.rebuild`).
     """
     dataset = lock_dataset(session, job.dataset_id)
     if dataset is None:
@@ -243,7 +169,7 @@ def refund_job(session: Session, job: Job) -> bool:
         )
     )
     session.flush()
-    _write_cache(dataset, live_spent(session, dataset.id))
+    totals.rebuild(session, dataset.id, original.principal)
     return True
 
 
@@ -270,17 +196,3 @@ def principal_cap(session: Session, dataset_id: str, principal: str) -> float | 
             Grant.dataset_id == dataset_id, Grant.principal == principal
         )
     )
-
-
-@dataclass(frozen=True)
-class LedgerTotals:
-    rdp: tuple[float, ...]
-    pure_epsilon: float
-    jobs_charged: int
-
-
-def recompute_totals(session: Session, dataset_id: str) -> LedgerTotals:
-    """The dataset's spend recomputed from its charge rows (the audit of the cached total)."""
-    live = standing_charges(session, dataset_id)
-    spent = privacy_filter.Spent.of(cost_of(r) for r in live)
-    return LedgerTotals(rdp=spent.rdp, pure_epsilon=spent.pure_epsilon, jobs_charged=len(live))

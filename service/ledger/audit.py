@@ -1,22 +1,31 @@
-"""The ledger's self-check: the dataset's cached spend against its charge rows summed again.
+"""The ledger's self-check: the running totals against the charge rows summed again.
 
-Admission keeps a cached total on the dataset row (written in the same transaction as every
-charge and refund) and never trusts it: it recomputes from the rows. The audit shows both and
-whether they agree — the evidence an owner or auditor can check through
-``GET /v1/datasets/{id}/ledger``. Read both in ONE snapshot
+Admission reads the running totals (service/ledger/totals.py), written in the same transaction
+as every charge and refund, under the dataset's lock. The audit recomputes every scope — the
+dataset's and each principal's — from the standing rows in ledger order and checks that the
+stored totals are *equal* to them: the same additions in the same order give the same floats,
+so any difference (a lost update, a bad migration, a hand edit) shows as ``consistent: false``
+in ``GET /v1/datasets/{id}/ledger``. Read both sides in ONE snapshot
 (``ApiSessions.snapshot``); across snapshots a concurrent admission would show a false
 disagreement.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
 from service.db.models import Dataset
-from service.ledger.admission import LedgerTotals, recompute_totals, spent_of
+from service.ledger import totals
+from service.ledger.filter import Spent
+
+
+@dataclass(frozen=True)
+class LedgerTotals:
+    rdp: tuple[float, ...]
+    pure_epsilon: float
+    jobs_charged: int
 
 
 @dataclass(frozen=True)
@@ -27,19 +36,40 @@ class LedgerAudit:
     consistent: bool
 
 
+def recompute_totals(session: Session, dataset_id: str) -> LedgerTotals:
+    """The dataset's spend recomputed from its charge rows."""
+    total = totals.recompute(session, dataset_id)[totals.DATASET]
+    return LedgerTotals(total.spent.rdp, total.spent.pure_epsilon, total.charges)
+
+
+def _same(a: totals.Total, b: totals.Total) -> bool:
+    """Equal sums (+∞ equals +∞; NaN never occurs: costs are finite or +∞ and never
+    subtracted)."""
+    return a.charges == b.charges and _same_spent(a.spent, b.spent)
+
+
+def _same_spent(a: Spent, b: Spent) -> bool:
+    return (
+        a.rdp == b.rdp
+        and a.mu_squared == b.mu_squared
+        and a.all_gaussian == b.all_gaussian
+        and a.pure_epsilon == b.pure_epsilon
+    )
+
+
 def audit(session: Session, dataset: Dataset) -> LedgerAudit:
-    """Compare the cached totals with the rows. ``isclose``, never a difference: +∞ equals +∞
-    (∞ − ∞ would be NaN); relative 1e-9 for the Rényi curve (sums in another order), absolute
-    1e-9 for the pure ε."""
-    cached = spent_of(dataset)
-    totals = recompute_totals(session, dataset.id)
+    """Compare every stored total of the dataset with the rows summed again."""
+    stored = totals.stored(session, dataset.id)
+    again = totals.recompute(session, dataset.id)
+    nothing = totals.Total.nothing()
     consistent = all(
-        math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
-        for a, b in zip(cached.rdp, totals.rdp, strict=True)
-    ) and math.isclose(cached.pure_epsilon, totals.pure_epsilon, rel_tol=0.0, abs_tol=1e-9)
+        _same(stored.get(scope, nothing), again.get(scope, nothing))
+        for scope in set(stored) | set(again)
+    )
+    mine, theirs = stored.get(totals.DATASET, nothing), again[totals.DATASET]
     return LedgerAudit(
-        cached_rdp=cached.rdp,
-        cached_pure_epsilon=cached.pure_epsilon,
-        recomputed=totals,
+        cached_rdp=mine.spent.rdp,
+        cached_pure_epsilon=mine.spent.pure_epsilon,
+        recomputed=LedgerTotals(theirs.spent.rdp, theirs.spent.pure_epsilon, theirs.charges),
         consistent=consistent,
     )

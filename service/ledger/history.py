@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session
 
 from service.db.models import Charge, Dataset
 from service.ledger import filter as privacy_filter
-from service.ledger.admission import budget_of, cost_of
+from service.ledger.admission import budget_of
+from service.ledger.totals import cost_of
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,13 @@
-"""What a dataset's budget stands at, for one caller, from ONE read of its ledger rows.
+"""What a dataset's budget stands at, for one caller: two running totals, one statement.
 
-``GET /v1/datasets/{id}/budget`` is the route analysts poll most. It used to issue seven
-statements (the charges twice, two counts, the cap, the grant); this module reads the dataset's
-charge rows once and derives everything from them:
+``GET /v1/datasets/{id}/budget`` is the route analysts poll most. It reads the dataset's total
+and the caller's own from ``ledger_totals`` (service/ledger/totals.py: exactly the standing
+charges summed, as admission reads them) — O(1) in the length of the ledger:
 
-- the standing charges (a charge whose job has no refund row), in ledger order;
-- the dataset's spend (the sum of every standing charge) and the caller's own (the standing
-  charges whose ``principal`` is the caller) — both recomputed from the rows, never from the
-  cached total, exactly as admission does (:func:`service.ledger.admission.live_spent`);
-- ``jobs_charged``: the number of standing charges.
+- the dataset's spend and ``jobs_charged`` (the number of standing charges);
+- the caller's own spend (the standing charges whose ``principal`` is the caller).
 
-The numbers are the ones admission and the old statements gave (``tests/api/test_budget_api.py``
-checks them against the ledger); only the number of round trips changed.
+``tests/api/test_budget_api.py`` checks the numbers against the ledger's rows.
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from service.ledger import filter as privacy_filter
-from service.ledger.admission import cost_of, standing_charges
+from service.ledger import totals
 
 
 @dataclass(frozen=True)
@@ -34,11 +30,7 @@ class Standing:
 
 
 def standing(session: Session, dataset_id: str, principal: str) -> Standing:
-    """The dataset's standing charges summed, and ``principal``'s own (one query)."""
-    live = standing_charges(session, dataset_id)
-    costs = [(row.principal, cost_of(row)) for row in live]
-    return Standing(
-        spent=privacy_filter.Spent.of(cost for _, cost in costs),
-        yours=privacy_filter.Spent.of(cost for who, cost in costs if who == principal),
-        jobs_charged=len(live),
-    )
+    """The dataset's standing total and ``principal``'s own (one statement)."""
+    found = totals.read_scopes(session, dataset_id, [totals.DATASET, principal])
+    dataset = found[totals.DATASET]
+    return Standing(spent=dataset.spent, yours=found[principal].spent, jobs_charged=dataset.charges)

@@ -6,6 +6,8 @@ admitted as the filter allows sequentially, and the cached total equals the sum 
 
 from __future__ import annotations
 
+import math
+import random
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,21 +18,19 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.cli import migrate
-from service.db.models import Charge, Dataset, Job
+from service.db.models import Charge, Dataset, Job, LedgerTotal
 from service.db.session import make_engine, session_factory
 from service.ids import new_id
 from service.ledger import filter as privacy_filter
-from service.ledger.accounting import ORDERS, event_to_json, pure_dp_event, rdp_curve
+from service.ledger import totals as ledger_totals
+from service.ledger.accounting import event_to_json, pure_dp_event, rdp_curve
 from service.ledger.admission import (
     BudgetExceeded,
     JobCharge,
     admit_job,
     cancel_or_refund_unread,
-    curve_to_json,
-    live_spent,
-    recompute_totals,
-    spent_of,
 )
+from service.ledger.audit import audit, recompute_totals
 from service.privacy.gdp import event_mu
 
 CLIENTS = 40
@@ -68,8 +68,6 @@ def make_dataset(sessions: sessionmaker[Session], epsilon: float, delta: float) 
                 n_features=1,
                 epsilon=epsilon,
                 delta=delta,
-                spent_rdp=curve_to_json([0.0] * len(ORDERS)),
-                spent_pure_epsilon=0.0,
             )
         )
     return dataset_id
@@ -149,17 +147,19 @@ def assert_ledger_adds_up(sessions: sessionmaker[Session], dataset_id: str, expe
         dataset = session.get(Dataset, dataset_id)
         assert dataset is not None
         totals = recompute_totals(session, dataset_id)
-        cached = spent_of(dataset)
+        cached = ledger_totals.read(session, dataset_id).spent
+        checked = audit(session, dataset)
         n_charges = len(
             session.scalars(select(Charge).where(Charge.dataset_id == dataset_id)).all()
         )
         n_jobs = len(session.scalars(select(Job).where(Job.dataset_id == dataset_id)).all())
     assert totals.jobs_charged == expected == n_jobs == n_charges
-    assert cached.rdp == pytest.approx(totals.rdp, rel=1e-12)
-    assert cached.pure_epsilon == pytest.approx(totals.pure_epsilon)
+    assert cached.rdp == totals.rdp  # exactly the rows summed again, in ledger order
+    assert cached.pure_epsilon == totals.pure_epsilon
+    assert checked.consistent
     budget = privacy_filter.Budget(dataset.epsilon, dataset.delta)
     with sessions() as session:
-        live = live_spent(session, dataset_id)
+        live = ledger_totals.recompute(session, dataset_id)[ledger_totals.DATASET].spent
     assert privacy_filter.fits(budget, live) is not None  # the filter's invariant holds
     assert privacy_filter.spent_epsilon(budget, live) <= budget.epsilon * (1 + 1e-9)
 
@@ -213,7 +213,7 @@ def test_refund_only_before_data_is_read(sessions: sessionmaker[Session]) -> Non
         dataset = session.get(Dataset, dataset_id)
         assert dataset is not None
         assert totals.jobs_charged == 1
-        assert dataset.spent_pure_epsilon == pytest.approx(0.5)
+        assert ledger_totals.read(session, dataset_id).spent.pure_epsilon == pytest.approx(0.5)
         kinds = [
             c.kind
             for c in session.scalars(select(Charge).order_by(Charge.id))
@@ -261,7 +261,7 @@ def test_200_concurrent_mixed_clients_never_overspend(sessions: sessionmaker[Ses
     assert 1 < k < 200
     assert_ledger_adds_up(sessions, dataset_id, k)
     with sessions() as session:
-        live = live_spent(session, dataset_id)
+        live = ledger_totals.recompute(session, dataset_id)[ledger_totals.DATASET].spent
     assert not privacy_filter.admit(budget, live, gauss.cost).admitted
 
 
@@ -282,12 +282,68 @@ def test_refunding_an_infinite_curve_keeps_the_ledger_consistent(
     with sessions() as session:
         dataset = session.get(Dataset, dataset_id)
         assert dataset is not None
-        cached = spent_of(dataset)
+        cached = ledger_totals.read(session, dataset_id).spent
         totals = recompute_totals(session, dataset_id)
-        live = live_spent(session, dataset_id)
-    assert cached.rdp == pytest.approx(totals.rdp, rel=1e-12)
+        live = ledger_totals.recompute(session, dataset_id)[ledger_totals.DATASET].spent
+    assert cached.rdp == totals.rdp
     assert cached.rdp == pytest.approx(gauss.cost.rdp, rel=1e-12)
     assert live.all_gaussian and live.mu_squared == pytest.approx(1 / 64)
     with sessions.begin() as session:
         admit_job(session, dataset_id, new_job(dataset_id), gauss)
     assert first
+
+
+def test_running_totals_equal_the_rows_after_every_charge_and_refund(
+    sessions: sessionmaker[Session],
+) -> None:
+    """Random charges and refunds by three principals, mixing Gaussian (μ), subsampled (Rényi
+    only, +∞ at the largest order) and pure charges: after every step every stored total — the
+    dataset's and each principal's — is bit-for-bit the standing rows summed again, and the
+    audit says so. A total off by one ulp fails the test: ``audit`` compares with ``==``."""
+    rng = random.Random(7)
+    kinds = [
+        charge_for(dp_event.GaussianDpEvent(40.0), 0.05, 1e-7),
+        charge_for(dp_event.GaussianDpEvent(13.0), 0.2, 1e-7),
+        _sampled_charge(),
+    ]
+    dataset_id = make_dataset(sessions, 50.0, 1e-5)
+    admitted: list[str] = []
+    for step in range(60):
+        if admitted and rng.random() < 0.3:
+            job_id = admitted.pop(rng.randrange(len(admitted)))
+            with sessions.begin() as session:
+                assert cancel_or_refund_unread(session, job_id, "cancelled", None)
+        else:
+            job = new_job(dataset_id, principal=rng.choice(["ann", "bob", "cy"]))
+            with sessions.begin() as session:
+                admitted.append(admit_job(session, dataset_id, job, rng.choice(kinds)).id)
+        with sessions() as session:
+            dataset = session.get(Dataset, dataset_id)
+            assert dataset is not None
+            stored = ledger_totals.stored(session, dataset_id)
+            again = ledger_totals.recompute(session, dataset_id)
+            assert audit(session, dataset).consistent, step
+        assert stored[ledger_totals.DATASET] == again[ledger_totals.DATASET], step
+        for who in ("ann", "bob", "cy"):
+            nothing = ledger_totals.Total.nothing()
+            assert stored.get(who, nothing) == again.get(who, nothing), (step, who)
+    assert again[ledger_totals.DATASET].charges == len(admitted)
+
+
+def test_the_audit_sees_a_total_that_differs_from_the_rows(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The audit can fail: a stored total one ulp off its rows (a lost update, a hand edit) is
+    reported inconsistent."""
+    dataset_id = make_dataset(sessions, 3.0, 1e-5)
+    gauss = charge_for(dp_event.GaussianDpEvent(8.0), 0.5, 1e-6)
+    with sessions.begin() as session:
+        admit_job(session, dataset_id, new_job(dataset_id), gauss)
+    with sessions.begin() as session:
+        row = session.get(LedgerTotal, (dataset_id, "analyst"))
+        assert row is not None
+        row.mu_squared = math.nextafter(row.mu_squared, math.inf)
+    with sessions() as session:
+        dataset = session.get(Dataset, dataset_id)
+        assert dataset is not None
+        assert not audit(session, dataset).consistent

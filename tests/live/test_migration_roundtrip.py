@@ -12,8 +12,10 @@ from sqlalchemy import func, select
 
 from alembic import command
 from service.cli import ROOT, migrate
-from service.db.models import Charge, Grant, Job
+from service.db.models import Charge, Dataset, Grant, Job
 from service.db.session import make_engine, session_factory
+from service.ledger import totals
+from service.ledger.audit import audit
 from tests.support.inprocess import bearer, in_process_app
 from tests.support.walkthrough import credit_dataset, logistic_job
 
@@ -55,4 +57,10 @@ def test_every_migration_downgrades_and_upgrades_with_data(
         assert session.scalar(select(func.count()).select_from(Job)) == 1
         assert session.scalar(select(func.count()).select_from(Grant)) == 1
         assert session.scalar(select(func.count()).select_from(Charge)) == 1
+        # Revision 0010 rebuilt the running totals from the rows: equal to them, both scopes.
+        dataset = session.get(Dataset, dataset_id)
+        assert dataset is not None
+        assert audit(session, dataset).consistent
+        assert totals.read(session, dataset_id).charges == 1
+        assert totals.read(session, dataset_id, "a").charges == 1  # (its μ went with 0006's down)
     engine.dispose()
