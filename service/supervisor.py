@@ -19,19 +19,25 @@ exactly what one would; a job runs once because its worker task claims it in the
 
 Limits, stated: a job whose Dask task errors outside the runner is marked failed by the done
 callback of the API process that dispatched it — if that process died first, the job stays
-``running`` until the next start's recovery. ``/metrics``' per-process series (HTTP latency,
-submission outcomes) describe the process that answered the scrape; its database series are
-whole.
+``running`` until the next start's recovery.
+
+``/metrics`` is whole whichever process answers a scrape: the supervisor gives the API
+processes a fresh directory for prometheus-client's multiprocess mode (removed when it stops),
+in which each records its request series, and a scrape sums them (service/api/metrics.py);
+the database series are read from the database.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 from dataclasses import replace
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.api.metrics import MULTIPROCESS_DIR_ENV
 from service.job_events import JobEventThread
 from service.settings import SUPERVISED_ENV, Settings
 from service.workers.dispatch import Dispatcher, recover_unfinished
@@ -74,10 +80,12 @@ def serve_with_workers(settings: Settings, host: str, port: int) -> None:
     sessions = session_factory(engine)
     dispatcher = DaskDispatcher(clients, sessions)
     job_events = None
+    metrics_dir = tempfile.mkdtemp(prefix="dpfit-metrics-")
     try:
         job_events = start_once_per_service(sessions, dispatcher, settings.max_attempts)
         os.environ["DPFIT_DASK_SCHEDULER"] = address
         os.environ[SUPERVISED_ENV] = "1"
+        os.environ[MULTIPROCESS_DIR_ENV] = metrics_dir
         uvicorn.run(
             "service.api.app:create_app",
             factory=True,
@@ -94,3 +102,4 @@ def serve_with_workers(settings: Settings, host: str, port: int) -> None:
         if cluster is not None:
             cluster.close()
         engine.dispose()
+        shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -11,8 +11,9 @@ from data; a job's duration is a release the API already makes through its times
   for paths no route matched. Recorded by ``RequestContext`` (service/api/middleware.py).
 - ``dpfit_job_submissions_total{outcome}``: ``POST /v1/jobs`` answers: ``admitted`` (202),
   ``replayed`` (an ``Idempotency-Key`` retry), ``refused`` (409: the budget does not allow it),
-  ``invalid`` (422), ``not_found`` (404), ``unauthorized`` (401/403), ``error`` (5xx). Counted in
-  this process since it started (a counter; Prometheus handles resets).
+  ``invalid`` (422), ``not_found`` (404), ``unauthorized`` (401/403), ``error`` (5xx). Counted
+  since the service started (a counter; Prometheus handles resets), summed over the API
+  processes when there are several (:func:`create_metrics`).
 - At scrape time, from the database (the source of truth, whatever process changed it; cheaper
   than tracking events across Dask workers): ``dpfit_jobs{status,optimizer}``,
   ``dpfit_job_queue_depth`` (queued jobs), ``dpfit_jobs_running``,
@@ -24,12 +25,12 @@ from data; a job's duration is a release the API already makes through its times
   spending pace tells how active its analysts are); a ``public`` endpoint drops these series.
 
 Cost: one scrape runs five small aggregate queries plus one pass over finished jobs' two
-timestamps (and, for admins, one ledger read per live dataset — the budget endpoint's
-computation).
+timestamps (and, for admins, one read of the live datasets' running ledger totals).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated
@@ -44,6 +45,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -56,6 +58,9 @@ from service.ledger import filter as privacy_filter
 from service.ledger import totals
 from service.ledger.admission import budget_of
 
+#: Set by the supervisor for its API processes (service/supervisor.py); prometheus-client reads
+#: it when first imported.
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 JOB_STATUSES = job_status.STATUSES
 DURATION_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, float("inf"))
 # The classic text format every Prometheus version reads (generate_latest writes it).
@@ -94,20 +99,31 @@ def submission_outcome(status: int, replayed: bool = False) -> str:
 
 def create_metrics(sessions_of: SessionsOf, per_dataset: bool) -> Metrics:
     """A fresh registry with the request series and the database collector. ``sessions_of``
-    returns the app's sessions (None before startup: the scraped series are then empty)."""
+    returns the app's sessions (None before startup: the scraped series are then empty).
+
+    Under the supervisor (``DPFIT_API_WORKERS`` > 1) every API process records its request
+    series in the supervisor's ``PROMETHEUS_MULTIPROC_DIR`` (prometheus-client's multiprocess
+    mode, chosen when the process imports it) and a scrape, whichever process answers it, sums
+    every process's files — otherwise each scrape would show one process's share."""
+    shared = os.environ.get(MULTIPROCESS_DIR_ENV)
     registry = CollectorRegistry(auto_describe=True)
+    # The request series live in the process's own registry; with a shared directory the
+    # exposition reads every process's values from it instead.
+    own = CollectorRegistry(auto_describe=True) if shared else registry
+    if shared:
+        MultiProcessCollector(registry, path=shared)
     http_latency = Histogram(
         "dpfit_http_request_duration_seconds",
         "HTTP request latency by method, route template and status.",
         ("method", "route", "status"),
         buckets=HTTP_BUCKETS,
-        registry=registry,
+        registry=own,
     )
     submissions = Counter(
         "dpfit_job_submissions",
         "Answers to POST /v1/jobs by outcome (admitted, refused by the budget, …).",
         ("outcome",),
-        registry=registry,
+        registry=own,
     )
     registry.register(DatabaseCollector(sessions_of, per_dataset))
     return Metrics(registry=registry, http_latency=http_latency, job_submissions=submissions)

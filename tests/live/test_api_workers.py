@@ -78,8 +78,28 @@ def test_two_api_processes_admit_exactly_the_budget_and_run_each_job_once(
         with ThreadPoolExecutor(16) as pool:
             prefixes = {rid[:4] for rid in pool.map(request_id, range(200))}
         assert len(prefixes) == 2, prefixes
+
+        # /metrics counts the requests of BOTH processes, whichever one answers the scrape
+        # (one process's own counters would show a part of the 200, differing between scrapes).
+        admin_key = server.key("admin", "admin")
+        counts = {_budget_requests_counted(server.client(admin_key)) for _ in range(6)}
+        assert counts == {200}, counts
     finally:
         server.stop()
+
+
+def _budget_requests_counted(admin: httpx.Client) -> float:
+    """``GET /v1/datasets/{dataset_id}/budget`` answers counted by the scraped histogram."""
+    with admin:
+        text = admin.get("/metrics").text
+    prefix = "dpfit_http_request_duration_seconds_count{"
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(prefix)
+        and 'route="/v1/datasets/{dataset_id}/budget"' in line
+        and 'method="GET"' in line
+    )
 
 
 def test_a_killed_service_with_two_api_processes_recovers_each_job_once(
