@@ -214,6 +214,27 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def job_outcomes(url: str, wait: float = 30.0) -> dict[str, int]:
+    """The jobs' statuses once the queue has drained (or after ``wait`` seconds): a submission
+    counts only if its job really ran, and a backlog left at the end is reported."""
+    from sqlalchemy import create_engine, func, select
+
+    from service.db.models import Job
+
+    engine = create_engine(url)
+    deadline = time.monotonic() + wait
+    try:
+        while True:
+            with engine.connect() as conn:
+                rows = conn.execute(select(Job.status, func.count()).group_by(Job.status)).all()
+            counts = {status: int(n) for status, n in rows}
+            if time.monotonic() > deadline or not (counts.keys() & {"queued", "running"}):
+                return counts
+            time.sleep(0.5)
+    finally:
+        engine.dispose()
+
+
 def report(
     backend: str,
     tally: Tally,
@@ -221,6 +242,7 @@ def report(
     clients: int,
     cpu: tuple[float, float],
     rate: float | None = None,
+    jobs: dict[str, int] | None = None,
 ) -> list[str]:
     total = sum(len(v) for v in tally.latencies.values())
     reads = sum(len(v) for k, v in tally.latencies.items() if k in READS)
@@ -234,11 +256,22 @@ def report(
         + (f"reads p99 {1000 * percentile(read_latencies, 0.99):.0f} ms, " if reads else "")
         + f"{errors} errors",
         "",
-        f"CPU per request: the service (all its processes) {1000 * cpu[0] / max(total, 1):.2f} "
-        f"ms ({100 * cpu[0] / elapsed:.0f}% of a core), this load client "
+        "CPU per request, counted until the job queue drained: the service (all its processes) "
+        f"{1000 * cpu[0] / max(total, 1):.2f} ms ({100 * cpu[0] / elapsed:.0f}% of a core over "
+        "the load's duration), this load client "
         f"{1000 * cpu[1] / max(total, 1):.2f} ms ({100 * cpu[1] / elapsed:.0f}% of a core). "
         f"Machine load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.",
         "",
+        *(
+            [
+                "Jobs (the few made before the load included), once the queue drained: "
+                + ", ".join(f"{n} {status}" for status, n in sorted(jobs.items()))
+                + ".",
+                "",
+            ]
+            if jobs
+            else []
+        ),
         "| route | requests | req/s | p50 (ms) | p99 (ms) | errors |",
         "|---|---|---|---|---|---|",
     ]
@@ -326,8 +359,9 @@ def run(args: argparse.Namespace) -> None:
                 pid = server.process.pid
                 before = service_cpu(pid), time.process_time()
                 tally, elapsed = asyncio.run(load(server, clients, duration, mix, args.rate))
+                jobs = job_outcomes(url)  # the CPU then includes every submitted job's run
                 cpu = (service_cpu(pid) - before[0], time.process_time() - before[1])
-                out += report(backend, tally, elapsed, clients, cpu, args.rate) + [""]
+                out += report(backend, tally, elapsed, clients, cpu, args.rate, jobs) + [""]
                 if spy is not None:
                     spy.wait(timeout=120)
                     out += summarize_profile(args.profile / f"load-{backend}.json") + [""]
