@@ -31,9 +31,15 @@ def test_one_hot_rows_become_csr_and_dense_rows_stay() -> None:
     rng = np.random.default_rng(0)
     X, _ = _one_hot_rows(rng, 200)
     rows = gradient_rows(X)
-    assert isinstance(rows, SparseRows) and rows.shape == X.shape
-    np.testing.assert_array_equal(rows.rows.toarray(), X)
-    np.testing.assert_array_equal(rows.T.toarray(), X.T)
+    assert isinstance(rows, SparseRows) and rows.shape == X.shape and rows.T.shape == X.T.shape
+    np.testing.assert_array_equal(rows.toarray(), X)
+    # the intercept and the numeric column are dense, the one-hot blocks sparse
+    assert rows.dense_columns.tolist() == [18, 19]
+    assert rows.sparse_columns.tolist() == list(range(18))
+    c = rng.normal(size=200)
+    w0 = rng.normal(size=X.shape[1])
+    np.testing.assert_allclose(rows @ w0, X @ w0, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(rows.T @ c, X.T @ c, rtol=1e-13, atol=1e-13)
     dense = rng.normal(size=(50, 4))
     assert gradient_rows(dense) is dense
     loss = LogisticLoss(l2=0.01)
@@ -74,6 +80,66 @@ def test_fit_on_sparse_rows_equals_the_dense_algorithm(name: str) -> None:
         loss,
         X,
         y,
+        step_size=plan.hyperparameters["step_size"],
+        iterations=plan.total_steps,
+        noise_std=plan.noise_scale,
+        rng=np.random.default_rng(5),
+    )
+    np.testing.assert_allclose(fitted, dense, rtol=1e-11, atol=1e-13)
+
+
+def test_rows_of_uneven_length_and_every_column_density() -> None:
+    """Rows with 0 … 7 non-zeros (grouped by count inside) and columns from empty to full:
+    both products equal the dense ones and each output entry is its own row's."""
+    rng = np.random.default_rng(2)
+    n, d = 500, 12
+    X = np.zeros((n, d))
+    X[:, 0] = 0.3  # full (dense block)
+    X[rng.random(n) < 0.6, 1] = -0.2  # dense block
+    X[rng.random(n) < 0.3, 2] = 0.25  # just above DENSE_COLUMN: dense block
+    for j in range(3, d - 1):  # sparse columns, uneven row lengths
+        X[rng.random(n) < 0.02 * j, j] = rng.uniform(-0.3, 0.3)
+    X /= max(1.0, float(np.linalg.norm(X, axis=1).max()))  # column d - 1 stays empty
+    rows = gradient_rows(X)
+    assert isinstance(rows, SparseRows)
+    assert rows.dense_columns.tolist() == [0, 1, 2]
+    assert len(set(np.count_nonzero(X[:, 3:], axis=1).tolist())) > 3
+    np.testing.assert_array_equal(rows.toarray(), X)
+    w = rng.normal(size=d)
+    c = rng.normal(size=n)
+    np.testing.assert_allclose(rows @ w, X @ w, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(rows.T @ c, X.T @ c, rtol=1e-13, atol=1e-13)
+    # row i of X @ w depends on row i only: change one row, only that entry moves
+    X2 = X.copy()
+    X2[7] = 0.0
+    X2[7, 5] = 0.5
+    moved = np.flatnonzero(gradient_rows(X2) @ w != rows @ w)
+    assert moved.tolist() == [7]
+
+
+def test_averaged_fit_on_sparse_rows_equals_the_dense_algorithm() -> None:
+    """``dp_agd_averaged`` (the default's method) on the sparse path equals its loop on the
+    dense array with the same noise draws."""
+    from service.optimizers.dp_agd_averaged import (
+        DPAGDAveraged,
+        DPAGDAveragedParams,
+        averaged_accelerated_descent,
+    )
+    from service.optimizers.full_gradient import LocalGradient
+
+    rng = np.random.default_rng(3)
+    n = 300
+    X, y = _one_hot_rows(rng, n)
+    X[::7, :6] = 0.0  # a missing category: uneven row lengths
+    loss = LogisticLoss(l2=0.01, gradient_clip=0.5)
+    opt = DPAGDAveraged()
+    plan = opt.plan(
+        DPAGDAveragedParams(iterations=40), loss, n, X.shape[1], PrivacyTarget(1.0, 1e-5)
+    )
+    fitted = opt.fit(plan, loss, X, y, np.random.default_rng(5), lambda _: None)
+    dense = averaged_accelerated_descent(
+        loss,
+        LocalGradient(loss, X, y),
         step_size=plan.hyperparameters["step_size"],
         iterations=plan.total_steps,
         noise_std=plan.noise_scale,
