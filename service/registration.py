@@ -23,6 +23,9 @@ Guarantees
   (:attr:`Settings.root_owners`). An owner resolves URIs only inside the roots open to them, and
   a location inside a root scoped to others is refused with the same message as any location
   outside the roots (it does not tell whether the file exists). Admins may use every root.
+  ``DPFIT_SQL_CONNECTIONS`` entries may be scoped the same way
+  (:attr:`Settings.sql_connection_owners`): for anyone else the connection is "not configured",
+  the answer a name the operator never configured gets.
 - **The validation report** is stored with the dataset; who may see it is the API's concern
   (owner and admins only).
 """
@@ -172,8 +175,10 @@ def _already_registered(principal: Actor, existing: Dataset) -> SourceAlreadyReg
 
 
 def settings_for(settings: Settings, principal: Actor) -> Settings:
-    """``settings`` with only the data roots ``principal`` may register from (admins: all)."""
-    if principal.is_admin or not settings.root_owners:
+    """``settings`` with only the data roots and SQL connections ``principal`` may register
+    from (admins: all). A connection scoped to others is then "not configured" for them, the
+    answer a connection that does not exist gets."""
+    if principal.is_admin or not (settings.root_owners or settings.sql_connection_owners):
         return settings
     return replace(
         settings,
@@ -181,6 +186,11 @@ def settings_for(settings: Settings, principal: Actor) -> Settings:
         object_store_roots=tuple(
             r for r in settings.object_store_roots if _open_to(settings, r, principal)
         ),
+        sql_connections={
+            name: url
+            for name, url in settings.sql_connections.items()
+            if principal.name in settings.sql_connection_owners.get(name, {principal.name})
+        },
     )
 
 

@@ -67,6 +67,8 @@ class Settings:
     object_store_roots: tuple[str, ...] = ()
     sql_connections: dict[str, str] = field(default_factory=dict, repr=False)
     root_owners: dict[str, frozenset[str]] = field(default_factory=dict)
+    # Connections scoped to owners (name → owners); absent: open to every owner.
+    sql_connection_owners: dict[str, frozenset[str]] = field(default_factory=dict)
     dask_host: str = "127.0.0.1"
     dask_tls_dir: Path | None = None
     dask_tls_ca: Path | None = None
@@ -91,6 +93,7 @@ class Settings:
         roots = tuple(Path(p).expanduser().resolve() for p in entries if not _is_s3(p))
         object_roots = tuple(_s3_root(p) for p in entries if _is_s3(p))
         workers = int(env.get("DPFIT_WORKERS") or (os.cpu_count() or 1))
+        connections = _sql_connections(env.get("DPFIT_SQL_CONNECTIONS") or "")
         return Settings(
             database_url=database_url,
             data_roots=roots,
@@ -98,8 +101,11 @@ class Settings:
             dask_scheduler=env.get("DPFIT_DASK_SCHEDULER") or None,
             max_attempts=int(env.get("DPFIT_MAX_ATTEMPTS") or 3),
             object_store_roots=object_roots,
-            sql_connections=_sql_connections(env.get("DPFIT_SQL_CONNECTIONS") or ""),
+            sql_connections={name: url for name, (url, _) in connections.items()},
             root_owners=_root_owners(scoped),
+            sql_connection_owners={
+                name: owners for name, (_, owners) in connections.items() if owners is not None
+            },
             dask_host=env.get("DPFIT_DASK_HOST") or "127.0.0.1",
             dask_tls_dir=_optional_path(env.get("DPFIT_DASK_TLS_DIR")),
             dask_tls_ca=_optional_path(env.get("DPFIT_DASK_TLS_CA")),
@@ -145,6 +151,7 @@ def _s3_root(entry: str) -> str:
 
 
 _ROOT_SCOPE = re.compile(r"([A-Za-z0-9_.@-]+(?:,[A-Za-z0-9_.@-]+)*)=(.+)", re.DOTALL)
+_OWNER_NAME = re.compile(r"[A-Za-z0-9_.@-]+")
 
 
 def _split_root_scope(entry: str) -> tuple[frozenset[str] | None, str]:
@@ -169,8 +176,10 @@ def _root_owners(scoped: list[tuple[frozenset[str] | None, str]]) -> dict[str, f
     return {root: names for root, names in owners.items() if root not in open_roots}
 
 
-def _sql_connections(raw: str) -> dict[str, str]:
-    """DPFIT_SQL_CONNECTIONS parsed and checked once; errors name the entry, never a URL."""
+def _sql_connections(raw: str) -> dict[str, tuple[str, frozenset[str] | None]]:
+    """DPFIT_SQL_CONNECTIONS parsed and checked once: name → (URL, owners or None when open to
+    every owner). An entry is a URL string, or ``{"url": …, "owners": [names]}`` to scope the
+    connection to those owners (and admins). Errors name the entry, never a URL."""
     if not raw.strip():
         return {}
     from sqlalchemy.engine import make_url
@@ -182,21 +191,46 @@ def _sql_connections(raw: str) -> dict[str, str]:
         raise SettingsError("DPFIT_SQL_CONNECTIONS is not valid JSON") from None
     if not isinstance(value, dict):
         raise SettingsError("DPFIT_SQL_CONNECTIONS must be a JSON object: name → SQLAlchemy URL")
-    for name, url in value.items():
+    parsed: dict[str, tuple[str, frozenset[str] | None]] = {}
+    for name, entry in value.items():
         if not _CONNECTION_NAME.fullmatch(name):
             raise SettingsError(
                 f"DPFIT_SQL_CONNECTIONS: connection name {name!r} must be 1-64 letters, digits, "
                 "'_' or '-'"
             )
-        if not isinstance(url, str):
-            raise SettingsError(f"DPFIT_SQL_CONNECTIONS: the URL of {name!r} must be a string")
+        url, owners = _connection_entry(name, entry)
         try:
             make_url(url)
         except (ArgumentError, ValueError):
             raise SettingsError(
                 f"DPFIT_SQL_CONNECTIONS: the URL of {name!r} is not a SQLAlchemy URL"
             ) from None
-    return dict(value)
+        parsed[name] = (url, owners)
+    return parsed
+
+
+def _connection_entry(name: str, entry: object) -> tuple[str, frozenset[str] | None]:
+    """One connection's (URL, owners): a string, or an object with "url" and "owners"."""
+    if isinstance(entry, str):
+        return entry, None
+    if not isinstance(entry, dict) or set(entry) != {"url", "owners"}:
+        raise SettingsError(
+            f"DPFIT_SQL_CONNECTIONS: {name!r} must be a URL string or an object with exactly "
+            '"url" and "owners"'
+        )
+    url, owners = entry["url"], entry["owners"]
+    if not isinstance(url, str):
+        raise SettingsError(f"DPFIT_SQL_CONNECTIONS: the URL of {name!r} must be a string")
+    if (
+        not isinstance(owners, list)
+        or not owners
+        or not all(isinstance(o, str) and _OWNER_NAME.fullmatch(o) for o in owners)
+    ):
+        raise SettingsError(
+            f"DPFIT_SQL_CONNECTIONS: the owners of {name!r} must be a non-empty list of "
+            "principal names"
+        )
+    return url, frozenset(owners)
 
 
 def _choice(env: dict[str, str], name: str, allowed: tuple[str, ...]) -> str:

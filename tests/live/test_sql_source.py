@@ -183,6 +183,27 @@ def test_a_malformed_connection_setting_is_a_clear_startup_error() -> None:
             Settings.from_env({"DPFIT_SQL_CONNECTIONS": raw})
     parsed = Settings.from_env({"DPFIT_SQL_CONNECTIONS": '{"wh": "sqlite:///x.db"}'})
     assert parsed.sql_connections == {"wh": "sqlite:///x.db"}
+    assert parsed.sql_connection_owners == {}
+
+
+def test_a_connection_can_be_scoped_to_owners() -> None:
+    raw = json.dumps(
+        {"open": "sqlite:///a.db", "team": {"url": "sqlite:///b.db", "owners": ["ann", "bo"]}}
+    )
+    parsed = Settings.from_env({"DPFIT_SQL_CONNECTIONS": raw})
+    assert parsed.sql_connections == {"open": "sqlite:///a.db", "team": "sqlite:///b.db"}
+    assert parsed.sql_connection_owners == {"team": frozenset({"ann", "bo"})}
+    for bad in (
+        {"team": {"url": "sqlite:///b.db"}},  # no owners
+        {"team": {"url": "sqlite:///b.db", "owners": []}},
+        {"team": {"url": "sqlite:///b.db", "owners": ["a b"]}},
+        {"team": {"url": "sqlite:///b.db", "owners": ["ann"], "extra": 1}},
+        {"team": {"url": 3, "owners": ["ann"]}},
+        {"team": {"url": f"not a url {SECRET}", "owners": ["ann"]}},
+    ):
+        with pytest.raises(SettingsError, match="'team'") as caught:
+            Settings.from_env({"DPFIT_SQL_CONNECTIONS": json.dumps(bad)})
+        assert SECRET not in str(caught.value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -397,8 +418,10 @@ def live(
         )
     engine.dispose()
     home = tmp_path_factory.mktemp("sql-live")
+    connections: dict[str, object] = dict(settings.sql_connections)
+    connections["wh_team"] = {"url": settings.sql_connections["wh"], "owners": ["sql-owner"]}
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("DPFIT_SQL_CONNECTIONS", json.dumps(settings.sql_connections))
+        env.setenv("DPFIT_SQL_CONNECTIONS", json.dumps(connections))
         server = start_server(f"sqlite:///{home / 'dpfit.db'}", data_roots=[EXAMPLES], home=home)
     try:
         yield server
@@ -454,6 +477,27 @@ def test_refusals_name_the_field_and_leak_nothing(live: LiveServer, uri: str) ->
         assert secret not in response.text
     # The injection attempt changed nothing.
     assert open_sql_source("sql://wh/credit", live_settings(live)).count_rows() == 4000
+
+
+def test_a_scoped_connection_is_unconfigured_for_other_owners(live: LiveServer) -> None:
+    """``wh_team`` is scoped to sql-owner: for another owner it is exactly a connection the
+    operator never configured (nothing tells it exists); its owner and admins may use it."""
+    other = live.client(live.key("sql-other-owner", "owner"))
+    scoped = problem_of(other.post("/v1/datasets", json=credit_dataset(uri="sql://wh_team/credit")))
+    absent = problem_of(other.post("/v1/datasets", json=credit_dataset(uri="sql://nope/credit")))
+    assert scoped["field"] == absent["field"] == "source.uri"
+    assert scoped["detail"].replace("wh_team", "X") == absent["detail"].replace("nope", "X")
+    for name, role in (("sql-owner", "owner"), ("admin", "admin")):
+        client = live.client(live.key(name, role))
+        # The table is reachable: registered here, or refused as already registered (the same
+        # content through the open connection `wh`), never "not configured".
+        got = client.post("/v1/datasets", json=credit_dataset(uri="sql://wh_team/credit"))
+        assert got.status_code in (201, 409), (name, got.text)
+
+
+def problem_of(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 422, response.text
+    return dict(response.json())
 
 
 def live_settings(live: LiveServer) -> Settings:
