@@ -12,6 +12,7 @@ from service.optimizers.accelerated_kit import noisy_accelerated_descent
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.dp_agd import DPAGD, DPAGDParams
 from service.optimizers.dp_agd_averaged import (
+    STEP_CAP,
     STEP_FACTOR,
     DPAGDAveraged,
     DPAGDAveragedParams,
@@ -100,3 +101,18 @@ def test_it_fits_and_checks_the_data_against_the_plan() -> None:
     oracle = LocalGradient(loss, X, y)
     w2 = opt.fit_oracle(plan, loss, oracle, np.random.default_rng(0), lambda s: None)
     assert np.allclose(w, w2)
+
+
+def test_the_default_steps_stop_at_the_compute_cap_unless_the_analyst_lifts_it() -> None:
+    """Many rows and a small l2 put 2·T_agd above STEP_CAP: the default plan runs STEP_CAP
+    steps with the noise calibrated for them; ``max_iterations`` lifts the cap."""
+    loss = LogisticLoss(l2=1e-5, gradient_clip=0.5)
+    n, d = 200_000, 20
+    agd = DPAGD().plan(DPAGDParams(), loss, n, d, TARGET)
+    assert STEP_FACTOR * agd.hyperparameters["iterations"] > STEP_CAP
+    capped = DPAGDAveraged().plan(DPAGDAveragedParams(), loss, n, d, TARGET)
+    assert capped.total_steps == capped.hyperparameters["iterations"] == STEP_CAP
+    same_t = DPAGD().plan(DPAGDParams(iterations=STEP_CAP), loss, n, d, TARGET)
+    assert capped.noise_scale == same_t.noise_scale and capped.event == same_t.event
+    lifted = DPAGDAveraged().plan(DPAGDAveragedParams(max_iterations=5000), loss, n, d, TARGET)
+    assert lifted.total_steps == STEP_FACTOR * agd.hyperparameters["iterations"]
