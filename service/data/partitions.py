@@ -193,6 +193,26 @@ def choose_layout(
     return Layout("infeasible", needed, reason=reason)
 
 
+def single_here(
+    n: int,
+    dimension: int,
+    classes: int | None,
+    own_memory: int | None,
+    *,
+    min_rows: int | None,
+    columns: int | None = None,
+) -> bool:
+    """True when the worker running the job (memory limit ``own_memory``, ``None``/0 =
+    unlimited) settles the layout alone: the rows fit comfortably in it and ``n`` is below the
+    operator's ``min_rows``. Then :func:`choose_layout` answers "single" for *every* cluster
+    that contains this worker (its largest worker holds at least as much, and nothing asks for
+    partitions), so the cluster's memory need not be asked for."""
+    if min_rows is not None and n >= min_rows:
+        return False
+    room = usable_bytes(own_memory, n, columns) if own_memory else math.inf
+    return encoded_bytes(n, dimension, classes) <= SINGLE_PROCESS_SHARE * room
+
+
 def spread_fits(
     n: int,
     dimension: int,
@@ -205,9 +225,7 @@ def spread_fits(
         return False
     part_rows = math.ceil(n / len(worker_memory))
     per_part = encoded_bytes(part_rows, dimension, classes)
-    return all(
-        not m or per_part <= usable_bytes(int(m), part_rows, columns) for m in worker_memory
-    )
+    return all(not m or per_part <= usable_bytes(int(m), part_rows, columns) for m in worker_memory)
 
 
 class WindowSource:

@@ -245,6 +245,18 @@ def held_partitions() -> tuple[int, int]:
 # --------------------------------------------------------------------------------------------
 
 
+def own_memory() -> int | None:
+    """The memory limit of the Dask worker running this task (0 = unlimited), or ``None`` when
+    not running inside a Dask worker. Local: no round trip to the scheduler."""
+    from distributed import get_worker
+
+    try:
+        worker = get_worker()
+    except ValueError:
+        return None
+    return int(getattr(worker.memory_manager, "memory_limit", 0) or 0)
+
+
 def cluster_memory() -> list[int | None] | None:
     """Per-worker memory limits of the cluster this task runs on (``None`` = unlimited), or
     ``None`` when not running inside a Dask worker."""

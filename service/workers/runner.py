@@ -48,7 +48,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service import job_status
 from service.data.encoding import Encoder
-from service.data.partitions import Layout, choose_layout, spread_fits
+from service.data.partitions import (
+    Layout,
+    choose_layout,
+    encoded_bytes,
+    single_here,
+    spread_fits,
+)
 from service.data.reader import read_encoded
 from service.data.source import Source
 from service.data.sources import SourceError, reopen_source
@@ -67,7 +73,12 @@ from service.optimizers.planning import plan_from_json
 from service.optimizers.registry import get_optimizer
 from service.released_model import pack
 from service.settings import Settings
-from service.workers.data_parallel import PartitionRead, cluster_memory, fit_partitioned
+from service.workers.data_parallel import (
+    PartitionRead,
+    cluster_memory,
+    fit_partitioned,
+    own_memory,
+)
 from service.workers.engines import job_engine
 
 logger = logging.getLogger("dpfit.worker")
@@ -202,21 +213,28 @@ def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> bool:
 def _layout(record: JobRecord) -> Layout:
     """Single-process or partitioned (or infeasible) for this job on the cluster as it is now,
     from public facts only (:func:`service.data.partitions.choose_layout`). Outside a Dask
-    worker (tests running a job inline) always single-process."""
-    memory = cluster_memory()
-    if memory is None or is_evaluation(record.spec):
+    worker (tests running a job inline) always single-process. A job this worker settles alone
+    (:func:`service.data.partitions.single_here`: most jobs) does not ask the scheduler for the
+    cluster's memory."""
+    here = own_memory()
+    if here is None or is_evaluation(record.spec):
         return Layout("single", 0)  # an evaluation reads its rows in one worker
     encoder, _ = record.encoder_and_loss()
     optimizer = get_optimizer(record.spec["optimizer"]["name"])
     settings = Settings.from_env()
+    columns = len(record.features) + 1
+    facts = (record.n_rows, encoder.dimension, record.classes)
+    if single_here(*facts, here, min_rows=settings.data_parallel_min_rows, columns=columns):
+        return Layout("single", encoded_bytes(*facts))
+    memory = cluster_memory()
+    if memory is None:
+        return Layout("single", 0)
     return choose_layout(
-        record.n_rows,
-        encoder.dimension,
-        record.classes,
+        *facts,
         memory,
         data_parallel=hasattr(optimizer, "fit_oracle"),
         min_rows=settings.data_parallel_min_rows,
-        columns=len(record.features) + 1,
+        columns=columns,
     )
 
 
