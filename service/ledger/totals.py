@@ -125,7 +125,12 @@ def _total(row: LedgerTotal | None) -> Total:
 
 
 def _store(session: Session, dataset_id: str, scope: str, total: Total) -> None:
-    row = session.get(LedgerTotal, (dataset_id, scope))
+    _write(session, session.get(LedgerTotal, (dataset_id, scope)), dataset_id, scope, total)
+
+
+def _write(
+    session: Session, row: LedgerTotal | None, dataset_id: str, scope: str, total: Total
+) -> None:
     if row is None:
         row = LedgerTotal(dataset_id=dataset_id, scope=scope)
         session.add(row)
