@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, or_, select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, defer, sessionmaker
 
 from service import job_status
 from service.db.models import Charge, Job
@@ -77,8 +77,12 @@ class JobEventLog:
         active = [job_id for job_id, status in self.seen.items() if status not in TERMINAL]
         with self.sessions() as session:
             recent = Job.created_at >= self.watermark - CREATED_MARGIN if self.watermark else True
-            query = select(Job).where(
-                or_(Job.status.in_(ACTIVE), recent, Job.id.in_(active))  # type: ignore[arg-type]
+            # The queued and recent jobs are read every second: not their spec and plan (JSON),
+            # which only a job whose status changed loads, for its log line.
+            query = (
+                select(Job)
+                .options(defer(Job.spec), defer(Job.plan))
+                .where(or_(Job.status.in_(ACTIVE), recent, Job.id.in_(active)))  # type: ignore[arg-type]
             )
             jobs = sorted(session.scalars(query), key=lambda j: (j.created_at, j.id))
             refunds = session.execute(
@@ -87,10 +91,10 @@ class JobEventLog:
                 .order_by(Charge.id)
             ).all()
             newest_charge = session.scalar(select(func.max(Charge.id))) or 0
-        for job in jobs:
-            self._transitions(job)
-            if self.watermark is None or job.created_at > self.watermark:
-                self.watermark = job.created_at
+            for job in jobs:
+                self._transitions(job)
+                if self.watermark is None or job.created_at > self.watermark:
+                    self.watermark = job.created_at
         for _, job_id, dataset_id, epsilon in refunds:
             _log("job.refunded", job_id=job_id, dataset_id=dataset_id, epsilon=epsilon)
         self.last_charge_id = max(self.last_charge_id, newest_charge)
