@@ -132,8 +132,7 @@ L2_FLOOR = 1e-5
 L2_CEILING = 1e-4
 RULE = (
     "delta > 0 and a convex loss: dp_agd if n >= 10000 and n*epsilon < 5000, else "
-    "dp_agd_averaged (its default steps, at most 400; "
-    "l2 = clamp(9*d*(2*L*z1/n)^2, 1e-5, 1e-4) when the analyst did not set "
+    "dp_agd_averaged (l2 = clamp(9*d*(2*L*z1/n)^2, 1e-5, 1e-4) when the analyst did not set "
     "l2); delta > 0 and a non-convex loss: dp_gd; delta = 0: output_perturbation_gd; "
     "logistic_regression without gradient_clip: gradient_clip = 0.5; theory defaults for the "
     "rest; first feasible of the fallbacks dp_agd, dp_gd, noisy_sgd_bst14, "
