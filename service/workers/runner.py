@@ -349,7 +349,9 @@ def _offset(progress: _ProgressReporter, done: int) -> Callable[[int], None]:
 
 
 class _ProgressReporter:
-    """Writes ``progress_step`` at most every PROGRESS_INTERVAL_S and checks for cancellation."""
+    """Writes ``progress_step`` at most every PROGRESS_INTERVAL_S and checks for cancellation
+    (not at the last step: :func:`service.job_status.succeed` writes it, and refuses a job
+    whose cancellation was requested)."""
 
     def __init__(
         self, sessions: sessionmaker[Session], job_id: str, attempt: int, plan: ReleasePlan
@@ -361,8 +363,10 @@ class _ProgressReporter:
         self._last = 0.0
 
     def __call__(self, step: int) -> None:
+        if step >= self._total:
+            return  # storing the model writes the last step and honours a cancellation
         now = time.monotonic()
-        if now - self._last < PROGRESS_INTERVAL_S and step < self._total:
+        if now - self._last < PROGRESS_INTERVAL_S:
             return
         self._last = now
         with self._sessions.begin() as session:
