@@ -21,6 +21,7 @@ from service import job_status
 from service.db.models import Job
 from service.settings import Settings
 from service.workers.engines import WorkerEngines
+from service.workers.row_cache import RowCache
 
 logger = logging.getLogger("dpfit.dispatch")
 
@@ -63,6 +64,7 @@ class DaskDispatcher:
             self._cluster = start_cluster(settings, security)
             self._client = Client(self._cluster, security=security)
         self._client.register_plugin(WorkerEngines())
+        self._client.register_plugin(RowCache())
         self._client.run(_warm_up)
         self._futures: dict[str, object] = {}
         self._lock = threading.Lock()

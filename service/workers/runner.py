@@ -12,7 +12,8 @@ Order of events, which the refund rule depends on (docs/privacy-model.md#failure
    before any row is read; from here on the charge stays;
 3. read and encode with the row-local reader (:func:`service.data.reader.read_encoded`: every
    cell converts or becomes MISSING, declared bounds enforced), re-check the fingerprint,
-   optimise, add noise;
+   optimise, add noise — or take the encoded rows this worker kept from its last job on the
+   same registered bytes (:mod:`service.workers.row_cache`), which is the same read;
 4. store the model and mark the job succeeded in one transaction.
 
 Before the claim the runner also chooses the job's layout from public facts and the live
@@ -80,6 +81,7 @@ from service.workers.data_parallel import (
     own_memory,
 )
 from service.workers.engines import job_engine
+from service.workers.row_cache import Rows, cached_rows, row_key
 
 logger = logging.getLogger("dpfit.worker")
 
@@ -278,9 +280,22 @@ def _fit_and_store(
             f"{job_id}-{attempt}", read, plan, spec, loss, progress, unchanged, classes
         )
         return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
-    X, Y = read_encoded(source, encoder, label, getattr(loss, "label_bound", None))
-    if source.fingerprint() != registered_fingerprint:
-        raise SourceError("source changed while the job was reading it")
+    label_bound = getattr(loss, "label_bound", None)
+
+    def read() -> Rows:
+        rows = read_encoded(source, encoder, label, label_bound)
+        if source.fingerprint() != registered_fingerprint:
+            raise SourceError("source changed while the job was reading it")
+        return rows
+
+    key = row_key(
+        registered_fingerprint,
+        record.source_path,
+        encoder.to_dict(),
+        label.model_dump(mode="json"),
+        label_bound,
+    )
+    X, Y = cached_rows(key, read)  # the rows of the registered bytes (service/workers/row_cache)
 
     plan = plan_from_json(plan_json)
     optimizer = get_optimizer(spec["optimizer"]["name"])

@@ -104,6 +104,30 @@ def test_changed_file_fails_the_job_with_a_refund(server: LiveServer, team: dict
     assert team["analyst"].get(f"/v1/datasets/{dataset_id}/budget").json()["jobs_charged"] == 0
 
 
+def test_a_file_changed_after_a_job_read_it_fails_the_next_job_with_a_refund(
+    server: LiveServer, team: dict[str, Any]
+) -> None:
+    """The worker keeps the encoded rows of the last source it read (service/workers/row_cache):
+    a second job on the same bytes uses them, and a change to the file after the first job is
+    still seen by the next one (its fingerprint check comes before any rows are used)."""
+    source = server.home / f"kept-{uuid.uuid4().hex[:6]}.csv"
+    extra = "".join(f"{30 + i % 40},{1 + uuid.uuid4().int % 98},HS,public,>50K\n" for i in range(3))
+    source.write_text((EXAMPLES / "credit.csv").read_text() + extra)  # content of its own
+    dataset_id = register(team, credit_dataset(uri=source.name))
+    analyst = team["analyst"]
+    for _ in range(2):
+        job = analyst.post("/v1/jobs", json=logistic_job(dataset_id, epsilon=0.2)).json()
+        done = wait_status(analyst, job["id"], {"succeeded", "failed", "cancelled"})
+        assert done["status"] == "succeeded", done
+    with source.open("a") as handle:
+        handle.write("40,40,HS,private,<=50K\n")
+    job = analyst.post("/v1/jobs", json=logistic_job(dataset_id, epsilon=0.2)).json()
+    done = wait_status(analyst, job["id"], {"succeeded", "failed", "cancelled"})
+    assert done["status"] == "failed" and "changed" in done["error"]
+    assert done["refunded"] is True and done["model_id"] is None
+    assert analyst.get(f"/v1/datasets/{dataset_id}/budget").json()["jobs_charged"] == 2
+
+
 CLIENTS = 40
 
 

@@ -224,3 +224,21 @@ def test_the_svrg_difference_query_stays_within_the_stated_sensitivity(name: str
 )
 def test_sensitivity_checked_in_the_optimizers_own_tests(name: str) -> None:
     raise AssertionError(f"{name}: {NOT_CHECKED_HERE[name]}")  # skipped with the reason shown
+
+
+# --- (d) inputs are read-only -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", optimizer_names())
+def test_fits_on_read_only_rows_without_writing_them(name: str) -> None:
+    """Workers hand optimizers read-only rows (service/workers/row_cache.py keeps them for the
+    next job): an optimizer that wrote into ``X`` or ``y`` would corrupt that job's data, and
+    here fails with numpy's "assignment destination is read-only"."""
+    rng = np.random.default_rng(11)
+    X, y = _unit_rows(rng, N, D), rng.choice([-1.0, 1.0], size=N)
+    before = X.copy(), y.copy()
+    X.flags.writeable = False
+    y.flags.writeable = False
+    w = get_optimizer(name).fit(_plan(name), LOSS, X, y, np.random.default_rng(5), lambda _: None)
+    assert np.all(np.isfinite(w))
+    assert np.array_equal(X, before[0]) and np.array_equal(y, before[1])
