@@ -175,8 +175,9 @@ def add_charge(
     """Add a new charge to the dataset's and its principal's totals. The caller holds the
     dataset's lock and inserts the charge row in the same transaction."""
     for scope in (DATASET, principal):
-        before = read(session, dataset_id, scope)
-        _store(session, dataset_id, scope, Total(before.spent.plus(cost), before.charges + 1))
+        row = session.get(LedgerTotal, (dataset_id, scope))
+        before = _total(row)
+        _write(session, row, dataset_id, scope, Total(before.spent.plus(cost), before.charges + 1))
 
 
 def rebuild(session: Session, dataset_id: str, principal: str) -> None:
