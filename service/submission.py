@@ -122,8 +122,9 @@ class PricedJob:
     plan_json: dict[str, Any]
 
 
-def price_job(facts: DatasetFacts, body: JobCreate) -> PricedJob:
-    """Plan and price ``body`` on the dataset from public information only.
+def price_job(facts: DatasetFacts, body: JobCreate, settings: Settings | None = None) -> PricedJob:
+    """Plan and price ``body`` on the dataset from public information only (``settings``: the
+    app's, for the cluster's declared memory; read from the environment when not given).
 
     Raises :class:`InfeasibleSpec` naming the field at fault (planning sees only the public
     spec, so no message quotes data) and :class:`DatasetRetired`.
@@ -162,7 +163,7 @@ def price_job(facts: DatasetFacts, body: JobCreate) -> PricedJob:
         raise InfeasibleSpec(
             "optimizer.params", f"this job cannot be planned or accounted: {exc}"
         ) from None
-    check_fits_cluster(facts, planned.dimension, body.optimizer.name)
+    check_fits_cluster(facts, planned.dimension, body.optimizer.name, settings)
     plan = planned.plan
     plan_json = plan_to_json(plan)
     if auto_record is not None:

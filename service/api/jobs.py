@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from service import job_status
 from service.api.access import shown_job, visible_dataset, visible_job
-from service.api.deps import AnyRole, AppDispatcher, Sessions
+from service.api.deps import AnyRole, AppDispatcher, AppSettings, Sessions
 from service.api.errors import ProblemError
 from service.api.pagination import PageParams, finish_page, paginate
 from service.db.models import Charge, Job
@@ -70,13 +70,15 @@ def job_out(session: Session, job: Job, refunded: bool | None = None) -> JobOut:
     response_model=JobEstimateOut,
     summary="Price a job without submitting it",
 )
-def estimate(body: JobCreate, principal: AnyRole, sessions: Sessions) -> JobEstimateOut:
+def estimate(
+    body: JobCreate, principal: AnyRole, sessions: Sessions, settings: AppSettings
+) -> JobEstimateOut:
     """Plan and price the body of `POST /v1/jobs` exactly as a submission would, and say
     whether the dataset's budget (and your grant's cap) would admit it now. Charges nothing,
     writes nothing. ε figures are at the dataset's δ_B."""
     with sessions() as session:
         dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
-        priced = price_job(DatasetFacts.of(dataset), body)
+        priced = price_job(DatasetFacts.of(dataset), body, settings)
         answer = estimate_job(session, dataset, principal.name, priced)
         budget = budget_of(dataset)
     plan = priced.planned.plan
@@ -110,6 +112,7 @@ def create_job(
     principal: AnyRole,
     sessions: Sessions,
     dispatcher: AppDispatcher,
+    settings: AppSettings,
     response: Response,
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", max_length=200, pattern=r"^[\x21-\x7e]+$")
@@ -129,7 +132,7 @@ def create_job(
         dispatcher,
         body.dataset_id,
         principal.name,
-        price_job(facts, body),
+        price_job(facts, body, settings),
         idempotency_key=idempotency_key,
         body_hash=request_hash(body),
         view=job_out,
