@@ -43,6 +43,8 @@ MIX: list[tuple[str, int]] = [
     ("POST job", 1),
 ]
 READS = {"GET budget", "GET job", "GET jobs (page of 20)", "GET datasets"}
+#: With --job-rate: the clients that submit jobs, besides the reading clients.
+JOB_CLIENTS = 5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +71,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="open loop: requests per second offered by all clients together (default: closed "
         "loop, each client sends when its last request answered)",
+    )
+    parser.add_argument(
+        "--job-rate",
+        type=float,
+        default=None,
+        help="with --rate: the clients offer only reads at --rate, and 5 more clients offer "
+        "this many job submissions per second",
     )
     parser.add_argument("--smoke", action="store_true", help="4 clients for 2 s")
 
@@ -157,23 +166,43 @@ async def load(
     duration: float,
     mix: list[tuple[str, int]],
     rate: float | None = None,
+    job_rate: float | None = None,
 ) -> tuple[Tally, float]:
     """Closed loop (each client sends its next request when the last one answered), or with
-    ``rate`` an open loop: the clients together offer ``rate`` requests per second."""
+    ``rate`` an open loop: the clients together offer ``rate`` requests per second. With
+    ``job_rate`` too, the clients send only reads (at ``rate``) and :data:`JOB_CLIENTS` more
+    clients offer ``job_rate`` submissions per second."""
     analyst_key, dataset_id, job_ids = prepare(server)
     tally = Tally()
     headers = {"Authorization": f"Bearer {analyst_key}"}
     connections = [RawConnection("127.0.0.1", server.port, headers) for _ in range(clients)]
     interval = clients / rate if rate else 0.0
+    if job_rate:
+        mix = [(label, w) for label, w in mix if label in READS]
+        submitters = [RawConnection("127.0.0.1", server.port, headers) for _ in range(JOB_CLIENTS)]
+        connections += submitters
     start = time.perf_counter()
     stop_at = start + duration
-    try:
-        await asyncio.gather(
-            *(
-                client_loop(c, dataset_id, job_ids, stop_at, tally, random.Random(i), mix, interval)
-                for i, c in enumerate(connections)
+    loops = [
+        client_loop(c, dataset_id, job_ids, stop_at, tally, random.Random(i), mix, interval)
+        for i, c in enumerate(connections[:clients])
+    ]
+    if job_rate:
+        loops += [
+            client_loop(
+                c,
+                dataset_id,
+                job_ids,
+                stop_at,
+                tally,
+                random.Random(clients + i),
+                [("POST job", 1)],
+                JOB_CLIENTS / job_rate,
             )
-        )
+            for i, c in enumerate(connections[clients:])
+        ]
+    try:
+        await asyncio.gather(*loops)
     finally:
         await asyncio.gather(*(c.close() for c in connections))
     return tally, time.perf_counter() - start
@@ -243,6 +272,7 @@ def report(
     cpu: tuple[float, float],
     rate: float | None = None,
     jobs: dict[str, int] | None = None,
+    job_rate: float | None = None,
 ) -> list[str]:
     total = sum(len(v) for v in tally.latencies.values())
     reads = sum(len(v) for k, v in tally.latencies.items() if k in READS)
@@ -250,7 +280,8 @@ def report(
     read_latencies = [x for k, v in tally.latencies.items() if k in READS for x in v]
     lines = [
         f"### {backend}: {clients} clients, "
-        f"{'closed loop' if not rate else f'open loop offering {rate:g} req/s'}, "
+        f"{'closed loop' if not rate else f'open loop offering {rate:g} req/s'}"
+        f"{f' of reads + {job_rate:g} job submissions/s' if job_rate else ''}, "
         f"{elapsed:.0f} s — {total / elapsed:.1f} req/s "
         f"({reads / elapsed:.1f} reads/s), "
         + (f"reads p99 {1000 * percentile(read_latencies, 0.99):.0f} ms, " if reads else "")
@@ -358,10 +389,14 @@ def run(args: argparse.Namespace) -> None:
                 assert server.process is not None
                 pid = server.process.pid
                 before = service_cpu(pid), time.process_time()
-                tally, elapsed = asyncio.run(load(server, clients, duration, mix, args.rate))
+                tally, elapsed = asyncio.run(
+                    load(server, clients, duration, mix, args.rate, args.job_rate)
+                )
                 jobs = job_outcomes(url)  # the CPU then includes every submitted job's run
                 cpu = (service_cpu(pid) - before[0], time.process_time() - before[1])
-                out += report(backend, tally, elapsed, clients, cpu, args.rate, jobs) + [""]
+                out += report(
+                    backend, tally, elapsed, clients, cpu, args.rate, jobs, args.job_rate
+                ) + [""]
                 if spy is not None:
                     spy.wait(timeout=120)
                     out += summarize_profile(args.profile / f"load-{backend}.json") + [""]
