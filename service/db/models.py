@@ -11,6 +11,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
@@ -147,7 +148,12 @@ class Job(Base):
     """
 
     __tablename__ = "jobs"
-    __table_args__ = (UniqueConstraint("principal", "idempotency_key"),)
+    __table_args__ = (
+        UniqueConstraint("principal", "idempotency_key"),
+        # The job list's keyset pages (GET /v1/jobs): one principal's, and an admin's (all).
+        Index("ix_jobs_principal_created", "principal", "created_at", "id"),
+        Index("ix_jobs_created", "created_at", "id"),
+    )
 
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
