@@ -14,15 +14,15 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from distributed import WorkerPlugin
 from sqlalchemy import Engine
 
 from service.db.session import make_engine
+from service.workers.plugins import LockedPlugin, current_plugin
 
 PLUGIN_NAME = "dpfit-engines"
 
 
-class WorkerEngines(WorkerPlugin):
+class WorkerEngines(LockedPlugin):
     """One engine per database URL for the lifetime of a worker process."""
 
     name = PLUGIN_NAME
@@ -30,7 +30,6 @@ class WorkerEngines(WorkerPlugin):
     def __init__(self) -> None:
         # Nothing unpicklable here: the plugin travels to the workers; ``setup`` runs there.
         self._engines: dict[str, Engine] = {}
-        self._lock: threading.Lock | None = None
 
     def setup(self, worker: Any) -> None:
         self._engines = {}
@@ -49,27 +48,11 @@ class WorkerEngines(WorkerPlugin):
                 engine = self._engines[url] = make_engine(url)
             return engine
 
-    def _locked(self) -> threading.Lock:
-        if self._lock is None:
-            self._lock = threading.Lock()
-        return self._lock
-
-
-def _current_plugin() -> WorkerEngines | None:
-    from distributed import get_worker
-
-    try:
-        worker = get_worker()
-    except ValueError:  # not inside a Dask worker
-        return None
-    plugin = worker.plugins.get(PLUGIN_NAME)
-    return plugin if isinstance(plugin, WorkerEngines) else None
-
 
 @contextlib.contextmanager
 def job_engine(url: str) -> Iterator[Engine]:
     """The worker's pooled engine for ``url``, or a temporary one outside a worker."""
-    plugin = _current_plugin()
+    plugin = current_plugin(PLUGIN_NAME, WorkerEngines)
     if plugin is not None:
         yield plugin.engine(url)
         return

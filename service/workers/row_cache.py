@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from distributed import WorkerPlugin
 from numpy.typing import NDArray
+
+from service.workers.plugins import LockedPlugin, current_plugin
 
 PLUGIN_NAME = "dpfit-row-cache"
 #: The largest share of a worker's memory limit one cached source may take.
@@ -63,7 +64,7 @@ class _Entry:
     rows: Rows
 
 
-class RowCache(WorkerPlugin):
+class RowCache(LockedPlugin):
     """The last source's encoded rows of one worker process."""
 
     name = PLUGIN_NAME
@@ -72,7 +73,6 @@ class RowCache(WorkerPlugin):
         # Nothing unpicklable here: the plugin travels to the workers; ``setup`` runs there.
         self._entry: _Entry | None = None
         self._limit = 0
-        self._lock: threading.Lock | None = None
 
     def setup(self, worker: Any) -> None:
         self._entry = None
@@ -100,27 +100,11 @@ class RowCache(WorkerPlugin):
                 self._entry = _Entry(key, (X, Y))
         return X, Y
 
-    def _locked(self) -> threading.Lock:
-        if self._lock is None:
-            self._lock = threading.Lock()
-        return self._lock
-
-
-def _current_plugin() -> RowCache | None:
-    from distributed import get_worker
-
-    try:
-        worker = get_worker()
-    except ValueError:  # not inside a Dask worker
-        return None
-    plugin = worker.plugins.get(PLUGIN_NAME)
-    return plugin if isinstance(plugin, RowCache) else None
-
 
 def cached_rows(key: str, read: Callable[[], Rows]) -> Rows:
     """The worker's cached rows for ``key`` or a fresh ``read()``; outside a Dask worker
     always ``read()`` (made read-only all the same, so tests see what workers see)."""
-    plugin = _current_plugin()
+    plugin = current_plugin(PLUGIN_NAME, RowCache)
     if plugin is not None:
         return plugin.rows(key, read)
     X, Y = read()
