@@ -151,14 +151,15 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
         record = JobRecord.of(job, dataset)
     registered_fingerprint = record.fingerprint
 
-    source = _reopen(record.source_format, record.source_path)
-    if source is None or not _source_unchanged(source, registered_fingerprint):
+    settings = _settings()
+    source = None if settings is None else _reopen(record, settings)
+    if settings is None or source is None or not _source_unchanged(source, registered_fingerprint):
         with sessions.begin() as session:
             if cancel_or_refund_unread(session, job_id, "failed", SOURCE_CHANGED):
                 return "failed"
         return _mark_failed(sessions, job_id, attempt, SOURCE_CHANGED)
 
-    layout = _layout(record)
+    layout = _layout(record, settings)
     if layout.kind == "infeasible":
         # Before the claim: nothing was read, so the charge is refunded.
         message = f"{layout.reason}; nothing was read and the charge was refunded."
@@ -184,10 +185,19 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
         )
 
 
-def _reopen(source_format: str, source_path: str) -> Source | None:
+def _settings() -> Settings | None:
+    """The worker's settings, read once per run; None when they are malformed (the source then
+    cannot be reopened: the job fails before its claim, refunded)."""
     try:
-        return reopen_source(source_format, source_path, Settings.from_env())
-    except (OSError, ValueError):  # SourceError, SettingsError: nothing was read
+        return Settings.from_env()
+    except ValueError:  # SettingsError
+        return None
+
+
+def _reopen(record: JobRecord, settings: Settings) -> Source | None:
+    try:
+        return reopen_source(record.source_format, record.source_path, settings)
+    except (OSError, ValueError):  # SourceError: nothing was read
         return None
 
 
@@ -212,7 +222,7 @@ def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> bool:
         return job_status.claim(session, job_id, attempt)
 
 
-def _layout(record: JobRecord) -> Layout:
+def _layout(record: JobRecord, settings: Settings) -> Layout:
     """Single-process or partitioned (or infeasible) for this job on the cluster as it is now,
     from public facts only (:func:`service.data.partitions.choose_layout`). Outside a Dask
     worker (tests running a job inline) always single-process. A job this worker settles alone
@@ -223,7 +233,6 @@ def _layout(record: JobRecord) -> Layout:
         return Layout("single", 0)  # an evaluation reads its rows in one worker
     encoder, _ = record.encoder_and_loss()
     optimizer = get_optimizer(record.spec["optimizer"]["name"])
-    settings = Settings.from_env()
     columns = len(record.features) + 1
     facts = (record.n_rows, encoder.dimension, record.classes)
     if single_here(*facts, here, min_rows=settings.data_parallel_min_rows, columns=columns):
