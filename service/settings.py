@@ -57,6 +57,10 @@ class Settings:
     - ``DPFIT_DATA_PARALLEL_MIN_ROWS``: full-gradient jobs on datasets of at least this many
       rows run data-parallel over all workers even when one worker could hold them (default:
       only when one worker cannot hold them comfortably).
+    - ``DPFIT_WORKER_NICE``: the nice value of the embedded cluster's worker processes (default
+      10; 0 keeps the API's priority): fits yield the CPU to requests
+      (service/workers/priority.py). An external cluster's operator starts ``dask worker``
+      under ``nice`` instead.
     """
 
     database_url: str
@@ -80,6 +84,7 @@ class Settings:
     worker_memory: int | None = None
     data_parallel_min_rows: int | None = None
     api_workers: int = 1
+    worker_nice: int = 10
     # Set by the supervisor for its API processes: it recovers jobs and logs job events itself.
     supervised: bool = False
 
@@ -117,6 +122,7 @@ class Settings:
             worker_memory=_memory_bytes(env.get("DPFIT_WORKER_MEMORY")),
             data_parallel_min_rows=_optional_int(env.get("DPFIT_DATA_PARALLEL_MIN_ROWS")),
             api_workers=max(1, int(env.get("DPFIT_API_WORKERS") or 1)),
+            worker_nice=min(19, max(0, int(env.get("DPFIT_WORKER_NICE") or 10))),
             supervised=env.get(SUPERVISED_ENV) == "1",
         )
 

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from distributed import Nanny, Scheduler, SpecCluster, Worker
 
+from service.workers.priority import lower_priority
+
 if TYPE_CHECKING:
     from distributed.security import Security
 
@@ -40,7 +42,12 @@ class ClosedScheduler(Scheduler):
 
 
 class ClosedWorker(Worker):
-    """A Dask worker without an HTTP server (no /metrics, /health or dashboard)."""
+    """A Dask worker without an HTTP server (no /metrics, /health or dashboard), running at the
+    nice value ``nice`` (service/workers/priority.py; 0: unchanged)."""
+
+    def __init__(self, *args: Any, nice: int = 0, **kwargs: Any) -> None:
+        lower_priority(nice)
+        super().__init__(*args, **kwargs)
 
     def start_http_server(self, *args: Any, **kwargs: Any) -> None:
         """Start nothing: the worker serves Dask's TLS protocol only."""
@@ -49,7 +56,8 @@ class ClosedWorker(Worker):
 def start_cluster(settings: Settings, security: Security) -> SpecCluster:
     """A ``SpecCluster`` shaped like ``LocalCluster(processes=True, threads_per_worker=1)``:
     one ``ClosedScheduler`` in this process, ``settings.workers`` nannies (in this process) each
-    running one ``ClosedWorker`` process, every listener ``tls://`` on ``settings.dask_host``."""
+    running one ``ClosedWorker`` process at nice ``settings.worker_nice``, every listener
+    ``tls://`` on ``settings.dask_host``."""
     host = settings.dask_host
     scheduler = {
         "cls": ClosedScheduler,
@@ -70,6 +78,7 @@ def start_cluster(settings: Settings, security: Security) -> SpecCluster:
             "protocol": "tls://",
             "security": security,
             "nthreads": 1,
+            "nice": settings.worker_nice,
             "memory_limit": settings.worker_memory or 0,
             # Rows of data-parallel jobs live outside Dask's managed memory; a paused worker
             # would stall their steps, so pause late (partitions.DATA_FRACTION stays below).
