@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -184,6 +184,41 @@ def fit_intercept_field() -> bool:
         ),
     )
     return result
+
+
+def objective_gap_bound(loss: Loss) -> float:
+    """The default public bound on F(0) − min F: max(1, sup over admissible rows of ℓ(0; x, y)).
+
+    At w = 0 every row's loss is φ(0, y), and the catalog's losses are non-negative (so is the
+    l2 term), hence F(0) − min F ≤ F(0) ≤ sup_y φ(0, y) — the sup over the admissible labels:
+    ±1 for classification, [−B, B] for regression (B = ``label_bound``), where φ(0, ·) is
+    largest at an end (convex in y for Huber, increasing in |y| for Cauchy). Public: the loss,
+    its constants and the declared bound only. The floor 1 is the earlier fixed default, which
+    covers every classification loss (logistic log 2, sigmoid 1/2, Huber SVM ≤ 1) and keeps
+    their plans as they were; for regression it scales with the labels (Huber: δB − δ²/2), where
+    a gap of 1 made the default radius, and so T, far too small (labels in the hundreds gave
+    models worse than a constant; bench/RESULTS.md, section 6). A loss without ``phi`` gets 1.
+    """
+    phi = getattr(loss, "phi", None)
+    if phi is None:
+        return 1.0
+    if getattr(loss, "task", "classification") == "classification":
+        labels = np.array([-1.0, 1.0])
+    else:
+        bound = float(getattr(loss, "label_bound", 1.0))
+        labels = np.array([-bound, bound])
+    values = np.asarray(phi(np.zeros(2), labels), dtype=np.float64)
+    worst = float(np.max(values))
+    return max(1.0, worst) if math.isfinite(worst) else 1.0
+
+
+def resolved_objective_gap(loss: Loss, params: Any) -> float:
+    """``params.objective_gap`` if the analyst set it (pydantic's ``model_fields_set``), else
+    :func:`objective_gap_bound` — which is the field's default 1 for every classification loss,
+    so only regression plans differ from a plain default."""
+    if "objective_gap" in getattr(params, "model_fields_set", ()):
+        return float(params.objective_gap)
+    return objective_gap_bound(loss)
 
 
 # --- linear-model losses ----------------------------------------------------------------------

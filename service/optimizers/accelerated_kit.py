@@ -141,7 +141,8 @@ def plan_accelerated(
     max_iterations: int,
 ) -> ReleasePlan:
     """The plan of T noisy accelerated full-gradient steps from public information only:
-    η = ``step_size`` or 1/β_F, R = ``radius`` or √(2·gap/μ), T = ``iterations`` or
+    η = ``step_size`` or 1/β_F, R = ``radius`` or √(2·gap/μ) (gap = ``objective_gap``, resolved
+    by the caller with :func:`~service.models.base.resolved_objective_gap`), T = ``iterations`` or
     :func:`accelerated_iterations`; the noise is :func:`gaussian_steps_plan`'s (exact
     Gaussian DP for T steps of sensitivity 2L/n).
 

@@ -64,7 +64,7 @@ from typing import ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, resolved_objective_gap
 from service.optimizers.accelerated_kit import (
     ACCELERATED_ASSUMPTIONS,
     noisy_accelerated_descent,
@@ -119,8 +119,9 @@ class DPAGDParams(BaseModel):
         gt=0.0,
         allow_inf_nan=False,
         description=(
-            "The analyst's public bound on F(0) − min F, used only for the default radius "
-            "(log 2 ≤ 1 for logistic regression)."
+            "The analyst's public bound on F(0) − min F, used only for the default radius. "
+            "Unset: max(1, the largest loss a row can have at w = 0): 1 for classification, "
+            "δ·B − δ²/2 for Huber regression with label bound B."
         ),
     )
     max_iterations: int = Field(
@@ -165,7 +166,7 @@ class DPAGD:
         p = (
             params
             if isinstance(params, DPAGDParams)
-            else DPAGDParams.model_validate(params.model_dump())
+            else DPAGDParams.model_validate(params.model_dump(exclude_unset=True))
         )
         return plan_accelerated(
             self.name,
@@ -176,7 +177,7 @@ class DPAGD:
             iterations=p.iterations,
             step_size=p.step_size,
             radius=p.radius,
-            objective_gap=p.objective_gap,
+            objective_gap=resolved_objective_gap(loss, p),
             max_iterations=p.max_iterations,
         )
 

@@ -55,7 +55,7 @@ from typing import ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, resolved_objective_gap
 from service.optimizers.accelerated_kit import (
     ACCELERATED_ASSUMPTIONS,
     oracle_accelerated_descent,
@@ -107,7 +107,10 @@ class DPAGDAveragedParams(BaseModel):
         description="As dp_agd: public guess of ‖w*‖ for the default T (default √(2·gap/l2)).",
     )
     objective_gap: float = Field(
-        default=1.0, gt=0.0, allow_inf_nan=False, description="As dp_agd (default 1)."
+        default=1.0,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="As dp_agd (unset: max(1, the largest loss a row can have at w = 0)).",
     )
     max_iterations: int = Field(
         default=STEP_CAP,
@@ -185,7 +188,7 @@ class DPAGDAveraged:
         p = (
             params
             if isinstance(params, DPAGDAveragedParams)
-            else DPAGDAveragedParams.model_validate(params.model_dump())
+            else DPAGDAveragedParams.model_validate(params.model_dump(exclude_unset=True))
         )
 
         def accelerated(iterations: int | None) -> ReleasePlan:
@@ -198,7 +201,7 @@ class DPAGDAveraged:
                 iterations=iterations,
                 step_size=p.step_size,
                 radius=p.radius,
-                objective_gap=p.objective_gap,
+                objective_gap=resolved_objective_gap(loss, p),
                 max_iterations=p.max_iterations,
             )
 

@@ -86,7 +86,7 @@ from typing import ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, resolved_objective_gap
 from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
 from service.optimizers.config import GradientStepsConfig, PlanConfig
 from service.optimizers.full_gradient import (
@@ -148,8 +148,9 @@ class DPGDParams(BaseModel):
         gt=0.0,
         allow_inf_nan=False,
         description=(
-            "The analyst's public bound on F(0) − min F, used only to choose the default T "
-            "(for a non-negative loss F(0) suffices: log 2 for logistic, 1/2 for sigmoid)."
+            "The analyst's public bound on F(0) − min F, used only to choose the default T. "
+            "Unset: max(1, the largest loss a row can have at w = 0): 1 for classification, "
+            "δ·B − δ²/2 for Huber regression with label bound B."
         ),
     )
     max_iterations: int = Field(
@@ -281,17 +282,16 @@ class DPGD:
         p = (
             params
             if isinstance(params, DPGDParams)
-            else DPGDParams.model_validate(params.model_dump())
+            else DPGDParams.model_validate(params.model_dump(exclude_unset=True))
         )
         step = check_full_gradient_job(self.name, loss, n, d, target, p.step_size)
         z1 = single_release_multiplier(target.epsilon, target.delta)
+        gap = resolved_objective_gap(loss, p)
         if p.iterations is not None:
             iterations = int(p.iterations)
         else:
-            iterations = default_iterations(loss, n, d, z1, p.objective_gap, p.max_iterations)
-        return gaussian_steps_plan(
-            loss, n, d, target, iterations, step, z1, {"objective_gap": p.objective_gap}
-        )
+            iterations = default_iterations(loss, n, d, z1, gap, p.max_iterations)
+        return gaussian_steps_plan(loss, n, d, target, iterations, step, z1, {"objective_gap": gap})
 
     def fit(
         self,

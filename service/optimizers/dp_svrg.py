@@ -83,7 +83,7 @@ from typing import ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, resolved_objective_gap
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallback, ReleasePlan
 from service.optimizers.config import PlanConfig
 from service.optimizers.svrg_common import (
@@ -153,7 +153,8 @@ class DPSVRGParams(BaseModel):
         allow_inf_nan=False,
         description=(
             "The analyst's public bound on F(0) − min F, used only for the default number of "
-            "epochs (log 2 covers logistic regression)."
+            "epochs. Unset: max(1, the largest loss a row can have at w = 0): 1 for "
+            "classification, δ·B − δ²/2 for Huber regression with label bound B."
         ),
     )
     max_epochs: int = Field(
@@ -238,7 +239,7 @@ class DPSVRG:
         p = (
             params
             if isinstance(params, DPSVRGParams)
-            else DPSVRGParams.model_validate(params.model_dump())
+            else DPSVRGParams.model_validate(params.model_dump(exclude_unset=True))
         )
         check_target(target, pure_allowed=False, optimizer=self.name)
         if n < 1 or d < 1:
@@ -260,6 +261,7 @@ class DPSVRG:
             else default_inner_steps(mu, beta_f, step, batch, p.max_inner_steps)
         )
         rho = svrg_contraction(mu, beta_f, step, inner, batch)
+        gap = resolved_objective_gap(loss, p)
         epochs = (
             int(p.epochs)
             if p.epochs is not None
@@ -268,7 +270,7 @@ class DPSVRG:
                 n,
                 d,
                 target,
-                p.objective_gap,
+                gap,
                 rho,
                 min(p.max_epochs, max(1, p.max_total_steps // inner)),
             )
@@ -278,7 +280,7 @@ class DPSVRG:
             "epochs": epochs,
             "inner_steps": inner,
             "contraction": rho if math.isfinite(rho) else None,
-            "objective_gap": p.objective_gap,
+            "objective_gap": gap,
         }
         return plan_svrg("svrg_gaussian_per_step", schedule, loss, n, d, target, extra)
 

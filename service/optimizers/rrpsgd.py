@@ -75,7 +75,7 @@ from dp_accounting import dp_event
 from pydantic import BaseModel, ConfigDict, Field
 from scipy import optimize
 
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, resolved_objective_gap
 from service.optimizers.base import (
     InfeasibleSpec,
     PrivacyTarget,
@@ -146,8 +146,9 @@ class RRPSGDParams(BaseModel):
         gt=0.0,
         allow_inf_nan=False,
         description=(
-            "The analyst's public bound on F(0) − min F, used only for the default step size "
-            "(for a non-negative loss F(0) suffices: log 2 for logistic, 1/2 for sigmoid)."
+            "The analyst's public bound on F(0) − min F, used only for the default step size. "
+            "Unset: max(1, the largest loss a row can have at w = 0): 1 for classification, "
+            "δ·B − δ²/2 for Huber regression with label bound B."
         ),
     )
     max_rounds_cap: int = Field(
@@ -341,7 +342,7 @@ class RRPSGD:
         p = (
             params
             if isinstance(params, RRPSGDParams)
-            else RRPSGDParams.model_validate(params.model_dump())
+            else RRPSGDParams.model_validate(params.model_dump(exclude_unset=True))
         )
         check_target(target, pure_allowed=False, optimizer=self.name)
         if n < 1 or d < 1:
@@ -384,17 +385,18 @@ class RRPSGD:
             subsampled=True,
         )
         sigma = multiplier * sensitivity
+        gap = resolved_objective_gap(loss, p)
         if p.step_size is not None:
             step = float(p.step_size)
         else:
             variance = batch_gradient_variance(loss.lipschitz, n, batch) + d * sigma**2
-            step = default_step_size(beta_f, p.objective_gap, rounds, variance)
+            step = default_step_size(beta_f, gap, rounds, variance)
         hyperparameters: dict[str, Any] = {
             "max_rounds": rounds,
             "batch_size": batch,
             "step_size": step,
             "noise_multiplier": multiplier,
-            "objective_gap": p.objective_gap,
+            "objective_gap": gap,
             "n": n,
             "d": d,
         }
