@@ -10,6 +10,8 @@ privacy starts here:
   by a rule that cannot let one row's content move a boundary of another row);
 - text sources yield every requested column as ``pa.binary()`` (undecoded bytes; null where the
   row lacks the field); typed sources (Parquet, SQL) yield each column with its native Arrow type;
+- a requested column that the header or schema names more than once is refused before any row
+  (which one is meant cannot be told);
 - errors are :class:`~service.data.sources.SourceError` and never quote a cell.
 """
 

@@ -26,6 +26,8 @@ The CSV row rule (row-local by construction; :mod:`service.data.csv_lines` imple
 - A line whose quoting is not of that form (an unbalanced quote, a quote inside an unquoted field,
   text after a closing quote) or that holds a carriage return other than its terminator's is
   *unparseable*: all its cells are missing — and it stays a row.
+- A requested column that the header names more than once is refused (:class:`SourceError`
+  naming it, before any row; Parquet files are held to the same rule).
 - Cells are handed out as undecoded bytes (``pa.binary()``): decoding and conversion are per cell
   (:mod:`service.data.cells`).
 """
@@ -319,12 +321,7 @@ class FileSource:
     def columns(self) -> list[str]:
         """Header names (CSV) or, for Parquet, the columns present in every file, in the first
         file's order."""
-        if self._format == "csv":
-            return self._csv_header()
-        with _guarded("Parquet schema"):
-            names = [self._parquet_file(f).schema_arrow.names for f in self._files()]
-        common = set(names[0]).intersection(*names[1:])
-        return [n for n in names[0] if n in common]
+        return _common_columns(self._headers())
 
     def count_rows(self) -> int:
         """Parquet: from the footers. CSV: the line terminators after the header (plus a last
@@ -380,13 +377,15 @@ class FileSource:
         if rows_per_block < 1:
             raise ValueError("rows_per_block must be at least 1")
         wanted = list(columns)
-        present = self.columns()
+        headers = self._headers()
+        present = _common_columns(headers)
         absent = [c for c in dict.fromkeys(wanted) if c not in present]
         if absent:
             names = ", ".join(repr(c) for c in absent)
             raise SourceError(f"column(s) not found in the source: {names}")
+        check_unique_columns(headers, wanted)
         if self._format == "csv":
-            yield from self._csv_batches(present, wanted, rows_per_block)
+            yield from self._csv_batches(headers[0], wanted, rows_per_block)
         else:
             for file in self._files():
                 yield from self._parquet_batches(file, wanted, rows_per_block)
@@ -403,6 +402,14 @@ class FileSource:
                 rows = self._parquet_file(file).metadata.num_rows
             out.append((FileSource(self._fs, file, "parquet", location=self._location), rows))
         return out
+
+    def _headers(self) -> list[list[str]]:
+        """Every header as stored, repeated names kept: the CSV header line, or each Parquet
+        file's schema names (a folder: one list per data file, in reading order)."""
+        if self._format == "csv":
+            return [self._csv_header()]
+        with _guarded("Parquet schema"):
+            return [self._parquet_file(f).schema_arrow.names for f in self._files()]
 
     # ---- CSV ---------------------------------------------------------------------------
 
@@ -491,6 +498,23 @@ class FileSource:
             while chunk := stream.read(_CHUNK_BYTES):
                 for digest in digests:
                     digest.update(chunk)
+
+
+def _common_columns(headers: list[list[str]]) -> list[str]:
+    """The names present in every header, in the first one's order (repeats kept)."""
+    common = set(headers[0]).intersection(*headers[1:])
+    return [n for n in headers[0] if n in common]
+
+
+def check_unique_columns(headers: Sequence[Sequence[str]], wanted: Sequence[str]) -> None:
+    """Raise :class:`SourceError` naming each of ``wanted`` that some header names more than
+    once (``age,age,label``): which of the two is meant cannot be told, so neither is read —
+    for CSV the first one would be taken silently, for Parquet Arrow hands out both. Names are
+    public schema (the header), so the message may quote them; no cell is read."""
+    repeated = [c for c in dict.fromkeys(wanted) if any(list(h).count(c) > 1 for h in headers)]
+    if repeated:
+        names = ", ".join(repr(c) for c in repeated)
+        raise SourceError(f"column(s) named more than once in the source's header: {names}")
 
 
 def _csv_chunks(stream: Any) -> Iterator[bytes]:
