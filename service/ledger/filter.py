@@ -251,7 +251,26 @@ def admit(budget: Budget, spent: Spent, cost: Cost) -> Decision:
         f"the job costs ε ≈ {needed:.6g} on its own at δ_B = {budget.delta:.3g}, but the "
         f"remaining budget is ε ≈ {remaining:.6g} of ε_B = {budget.epsilon:.6g} and the job "
         "does not fit (exact Gaussian composition, else a Rényi filter; POST "
-        "/v1/jobs/estimate prices a job); ask for a smaller ε or a larger δ",
+        f"/v1/jobs/estimate prices a job){gaussian_room(budget, spent, cost)}; ask for a "
+        "smaller ε or a larger δ",
+    )
+
+
+def gaussian_room(budget: Budget, spent: Spent, cost: Cost) -> str:
+    """For a Gaussian job on a Gaussian ledger, what still fits exactly — the clause that
+    explains why a job of ε below ``epsilon_remaining`` can be refused: the exact part of the
+    filter runs at δ_G = 0.7·δ_B (module docstring), so μ_B is that of (ε_B, 0.7·δ_B). Public
+    numbers only (the budget and the live charges' μ). Empty otherwise."""
+    if cost.mu is None or not spent.all_gaussian:
+        return ""
+    room = math.sqrt(max(0.0, thresholds(budget).mu ** 2 - spent.mu_squared))
+    if room <= 0.0:
+        return "; the exact Gaussian part of the filter has no room left"
+    largest = gdp_epsilon(room, budget.delta)
+    return (
+        f"; under exact Gaussian composition a job fits now if its μ ≤ {room:.6g}, i.e. "
+        f"ε ≤ {largest:.6g} at δ = δ_B (admission keeps {1 - GAUSSIAN_DELTA_SHARE:.0%} of "
+        "δ_B for the Rényi part of its filter, so less than epsilon_remaining fits)"
     )
 
 

@@ -150,9 +150,11 @@ def test_thresholds_drop_useless_orders_and_convert_to_the_rdp_share() -> None:
     delta_r = (1 - f.GAUSSIAN_DELTA_SHARE) * budget.delta
     for i, limit in limits.orders:
         alpha = ORDERS[i]
-        eps = limit + math.log((alpha - 1) / alpha) - (
-            math.log(delta_r / len(kept)) + math.log(alpha)
-        ) / (alpha - 1)
+        eps = (
+            limit
+            + math.log((alpha - 1) / alpha)
+            - (math.log(delta_r / len(kept)) + math.log(alpha)) / (alpha - 1)
+        )
         # at most ε_B: the rounding margin is taken off δ_R, never added (filter.py)
         assert budget.epsilon - 1e-5 < eps <= budget.epsilon
     assert gdp_delta(budget.epsilon, limits.mu) <= f.GAUSSIAN_DELTA_SHARE * budget.delta
@@ -171,7 +173,9 @@ def test_capacity_table_of_the_issue() -> None:
     assert capacity(budget, [gaussian_cost(z)]) == 32
     dp_gd_like = gaussian_steps_multiplier(400, 0.5, 1e-6)
     cost = f.Cost(
-        rdp=tuple(rdp_curve(dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(dp_gd_like), 400))),  # noqa: E501
+        rdp=tuple(
+            rdp_curve(dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(dp_gd_like), 400))
+        ),  # noqa: E501
         mu=math.sqrt(400) / dp_gd_like,
     )
     assert capacity(budget, [cost]) == 32
@@ -306,3 +310,36 @@ def test_parallel_composition_charges_the_pointwise_max() -> None:
     assert charge_curve(dp_event.ComposedDpEvent([a, b]), (a, b)) == pytest.approx(expected)
     composed = rdp_curve(dp_event.ComposedDpEvent([a, b]))
     assert all(m <= c + 1e-12 for m, c in zip(expected, composed, strict=True))
+
+
+@pytest.mark.parametrize("spent_mus", [(), (0.5,), (0.3, 0.2, 0.2)])
+def test_a_refusal_states_exactly_the_largest_gaussian_job_that_fits(
+    spent_mus: tuple[float, ...],
+) -> None:
+    """The refusal's "ε ≤ X at δ = δ_B" is the boundary of admission for Gaussian jobs: a job
+    1e-6 below X is admitted, one at the refused size is not (an independent tester read "costs
+    ε ≈ 9.9, remaining ε ≈ 10, does not fit" as a contradiction: the exact part of the filter
+    runs at 0.7·δ_B)."""
+    budget = f.Budget(3.0, 1e-5)
+
+    def cost(mu: float) -> f.Cost:
+        return f.Cost(rdp=tuple(a * mu * mu / 2 for a in ORDERS), mu=mu)
+
+    spent = f.Spent.nothing()
+    for mu in spent_mus:
+        spent = spent.plus(cost(mu))
+    refused = f.admit(budget, spent, cost(gdp_mu(2.99, 1e-5)))
+    assert not refused.admitted
+    stated = float(refused.reason.split("i.e. ε ≤ ")[1].split(" at δ")[0])
+    assert f.admit(budget, spent, cost(gdp_mu(stated * (1 - 1e-5), 1e-5))).admitted
+    assert not f.admit(budget, spent, cost(gdp_mu(stated * (1 + 1e-4), 1e-5))).admitted
+
+
+def test_a_full_gaussian_part_says_so() -> None:
+    budget = f.Budget(1.0, 1e-5)
+    mu = f.thresholds(budget).mu
+    full = f.Spent.nothing().plus(f.Cost(rdp=tuple(a * mu * mu / 2 for a in ORDERS), mu=mu))
+    small = f.Cost(rdp=tuple(a * 1e-4 / 2 for a in ORDERS), mu=1e-2)
+    refused = f.admit(budget, full, small)
+    assert not refused.admitted
+    assert "no room left" in refused.reason
