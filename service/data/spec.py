@@ -7,6 +7,7 @@ before any data is read; nothing in it is ever derived from the rows.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -17,18 +18,30 @@ LabelValue = str | int | float | bool
 class NumericFeature(BaseModel):
     """A numeric column with declared public bounds; values are clipped into [min, max]."""
 
+    # Both bounds are finite numbers (NaN and ±inf — JSON's 1e400 parses to inf — are refused on
+    # the field) and max > min. A *new* spec must also have a finite span max − min
+    # (span_is_finite, checked by the registration body): the affine map onto [−1, 1] divides
+    # by it. The span rule is not part of this model, so specs stored before it (e.g.
+    # [−1e308, 1e308], which the encoder maps through the midpoint) still load.
+
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, description="Column name in the source.")
     type: Literal["numeric"] = "numeric"
-    min: float = Field(description="Declared public lower bound.")
-    max: float = Field(description="Declared public upper bound (> min).")
+    min: float = Field(allow_inf_nan=False, description="Declared public lower bound.")
+    max: float = Field(allow_inf_nan=False, description="Declared public upper bound (> min).")
 
     @model_validator(mode="after")
     def _bounds_ordered(self) -> NumericFeature:
         if not self.max > self.min:
             raise ValueError("max must be greater than min")
         return self
+
+
+def span_is_finite(feature: NumericFeature) -> bool:
+    """Whether ``max − min`` is a finite float64 (both bounds are finite by the model; their
+    difference overflows for spans beyond ~1.8e308)."""
+    return math.isfinite(feature.max - feature.min)
 
 
 class CategoricalFeature(BaseModel):

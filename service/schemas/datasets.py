@@ -6,12 +6,15 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     Field,
+    ValidationError,
     field_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from service.data.spec import Feature, LabelSpec
+from service.data.spec import Feature, LabelSpec, NumericFeature, span_is_finite
 from service.schemas.common import (
     MIN_EPSILON,
     MIN_POSITIVE_DELTA,
@@ -53,11 +56,34 @@ class DatasetSourceOut(BaseModel):
     format: Literal["csv", "parquet", "sql"]
 
 
+def finite_spans(features: list[Any]) -> list[Any]:
+    """A new feature spec's numeric spans ``max − min`` must be finite (the encoder divides
+    by them); refused on ``features.<i>.numeric.max``, quoting no value. Stored specs are not
+    re-checked (:class:`~service.data.spec.NumericFeature`)."""
+    errors = [
+        InitErrorDetails(
+            type=PydanticCustomError(
+                "finite_span",
+                "max − min must be a finite number (the span of these bounds overflows)",
+            ),
+            loc=(i, "numeric", "max"),
+            input="",  # never echo the bounds
+        )
+        for i, feature in enumerate(features)
+        if isinstance(feature, NumericFeature) and not span_is_finite(feature)
+    ]
+    if errors:
+        raise ValidationError.from_exception_data("DatasetCreate", errors)
+    return features
+
+
 class DatasetCreate(Strict):
     name: str = Field(min_length=1, max_length=200)
     source: DatasetSource
     label: Annotated[LabelSpec, strictly(LabelSpec)]
-    features: Annotated[list[Feature], strictly(list[Feature])] = Field(min_length=1)
+    features: Annotated[list[Feature], strictly(list[Feature]), AfterValidator(finite_spans)] = (
+        Field(min_length=1)
+    )
     budget: PrivacyBudget
     strict: bool = Field(
         default=False,

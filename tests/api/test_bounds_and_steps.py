@@ -1,0 +1,85 @@
+"""Numbers in a spec that would make the arithmetic non-finite are refused up front (422 on the
+field at fault), never a 500, never a job that runs and releases NaN or fails for certain:
+
+- a numeric feature bound that is not a finite number (``1e400`` parses to inf, ``Infinity``,
+  ``NaN``), or bounds whose span ``max − min`` overflows;
+- a step size beyond 2/β_F (gradient descent diverges), or a model constant so large that the
+  plan's sensitivity / noise scale is not finite — at estimate and at submission, before any
+  charge.
+
+Through the in-process app (tests/support/inprocess.py) on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.inprocess import InProcessServer
+from tests.support.walkthrough import credit_dataset
+
+
+def problem(response: httpx.Response, status: int, field: str | None = None) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    if field is not None:
+        assert body["field"] == field, body
+    return body
+
+
+def post_raw(client: Any, path: str, text: str) -> httpx.Response:
+    """POST a JSON text as is (Python's json.dumps cannot write 1e400)."""
+    return client.post(path, content=text, headers={"Content-Type": "application/json"})
+
+
+@pytest.fixture
+def owner(app_server: InProcessServer) -> Any:
+    return app_server.client(app_server.key(f"owner-{uuid.uuid4().hex[:8]}", "owner"))
+
+
+# --- numeric feature bounds ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bound", "literal"),
+    [
+        ("max", "1e400"),
+        ("max", "Infinity"),
+        ("min", "-1e400"),
+        ("min", "-Infinity"),
+        ("max", "NaN"),
+        ("min", "NaN"),
+    ],
+)
+def test_a_non_finite_bound_is_a_422_naming_it(owner: Any, bound: str, literal: str) -> None:
+    body = credit_dataset()
+    placeholder = "__BOUND__"
+    body["features"][1][bound] = placeholder
+    text = json.dumps(body).replace(f'"{placeholder}"', literal)
+    answer = problem(post_raw(owner, "/v1/datasets", text), 422, f"features.1.numeric.{bound}")
+    assert "finite number" in answer["detail"]
+    assert "greater than" not in answer["detail"]  # NaN no longer reads as an ordering problem
+
+
+@pytest.mark.parametrize(
+    ("low", "high"),
+    [(-1e308, 1e308), (-1e308, 8e307), (-1.7976931348623157e308, 1.7976931348623157e308)],
+)
+def test_bounds_whose_span_overflows_are_refused(owner: Any, low: float, high: float) -> None:
+    body = credit_dataset()
+    body["features"][0].update(min=low, max=high)
+    answer = problem(owner.post("/v1/datasets", json=body), 422, "features.0.numeric.max")
+    assert "max − min" in answer["detail"]
+    assert "1e+308" not in answer["detail"] and "1e308" not in answer["detail"]
+
+
+def test_wide_but_finite_spans_are_accepted(owner: Any) -> None:
+    body = credit_dataset()
+    body["features"][0].update(min=-8e307, max=8e307)  # span 1.6e308: finite
+    created = owner.post("/v1/datasets", json=body)
+    assert created.status_code == 201, created.text
