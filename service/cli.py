@@ -7,6 +7,8 @@ import argparse
 import contextlib
 import logging
 import os
+import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -115,8 +117,7 @@ def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> Non
     print("data roots: " + ", ".join(roots), flush=True)
     workers = settings.dask_scheduler or f"LocalCluster, {settings.workers} worker process(es)"
     print(f"workers: {workers}", flush=True)
-    command = _own_command()
-    print(f"first key: {command} keys create --role admin --name admin", flush=True)
+    print(f"first key: {first_key_command(settings.database_url)}", flush=True)
     _check_dask_tls(settings)
     if settings.api_workers > 1:
         from service.supervisor import serve_with_workers
@@ -144,13 +145,52 @@ def _check_dask_tls(settings: Settings) -> None:
         raise SystemExit(1) from None
 
 
+def first_key_command(database_url: str, executable: str | None = None) -> str:
+    """The banner's command making the first admin key, meant to be pasted in any directory:
+    the dpfit executable by its absolute path, and ``DPFIT_DATABASE_URL=…`` in front naming
+    this service's database (without it ``keys create`` would look for ``var/dpfit.db`` under
+    the directory it is pasted in). The URL is shown as :func:`masked_url` shows it everywhere
+    else: a password is never printed — the line then says to put it in place of ``***``."""
+    url = _absolute_sqlite_url(database_url)
+    shown = masked_url(url)
+    command = (
+        f"DPFIT_DATABASE_URL={shlex.quote(shown)} "
+        f"{shlex.quote(executable or _own_command())} keys create --role admin --name admin"
+    )
+    if shown != url and "***" in shown:  # masked: not runnable verbatim, never the secret
+        command += "  # put the database password in place of ***"
+    return command
+
+
+def _absolute_sqlite_url(database_url: str) -> str:
+    """A SQLite URL naming a relative file, made absolute (against the current directory);
+    every other URL unchanged."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        url = make_url(database_url)
+    except Exception:  # noqa: BLE001 - masked_url says it is unparsable
+        return database_url
+    name = url.database or ""
+    if url.get_backend_name() != "sqlite" or name in ("", ":memory:") or name.startswith("file:"):
+        return database_url
+    if Path(name).is_absolute():
+        return database_url
+    return url.set(database=str(Path(name).resolve())).render_as_string(hide_password=False)
+
+
 def _own_command() -> str:
-    """How the user can call this CLI again (e.g. ``.venv/bin/dpfit`` from the repository)."""
+    """The absolute path of the ``dpfit`` executable that is running (else the one beside this
+    Python, else the one on ``PATH``, else plain ``dpfit``)."""
     script = Path(sys.argv[0])
-    if script.name == "dpfit" and script.exists():
-        relative = os.path.relpath(script)
-        return relative if relative.startswith(".") else f"./{relative}"
-    return "dpfit"
+    if script.name == "dpfit":
+        found = str(script) if os.sep in sys.argv[0] else shutil.which(sys.argv[0])
+        if found and Path(found).is_file():
+            return str(Path(found).absolute())
+    beside = Path(sys.executable).parent / "dpfit"
+    if beside.is_file():
+        return str(beside.absolute())
+    return shutil.which("dpfit") or "dpfit"
 
 
 def main(argv: list[str] | None = None) -> int:
