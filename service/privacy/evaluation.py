@@ -30,11 +30,50 @@ one step), i.e. the release is exactly (1/z)-GDP, and the ledger charges
 ``GaussianDpEvent(z)`` under REPLACE_ONE (the noise multiplier is σ/Δ with Δ the replace-one
 sensitivity computed here, as every dpfit plan hands it to the accountant).
 
-Post-processing (free): the cells' sum is the public n, so the noised cells are projected on
-{Σ c = n} (the least-squares projection, subtracting (Σ c̃ − n)/k from each of the k cells),
-which divides the noise of any linear statistic of the cells by at most as much; accuracy =
-(TP + TN)/n, mean loss = B·u_loss/n. Released values are not clamped further (a noised count
-may be negative; clamping would hide the noise level, which is public anyway).
+Post-processing of the noised release ``ũ = u + N(0, σ² I)`` (:func:`feasible_metrics`). It
+costs no privacy: it is a fixed, data-free function of ũ and of public facts only (n, B, the
+kind), and any function of an (ε, δ)-DP output is (ε, δ)-DP. Two stages:
+
+1. *Unconstrained least-squares estimates* (:func:`unconstrained_metrics`, unbiased, may be
+   infeasible): the cells' sum is the public n, so the noised cells are projected on the
+   hyperplane {Σ c = n} (subtracting (Σ c̃ − n)/k from each of the k cells); accuracy =
+   (TP + TN)/n (binary) or correct/n (categorical), mean loss = B·ũ_loss/n.
+2. *Feasible estimates* (what is released): the cells are projected (Euclidean) on the scaled
+   simplex {c ≥ 0, Σ c = n} — the least-squares estimate among the confusion matrices that can
+   exist (:func:`project_to_simplex`, sort-based, O(k log k)); it equals stage 1 whenever stage
+   1 is already feasible, and accuracy = (TP + TN)/n of the projected cells lies in [0, 1]. The
+   mean losses (log-loss, mean squared error) are clamped to [0, B], the interval every mean of
+   per-row losses clipped to [0, B] lies in.
+
+The feasible values are biased near the edges of the feasible set (a true accuracy of 1 is
+never overestimated, so on average it is underestimated; a true mean loss near 0 is on average
+overestimated). They are still the better estimate for a user: the projection on a convex set
+that contains the truth is non-expansive, so the released cells are never farther (in L2) from
+the true cells than the stage-1 cells, and a clamped loss is never farther from the true loss
+than the unclamped one (so its root-mean-square error is at most the stated std); and a release
+is never a value no dataset could have (a negative count, an accuracy above 1, a negative mean
+squared error). Only the feasible values are released; aggregating many evaluations without
+bias would need the stage-1 values, which dpfit does not release.
+
+Stated standard deviations (:func:`metric_stds`, public, from the plan only; they go into the
+plan's ``hyperparameters``): the noise std of each stage-1 estimate — the released value's
+std wherever the projection or clamp does not bind (a metric many stds inside its range), and
+an upper bound on a clamped loss's root-mean-square error everywhere. With σ = ``noise_scale``:
+
+- ``accuracy_std`` = σ·‖a − (Σa/k)·1‖₂/n for the accuracy a·c/n of the hyperplane-projected
+  cells: σ/n (binary, a = e_TP + e_TN; the projection halves the variance of TP + TN) and
+  σ/(√2·n) (categorical, a = e_correct);
+- ``confusion_matrix_std`` (binary, each cell): σ·√(1 − 1/4) = σ·√3/2;
+- ``log_loss_std`` (binary) and ``mean_squared_error_std`` (regression): B·σ/n.
+
+Warning (:func:`metric_warnings`, public facts only): a mean loss is useless when its noise is
+wide compared with the losses worth telling apart. Any model worth evaluating has a mean loss
+of at most the trivial predictor's (w = 0): log 2 for log-loss, and for squared error at most
+b² (predicting 0 when |y| ≤ b; mean y² ≤ b²). With R = min(B, that reference), the plan warns
+when the metric's std is at least R/4, i.e. when its ±2-std interval (≈ 95 %) is as wide as
+the whole range [0, R]: it cannot tell a perfect model from a trivial one. The usual cause is
+the default B (the worst case over every row the bounds allow), far above typical losses; the
+warning suggests declaring a smaller ``loss_clip`` (or spending more ε).
 """
 
 from __future__ import annotations
@@ -50,12 +89,18 @@ from service.privacy.gdp import gaussian_steps_multiplier
 
 __all__ = [
     "EvaluationKind",
-    "accuracy_std",
     "EvaluationPlan",
+    "accuracy_std",
+    "feasible_metrics",
     "loss_clip_bound",
+    "metric_stds",
     "metric_sums",
+    "metric_warnings",
+    "noised_sums",
     "plan_evaluation",
+    "project_to_simplex",
     "release_metrics",
+    "unconstrained_metrics",
 ]
 
 EvaluationKind = Literal["binary", "categorical", "regression"]
@@ -117,9 +162,7 @@ def plan_evaluation(
     )
 
 
-def metric_sums(
-    plan: EvaluationPlan, scores: np.ndarray, y: np.ndarray
-) -> np.ndarray:
+def metric_sums(plan: EvaluationPlan, scores: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The noiseless vector u of the module docstring.
 
     ``scores``: binary — the margins w·x (positive class iff ≥ 0), ``y`` in {−1, +1};
@@ -145,18 +188,45 @@ def metric_sums(
     return np.array([float(errors.sum()) / plan.loss_clip])
 
 
-def release_metrics(
+def noised_sums(
     plan: EvaluationPlan, sums: np.ndarray, rng: np.random.Generator | None
-) -> dict[str, object]:
-    """Noise ``sums`` once (σ = ``plan.noise_scale``; ``rng=None`` switches the noise off, for
-    the sensitivity tests only) and derive the released metrics by post-processing."""
+) -> np.ndarray:
+    """ũ: ``sums`` plus N(0, σ²) on every coordinate (σ = ``plan.noise_scale``) — the one
+    Gaussian release. ``rng=None`` switches the noise off (tests only)."""
     noised = np.asarray(sums, dtype=float).copy()
     if rng is not None:
         noised = noised + rng.normal(0.0, plan.noise_scale, size=noised.shape)
+    return noised
+
+
+def project_to_simplex(v: np.ndarray, total: float) -> np.ndarray:
+    """The Euclidean projection of ``v`` on {c ≥ 0, Σ c = total} (``total`` > 0): c = max(v − τ,
+    0) with the one τ making the sum ``total`` (sort-based: Held, Wolfe and Crowder 1974;
+    Duchi et al. 2008). Equals the hyperplane projection v − (Σv − total)/k whenever that is
+    already non-negative. Post-processing of public or released values only."""
+    v = np.asarray(v, dtype=float)
+    k = v.size
+    shifted = v - (float(v.sum()) - total) / k  # the hyperplane projection
+    if float(shifted.min()) >= 0.0:
+        return shifted
+    u = np.sort(v)[::-1]
+    css = np.cumsum(u) - total
+    j = np.arange(1, k + 1)
+    rho = int(np.nonzero(u - css / j > 0)[0][-1]) + 1
+    tau = float(css[rho - 1]) / rho
+    projected = np.maximum(v - tau, 0.0)
+    # the active cells sum to ``total`` up to rounding; put the rounding on the largest cell
+    projected[int(np.argmax(projected))] += total - float(projected.sum())
+    return projected
+
+
+def unconstrained_metrics(plan: EvaluationPlan, noised: np.ndarray) -> dict[str, object]:
+    """Stage 1 of the module docstring: the least-squares estimates from ũ (unbiased; may lie
+    outside the feasible set — a negative count, an accuracy above 1). Not released."""
     n = float(plan.n)
     if plan.kind == "binary":
-        cells = noised[:4] - (float(noised[:4].sum()) - n) / 4.0
-        tp, fn, fp, tn = (float(c) for c in cells)
+        c = noised[:4]
+        tp, fn, fp, tn = (float(x) for x in c - (float(c.sum()) - n) / 4.0)
         assert plan.loss_clip is not None
         return {
             "accuracy": (tp + tn) / n,
@@ -169,14 +239,49 @@ def release_metrics(
             },
         }
     if plan.kind == "categorical":
-        cells = noised - (float(noised.sum()) - n) / 2.0
-        return {"accuracy": float(cells[0]) / n}
+        return {"accuracy": float(noised[0] - (float(noised.sum()) - n) / 2.0) / n}
     assert plan.loss_clip is not None
     return {"mean_squared_error": plan.loss_clip * float(noised[0]) / n}
 
 
+def feasible_metrics(plan: EvaluationPlan, noised: np.ndarray) -> dict[str, object]:
+    """Stage 2 of the module docstring — what is released: the cells projected on the scaled
+    simplex {c ≥ 0, Σ c = n}, accuracy from them (in [0, 1]), mean losses clamped to [0, B].
+    Free post-processing of ũ and public facts."""
+    n = float(plan.n)
+    if plan.kind == "binary":
+        tp, fn, fp, tn = (float(x) for x in project_to_simplex(noised[:4], n))
+        assert plan.loss_clip is not None
+        loss = plan.loss_clip * float(noised[4]) / n
+        return {
+            "accuracy": min(max((tp + tn) / n, 0.0), 1.0),  # rounding only
+            "log_loss": min(max(loss, 0.0), plan.loss_clip),
+            "confusion_matrix": {
+                "true_positive": tp,
+                "false_negative": fn,
+                "false_positive": fp,
+                "true_negative": tn,
+            },
+        }
+    if plan.kind == "categorical":
+        correct = float(project_to_simplex(noised, n)[0])
+        return {"accuracy": min(max(correct / n, 0.0), 1.0)}
+    assert plan.loss_clip is not None
+    error = plan.loss_clip * float(noised[0]) / n
+    return {"mean_squared_error": min(max(error, 0.0), plan.loss_clip)}
+
+
+def release_metrics(
+    plan: EvaluationPlan, sums: np.ndarray, rng: np.random.Generator | None
+) -> dict[str, object]:
+    """Noise ``sums`` once (σ = ``plan.noise_scale``; ``rng=None`` switches the noise off, for
+    the tests only) and derive the released metrics by post-processing
+    (:func:`feasible_metrics`)."""
+    return feasible_metrics(plan, noised_sums(plan, sums, rng))
+
+
 def accuracy_std(plan: EvaluationPlan) -> float:
-    """The released accuracy's noise standard deviation (public, from the plan only): the
+    """The stage-1 accuracy's noise standard deviation (public, from the plan only): the
     accuracy is a·c̃/n for the projected cells, whose noise is σ·‖a − (Σa/k)·1‖/n (σ/n for
     binary labels: the projection halves the variance of TP + TN; σ/(√2 n) for categorical)."""
     if plan.kind == "regression":
@@ -190,3 +295,50 @@ def accuracy_std(plan: EvaluationPlan) -> float:
         a[0] = 1.0
     projected = a - a.sum() / k
     return plan.noise_scale * float(np.linalg.norm(projected)) / plan.n
+
+
+def metric_stds(plan: EvaluationPlan) -> dict[str, float]:
+    """The noise standard deviation of every released metric's stage-1 estimate (module
+    docstring), keyed ``<metric>_std``: accuracy σ/n or σ/(√2 n); each confusion-matrix cell
+    σ·√3/2; log-loss and mean squared error B·σ/n. Public: from the plan only."""
+    sigma, n = plan.noise_scale, float(plan.n)
+    if plan.kind == "regression":
+        assert plan.loss_clip is not None
+        return {"mean_squared_error_std": plan.loss_clip * sigma / n}
+    stds = {"accuracy_std": accuracy_std(plan)}
+    if plan.kind == "binary":
+        assert plan.loss_clip is not None
+        stds["log_loss_std"] = plan.loss_clip * sigma / n
+        stds["confusion_matrix_std"] = sigma * math.sqrt(3.0) / 2.0
+    return stds
+
+
+def metric_warnings(plan: EvaluationPlan, label_bound: float | None, epsilon: float) -> list[str]:
+    """Public warnings about the plan (module docstring): a mean loss whose std is at least a
+    quarter of R = min(B, the trivial model's loss bound: log 2, or b² for squared error) —
+    its ±2-std interval spans [0, R]. Uses public facts only (B, b, n, σ, ε)."""
+    if plan.kind == "categorical":
+        return []
+    assert plan.loss_clip is not None
+    clip = plan.loss_clip
+    std = clip * plan.noise_scale / plan.n
+    if plan.kind == "binary":
+        name, losses = "log_loss", "log-losses"
+        reference, why = math.log(2.0), "log 2, the log-loss of the model w = 0"
+    else:
+        name, losses = "mean_squared_error", "squared errors"
+        reference = math.inf if label_bound is None else label_bound**2
+        why = "label_bound², the squared error of predicting 0"
+    if reference < clip:
+        useful = f"{reference:.4g} ({why}, which bounds the {name} of any model worth evaluating)"
+    else:
+        reference, useful = clip, f"{clip:.4g} (the loss clip)"
+    if std < reference / 4.0:
+        return []
+    return [
+        f"{name}_std = {std:.4g} (loss_clip·noise_scale/n = {clip:.4g}·{plan.noise_scale:.4g}/"
+        f"{plan.n}) is at least a quarter of {useful}: the ±2-std interval of the released "
+        f"{name} spans every useful value. Declare a smaller loss_clip near the per-row {losses} "
+        "you expect (the std scales with it; rows above it are clipped, biasing the metric "
+        f"down), or a larger epsilon than {epsilon:.4g}."
+    ]
