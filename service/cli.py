@@ -215,10 +215,13 @@ def main(argv: list[str] | None = None) -> int:
     p_openapi.add_argument("--output", type=Path)
     from service import cli_http
 
+    cli_http.add_output_option(parser)
     cli_http.add_http_commands(sub)
     args = parser.parse_args(argv)
     if args.command in cli_http.COMMANDS:
         return cli_http.run(args)
+    if hasattr(args, "output"):
+        parser.error(f"-o/--output is for the HTTP commands ({', '.join(cli_http.COMMANDS)})")
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "openapi":

@@ -6,7 +6,9 @@ These commands are clients like any other: they talk to ``$DPFIT_URL`` (default
 exactly as in Python. They never open the database.
 
 Every command takes ``-o json`` (one JSON document on stdout, for scripts) and otherwise prints
-text. While waiting, a progress bar is drawn on stderr when stdout is a terminal.
+text; ``-o`` goes before the command (``dpfit -o json jobs list``), after its group
+(``dpfit jobs -o json list``) or after the command (``dpfit jobs list -o json``). While
+waiting, a progress bar is drawn on stderr when stdout is a terminal.
 
 Exit codes (:data:`EXIT_CODES`): 0 ok, 1 other error (service unreachable, 5xx), 2 usage,
 3 not found, 4 invalid request or spec, 5 budget exceeded, 6 authentication/authorisation,
@@ -46,20 +48,40 @@ COMMANDS = ("datasets", "jobs", "models", "budget")
 # --- the parser ------------------------------------------------------------------------------
 
 
+DEFAULT_MODEL = "logistic_regression"  # as in the Python client's submit and estimate
+
+
+def add_output_option(parser: argparse.ArgumentParser) -> None:
+    """``-o/--output text|json`` on ``parser``. Its default is *suppressed*, so that the option
+    may be given at any level (``dpfit -o json jobs list``, ``dpfit jobs -o json list``,
+    ``dpfit jobs list -o json``): a level where it is absent leaves what an outer level set
+    (argparse copies a subparser's defaults over the outer namespace). :func:`run` reads
+    ``text`` when no level gave it."""
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default=argparse.SUPPRESS,
+        help="output format of the HTTP commands (default text); before or after the command",
+    )
+
+
 def add_http_commands(sub: Any) -> None:
     """Add ``datasets``, ``jobs``, ``models`` and ``budget`` to the CLI's subparsers."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "-o", "--output", choices=("text", "json"), default="text", help="output format"
-    )
+    add_output_option(common)
     common.add_argument("--url", help="service URL (default $DPFIT_URL, else 127.0.0.1:8000)")
+    group = argparse.ArgumentParser(add_help=False)
+    add_output_option(group)
 
     def leaf(parent: Any, name: str, help: str) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = parent.add_parser(name, help=help, parents=[common])
         return parser
 
     datasets = sub.add_parser(
-        "datasets", help="list, show, register datasets; grant, list and revoke grants"
+        "datasets",
+        help="list, show, register datasets; grant, list and revoke grants",
+        parents=[group],
     )
     ds = datasets.add_subparsers(dest="action", required=True)
     leaf(ds, "list", "datasets you own or were granted")
@@ -77,7 +99,9 @@ def add_http_commands(sub: Any) -> None:
     p.add_argument("dataset")
     p.add_argument("principal")
 
-    jobs = sub.add_parser("jobs", help="submit, estimate, list, show, cancel and watch jobs")
+    jobs = sub.add_parser(
+        "jobs", help="submit, estimate, list, show, cancel and watch jobs", parents=[group]
+    )
     js = jobs.add_subparsers(dest="action", required=True)
     for name, help in (
         ("submit", "submit a job (prints its id; with --wait, the model id)"),
@@ -85,7 +109,12 @@ def add_http_commands(sub: Any) -> None:
     ):
         p = leaf(js, name, help)
         p.add_argument("--dataset", required=True)
-        p.add_argument("--model", required=True, help="model type, e.g. logistic_regression")
+        p.add_argument(
+            "--model",
+            default=DEFAULT_MODEL,
+            help=f"model type (default {DEFAULT_MODEL}, as in the Python client), e.g. "
+            "huber_svm, huber_regression",
+        )
         p.add_argument("--l2", type=float, help="L2 regularisation of the model")
         p.add_argument(
             "--model-param", action="append", default=[], metavar="KEY=VALUE",
@@ -107,7 +136,9 @@ def add_http_commands(sub: Any) -> None:
     leaf(js, "cancel", "cancel a queued or running job").add_argument("job")
     leaf(js, "watch", "follow a job to its end").add_argument("job")
 
-    models = sub.add_parser("models", help="show, predict with and export released models")
+    models = sub.add_parser(
+        "models", help="show, predict with and export released models", parents=[group]
+    )
     ms = models.add_subparsers(dest="action", required=True)
     leaf(ms, "show", "a released model").add_argument("model")
     p = leaf(ms, "predict", "predict the rows of a CSV file (header = the raw schema)")
@@ -137,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
         print("dpfit: the HTTP commands need the dpfit client: pip install ./sdk/python",
               file=sys.stderr)
         return EXIT_USAGE
+    if not hasattr(args, "output"):  # no level was given -o (see add_output_option)
+        args.output = "text"
     handler = _HANDLERS[(args.command, getattr(args, "action", None))]
     try:
         with dpfit.Client(url=args.url) as client:

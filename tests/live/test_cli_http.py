@@ -122,11 +122,21 @@ def test_the_whole_story_from_the_cli(
     code, out, _ = as_analyst("jobs", "list")
     assert code == EXIT_OK and job_id in out and "succeeded" in out
 
-    # a job submitted without --wait prints its id; -o json answers the job
+    # a job submitted without --wait prints its id; -o json answers the job; --model-param
     queued = as_analyst.json("jobs", "submit", "--dataset", dataset_id, "--model",
-                             "huber_svm", "--epsilon", "0.5", "--delta", "1e-6")
+                             "huber_svm", "--model-param", "fit_intercept=false",
+                             "--epsilon", "0.5", "--delta", "1e-6")
     assert queued["status"] in ("queued", "running", "succeeded") and queued["id"] != job_id
+    assert queued["model"]["type"] == "huber_svm" and queued["model"]["fit_intercept"] is False
     as_analyst.json("jobs", "watch", queued["id"])
+
+    # -o json before the command, after its group, or after it: the same answer
+    for argv in (("-o", "json", "jobs", "show", job_id), ("jobs", "-o", "json", "show", job_id),
+                 ("jobs", "show", job_id, "-o", "json")):
+        code, out, err = as_analyst(*argv)
+        assert code == EXIT_OK and json.loads(out)["id"] == job_id, (argv, err)
+    code, out, _ = as_analyst("-o", "json", "jobs", "show", job_id, "-o", "text")
+    assert code == EXIT_OK and out.startswith(f"job {job_id}: succeeded")  # the last one wins
 
     # the model, predictions (service and local agree), exports
     model = as_analyst.json("models", "show", model_id)
@@ -174,8 +184,7 @@ def test_exit_codes_say_what_went_wrong(
     spec = write_spec(tmp_path, body)
     dataset_id = as_owner.json("datasets", "register", str(spec))["id"]
     as_owner.json("datasets", "grant", dataset_id, analyst)
-    submit = ["jobs", "submit", "--dataset", dataset_id, "--model", "logistic_regression",
-              "--delta", "1e-6"]
+    submit = ["jobs", "submit", "--dataset", dataset_id, "--delta", "1e-6"]  # --model: default
 
     code, out, err = as_analyst(*submit, "--epsilon", "2", "-o", "json")
     assert code == EXIT_BUDGET and "epsilon_remaining" in json.loads(out), err
@@ -199,6 +208,7 @@ def test_exit_codes_say_what_went_wrong(
     assert code == EXIT_JOB_FAILED, err
     failed = json.loads(out)["job"]
     assert failed["status"] == "failed" and failed["refunded"] is True
+    assert failed["model"]["type"] == "logistic_regression"  # --model's default, as the client's
 
 
 def test_the_installed_command_over_http(
@@ -212,6 +222,12 @@ def test_the_installed_command_over_http(
     missing = subprocess.run([str(BIN / "dpfit"), "models", "show", "model_nope"], env=env,
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == EXIT_NOT_FOUND and "Not found" in missing.stderr
+    before = subprocess.run([str(BIN / "dpfit"), "-o", "json", "jobs", "list"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert before.returncode == 0 and json.loads(before.stdout) == [], before.stderr
+    local = subprocess.run([str(BIN / "dpfit"), "-o", "json", "openapi"], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert local.returncode == EXIT_USAGE and "HTTP commands" in local.stderr
 
 
 def test_a_terminal_gets_a_progress_bar(
