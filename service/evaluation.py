@@ -9,7 +9,12 @@ answered when done. So refunds, cancellation, restart recovery, idempotency and 
 audit work unchanged. The job's ``optimizer`` shows ``{"name": "evaluation"}``.
 
 The mechanism and its sensitivity are in :mod:`service.privacy.evaluation`. What is released:
-the noised metrics only (never the exact ones, never a count of anything else).
+the noised metrics only (never the exact ones, never a count of anything else), post-processed
+into their feasible set (counts in [0, n] summing to n, accuracy in [0, 1], mean losses in
+[0, B]). The plan (public, stated before any charge, also by the estimate) carries the standard
+deviation of every released metric in ``hyperparameters`` (``accuracy_std``,
+``confusion_matrix_std``, ``log_loss_std``, ``mean_squared_error_std``) and ``warnings``: public
+sentences saying when a mean loss's noise spans its useful range (suggesting ``loss_clip``).
 
 Which datasets: one the analyst is granted (owner, admin, or grant) whose declared features and
 label equal the model's (the training dataset or a holdout the owner registered with the same
@@ -43,9 +48,10 @@ from service.optimizers.base import InfeasibleSpec
 from service.privacy.evaluation import (
     EvaluationKind,
     EvaluationPlan,
-    accuracy_std,
     loss_clip_bound,
+    metric_stds,
     metric_sums,
+    metric_warnings,
     plan_evaluation,
     release_metrics,
 )
@@ -121,8 +127,8 @@ def price_evaluation(
     kind = _kind(label.type)
     loss = build_loss(TypeAdapter(ModelSpec).validate_python(model.model_spec))
     clip: float | None = None
+    bound: float | None = getattr(loss, "label_bound", None)
     if kind != "categorical":
-        bound = getattr(loss, "label_bound", None)
         if body.loss_clip is None and kind == "regression" and bound is None:
             raise InfeasibleSpec(
                 "loss_clip",
@@ -144,8 +150,7 @@ def price_evaluation(
         "loss_clip": clip,
         "noise_multiplier": plan.noise_multiplier,
     }
-    if kind != "regression":
-        hyper["accuracy_std"] = accuracy_std(plan)
+    hyper.update(metric_stds(plan))  # the std of every released metric (before its clamp)
     plan_json: dict[str, Any] = {
         "kind": EVALUATION,
         "mechanism": "gaussian",
@@ -155,6 +160,9 @@ def price_evaluation(
         "hyperparameters": hyper,
         "event": event_json,
         "parallel_events": [],
+        "warnings": metric_warnings(
+            plan, bound if kind == "regression" else None, body.privacy.epsilon
+        ),
     }
     privacy = {"epsilon": body.privacy.epsilon, "delta": body.privacy.delta}
     spec: dict[str, Any] = {

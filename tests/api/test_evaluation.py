@@ -22,8 +22,9 @@ from service.privacy.evaluation import (
     accuracy_std,
     loss_clip_bound,
     metric_sums,
+    noised_sums,
     plan_evaluation,
-    release_metrics,
+    unconstrained_metrics,
 )
 from service.privacy.gdp import gdp_delta
 from service.workers.runner import run_job
@@ -114,13 +115,15 @@ def test_calibration_matches_the_accountant(epsilon: float) -> None:
 
 
 def test_released_noise_has_the_declared_scale() -> None:
-    """Empirically: the released accuracy's spread equals accuracy_std (the projection on the
-    public n halves the variance of TP + TN), and the released log-loss's spread is B·σ/n."""
+    """Empirically: the unconstrained accuracy's spread equals accuracy_std (the projection on
+    the public n halves the variance of TP + TN), and the log-loss's spread is B·σ/n. (The
+    released values are these, projected into the feasible set: tests/unit/
+    test_evaluation_release.py.)"""
     n = 400
     plan = plan_evaluation("binary", n, 0.5, 1e-6, 3.0)
     sums = np.array([100.0, 50.0, 30.0, 220.0, 90.0])
     rng = np.random.default_rng(3)
-    draws = [release_metrics(plan, sums, rng) for _ in range(4000)]
+    draws = [unconstrained_metrics(plan, noised_sums(plan, sums, rng)) for _ in range(4000)]
     accuracy = np.array([m["accuracy"] for m in draws])
     loss = np.array([m["log_loss"] for m in draws])
     assert accuracy.mean() == pytest.approx(320 / n, abs=4 * accuracy_std(plan) / math.sqrt(4000))
@@ -226,6 +229,18 @@ def test_evaluation_job_is_charged_run_and_released(api: dict[str, Any]) -> None
     assert estimate["noise_scale"] < 0.2
     assert metrics["accuracy"] == pytest.approx(exact, abs=6 * estimate["noise_scale"] / 4000)
     assert 0 < metrics["log_loss"] < done["plan"]["hyperparameters"]["loss_clip"]
+    assert min(cells.values()) >= 0 and 0 <= metrics["accuracy"] <= 1  # post-processed
+    # the plan states every released metric's std (and, at this n and ε, no warning)
+    hyper, sigma = done["plan"]["hyperparameters"], done["plan"]["noise_scale"]
+    assert hyper["accuracy_std"] == pytest.approx(sigma / 4000)
+    assert hyper["log_loss_std"] == pytest.approx(hyper["loss_clip"] * sigma / 4000)
+    assert hyper["confusion_matrix_std"] == pytest.approx(sigma * math.sqrt(3) / 2)
+    assert done["plan"]["warnings"] == []
+    # a needlessly large declared clip: the estimate warns (public facts only) before any charge
+    loose = {**body, "loss_clip": 1000.0, "privacy": {"epsilon": 1.0, "delta": 1e-6}}
+    warned = call(api, "ann", "POST", f"/v1/models/{model_id}/evaluate/estimate", loose).json()
+    (warning,) = warned["plan"]["warnings"]
+    assert warning.startswith("log_loss_std = ") and "loss_clip" in warning
     # the job is an ordinary job of the analyst's, and invisible to others
     listed = call(api, "ann", "GET", f"/v1/jobs/{evaluation['id']}").json()
     assert listed["optimizer"]["name"] == "evaluation" and listed["status"] == "succeeded"
