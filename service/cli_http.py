@@ -22,10 +22,13 @@ import csv
 import json
 import math
 import pickle
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 EXIT_NOT_FOUND, EXIT_INVALID, EXIT_BUDGET, EXIT_AUTH, EXIT_JOB_FAILED, EXIT_CONFLICT = (
@@ -281,11 +284,43 @@ def datasets_show(client: Any, args: argparse.Namespace) -> int:
     return _show(args, client.dataset(args.dataset), _dataset_text)
 
 
-def datasets_register(client: Any, args: argparse.Namespace) -> int:
-    import yaml
+# A number is a float as in JSON: PyYAML follows YAML 1.1, where a float needs a dot, so
+# `delta: 1e-5` (no dot) was the *string* "1e-5" and the service answered 422 "budget.delta:
+# Input should be a valid number". Here `1e-5`, `1E5`, `-3e+2`, `.5`, `-.5`, `1.` and `2.5e-3` are
+# floats (plus YAML 1.1's own: `1_000.5`, sexagesimal `1:30.5`, `.inf`, `.nan`); integers,
+# booleans, nulls, dates and strings resolve exactly as with yaml.SafeLoader.
+_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+_FLOAT_TAG = "tag:yaml.org,2002:float"
 
+
+class SpecLoader(yaml.SafeLoader):
+    """yaml.SafeLoader whose float resolver also reads JSON's numbers (``1e-5``) as floats. Its
+    own copy of the resolvers: yaml.SafeLoader and every other loader are left unchanged."""
+
+
+# The float resolver replaced where it stands (same first characters, same precedence).
+SpecLoader.yaml_implicit_resolvers = {
+    first: [(tag, _FLOAT if tag == _FLOAT_TAG else regexp) for tag, regexp in resolvers]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_spec(text: str) -> Any:
+    """A spec file's document (YAML, so JSON too), with :class:`SpecLoader`."""
+    return yaml.load(text, Loader=SpecLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def datasets_register(client: Any, args: argparse.Namespace) -> int:
     try:
-        spec = yaml.safe_load(args.spec.read_text())
+        spec = load_spec(args.spec.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise UsageError(f"cannot read {args.spec}: {type(exc).__name__}") from None
     if not isinstance(spec, dict):

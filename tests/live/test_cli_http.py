@@ -30,7 +30,8 @@ from service.cli_http import (
     EXIT_USAGE,
 )
 from tests.support.live import LiveServer
-from tests.support.walkthrough import COPIES, PREDICT_ROWS, credit_dataset
+from tests.support.walkthrough import COPIES, PREDICT_ROWS, credit_dataset, fresh_credit_copy
+from tests.unit.test_cli_yaml import readme_spec
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -228,6 +229,24 @@ def test_the_installed_command_over_http(
     local = subprocess.run([str(BIN / "dpfit"), "-o", "json", "openapi"], env=env,
                            capture_output=True, text=True, timeout=120)
     assert local.returncode == EXIT_USAGE and "HTTP commands" in local.stderr
+
+
+def test_the_readme_yaml_spec_registers_with_the_installed_command(
+    sqlite_server: LiveServer, people: tuple[str, str, str, str], tmp_path: Path
+) -> None:
+    """The README's YAML spec (`delta: 1e-5`, a float as in JSON) on a fresh copy of the data
+    (one budget per data: the example file itself may be registered already on this server)."""
+    _, owner_key, _, _ = people
+    text = readme_spec()
+    assert text.count("uri: credit.csv") == 1
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text.replace("uri: credit.csv", f"uri: {fresh_credit_copy()}"))
+    env = dict(os.environ, DPFIT_URL=sqlite_server.base_url, DPFIT_API_KEY=owner_key)
+    registered = subprocess.run([str(BIN / "dpfit"), "datasets", "register", str(spec), "-o",
+                                 "json"], env=env, capture_output=True, text=True, timeout=120)
+    assert registered.returncode == EXIT_OK, registered.stdout + registered.stderr
+    dataset = json.loads(registered.stdout)
+    assert dataset["budget"] == {"epsilon": 3.0, "delta": 1e-5} and dataset["n_rows"] == 4000
 
 
 def test_a_terminal_gets_a_progress_bar(
