@@ -51,8 +51,9 @@ from bench.data import (
     synthetic_rows,
 )
 from service.evaluation import evaluate_rows
-from service.optimizers.auto import CLIP
+from service.optimizers.auto import CLIP, L2_FACTOR
 from service.privacy.evaluation import accuracy_std, loss_clip_bound, plan_evaluation
+from service.privacy.gdp import gdp_mu
 from service.schemas import JobCreate
 from service.submission import DatasetFacts, price_job
 
@@ -300,6 +301,82 @@ def uncapped_accuracy(data: Dataset, eps: float, runs: int) -> float | None:
     return statistics.mean(accs) * 100
 
 
+#: Ceilings of the l2 rule compared by :func:`ceiling_sweep` (1.0: no ceiling).
+CEILINGS = (1e-4, 1e-3, 3e-3, 1e-2, 1.0)
+
+
+def scaled_rows(
+    name: str, X: np.ndarray, y: np.ndarray, n_train: int, low: Any = None, high: Any = None
+) -> Dataset:
+    """Public rows mapped to [−1, 1] by ranges (given, else the data set's own documented
+    ranges), an intercept column, scaled to ‖x‖ ≤ 1; a random split (seed 0)."""
+    low = X.min(axis=0) if low is None else low
+    high = X.max(axis=0) if high is None else high
+    span = np.where(high > low, high - low, 1.0)
+    Xe = np.column_stack([2 * (X - low) / span - 1, np.ones(len(X))]) / math.sqrt(X.shape[1] + 1)
+    order = np.random.default_rng(0).permutation(len(y))
+    tr, te = order[:n_train], order[n_train:]
+    return Dataset(name, Xe[tr], y[tr], Xe[te], y[te])
+
+
+def small_binary_datasets(smoke: bool) -> list[Dataset]:
+    """The l2 ceiling's public data: breast_cancer, wine (class 0 against the rest), digits
+    (< 5 against ≥ 5, pixels in [0, 16]) and synthetic logistic rows of several sizes."""
+    from sklearn.datasets import load_digits, load_wine
+
+    def synthetic(n: int, d: int, seed: int) -> Dataset:
+        X, y = synthetic_rows(n + 3000, d, seed=seed)
+        X = np.column_stack([X, np.ones(len(y))]) / math.sqrt(d + 1)
+        return Dataset(f"synthetic d={d}", X[:n], y[:n], X[n:], y[n:])
+
+    wine, digits = load_wine(), load_digits()
+    sets = [
+        other_datasets(smoke)[1],
+        scaled_rows("wine 0 vs rest", wine.data, np.where(wine.target == 0, 1.0, -1.0), 120),
+        scaled_rows(
+            "digits < 5",
+            digits.data,
+            np.where(digits.target < 5, 1.0, -1.0),
+            1200,
+            np.zeros(64),
+            np.full(64, 16.0),
+        ),
+        synthetic(400, 20, 3),
+        synthetic(1500, 20, 4),
+        synthetic(5000, 20, 5),
+        synthetic(1000, 5, 6),
+        synthetic(3000, 50, 7),
+    ]
+    return sets[:2] if smoke else sets
+
+
+def ceiling_sweep(smoke: bool, runs: int) -> tuple[list[str], list[dict[str, Any]]]:
+    """The evidence for the l2 rule's ceiling (auto.py's docstring): the averaged method with
+    l2 = clamp(9·d·(2L·z₁/n)², 1e-5, ceiling) for each of :data:`CEILINGS`, in every cell
+    where the formula exceeds 1e-4 (elsewhere the ceiling does not bind)."""
+    lines = [
+        f"## The l2 rule's ceiling ({runs} seeds per cell; cells where 9·d·(2L·z₁/n)² > 1e-4)",
+        "",
+        "| data (n, d) | ε | formula | " + " | ".join(f"ceiling {c:g}" for c in CEILINGS) + " |",
+        "|---|---|---|" + "---|" * len(CEILINGS),
+    ]
+    rows: list[dict[str, Any]] = []
+    for data in small_binary_datasets(smoke):
+        for eps in (0.1,) if smoke else (0.1, 0.5, 1.0, 2.0):
+            raw = L2_FACTOR * data.d * (2 * CLIP / (data.n * gdp_mu(eps, DELTA))) ** 2
+            if raw <= 1e-4:
+                continue
+            cells = [
+                arm_accuracy(data, "dp_agd_averaged", {"l2": min(c, max(1e-5, raw))}, {}, eps, runs)
+                for c in CEILINGS
+            ]
+            rows.append({"data": data.name, "n": data.n, "epsilon": eps, "cells": cells})
+            text = " | ".join("—" if c is None else f"{c:.2f}" for c in cells)
+            lines.append(f"| {data.name} ({data.n}, {data.d}) | {eps:g} | {raw:.1e} | {text} |")
+            print(lines[-1], flush=True)
+    return lines, rows
+
+
 def explore(args: argparse.Namespace) -> None:
     """The evidence table of service/optimizers/auto.py's docstring (public data only)."""
     runs = 1 if args.smoke else args.explore_runs
@@ -340,8 +417,10 @@ def explore(args: argparse.Namespace) -> None:
             text = " | ".join("—" if c is None else f"{c:.2f}" for c in cells)
             lines.append(f"| {data.name} ({data.n}, {data.d}) | {eps:g} | {text} |")
             print(lines[-1], flush=True)
+    ceiling_lines, ceiling_rows = ceiling_sweep(args.smoke, 40 if not args.smoke else 1)
+    lines += ["", *ceiling_lines]
     out = results_dir(args.smoke)
-    save_json(out / "auto_explore.json", {"runs": runs, "rows": rows})
+    save_json(out / "auto_explore.json", {"runs": runs, "rows": rows, "l2_ceiling": ceiling_rows})
     lines += ["", f"Load average at the end: {os.getloadavg()[0]:.1f}.", ""]
     (out / "auto-explore.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

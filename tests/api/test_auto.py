@@ -87,7 +87,7 @@ def test_an_auto_job_is_the_chosen_optimizers_ordinary_job(epsilon: float) -> No
     if FACTS.n_rows * epsilon >= AVERAGING_N_EPSILON:
         assert auto.spec["optimizer"]["name"] == "dp_agd_averaged"
         assert filled == {"model.l2": auto.spec["model"]["l2"]}
-        assert 1e-5 <= filled["model.l2"] <= 1e-4
+        assert 1e-5 <= filled["model.l2"] <= 1e-3
     else:
         assert auto.spec["optimizer"]["name"] == "dp_agd" and filled == {}
     assert plan == explicit.plan_json
@@ -151,8 +151,10 @@ def test_the_l2_rule_falls_with_the_noise_between_its_bounds() -> None:
         resolve(free, 32561, 104, PrivacyTarget(eps, 1e-5)).model["l2"] for eps in (0.5, 1, 2)
     ]
     assert 1e-4 > values[0] > values[1] > 1e-5 == values[2]  # the floor at ε = 2
-    ceiling = resolve(free, 10000, 104, PrivacyTarget(0.5, 1e-5)).model["l2"]
-    assert ceiling == 1e-4  # 9·d·(2L·z₁/n)² = 4.7e-4 there
+    below = resolve(free, 10000, 104, PrivacyTarget(0.5, 1e-5)).model["l2"]
+    assert below == pytest.approx(4.7e-4, rel=0.02)  # 9·d·(2L·z₁/n)² below the ceiling
+    ceiling = resolve(free, 3000, 104, PrivacyTarget(0.5, 1e-5)).model["l2"]
+    assert ceiling == 1e-3  # 9·d·(2L·z₁/n)² = 5.2e-3 there
     assert rule_l2(0.5, 32561, 105, PrivacyTarget(1.0, 1e-5)) == pytest.approx(
         9 * 105 * (1.0 / (32561 * gdp_mu(1.0, 1e-5))) ** 2
     )
