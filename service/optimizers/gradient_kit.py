@@ -31,6 +31,7 @@ from service.models.base import FloatArray, Loss
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
 from service.optimizers.config import ShapeConfig
 from service.optimizers.inputs import Rows, checked_data, gradient_rows
+from service.optimizers.limits import SAFE_MAGNITUDE
 from service.privacy.gdp import gaussian_steps_multiplier
 from service.privacy.target import check_target
 
@@ -40,6 +41,7 @@ __all__ = [
     "check_full_gradient_job",
     "check_lipschitz",
     "check_plan_covers",
+    "check_step_size",
     "full_gradient_inputs",
     "full_gradient_query",
     "gaussian_steps_event",
@@ -128,6 +130,53 @@ def zcdp_noise_std(
     return gradient_sensitivity(lipschitz, n) * math.sqrt(iterations / 2.0) / sqrt_rho
 
 
+def check_step_size(
+    step: float,
+    loss: Loss,
+    field: str = "optimizer.params.step_size",
+    *,
+    projected_gradient_bound: float | None = None,
+) -> float:
+    """The step-size rule every optimizer that takes gradient steps of a given size shares.
+    Public: the loss's constants, the step and a public gradient bound only. Returns η.
+
+    - η must be a finite number > 0.
+    - Unprojected steps on F (full-gradient and SVRG steps; ``projected_gradient_bound``
+      None): when F is β_F-smooth with β_F = β + μ > 0, η ≤ 2/β_F. Beyond it even noiseless
+      gradient descent diverges (on a quadratic of curvature β_F the error is multiplied by
+      |1 − ηβ_F| > 1 every step), so the iterates grow until they overflow and the model is
+      NaN; no step count or noise level makes such a step converge.
+    - Steps projected onto a public ball (the noisy-SGD baselines' c/√t: any c converges, the
+      projection bounds the iterates): one step's move η·G, with G a public bound on the noisy
+      gradient's norm, must stay within
+      :data:`~service.optimizers.limits.SAFE_MAGNITUDE`, else it overflows before the
+      projection.
+
+    Optimizers whose own analysis needs a smaller step (``output_perturbation_gd`` and
+    ``bolt_on_psgd``: η ≤ 2/(β + 2μ); ``rrpsgd``: η < 2/β_F) check theirs first, with their
+    own message. Raises :class:`InfeasibleSpec` on ``field``."""
+    step = float(step)
+    if not (math.isfinite(step) and step > 0.0):
+        raise InfeasibleSpec(field, "the step size must be a finite number > 0")
+    if projected_gradient_bound is not None:
+        if not step * projected_gradient_bound <= SAFE_MAGNITUDE:
+            raise InfeasibleSpec(
+                field,
+                f"step_size is too large: one step could move the model by more than "
+                f"{SAFE_MAGNITUDE:g} and overflow",
+            )
+        return step
+    beta_f = loss.smoothness + loss.l2
+    if beta_f > 0.0 and step > 2.0 / beta_f:
+        raise InfeasibleSpec(
+            field,
+            f"step_size must be at most 2/(β + μ) = {2.0 / beta_f:.6g} for {loss.name} "
+            f"(β = {loss.smoothness:g}, μ = l2 = {loss.l2:g}): beyond it even noiseless gradient "
+            "descent diverges and the model would not be finite",
+        )
+    return step
+
+
 def check_full_gradient_job(
     name: str, loss: Loss, n: int, d: int, target: PrivacyTarget, step_size: float | None
 ) -> float:
@@ -135,13 +184,14 @@ def check_full_gradient_job(
     ``step_size`` if given, else 1/β_F = 1/(β + μ) (the descent lemma's step).
 
     Raises :class:`InfeasibleSpec` for δ = 0 or an invalid (ε, δ), a loss without finite
-    constants ("model"), or β + μ = 0 and no step size ("optimizer.params.step_size")."""
+    constants ("model"), β + μ = 0 and no step size, or a step size beyond 2/(β + μ)
+    (:func:`check_step_size`; "optimizer.params.step_size")."""
     check_target(target, pure_allowed=False, optimizer=name)
     if n < 1 or d < 1:
         raise ValueError("n and d must be >= 1")
     check_lipschitz(loss)
     if step_size is not None:
-        return float(step_size)
+        return check_step_size(step_size, loss)
     beta_f = loss.smoothness + loss.l2
     if beta_f > 0.0:
         return 1.0 / beta_f

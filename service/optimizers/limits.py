@@ -17,13 +17,19 @@ Units:
   (inner steps over all epochs).
 - :data:`PASSES_CAP`: passes over the data, for the optimizers that count passes
   (``noisy_sgd_scs13``, ``bolt_on_psgd``).
+
+One numeric guard, also public and data-independent: :data:`SAFE_MAGNITUDE`, the largest
+magnitude a plan's quantities may have (the loss's constants, the declared label bound, the
+sensitivity, the noise scale, one step's move). A plan beyond it is refused at planning
+(service/optimizers/planning.py, :func:`~service.optimizers.gradient_kit.check_step_size`), so a
+fit never overflows into a NaN model or fails for certain after its charge.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["FULL_GRADIENT_STEPS_CAP", "PASSES_CAP", "SAMPLED_STEPS_CAP"]
+__all__ = ["FULL_GRADIENT_STEPS_CAP", "PASSES_CAP", "SAFE_MAGNITUDE", "SAMPLED_STEPS_CAP"]
 
 #: Most steps a job may ask for when every step reads all n rows.
 FULL_GRADIENT_STEPS_CAP: Final = 100_000
@@ -33,3 +39,8 @@ SAMPLED_STEPS_CAP: Final = 1_000_000
 
 #: Most passes over the data a job may ask for.
 PASSES_CAP: Final = 1000
+
+#: Largest magnitude of a plan's quantities. Its square (1e300; norms are √(w·w), losses square
+#: residuals) and sums of up to 1e8 such squares stay below float64's maximum ≈ 1.8e308;
+#: nothing a meaningful job needs comes near it (bounds and constants are in data units).
+SAFE_MAGNITUDE: Final = 1e150

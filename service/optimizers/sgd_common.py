@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field
 
 from service.models.base import FloatArray, Loss
 from service.optimizers.base import InfeasibleSpec, ProgressCallback
+from service.optimizers.gradient_kit import check_step_size
 from service.privacy.output_perturbation import sample_release_noise
 
 __all__ = [
@@ -223,7 +224,11 @@ def project_to_ball(w: FloatArray, radius: float | None) -> None:
     """In place: w ← w · min(1, R/‖w‖), the Euclidean projection onto ‖w‖ ≤ R (non-expansive)."""
     if radius is None:
         return
-    norm = math.sqrt(float(w @ w))
+    largest = float(np.max(np.abs(w))) if w.size else 0.0
+    if not largest > 0.0:
+        return
+    scaled = w / largest  # ‖w‖ = largest·‖w/largest‖: w·w itself overflows beyond ~1e154
+    norm = largest * math.sqrt(float(scaled @ scaled))
     if norm > radius:
         w *= radius / norm
 
@@ -347,6 +352,10 @@ def baseline_steps(
         )
     convex_radius = DEFAULT_CONVEX_RADIUS if radius is None else radius
     g_convex = math.sqrt((lip + mu * convex_radius) ** 2 + second_moment)
+    if step_size is not None:
+        # ‖g̃‖ ≤ L + μR + ‖z‖ on the ball, and ‖z‖ ≤ 41·√E‖z‖² but with probability < e⁻⁸⁰⁰
+        tail = lip + mu * convex_radius + 41.0 * math.sqrt(second_moment)
+        check_step_size(step_size, loss, projected_gradient_bound=tail)
     scale = 2.0 * convex_radius / g_convex if step_size is None else step_size
     diameter = 2.0 * convex_radius
     convex = BaselineSteps(

@@ -32,6 +32,7 @@ from service.optimizers.config import ShapeConfig
 from service.optimizers.gradient_kit import (
     QueryRecord,
     check_lipschitz,
+    check_step_size,
     full_gradient_query,
     gradient_sensitivity,
     proximal_step,
@@ -230,7 +231,9 @@ def plan_svrg(
     target: PrivacyTarget,
     extra: dict[str, Any],
 ) -> ReleasePlan:
-    """Calibrate z for the schedule's composed event and build the plan (both variants)."""
+    """Calibrate z for the schedule's composed event and build the plan (both variants).
+    The step passes the shared rule η ≤ 2/β_F (:func:`check_step_size`)."""
+    check_step_size(schedule.step, loss)
     lengths, batch, ratio = schedule.epoch_lengths, schedule.batch, schedule.snapshot_ratio
     if sum(lengths) > SAMPLED_STEPS_CAP:
         raise InfeasibleSpec(

@@ -83,3 +83,44 @@ def test_wide_but_finite_spans_are_accepted(owner: Any) -> None:
     body["features"][0].update(min=-8e307, max=8e307)  # span 1.6e308: finite
     created = owner.post("/v1/datasets", json=body)
     assert created.status_code == 201, created.text
+
+
+# --- step sizes and plans that cannot stay finite -------------------------------------------
+
+
+@pytest.fixture
+def granted(app_server: InProcessServer, owner: Any) -> dict[str, Any]:
+    """A registered credit dataset granted to a fresh analyst."""
+    tag = uuid.uuid4().hex[:8]
+    analyst = app_server.client(app_server.key(f"analyst-{tag}", "analyst"))
+    created = owner.post("/v1/datasets", json=credit_dataset(epsilon=50.0))
+    assert created.status_code == 201, created.text
+    dataset_id = created.json()["id"]
+    grant = owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": f"analyst-{tag}"})
+    assert grant.status_code == 201, grant.text
+    return {"analyst": analyst, "dataset_id": dataset_id}
+
+
+def refused_before_any_charge(granted: dict[str, Any], job: dict[str, Any], field: str) -> str:
+    analyst, dataset_id = granted["analyst"], granted["dataset_id"]
+    estimate = problem(analyst.post("/v1/jobs/estimate", json=job), 422, field)
+    submitted = problem(
+        analyst.post("/v1/jobs", json=job, headers={"Idempotency-Key": uuid.uuid4().hex}),
+        422,
+        field,
+    )
+    assert estimate["detail"] == submitted["detail"]
+    budget = analyst.get(f"/v1/datasets/{dataset_id}/budget")
+    assert budget.status_code == 200 and budget.json()["jobs_charged"] == 0
+    return str(submitted["detail"])
+
+
+def test_a_divergent_step_size_is_refused_before_any_charge(granted: dict[str, Any]) -> None:
+    job = {
+        "dataset_id": granted["dataset_id"],
+        "model": {"type": "logistic_regression"},
+        "optimizer": {"name": "dp_gd", "params": {"step_size": 1e308}},
+        "privacy": {"epsilon": 0.1, "delta": 1e-5},
+    }
+    detail = refused_before_any_charge(granted, job, "optimizer.params.step_size")
+    assert "2/(β + μ)" in detail
