@@ -27,7 +27,10 @@ Total after the claim: no cell's content can make the job fail — the reader co
 and raises only for content-independent reasons. What can still fail a job after the claim is
 independent of any one row's content and keeps the charge: an I/O error or a vanished source
 (``FAILED_READING``), a source whose fingerprint changed (``SOURCE_CHANGED``, used only when the
-fingerprint really differs from the registered one), a killed worker, a cancellation.
+fingerprint really differs from the registered one), a killed worker, a cancellation. As a
+defence in depth, a fit whose result has a non-finite coefficient fails too (``FAILED_READING``,
+nothing released, the charge stands): planning refuses every spec whose arithmetic could
+overflow, so this should never happen — but a NaN model must never be released.
 
 Nothing computed from the rows is written anywhere but the noised model: errors are fixed
 messages and logs carry exception *types* only.
@@ -91,6 +94,10 @@ SOURCE_CHANGED = (
     "The dataset's file changed since it was registered (fingerprint mismatch); "
     "the owner must register it again."
 )
+
+
+class NonFiniteModel(Exception):
+    """A fit produced a non-finite coefficient; the model is not stored (no value attached)."""
 
 
 def run_job(job_id: str, attempt: int, database_url: str) -> str:
@@ -411,7 +418,13 @@ def _store_model(
     label: LabelSpec,
     w: np.ndarray,
 ) -> str:
-    """Store the noised weights (a vector, or one row per class for one-vs-rest)."""
+    """Store the noised weights (a vector, or one row per class for one-vs-rest).
+
+    Never a non-finite coefficient: planning refuses what would overflow, and should a fit
+    still produce NaN or ±inf this raises :class:`NonFiniteModel` — the job fails with the
+    generic :data:`FAILED_READING` (no value in it), nothing is released, the charge stands."""
+    if not np.all(np.isfinite(w)):
+        raise NonFiniteModel()
     coefficients, intercept = pack(w, encoder.fit_intercept)
     privacy = dict(spec["privacy"])  # type: ignore[arg-type]
     privacy.update(
