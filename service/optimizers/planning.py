@@ -7,6 +7,7 @@ serialises the plan so a worker can run exactly what the ledger charged.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +23,20 @@ from service.optimizers.base import (
     ReleasePlan,
     as_mechanism,
 )
+from service.optimizers.limits import SAFE_MAGNITUDE
 from service.optimizers.one_vs_rest import plan_one_vs_rest
 from service.optimizers.registry import get_optimizer
 
-__all__ = ["JobPlan", "model_dimension", "plan_from_json", "plan_job", "plan_to_json"]
+__all__ = [
+    "JobPlan",
+    "check_loss_magnitudes",
+    "check_plan_magnitudes",
+    "model_dimension",
+    "model_field_at_fault",
+    "plan_from_json",
+    "plan_job",
+    "plan_to_json",
+]
 
 
 @dataclass(frozen=True)
@@ -72,11 +83,90 @@ def plan_job(
         raise InfeasibleSpec(field, f"{field}: {first.get('msg', 'invalid')}") from None
     loss = build_loss(model)
     dimension = model_dimension(model, n_features)
-    if classes is None:
-        plan = optimizer.plan(params, loss, n, dimension, target)
-    else:
-        plan, _ = plan_one_vs_rest(optimizer, params, loss, n, dimension, target, classes)
+    check_loss_magnitudes(model, loss)
+    try:
+        if classes is None:
+            plan = optimizer.plan(params, loss, n, dimension, target)
+        else:
+            plan, _ = plan_one_vs_rest(optimizer, params, loss, n, dimension, target, classes)
+    except ArithmeticError:  # OverflowError, ZeroDivisionError: never a 500, never a charge
+        raise InfeasibleSpec(
+            model_field_at_fault(model),
+            "the plan's arithmetic overflows for these values; choose smaller model constants "
+            "or optimizer parameters",
+        ) from None
+    check_plan_magnitudes(model, params, plan)
     return JobPlan(loss=loss, optimizer=optimizer, params=params, plan=plan, dimension=dimension)
+
+
+# --- the numeric guard: a plan whose fit cannot stay finite is refused at planning ------------
+#
+# Public and data-independent: the model spec, the loss's constants and the plan's quantities.
+# Every quantity a fit multiplies, squares or sums — the Lipschitz constant L, the smoothness
+# β + μ, the declared label bound B, the sensitivity, the noise scale and the step — must be a
+# finite number within SAFE_MAGNITUDE (limits.py); sensitivity and noise scale must be > 0.
+# So estimate and submission refuse such a spec (422 on the field at fault) before any charge,
+# instead of a job that fails for certain with its charge standing, or releases NaN.
+
+
+def model_field_at_fault(model: ModelSpec) -> str:
+    """The model spec's number furthest from unit scale (non-zero floats, in orders of
+    magnitude) as ``model.<type>.<field>`` — the one that makes a constant overflow — or
+    ``model`` when the spec has none."""
+    worst, field = -1.0, None
+    for name, value in model:
+        if isinstance(value, bool) or not isinstance(value, float) or value == 0.0:
+            continue
+        scale = math.inf if not math.isfinite(value) else abs(math.log10(abs(value)))
+        if scale > worst:
+            worst, field = scale, name
+    kind = getattr(model, "type", None)
+    if field is None or kind is None:
+        return "model"
+    return f"model.{kind}.{field}"
+
+
+def _within(value: float) -> bool:
+    return math.isfinite(value) and abs(value) <= SAFE_MAGNITUDE
+
+
+def check_loss_magnitudes(model: ModelSpec, loss: Loss) -> None:
+    """L, β + μ and the label bound B (regression) are finite and within SAFE_MAGNITUDE, so
+    sensitivities (2L/n), gradient steps and squared residuals (B², L²) cannot overflow."""
+    constants = {
+        "Lipschitz constant L": loss.lipschitz,
+        "smoothness β + μ": loss.smoothness + loss.l2,
+    }
+    label_bound = getattr(loss, "label_bound", None)
+    if getattr(loss, "task", None) == "regression" and label_bound is not None:
+        constants["label bound B"] = float(label_bound)
+    for what, value in constants.items():
+        if not _within(value):
+            raise InfeasibleSpec(
+                model_field_at_fault(model),
+                f"{loss.name}: the {what} of this spec is not a finite number within "
+                f"{SAFE_MAGNITUDE:g}, so the fit's arithmetic would overflow; choose a smaller "
+                "value",
+            )
+
+
+def check_plan_magnitudes(model: ModelSpec, params: BaseModel, plan: ReleasePlan) -> None:
+    """The plan's sensitivity and noise scale are finite, > 0 and within SAFE_MAGNITUDE, and its
+    step size (if it has one) is a finite number within it."""
+    step = plan.hyperparameters.get("step_size")
+    if isinstance(step, float | int) and not isinstance(step, bool) and not _within(float(step)):
+        given = getattr(params, "step_size", None) is not None
+        raise InfeasibleSpec(
+            "optimizer.params.step_size" if given else model_field_at_fault(model),
+            f"the plan's step size is not a finite number within {SAFE_MAGNITUDE:g}",
+        )
+    for what, value in (("sensitivity", plan.sensitivity), ("noise scale", plan.noise_scale)):
+        if not (_within(value) and value > 0.0):
+            raise InfeasibleSpec(
+                model_field_at_fault(model),
+                f"the plan's {what} is not a finite number in (0, {SAFE_MAGNITUDE:g}]: the "
+                "model's constants are too large (or ε too small) for a finite fit",
+            )
 
 
 def plan_to_json(plan: ReleasePlan) -> dict[str, Any]:

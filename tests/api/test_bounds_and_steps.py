@@ -37,9 +37,12 @@ def post_raw(client: Any, path: str, text: str) -> httpx.Response:
     return client.post(path, content=text, headers={"Content-Type": "application/json"})
 
 
+OWNER, ANALYST = "bounds-owner", "bounds-analyst"  # one key each for the session's app
+
+
 @pytest.fixture
 def owner(app_server: InProcessServer) -> Any:
-    return app_server.client(app_server.key(f"owner-{uuid.uuid4().hex[:8]}", "owner"))
+    return app_server.client(app_server.key(OWNER, "owner"))
 
 
 # --- numeric feature bounds ----------------------------------------------------------------------
@@ -90,13 +93,12 @@ def test_wide_but_finite_spans_are_accepted(owner: Any) -> None:
 
 @pytest.fixture
 def granted(app_server: InProcessServer, owner: Any) -> dict[str, Any]:
-    """A registered credit dataset granted to a fresh analyst."""
-    tag = uuid.uuid4().hex[:8]
-    analyst = app_server.client(app_server.key(f"analyst-{tag}", "analyst"))
+    """A fresh registered credit dataset granted to the analyst."""
+    analyst = app_server.client(app_server.key(ANALYST, "analyst"))
     created = owner.post("/v1/datasets", json=credit_dataset(epsilon=50.0))
     assert created.status_code == 201, created.text
     dataset_id = created.json()["id"]
-    grant = owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": f"analyst-{tag}"})
+    grant = owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": ANALYST})
     assert grant.status_code == 201, grant.text
     return {"analyst": analyst, "dataset_id": dataset_id}
 
@@ -124,3 +126,31 @@ def test_a_divergent_step_size_is_refused_before_any_charge(granted: dict[str, A
     }
     detail = refused_before_any_charge(granted, job, "optimizer.params.step_size")
     assert "2/(β + μ)" in detail
+
+
+def test_a_model_constant_that_overflows_the_plan_is_refused_before_any_charge(
+    app_server: InProcessServer, owner: Any
+) -> None:
+    analyst = app_server.client(app_server.key(ANALYST, "analyst"))
+    body = credit_dataset(epsilon=50.0)
+    body["label"] = {"column": "hours_per_week", "type": "numeric"}
+    body["features"] = [f for f in body["features"] if f["name"] != "hours_per_week"]
+    created = owner.post("/v1/datasets", json=body)
+    assert created.status_code == 201, created.text
+    dataset_id = created.json()["id"]
+    owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": ANALYST})
+    granted = {"analyst": analyst, "dataset_id": dataset_id}
+    model = {"type": "huber_regression", "label_bound": 350, "huber_delta": 1e308}
+    for optimizer in (None, "dp_gd", "noisy_sgd_bst14", "output_perturbation_gd", "rrpsgd"):
+        job: dict[str, Any] = {
+            "dataset_id": dataset_id,
+            "model": model,
+            "privacy": {"epsilon": 0.1, "delta": 1e-5},
+        }
+        field = "model.huber_regression.huber_delta"
+        if optimizer is not None:
+            job["optimizer"] = {"name": optimizer, "params": {}}
+        else:
+            field = "optimizer"  # auto reports every candidate's refusal on "optimizer"
+        detail = refused_before_any_charge(granted, job, field)
+        assert "Lipschitz constant" in detail
