@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         help="create and migrate the database if it does not exist yet (else refused)",
     )
     p_openapi = sub.add_parser("openapi", help="print (or write) the OpenAPI document")
-    p_openapi.add_argument("--output", type=Path)
+    # Its own dest: "output" is the HTTP commands' -o/--output format (cli_http).
+    p_openapi.add_argument("--output", type=Path, dest="document_path")
     from service import cli_http
 
     cli_http.add_output_option(parser)
@@ -226,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "openapi":
         document = openapi_yaml()
-        if args.output:
-            args.output.write_text(document)
+        if args.document_path:
+            args.document_path.write_text(document)
         else:
             sys.stdout.write(document)
         return 0

@@ -83,3 +83,13 @@ def test_the_banner_line_runs_verbatim_from_another_directory(
     assert made.stdout.strip().splitlines()[-1].startswith("dpf_")
     assert f"database: {url}" in made.stdout
     assert list(elsewhere.iterdir()) == []  # nothing made where it was pasted
+
+
+def test_openapi_writes_the_document_to_a_file_and_minus_o_is_refused(tmp_path: Path) -> None:
+    """`dpfit openapi --output FILE` (the Makefile's `openapi` target) writes the document: its
+    option must not be taken for the HTTP commands' -o/--output format."""
+    target = tmp_path / "openapi.yaml"
+    assert cli.main(["openapi", "--output", str(target)]) == 0
+    assert target.read_text() == (Path(__file__).resolve().parents[2] / "openapi.yaml").read_text()
+    with pytest.raises(SystemExit):
+        cli.main(["-o", "json", "openapi"])
