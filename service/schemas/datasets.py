@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -14,7 +15,13 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from service.data.spec import Feature, LabelSpec, NumericFeature, span_is_finite
+from service.data.spec import (
+    CategoricalFeature,
+    Feature,
+    LabelSpec,
+    NumericFeature,
+    span_is_finite,
+)
 from service.schemas.common import (
     MIN_EPSILON,
     MIN_POSITIVE_DELTA,
@@ -77,13 +84,58 @@ def finite_spans(features: list[Any]) -> list[Any]:
     return features
 
 
+def _not_finite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _value_error(loc: tuple[int | str, ...]) -> InitErrorDetails:
+    return InitErrorDetails(
+        type=PydanticCustomError(
+            "finite_value", "a number here must be finite (NaN and ±Infinity are refused)"
+        ),
+        loc=loc,
+        input="",
+    )
+
+
+def finite_feature_values(features: list[Any]) -> list[Any]:
+    """A new spec's declared categories are strings, booleans or finite numbers: NaN and
+    ±Infinity (JSON's 1e400) are refused on ``features.<i>.categorical.categories.<j>`` (NaN
+    compares unequal to itself and cannot be stored as JSON on every backend)."""
+    errors = [
+        _value_error((i, "categorical", "categories", j))
+        for i, feature in enumerate(features)
+        if isinstance(feature, CategoricalFeature)
+        for j, value in enumerate(feature.categories)
+        if _not_finite(value)
+    ]
+    if errors:
+        raise ValidationError.from_exception_data("DatasetCreate", errors)
+    return features
+
+
+def finite_label_values(label: LabelSpec) -> LabelSpec:
+    """The same rule for the label's ``positive``, ``negative`` and ``classes``."""
+    errors = [
+        _value_error((name,))
+        for name in ("positive", "negative")
+        if _not_finite(getattr(label, name))
+    ] + [_value_error(("classes", j)) for j, c in enumerate(label.classes or []) if _not_finite(c)]
+    if errors:
+        raise ValidationError.from_exception_data("DatasetCreate", errors)
+    return label
+
+
 class DatasetCreate(Strict):
     name: str = Field(min_length=1, max_length=200)
     source: DatasetSource
-    label: Annotated[LabelSpec, strictly(LabelSpec)]
-    features: Annotated[list[Feature], strictly(list[Feature]), AfterValidator(finite_spans)] = (
-        Field(min_length=1)
-    )
+    label: Annotated[LabelSpec, strictly(LabelSpec), AfterValidator(finite_label_values)]
+    features: Annotated[
+        list[Feature],
+        strictly(list[Feature]),
+        AfterValidator(finite_spans),
+        AfterValidator(finite_feature_values),
+    ] = Field(min_length=1)
     budget: PrivacyBudget
     strict: bool = Field(
         default=False,

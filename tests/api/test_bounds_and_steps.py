@@ -69,6 +69,38 @@ def test_a_non_finite_bound_is_a_422_naming_it(owner: Any, bound: str, literal: 
     assert "greater than" not in answer["detail"]  # NaN no longer reads as an ordering problem
 
 
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-1e400"])
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [
+        (("features", 2, "categories", 1), "features.2.categorical.categories.1"),
+        (("label", "positive"), "label.positive"),
+        (("label", "negative"), "label.negative"),
+    ],
+)
+def test_a_non_finite_category_or_label_value_is_a_422_naming_it(
+    owner: Any, literal: str, where: tuple[Any, ...], field: str
+) -> None:
+    """An independent tester's NaN category was a 500 and a NaN positive label was stored as
+    null (its dataset's label then invalid)."""
+    body = credit_dataset()
+    placeholder = "__VALUE__"
+    target: Any = body
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = placeholder
+    text = json.dumps(body).replace(f'"{placeholder}"', literal)
+    answer = problem(post_raw(owner, "/v1/datasets", text), 422, field)
+    assert "finite" in answer["detail"]
+
+
+def test_a_non_finite_class_is_a_422_naming_it(owner: Any) -> None:
+    body = credit_dataset()
+    body["label"] = {"column": "income", "type": "categorical", "classes": [">50K", "__V__"]}
+    text = json.dumps(body).replace('"__V__"', "NaN")
+    problem(post_raw(owner, "/v1/datasets", text), 422, "label.classes.1")
+
+
 @pytest.mark.parametrize(
     ("low", "high"),
     [(-1e308, 1e308), (-1e308, 8e307), (-1.7976931348623157e308, 1.7976931348623157e308)],
