@@ -228,20 +228,30 @@ def unconstrained_metrics(plan: EvaluationPlan, noised: np.ndarray) -> dict[str,
         c = noised[:4]
         tp, fn, fp, tn = (float(x) for x in c - (float(c.sum()) - n) / 4.0)
         assert plan.loss_clip is not None
-        return {
-            "accuracy": (tp + tn) / n,
-            "log_loss": plan.loss_clip * float(noised[4]) / n,
-            "confusion_matrix": {
-                "true_positive": tp,
-                "false_negative": fn,
-                "false_positive": fp,
-                "true_negative": tn,
-            },
-        }
+        return _binary_metrics(
+            (tp + tn) / n, plan.loss_clip * float(noised[4]) / n, (tp, fn, fp, tn)
+        )
     if plan.kind == "categorical":
         return {"accuracy": float(noised[0] - (float(noised.sum()) - n) / 2.0) / n}
     assert plan.loss_clip is not None
     return {"mean_squared_error": plan.loss_clip * float(noised[0]) / n}
+
+
+def _binary_metrics(
+    accuracy: float, log_loss: float, cells: tuple[float, float, float, float]
+) -> dict[str, object]:
+    """The released fields of a binary evaluation (cells: TP, FN, FP, TN)."""
+    tp, fn, fp, tn = cells
+    return {
+        "accuracy": accuracy,
+        "log_loss": log_loss,
+        "confusion_matrix": {
+            "true_positive": tp,
+            "false_negative": fn,
+            "false_positive": fp,
+            "true_negative": tn,
+        },
+    }
 
 
 def feasible_metrics(plan: EvaluationPlan, noised: np.ndarray) -> dict[str, object]:
@@ -253,16 +263,11 @@ def feasible_metrics(plan: EvaluationPlan, noised: np.ndarray) -> dict[str, obje
         tp, fn, fp, tn = (float(x) for x in project_to_simplex(noised[:4], n))
         assert plan.loss_clip is not None
         loss = plan.loss_clip * float(noised[4]) / n
-        return {
-            "accuracy": min(max((tp + tn) / n, 0.0), 1.0),  # rounding only
-            "log_loss": min(max(loss, 0.0), plan.loss_clip),
-            "confusion_matrix": {
-                "true_positive": tp,
-                "false_negative": fn,
-                "false_positive": fp,
-                "true_negative": tn,
-            },
-        }
+        return _binary_metrics(
+            min(max((tp + tn) / n, 0.0), 1.0),  # rounding only
+            min(max(loss, 0.0), plan.loss_clip),
+            (tp, fn, fp, tn),
+        )
     if plan.kind == "categorical":
         correct = float(project_to_simplex(noised, n)[0])
         return {"accuracy": min(max(correct / n, 0.0), 1.0)}

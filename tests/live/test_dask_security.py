@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,8 +30,7 @@ from service.workers.security import (
 )
 from tests.support.dask_net import LOOPBACK, listeners
 from tests.support.fixtures import EXAMPLES
-from tests.support.live import LiveServer, start_server
-from tests.support.walkthrough import credit_dataset, logistic_job
+from tests.support.live import LiveServer, run_walkthrough_job, start_server
 
 INFO_PAGES = (
     "/info/main/workers.html",
@@ -147,22 +145,7 @@ def test_no_http_page_answers_on_any_dask_port(closed_server: LiveServer) -> Non
 
 
 def test_jobs_still_run_over_the_closed_control_plane(closed_server: LiveServer) -> None:
-    owner = closed_server.client(closed_server.key("owner", "owner"))
-    analyst = closed_server.client(closed_server.key("analyst", "analyst"))
-    created = owner.post("/v1/datasets", json=credit_dataset())
-    assert created.status_code == 201, created.text
-    dataset_id = created.json()["id"]
-    granted = owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": "analyst"})
-    assert granted.status_code < 300, granted.text
-    job = analyst.post("/v1/jobs", json=logistic_job(dataset_id))
-    assert job.status_code == 202, job.text
-    deadline = time.monotonic() + 120
-    while (state := analyst.get(f"/v1/jobs/{job.json()['id']}").json())["status"] in (
-        "queued",
-        "running",
-    ):
-        assert time.monotonic() < deadline, "job did not finish"
-        time.sleep(0.1)
+    state = run_walkthrough_job(closed_server)
     assert state["status"] == "succeeded", state["error"]
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +19,7 @@ import pytest
 
 from service.workers.priority import thread_nice_values
 from tests.support.fixtures import EXAMPLES
-from tests.support.live import LiveServer, start_server
-from tests.support.walkthrough import credit_dataset, logistic_job
+from tests.support.live import LiveServer, run_walkthrough_job, start_server
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/task").is_dir(), reason="per-thread nice values are read from /proc"
@@ -58,22 +56,7 @@ def test_worker_threads_run_at_the_configured_nice_value(niced_server: LiveServe
     root = psutil.Process(niced_server.process.pid)
     workers = worker_processes(root)
     assert len(workers) == 1  # DPFIT_WORKERS=1
-    owner = niced_server.client(niced_server.key("owner", "owner"))
-    analyst = niced_server.client(niced_server.key("analyst", "analyst"))
-    created = owner.post("/v1/datasets", json=credit_dataset())
-    assert created.status_code == 201, created.text
-    dataset_id = created.json()["id"]
-    granted = owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": "analyst"})
-    assert granted.status_code < 300, granted.text
-    job = analyst.post("/v1/jobs", json=logistic_job(dataset_id))
-    assert job.status_code == 202, job.text
-    deadline = time.monotonic() + 120
-    while (state := analyst.get(f"/v1/jobs/{job.json()['id']}").json())["status"] in (
-        "queued",
-        "running",
-    ):
-        assert time.monotonic() < deadline, "job did not finish"
-        time.sleep(0.1)
+    state = run_walkthrough_job(niced_server)
     assert state["status"] == "succeeded", state["error"]
     # After a job: the executor thread that ran the fit exists and inherited the value.
     worker_threads = thread_nice_values(workers[0].pid)

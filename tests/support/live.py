@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.walkthrough import COPIES
+from tests.support.walkthrough import COPIES, credit_dataset, logistic_job
 
 BIN = Path(sys.executable).parent
 
@@ -139,3 +139,26 @@ def start_server(
     server = LiveServer(database_url=database_url, port=free_port(), env=env, home=home)
     server.start()
     return server
+
+
+def run_walkthrough_job(server: LiveServer, timeout: float = 120.0) -> dict[str, object]:
+    """The walkthrough on ``server``: an owner registers a fresh copy of the example data and
+    grants an analyst, who submits one job; returns the job once finished (asserting each step
+    answered as documented)."""
+    owner = server.client(server.key("owner", "owner"))
+    analyst = server.client(server.key("analyst", "analyst"))
+    created = owner.post("/v1/datasets", json=credit_dataset())
+    assert created.status_code == 201, created.text
+    dataset_id = created.json()["id"]
+    granted = owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": "analyst"})
+    assert granted.status_code < 300, granted.text
+    job = analyst.post("/v1/jobs", json=logistic_job(dataset_id))
+    assert job.status_code == 202, job.text
+    deadline = time.monotonic() + timeout
+    while (state := analyst.get(f"/v1/jobs/{job.json()['id']}").json())["status"] in (
+        "queued",
+        "running",
+    ):
+        assert time.monotonic() < deadline, "job did not finish"
+        time.sleep(0.1)
+    return dict(state)
