@@ -250,8 +250,11 @@ def resolve(
     resolved model. Raises :class:`InfeasibleSpec` (field ``optimizer``) if none is feasible.
     Public facts only: the spec, n, the number of features, the target, the label's classes."""
     from service.models.registry import build_loss, parse_model_spec
-    from service.optimizers.planning import plan_job
+    from service.optimizers.planning import check_loss_magnitudes, plan_job
 
+    # A model whose constants overflow is at fault whatever the optimizer: name its field
+    # (every candidate would refuse it, and the refusal would otherwise name "optimizer").
+    check_loss_magnitudes(model, build_loss(model))
     sent = model.model_dump(mode="json")
     resolved, names, filled = choose_model_and_optimizer(
         sent, set(model.model_fields_set), bool(build_loss(model).convex), target, n, n_features

@@ -208,3 +208,12 @@ def test_a_job_without_optimizer_runs_auto(api: dict[str, Any]) -> None:
     bad = dict(request, optimizer={"name": "auto", "params": {"iterations": 2}})
     refused = client.post("/v1/jobs", json=bad, headers=analyst)
     assert refused.status_code == 422 and refused.json()["field"] == "optimizer.params"
+
+
+def test_a_model_whose_constants_overflow_names_its_field_not_the_optimizer() -> None:
+    """Every candidate refuses such a model; auto names the model's field (it named
+    ``optimizer`` with a message about a Lipschitz constant)."""
+    huge = parse_model_spec({"type": "huber_regression", "label_bound": 350, "huber_delta": 1e300})
+    with pytest.raises(InfeasibleSpec) as refused:
+        resolve(huge, 2000, 5, PrivacyTarget(1.0, 1e-5))
+    assert refused.value.field == "model.huber_regression.huber_delta"
