@@ -188,7 +188,17 @@ def test_admin_lists_and_revokes_keys(app_server: InProcessServer) -> None:
     created = admin.post("/v1/keys", json={"name": name, "role": "analyst"}).json()
     temp = app_server.client(created["key"])
     assert temp.get("/v1/jobs").status_code == 200
-    listed = admin.get("/v1/keys").json()
+    # Every page: the session's app holds more keys than one page (100) by the time this runs
+    # in some orders, and the new key is the last one created.
+    listed, cursor = [], None
+    while True:
+        page = admin.get(
+            "/v1/keys", params={"limit": 1000, **({"cursor": cursor} if cursor else {})}
+        )
+        listed += page.json()
+        cursor = page.headers.get("X-Next-Cursor")
+        if not cursor:
+            break
     mine = next(k for k in listed if k["id"] == created["id"])
     assert mine["name"] == name and mine["revoked_at"] is None and "key" not in mine
     revoked = admin.post(f"/v1/keys/{created['id']}/revoke").json()
