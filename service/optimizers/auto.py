@@ -254,12 +254,13 @@ def resolve(
     from service.models.registry import build_loss, parse_model_spec
     from service.optimizers.planning import check_loss_magnitudes, plan_job
 
+    loss = build_loss(model)
     # A model whose constants overflow is at fault whatever the optimizer: name its field
     # (every candidate would refuse it, and the refusal would otherwise name "optimizer").
-    check_loss_magnitudes(model, build_loss(model))
+    check_loss_magnitudes(model, loss)
     sent = model.model_dump(mode="json")
     resolved, names, filled = choose_model_and_optimizer(
-        sent, set(model.model_fields_set), bool(build_loss(model).convex), target, n, n_features
+        sent, set(model.model_fields_set), bool(loss.convex), target, n, n_features
     )
     spec = parse_model_spec(resolved)
     last: InfeasibleSpec | None = None

@@ -217,17 +217,19 @@ def test_the_installed_command_over_http(
 ) -> None:
     _, _, analyst, analyst_key = people
     env = dict(os.environ, DPFIT_URL=sqlite_server.base_url, DPFIT_API_KEY=analyst_key)
-    listed = subprocess.run([str(BIN / "dpfit"), "jobs", "list", "-o", "json"], env=env,
-                            capture_output=True, text=True, timeout=120)
+
+    def dpfit(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "dpfit"), *args], env=env, capture_output=True, text=True, timeout=120
+        )
+
+    listed = dpfit("jobs", "list", "-o", "json")
     assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
-    missing = subprocess.run([str(BIN / "dpfit"), "models", "show", "model_nope"], env=env,
-                             capture_output=True, text=True, timeout=120)
+    missing = dpfit("models", "show", "model_nope")
     assert missing.returncode == EXIT_NOT_FOUND and "Not found" in missing.stderr
-    before = subprocess.run([str(BIN / "dpfit"), "-o", "json", "jobs", "list"], env=env,
-                            capture_output=True, text=True, timeout=120)
+    before = dpfit("-o", "json", "jobs", "list")
     assert before.returncode == 0 and json.loads(before.stdout) == [], before.stderr
-    local = subprocess.run([str(BIN / "dpfit"), "-o", "json", "openapi"], env=env,
-                           capture_output=True, text=True, timeout=120)
+    local = dpfit("-o", "json", "openapi")
     assert local.returncode == EXIT_USAGE and "HTTP commands" in local.stderr
 
 

@@ -12,22 +12,15 @@ from typing import Any
 
 from tests.support.fixtures import EXAMPLES, ROOT
 from tests.support.live import start_server
+from tests.support.walkthrough import readme_block
 
 
 def walkthrough_script() -> str:
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("<!-- walkthrough:start -->")[1].split("<!-- walkthrough:end -->")[0]
-    match = re.search(r"```bash\n(.*?)```", block, re.S)
-    assert match, "the README's walkthrough block is missing"
-    return match.group(1)
+    return readme_block("walkthrough", "bash")
 
 
 def sdk_snippet() -> str:
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("<!-- sdk:start -->")[1].split("<!-- sdk:end -->")[0]
-    match = re.search(r"```python\n(.*?)```", block, re.S)
-    assert match, "the README's dpfit snippet is missing"
-    return match.group(1)
+    return readme_block("sdk", "python")
 
 
 def run_walkthrough(env: dict[str, str], cwd: Path) -> list[dict[str, Any]]:

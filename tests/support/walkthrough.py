@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import copy
 import importlib.util
+import re
 import shutil
 import tempfile
 import uuid
@@ -28,6 +29,16 @@ CREDIT_FEATURES: list[dict[str, Any]] = [
     {"name": "sector", "type": "categorical", "categories": ["private", "public", "self-employed"]},
 ]
 CREDIT_LABEL = {"column": "income", "positive": ">50K", "negative": "<=50K"}
+
+
+def readme_block(marker: str, language: str) -> str:
+    """The code block of ``language`` between ``<!-- marker:start -->`` and ``<!-- marker:end -->``
+    in the README (the blocks the tests run verbatim)."""
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    block = readme.split(f"<!-- {marker}:start -->")[1].split(f"<!-- {marker}:end -->")[0]
+    match = re.search(rf"```{language}\n(.*?)```", block, re.S)
+    assert match, f"the README's {marker} block is missing"
+    return match.group(1)
 
 
 def fresh_credit_copy() -> str:

@@ -9,7 +9,6 @@ import argparse
 import datetime
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +16,13 @@ import pytest
 import yaml
 
 from service.cli_http import EXIT_OK, SpecLoader, datasets_register, load_spec
-from tests.support.fixtures import EXAMPLES, ROOT
+from tests.support.fixtures import EXAMPLES
 from tests.support.inprocess import in_process_server
+from tests.support.walkthrough import readme_block
 
 
 def readme_spec() -> str:
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("<!-- cli-spec:start -->")[1].split("<!-- cli-spec:end -->")[0]
-    match = re.search(r"```yaml\n(.*?)```", block, re.S)
-    assert match, "the README's YAML registration spec is missing"
-    return match.group(1)
+    return readme_block("cli-spec", "yaml")
 
 
 @pytest.mark.parametrize(
