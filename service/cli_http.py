@@ -32,7 +32,12 @@ import yaml
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 EXIT_NOT_FOUND, EXIT_INVALID, EXIT_BUDGET, EXIT_AUTH, EXIT_JOB_FAILED, EXIT_CONFLICT = (
-    3, 4, 5, 6, 7, 8,
+    3,
+    4,
+    5,
+    6,
+    7,
+    8,
 )
 EXIT_CODES = {
     EXIT_OK: "ok",
@@ -96,8 +101,9 @@ def add_http_commands(sub: Any) -> None:
     p.add_argument("dataset")
     p.add_argument("principal")
     p.add_argument("--epsilon-cap", type=float, help="at most this ε for the analyst")
-    leaf(ds, "grants", "who may submit jobs on a dataset, with caps and ε spent (owners)"
-         ).add_argument("dataset")
+    leaf(
+        ds, "grants", "who may submit jobs on a dataset, with caps and ε spent (owners)"
+    ).add_argument("dataset")
     p = leaf(ds, "revoke", "revoke an analyst's grant: new jobs stop, accounting stays (owners)")
     p.add_argument("dataset")
     p.add_argument("principal")
@@ -120,12 +126,18 @@ def add_http_commands(sub: Any) -> None:
         )
         p.add_argument("--l2", type=float, help="L2 regularisation of the model")
         p.add_argument(
-            "--model-param", action="append", default=[], metavar="KEY=VALUE",
+            "--model-param",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
             help="another model parameter (VALUE is JSON, else text); repeatable",
         )
         p.add_argument("--optimizer", help="optimizer name (default: the service's choice)")
         p.add_argument(
-            "--param", action="append", default=[], metavar="KEY=VALUE",
+            "--param",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
             help="an optimizer parameter (VALUE is JSON, else text); repeatable",
         )
         p.add_argument("--epsilon", type=float, required=True)
@@ -147,9 +159,7 @@ def add_http_commands(sub: Any) -> None:
     p = leaf(ms, "predict", "predict the rows of a CSV file (header = the raw schema)")
     p.add_argument("model")
     p.add_argument("rows", type=Path)
-    p.add_argument(
-        "--local", action="store_true", help="compute locally from the public encoding"
-    )
+    p.add_argument("--local", action="store_true", help="compute locally from the public encoding")
     p = leaf(ms, "export", "write the model as JSON or as a pickled scikit-learn Pipeline")
     p.add_argument("model")
     p.add_argument("--format", choices=("json", "sklearn"), required=True)
@@ -168,8 +178,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         import dpfit
     except ImportError:
-        print("dpfit: the HTTP commands need the dpfit client: pip install ./sdk/python",
-              file=sys.stderr)
+        print(
+            "dpfit: the HTTP commands need the dpfit client: pip install ./sdk/python",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if not hasattr(args, "output"):  # no level was given -o (see add_output_option)
         args.output = "text"
@@ -258,20 +270,36 @@ def _pairs(values: Sequence[str], flag: str) -> dict[str, Any]:
 
 def _dataset_line(d: dict[str, Any]) -> list[Any]:
     budget = d.get("budget") or {}
-    return [d["id"], d.get("name"), d.get("owner"), d.get("n_rows"),
-            f"ε={budget.get('epsilon')} δ={budget.get('delta')}",
-            "retired" if d.get("retired_at") else ""]
+    return [
+        d["id"],
+        d.get("name"),
+        d.get("owner"),
+        d.get("n_rows"),
+        f"ε={budget.get('epsilon')} δ={budget.get('delta')}",
+        "retired" if d.get("retired_at") else "",
+    ]
 
 
 def datasets_list(client: Any, args: argparse.Namespace) -> int:
-    return _show(args, client.datasets(), lambda items: _table(
-        [_dataset_line(d) for d in items], ["ID", "NAME", "OWNER", "ROWS", "BUDGET", ""]
-    ) if items else "no datasets")
+    return _show(
+        args,
+        client.datasets(),
+        lambda items: (
+            _table([_dataset_line(d) for d in items], ["ID", "NAME", "OWNER", "ROWS", "BUDGET", ""])
+            if items
+            else "no datasets"
+        ),
+    )
 
 
 def _dataset_text(d: dict[str, Any]) -> str:
-    lines = [f"{k}: {v}" for k, v in zip(
-        ["id", "name", "owner", "rows", "budget", ""], _dataset_line(d), strict=True) if k]
+    lines = [
+        f"{k}: {v}"
+        for k, v in zip(
+            ["id", "name", "owner", "rows", "budget", ""], _dataset_line(d), strict=True
+        )
+        if k
+    ]
     lines.append(f"label: {json.dumps(d.get('label'))}")
     lines.append("features:")
     lines += [f"  {json.dumps(f)}" for f in d.get("features") or []]
@@ -331,8 +359,14 @@ def datasets_register(client: Any, args: argparse.Namespace) -> int:
 def datasets_grant(client: Any, args: argparse.Namespace) -> int:
     grant = client.grant(args.dataset, args.principal, args.epsilon_cap)
     cap = grant.get("epsilon_cap")
-    return _show(args, grant, lambda g: f"granted {g['principal']} on {g['dataset_id']}"
-                 + (f" (ε cap {cap})" if cap is not None else ""))
+    return _show(
+        args,
+        grant,
+        lambda g: (
+            f"granted {g['principal']} on {g['dataset_id']}"
+            + (f" (ε cap {cap})" if cap is not None else "")
+        ),
+    )
 
 
 def datasets_grants(client: Any, args: argparse.Namespace) -> int:
@@ -352,9 +386,15 @@ def datasets_grants(client: Any, args: argparse.Namespace) -> int:
         if not items:
             return f"no grants on {args.dataset}"
         return _table(
-            [[g["principal"], g["created_at"][:19].replace("T", " "),
-              "none" if g["epsilon_cap"] is None else f"{g['epsilon_cap']:.6g}",
-              f"{g['epsilon_spent']:.6g}"] for g in items],
+            [
+                [
+                    g["principal"],
+                    g["created_at"][:19].replace("T", " "),
+                    "none" if g["epsilon_cap"] is None else f"{g['epsilon_cap']:.6g}",
+                    f"{g['epsilon_spent']:.6g}",
+                ]
+                for g in items
+            ],
             ["PRINCIPAL", "GRANTED (UTC)", "ε CAP", "ε SPENT"],
         )
 
@@ -363,9 +403,14 @@ def datasets_grants(client: Any, args: argparse.Namespace) -> int:
 
 def datasets_revoke(client: Any, args: argparse.Namespace) -> int:
     revoked = client.revoke_grant(args.dataset, args.principal)
-    return _show(args, revoked, lambda g: (
-        f"revoked {g['principal']} on {g['dataset_id']}: new jobs are refused; jobs already "
-        "admitted keep running and the ledger is unchanged"))
+    return _show(
+        args,
+        revoked,
+        lambda g: (
+            f"revoked {g['principal']} on {g['dataset_id']}: new jobs are refused; jobs already "
+            "admitted keep running and the ledger is unchanged"
+        ),
+    )
 
 
 # --- jobs ------------------------------------------------------------------------------------
@@ -380,15 +425,26 @@ def _job_request(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("--param needs --optimizer NAME")
     if args.optimizer:
         optimizer = {"name": args.optimizer, "params": _pairs(args.param, "--param")}
-    return {"model": args.model, "optimizer": optimizer, "epsilon": args.epsilon,
-            "delta": args.delta, **params}
+    return {
+        "model": args.model,
+        "optimizer": optimizer,
+        "epsilon": args.epsilon,
+        "delta": args.delta,
+        **params,
+    }
 
 
 def _job_line(j: Any) -> list[Any]:
     step, total = j.progress
-    return [j.id, j.data.get("dataset_id"), (j.data.get("model") or {}).get("type"),
-            (j.data.get("optimizer") or {}).get("name"), j.status, f"{step}/{total}",
-            j.model_id or ""]
+    return [
+        j.id,
+        j.data.get("dataset_id"),
+        (j.data.get("model") or {}).get("type"),
+        (j.data.get("optimizer") or {}).get("name"),
+        j.status,
+        f"{step}/{total}",
+        j.model_id or "",
+    ]
 
 
 def _job_text(j: Any) -> str:
@@ -424,24 +480,34 @@ def jobs_estimate(client: Any, args: argparse.Namespace) -> int:
 
     def text(e: Any) -> str:
         verdict = "admissible" if e.get("admissible") else "NOT admissible"
-        return "\n".join([
-            f"{verdict}: {e.get('reason')}",
-            f"ε spent after: {e.get('epsilon_spent_after')}  "
-            f"remaining after: {e.get('epsilon_remaining_after')}  (of ε={e.get('epsilon')}, "
-            f"δ={e.get('delta')})",
-            f"mechanism: {e.get('mechanism')}  noise scale: {e.get('noise_scale')}  "
-            f"sensitivity: {e.get('sensitivity')}  steps: {e.get('steps')}",
-        ])
+        return "\n".join(
+            [
+                f"{verdict}: {e.get('reason')}",
+                f"ε spent after: {e.get('epsilon_spent_after')}  "
+                f"remaining after: {e.get('epsilon_remaining_after')}  (of ε={e.get('epsilon')}, "
+                f"δ={e.get('delta')})",
+                f"mechanism: {e.get('mechanism')}  noise scale: {e.get('noise_scale')}  "
+                f"sensitivity: {e.get('sensitivity')}  steps: {e.get('steps')}",
+            ]
+        )
 
     return _show(args, dict(estimate), text)
 
 
 def jobs_list(client: Any, args: argparse.Namespace) -> int:
     jobs = client.jobs(status=args.status)
-    return _show(args, [j.data for j in jobs], lambda _: _table(
-        [_job_line(j) for j in jobs],
-        ["ID", "DATASET", "MODEL", "OPTIMIZER", "STATUS", "STEP", "MODEL_ID"],
-    ) if jobs else "no jobs")
+    return _show(
+        args,
+        [j.data for j in jobs],
+        lambda _: (
+            _table(
+                [_job_line(j) for j in jobs],
+                ["ID", "DATASET", "MODEL", "OPTIMIZER", "STATUS", "STEP", "MODEL_ID"],
+            )
+            if jobs
+            else "no jobs"
+        ),
+    )
 
 
 def jobs_show(client: Any, args: argparse.Namespace) -> int:
@@ -507,11 +573,17 @@ def models_predict(client: Any, args: argparse.Namespace) -> int:
     else:
         answer = client.predict(args.model, rows)
     probabilities = answer.get("probabilities")
-    return _show(args, answer, lambda a: _table(
-        [[i, p, "" if probabilities is None else f"{probabilities[i]:.6f}"]
-         for i, p in enumerate(a["predictions"])],
-        ["ROW", "PREDICTION", "SCORE"],
-    ))
+    return _show(
+        args,
+        answer,
+        lambda a: _table(
+            [
+                [i, p, "" if probabilities is None else f"{probabilities[i]:.6f}"]
+                for i, p in enumerate(a["predictions"])
+            ],
+            ["ROW", "PREDICTION", "SCORE"],
+        ),
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -533,11 +605,15 @@ def models_export(client: Any, args: argparse.Namespace) -> int:
         try:
             pipeline = model.to_sklearn()
         except ImportError:
-            raise UsageError("--format sklearn needs scikit-learn: pip install scikit-learn") \
-                from None
+            raise UsageError(
+                "--format sklearn needs scikit-learn: pip install scikit-learn"
+            ) from None
         args.file.write_bytes(pickle.dumps(pipeline))
-    return _show(args, {"model_id": model.id, "format": args.format, "file": str(args.file)},
-                 lambda r: f"wrote {r['file']} ({r['format']})")
+    return _show(
+        args,
+        {"model_id": model.id, "format": args.format, "file": str(args.file)},
+        lambda r: f"wrote {r['file']} ({r['format']})",
+    )
 
 
 # --- budget ----------------------------------------------------------------------------------
@@ -558,9 +634,13 @@ def budget(client: Any, args: argparse.Namespace) -> int:
     if args.history:
         history = client.budget_history(args.dataset)
         value["history"] = [
-            {"at": r["at"].isoformat(), "kind": r["kind"], "job_id": r["job_id"],
-             "epsilon_spent": float(r["epsilon_spent"]),
-             "your_epsilon_spent": float(r["your_epsilon_spent"])}
+            {
+                "at": r["at"].isoformat(),
+                "kind": r["kind"],
+                "job_id": r["job_id"],
+                "epsilon_spent": float(r["epsilon_spent"]),
+                "your_epsilon_spent": float(r["your_epsilon_spent"]),
+            }
             for r in history.to_dict(orient="records")
         ]
 
@@ -572,9 +652,14 @@ def budget(client: Any, args: argparse.Namespace) -> int:
             f"remaining ε={float(v['epsilon_remaining']):.4f}  over {v['jobs_charged']} job(s)",
         ]
         if v.get("your_epsilon_cap") is not None or v.get("your_epsilon_spent"):
-            lines.append(f"yours     ε={float(v.get('your_epsilon_spent') or 0):.4f}"
-                         + (f" of a cap of {v['your_epsilon_cap']}"
-                            if v.get("your_epsilon_cap") is not None else ""))
+            lines.append(
+                f"yours     ε={float(v.get('your_epsilon_spent') or 0):.4f}"
+                + (
+                    f" of a cap of {v['your_epsilon_cap']}"
+                    if v.get("your_epsilon_cap") is not None
+                    else ""
+                )
+            )
         for point in v.get("history") or []:
             lines.append(
                 f"{point['at'][:19]}  {point['kind']:<6} {point['job_id'] or '(another)':<24}"

@@ -40,8 +40,13 @@ BIN = Path(sys.executable).parent
 class Cli:
     """Runs ``dpfit …`` in this process (real HTTP to the live server) as one principal."""
 
-    def __init__(self, server: LiveServer, key: str, monkeypatch: pytest.MonkeyPatch,
-                 capsys: pytest.CaptureFixture[str]) -> None:
+    def __init__(
+        self,
+        server: LiveServer,
+        key: str,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
         self.server, self.key, self.monkeypatch, self.capsys = server, key, monkeypatch, capsys
 
     def __call__(self, *argv: str, key: str | None = None) -> tuple[int, str, str]:
@@ -65,8 +70,12 @@ class Cli:
 def people(sqlite_server: LiveServer) -> tuple[str, str, str, str]:
     tag = uuid.uuid4().hex[:6]
     owner, analyst = f"cli-owner-{tag}", f"cli-analyst-{tag}"
-    return (owner, sqlite_server.key(owner, "owner"),
-            analyst, sqlite_server.key(analyst, "analyst"))
+    return (
+        owner,
+        sqlite_server.key(owner, "owner"),
+        analyst,
+        sqlite_server.key(analyst, "analyst"),
+    )
 
 
 def write_spec(tmp_path: Path, body: dict[str, Any]) -> Path:
@@ -100,14 +109,38 @@ def test_the_whole_story_from_the_cli(
     assert shown["id"] == dataset_id and shown["source"] is None  # analysts never see locations
 
     # estimate, then submit and wait: text prints the job id, then the model id
-    estimate = as_analyst.json("jobs", "estimate", "--dataset", dataset_id, "--model",
-                               "logistic_regression", "--l2", "0.01", "--epsilon", "1",
-                               "--delta", "1e-6")
+    estimate = as_analyst.json(
+        "jobs",
+        "estimate",
+        "--dataset",
+        dataset_id,
+        "--model",
+        "logistic_regression",
+        "--l2",
+        "0.01",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+    )
     assert estimate["admissible"] is True and estimate["steps"] >= 1
-    code, out, err = as_analyst("jobs", "submit", "--dataset", dataset_id, "--model",
-                                "logistic_regression", "--l2", "0.01", "--optimizer",
-                                "output_perturbation_gd", "--epsilon", "1", "--delta", "1e-6",
-                                "--wait")
+    code, out, err = as_analyst(
+        "jobs",
+        "submit",
+        "--dataset",
+        dataset_id,
+        "--model",
+        "logistic_regression",
+        "--l2",
+        "0.01",
+        "--optimizer",
+        "output_perturbation_gd",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--wait",
+    )
     assert code == EXIT_OK, err
     job_id, model_id = out.split()
     assert job_id.startswith("job_") and model_id.startswith("mdl_")
@@ -124,16 +157,30 @@ def test_the_whole_story_from_the_cli(
     assert code == EXIT_OK and job_id in out and "succeeded" in out
 
     # a job submitted without --wait prints its id; -o json answers the job; --model-param
-    queued = as_analyst.json("jobs", "submit", "--dataset", dataset_id, "--model",
-                             "huber_svm", "--model-param", "fit_intercept=false",
-                             "--epsilon", "0.5", "--delta", "1e-6")
+    queued = as_analyst.json(
+        "jobs",
+        "submit",
+        "--dataset",
+        dataset_id,
+        "--model",
+        "huber_svm",
+        "--model-param",
+        "fit_intercept=false",
+        "--epsilon",
+        "0.5",
+        "--delta",
+        "1e-6",
+    )
     assert queued["status"] in ("queued", "running", "succeeded") and queued["id"] != job_id
     assert queued["model"]["type"] == "huber_svm" and queued["model"]["fit_intercept"] is False
     as_analyst.json("jobs", "watch", queued["id"])
 
     # -o json before the command, after its group, or after it: the same answer
-    for argv in (("-o", "json", "jobs", "show", job_id), ("jobs", "-o", "json", "show", job_id),
-                 ("jobs", "show", job_id, "-o", "json")):
+    for argv in (
+        ("-o", "json", "jobs", "show", job_id),
+        ("jobs", "-o", "json", "show", job_id),
+        ("jobs", "show", job_id, "-o", "json"),
+    ):
         code, out, err = as_analyst(*argv)
         assert code == EXIT_OK and json.loads(out)["id"] == job_id, (argv, err)
     code, out, _ = as_analyst("-o", "json", "jobs", "show", job_id, "-o", "text")
@@ -148,13 +195,16 @@ def test_the_whole_story_from_the_cli(
     with rows.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(PREDICT_ROWS[0]))
         writer.writeheader()
-        writer.writerows([*PREDICT_ROWS, {"age": "", "hours_per_week": " 40 ",
-                                          "education": "none", "sector": "public"}])
+        writer.writerows(
+            [
+                *PREDICT_ROWS,
+                {"age": "", "hours_per_week": " 40 ", "education": "none", "sector": "public"},
+            ]
+        )
     served = as_analyst.json("models", "predict", model_id, str(rows))
     local = as_analyst.json("models", "predict", model_id, str(rows), "--local")
     assert served["predictions"] == local["predictions"] and len(served["predictions"]) == 3
-    np.testing.assert_allclose(local["probabilities"], served["probabilities"], rtol=0,
-                               atol=1e-12)
+    np.testing.assert_allclose(local["probabilities"], served["probabilities"], rtol=0, atol=1e-12)
     exported = tmp_path / "model.pkl"
     as_analyst.json("models", "export", model_id, "--format", "sklearn", "--file", str(exported))
     pipeline = pickle.loads(exported.read_bytes())
@@ -244,8 +294,13 @@ def test_the_readme_yaml_spec_registers_with_the_installed_command(
     spec = tmp_path / "spec.yaml"
     spec.write_text(text.replace("uri: credit.csv", f"uri: {fresh_credit_copy()}"))
     env = dict(os.environ, DPFIT_URL=sqlite_server.base_url, DPFIT_API_KEY=owner_key)
-    registered = subprocess.run([str(BIN / "dpfit"), "datasets", "register", str(spec), "-o",
-                                 "json"], env=env, capture_output=True, text=True, timeout=120)
+    registered = subprocess.run(
+        [str(BIN / "dpfit"), "datasets", "register", str(spec), "-o", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert registered.returncode == EXIT_OK, registered.stdout + registered.stderr
     dataset = json.loads(registered.stdout)
     assert dataset["budget"] == {"epsilon": 3.0, "delta": 1e-5} and dataset["n_rows"] == 4000
@@ -259,17 +314,37 @@ def test_a_terminal_gets_a_progress_bar(
     owner, owner_key, analyst, analyst_key = people
     env = dict(os.environ, DPFIT_URL=sqlite_server.base_url, DPFIT_API_KEY=owner_key)
     spec = write_spec(tmp_path, credit_dataset(epsilon=2.0))
-    registered = subprocess.run([str(BIN / "dpfit"), "datasets", "register", str(spec), "-o",
-                                 "json"], env=env, capture_output=True, text=True, timeout=120)
+    registered = subprocess.run(
+        [str(BIN / "dpfit"), "datasets", "register", str(spec), "-o", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert registered.returncode == 0, registered.stderr
     dataset_id = json.loads(registered.stdout)["id"]
     leader, follower = pty.openpty()
     try:
         done = subprocess.run(
-            [str(BIN / "dpfit"), "jobs", "submit", "--dataset", dataset_id, "--model",
-             "logistic_regression", "--epsilon", "0.5", "--delta", "1e-6", "--wait"],
-            env=dict(env, DPFIT_API_KEY=owner_key), stdout=follower, stderr=subprocess.PIPE,
-            text=True, timeout=300,
+            [
+                str(BIN / "dpfit"),
+                "jobs",
+                "submit",
+                "--dataset",
+                dataset_id,
+                "--model",
+                "logistic_regression",
+                "--epsilon",
+                "0.5",
+                "--delta",
+                "1e-6",
+                "--wait",
+            ],
+            env=dict(env, DPFIT_API_KEY=owner_key),
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
         )
         os.close(follower)
         shown = b""
@@ -296,16 +371,18 @@ def test_keys_create_names_its_database_and_never_makes_one_silently(tmp_path: P
     refused = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert refused.returncode == 1 and "--create" in refused.stderr
     assert list(tmp_path.iterdir()) == []  # no var/, no database
-    made = subprocess.run([*args, "--create"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True)
+    made = subprocess.run(
+        [*args, "--create"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
     database = tmp_path / "var" / "dpfit.db"
     assert made.returncode == 0 and database.is_file()
     assert f"database: sqlite:///{database}" in made.stdout
     again = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert again.returncode == 0 and again.stdout.strip().splitlines()[-1].startswith("dpf_")
     url = "postgresql+psycopg://dpfit:s3cret@127.0.0.1:1/nowhere"
-    unreachable = subprocess.run(args, env=dict(env, DPFIT_DATABASE_URL=url),
-                                 capture_output=True, text=True)
+    unreachable = subprocess.run(
+        args, env=dict(env, DPFIT_DATABASE_URL=url), capture_output=True, text=True
+    )
     assert unreachable.returncode == 1 and "s3cret" not in unreachable.stderr
     assert "dpfit:***@" in unreachable.stderr
 
@@ -325,8 +402,18 @@ def test_grants_are_listed_and_revoked_from_the_cli(
     code, out, _ = as_owner("datasets", "grants", dataset_id)
     assert code == EXIT_OK and out.strip() == f"no grants on {dataset_id}"
     as_owner.json("datasets", "grant", dataset_id, analyst, "--epsilon-cap", "2.5")
-    estimate = as_analyst.json("jobs", "estimate", "--dataset", dataset_id, "--model",
-                               "logistic_regression", "--epsilon", "0.5", "--delta", "1e-6")
+    estimate = as_analyst.json(
+        "jobs",
+        "estimate",
+        "--dataset",
+        dataset_id,
+        "--model",
+        "logistic_regression",
+        "--epsilon",
+        "0.5",
+        "--delta",
+        "1e-6",
+    )
     assert estimate["admissible"] is True
 
     grants = as_owner.json("datasets", "grants", dataset_id)
@@ -341,8 +428,18 @@ def test_grants_are_listed_and_revoked_from_the_cli(
     revoked = as_owner.json("datasets", "revoke", dataset_id, analyst)
     assert revoked["principal"] == analyst and revoked["revoked_at"]
     assert as_owner.json("datasets", "grants", dataset_id) == []
-    code, _, err = as_analyst("jobs", "submit", "--dataset", dataset_id, "--model",
-                              "logistic_regression", "--epsilon", "0.5", "--delta", "1e-6")
+    code, _, err = as_analyst(
+        "jobs",
+        "submit",
+        "--dataset",
+        dataset_id,
+        "--model",
+        "logistic_regression",
+        "--epsilon",
+        "0.5",
+        "--delta",
+        "1e-6",
+    )
     assert code == EXIT_NOT_FOUND, err
     code, out, err = as_owner("datasets", "revoke", dataset_id, analyst)
     assert code == EXIT_NOT_FOUND and out == "", err

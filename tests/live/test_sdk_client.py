@@ -389,8 +389,13 @@ def test_budget_and_history_are_dataframes(world: World) -> None:
     row = budget.iloc[0]
     assert row["dataset_id"] == world.binary and row["epsilon"] == 50.0
     assert math.isclose(row["epsilon_spent"] + row["epsilon_remaining"], 50.0, rel_tol=1e-9)
-    assert list(history.columns[:5]) == ["at", "kind", "job_id", "epsilon_spent",
-                                         "your_epsilon_spent"]
+    assert list(history.columns[:5]) == [
+        "at",
+        "kind",
+        "job_id",
+        "epsilon_spent",
+        "your_epsilon_spent",
+    ]
     assert len(history) >= 2 and history["at"].is_monotonic_increasing
     assert history["epsilon_spent"].is_monotonic_increasing  # only charges on this dataset
     assert math.isclose(history["epsilon_spent"].iloc[-1], row["epsilon_spent"], rel_tol=1e-9)
@@ -415,9 +420,12 @@ def test_grants_are_a_dataframe_and_revocation_stops_new_jobs(world: World) -> N
     tag = uuid.uuid4().hex[:6]
     newcomer = f"sdk-newcomer-{tag}"
     newcomer_key = world.server.key(newcomer, "analyst")
-    with world.client(world.owner_key) as owner, world.client(
-        world.owner_key, page_size=1
-    ) as paged, world.client() as analyst, world.client(newcomer_key) as late:
+    with (
+        world.client(world.owner_key) as owner,
+        world.client(world.owner_key, page_size=1) as paged,
+        world.client() as analyst,
+        world.client(newcomer_key) as late,
+    ):
         granted = owner.grant(world.binary, newcomer, epsilon_cap=2.0)
         assert granted["epsilon_cap"] == 2.0
         late.estimate(world.binary, "logistic_regression", epsilon=0.5, delta=1e-6)  # allowed

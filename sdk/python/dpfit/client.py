@@ -122,9 +122,7 @@ class Job:
         self.data = self._client._json("POST", f"/v1/jobs/{self.id}/cancel", retry=True)
         return self
 
-    def wait(
-        self, progress: bool = False, timeout: float | None = None, poll: float = 0.25
-    ) -> Job:
+    def wait(self, progress: bool = False, timeout: float | None = None, poll: float = 0.25) -> Job:
         """Follow the job until it finishes; raises :class:`JobFailed` if it failed or was
         cancelled, ``TimeoutError`` after ``timeout`` seconds. ``progress=True`` shows a tqdm
         bar (``tqdm.auto``: a terminal bar, or a widget in Jupyter) on stderr."""
@@ -241,14 +239,10 @@ class Client:
         for attempt in range(attempts):
             last = attempt + 1 >= attempts
             try:
-                response = self._http.request(
-                    method, path, json=json, params=params, headers=headers
-                )
+                response = self._http.request(method, path, json=json, params=params, headers=headers)
             except httpx.TransportError as exc:
                 if last:
-                    raise ConnectionFailed(
-                        f"{method} {self.url}{path}: {type(exc).__name__}: {exc}"
-                    ) from exc
+                    raise ConnectionFailed(f"{method} {self.url}{path}: {type(exc).__name__}: {exc}") from exc
             else:
                 if last or response.status_code not in RETRIED_STATUSES:
                     break
@@ -286,16 +280,12 @@ class Client:
         whose ``dataset_id`` names the existing dataset (to its owner)."""
         return dict(self._json("POST", "/v1/datasets", json=dict(spec), retry=False))
 
-    def grant(
-        self, dataset_id: str, principal: str, epsilon_cap: float | None = None
-    ) -> dict[str, Any]:
+    def grant(self, dataset_id: str, principal: str, epsilon_cap: float | None = None) -> dict[str, Any]:
         """Let analyst ``principal`` submit jobs on the dataset (owners; idempotent)."""
         body: dict[str, Any] = {"principal": principal}
         if epsilon_cap is not None:
             body["epsilon_cap"] = epsilon_cap
-        return dict(
-            self._json("POST", f"/v1/datasets/{dataset_id}/grants", json=body, retry=True)
-        )
+        return dict(self._json("POST", f"/v1/datasets/{dataset_id}/grants", json=body, retry=True))
 
     def grants(self, dataset_id: str) -> Any:
         """The dataset's grants as a pandas DataFrame, oldest first (owners and admins): one row
@@ -335,8 +325,7 @@ class Client:
         frame = pd.DataFrame(body.get("points", []), columns=columns)
         frame["at"] = pd.to_datetime(frame["at"], utc=True, format="ISO8601")
         frame.attrs.update(
-            {"dataset_id": body.get("dataset_id"), "epsilon": body.get("epsilon"),
-             "delta": body.get("delta")}
+            {"dataset_id": body.get("dataset_id"), "epsilon": body.get("epsilon"), "delta": body.get("delta")}
         )
         return frame
 
@@ -371,9 +360,7 @@ class Client:
         made per call unless given; connection errors are retried with the same key."""
         body = job_body(dataset_id, model, optimizer, epsilon, delta, **model_params)
         key = idempotency_key or f"dpfit-{uuid.uuid4().hex}"
-        data = self._json(
-            "POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key}, retry=True
-        )
+        data = self._json("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": key}, retry=True)
         return Job(self, data)
 
     def fit(

@@ -60,9 +60,7 @@ class OneVsRestLinear(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     normalised across classes and the prediction is the class with the largest.
     """
 
-    def __init__(
-        self, estimators: list[Any] | None = None, classes: Any = None, score: str = "logistic"
-    ) -> None:
+    def __init__(self, estimators: list[Any] | None = None, classes: Any = None, score: str = "logistic") -> None:
         self.estimators = estimators
         self.classes = classes
         self.score = score
@@ -97,9 +95,7 @@ class OneVsRestLinear(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 
 
 def _binary(kind: str, weights: np.ndarray, classes: list[Any]) -> Any:
-    estimator = LinearSVC(fit_intercept=False) if kind == "huber_svm" else LogisticRegression(
-        fit_intercept=False
-    )
+    estimator = LinearSVC(fit_intercept=False) if kind == "huber_svm" else LogisticRegression(fit_intercept=False)
     estimator.coef_ = np.asarray(weights, dtype=np.float64).reshape(1, -1)
     estimator.intercept_ = np.zeros(1)
     labels = np.empty(len(classes), dtype=object)
@@ -111,9 +107,7 @@ def _binary(kind: str, weights: np.ndarray, classes: list[Any]) -> Any:
 
 def _regressor(kind: str, weights: np.ndarray) -> Any:
     estimator = (
-        HuberRegressor(fit_intercept=False)
-        if kind == "huber_regression"
-        else LinearRegression(fit_intercept=False)
+        HuberRegressor(fit_intercept=False) if kind == "huber_regression" else LinearRegression(fit_intercept=False)
     )
     estimator.coef_ = np.asarray(weights, dtype=np.float64)
     estimator.intercept_ = 0.0
@@ -139,6 +133,4 @@ def to_sklearn(model: Model) -> Pipeline:
     else:
         assert model.classes is not None
         estimator = _binary(model.type, weights[0], list(model.classes))
-    return Pipeline(
-        [("encode", PublicEncodingTransformer(model.encoding.description)), ("model", estimator)]
-    )
+    return Pipeline([("encode", PublicEncodingTransformer(model.encoding.description)), ("model", estimator)])
