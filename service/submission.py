@@ -17,10 +17,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -177,8 +178,20 @@ def price_job(facts: DatasetFacts, body: JobCreate, settings: Settings | None = 
         mu=None if target.delta == 0 else parallel_mu(plan.event, plan.parallel_events),
     )
     spec = body.model_dump(mode="json")
-    spec["optimizer"]["params"] = planned.params.model_dump(mode="json")
+    spec["optimizer"]["params"] = recorded_params(planned.params, plan.hyperparameters)
     return PricedJob(planned=planned, charge=charge, spec=spec, plan_json=plan_json)
+
+
+def recorded_params(params: BaseModel, hyperparameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The optimizer parameters stored in the job's spec: every field, with a derived
+    ``objective_gap`` (unset: the model's own bound, :func:`~service.models.base.
+    resolved_objective_gap`) replaced by the value the plan used — so re-sending a job's
+    recorded spec plans the same job, whatever the field's default."""
+    recorded: dict[str, Any] = params.model_dump(mode="json")
+    used = hyperparameters.get("objective_gap")
+    if "objective_gap" in recorded and isinstance(used, (int, float)):
+        recorded["objective_gap"] = float(used)
+    return recorded
 
 
 def _resolve_auto(

@@ -24,6 +24,8 @@ The rule (first candidate whose plan is feasible wins):
    radius and T) is max(1, the largest loss a row can have at w = 0): 1 for classification,
    δ·B − δ²/2 for Huber regression with label bound B (:func:`~service.models.base.
    objective_gap_bound`; on scikit-learn's diabetes data, B = 350, R² −1.76 → 0.19 at ε = 1).
+   ``huber_regression`` without an analyst-set ``huber_delta``: δ = 0.03·B
+   (``HUBER_FRACTION``), and its l2 rule uses L = 1 instead of the loss's L = δ (below).
 6. Fallbacks, in order, if the choice is infeasible for the spec (e.g. l2 = 0 and no radius):
    ``dp_agd``, ``dp_gd``, ``noisy_sgd_bst14``, ``output_perturbation_gd``, ``noisy_sgd_scs13``.
 
@@ -53,6 +55,25 @@ Larger ceilings (3e-3, 1e-2, none) gain another 0–1 point on synthetic rows an
 breast_cancer. Multiclass (one-vs-rest, each class at μ/√K) was measured the same way on wine,
 iris and digits (20 seeds): 1e-3 against 1e-4 −4.6 … +3.1 points on 100–120 rows (noise at
 that size), +0.4 … +2.7 on digits; scaling the formula by K changed nothing measurable.
+
+Regression (step 5). Everything in the Huber problem scales with the label bound B when δ does:
+with y = B·y', w = B·w' and δ = c·B, F(w) = B²·F'(w') for the same l2, and the noise, the
+step 1/β, the radius and T all follow (sensitivity 2cB/n, β = 1, gap ∝ B²). So the threshold
+is a fraction c of B, never an absolute number: the model's default δ = 1 is c = 1/B, which on
+labels of a few hundred capped every row's pull so low that R² stayed below 0 (make_regression,
+6,000 rows: R² 0.13 / 0.11 / 0.34 / 0.70 at ε = 0.1 / 0.5 / 1 / 2). Smaller c means less noise
+(L = cB) but a pull that saturates earlier; measured (5 seeds, δ_DP = 1e-6, 70/30 split, B =
+max|y|, features on their ranges; diabetes (309 rows, labels 25–346, and centred),
+make_regression (4,200 rows, d = 8), Friedman #1 (2,100 rows) and a 14,000-row linear set):
+c ∈ {0.01, 0.03, 0.1} with l2 from the rule at L = 1 (the label-normalised squared loss's
+scale; the rule at L = c gives l2 at its floor and, on the small sets, R² of −1 to −8) —
+no c is best everywhere (c = 0.1 on make_regression at ε ≤ 0.5, c = 0.01 at ε = 0.1 on the
+small sets); c = 0.03 is within 0.05 of the best of the three in 14 of 20 cells and never far
+from it at ε ≥ 1. Against the old default (δ = 1, l2 from the rule at L = δ): make_regression
+0.57 / 0.85 / 0.99 / 0.99 (was 0.13 / 0.11 / 0.34 / 0.70), diabetes 0.03 / 0.27 at ε = 1 / 2
+(was −1.08 / −1.14), Friedman #1 and the linear set level (0.69–0.74, 0.91–0.99); worse only on
+diabetes at ε = 0.1 (−3.81 vs −3.57; centred −0.53 vs −0.02) and centred at ε = 0.5 (0.03 vs
+0.12) — 309 rows cannot carry ε ≤ 0.5 either way.
 
 Why (experiments, public data only, never Adult's test file; ``python -m bench auto --explore``
 re-measures it): 6 seeds per cell, δ = 1e-5, C = 1/2, test accuracy % (Adult: its TRAIN file
@@ -147,11 +168,14 @@ AVERAGING_N_EPSILON = 5_000
 L2_FACTOR = 9.0
 L2_FLOOR = 1e-5
 L2_CEILING = 1e-3
+#: huber_regression without an analyst-set huber_delta: δ = HUBER_FRACTION · label_bound.
+HUBER_FRACTION = 0.03
 RULE = (
     "delta > 0 and a convex loss: dp_agd if n >= 10000 and n*epsilon < 5000, else "
     "dp_agd_averaged (l2 = clamp(9*d*(2*L*z1/n)^2, 1e-5, 1e-3) when the analyst did not set "
-    "l2); delta > 0 and a non-convex loss: dp_gd; delta = 0: output_perturbation_gd; "
-    "logistic_regression without gradient_clip: gradient_clip = 0.5; theory defaults for the "
+    "l2, L = 1 for regression); delta > 0 and a non-convex loss: dp_gd; delta = 0: "
+    "output_perturbation_gd; logistic_regression without gradient_clip: gradient_clip = 0.5; "
+    "huber_regression without huber_delta: huber_delta = 0.03*label_bound; theory defaults for the "
     "rest; first feasible of the fallbacks dp_agd, dp_gd, noisy_sgd_bst14, "
     "output_perturbation_gd, noisy_sgd_scs13"
 )
@@ -222,9 +246,10 @@ def choose_model_and_optimizer(
     n_features: int = 0,
 ) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """The public part of the rule: the model spec to run (``gradient_clip`` = 1/2 filled in for
-    logistic regression when the analyst did not set it; ``l2`` by :func:`rule_l2` for
-    ``dp_agd_averaged`` when the analyst did not set it), the candidate optimizers in order,
-    and what was filled in. ``fields_set``: the model fields the analyst sent."""
+    logistic regression and ``huber_delta`` = 0.03·B for Huber regression when the analyst did
+    not set them; ``l2`` by :func:`rule_l2` for ``dp_agd_averaged`` when the analyst did not set
+    it), the candidate optimizers in order, and what was filled in. ``fields_set``: the model
+    fields the analyst sent."""
     from service.models.registry import build_loss, parse_model_spec
 
     resolved = dict(model)
@@ -232,10 +257,15 @@ def choose_model_and_optimizer(
     if model.get("type") == "logistic_regression" and "gradient_clip" not in fields_set:
         resolved["gradient_clip"] = CLIP
         filled["model.gradient_clip"] = CLIP
+    if model.get("type") == "huber_regression" and "huber_delta" not in fields_set:
+        resolved["huber_delta"] = HUBER_FRACTION * float(model["label_bound"])
+        filled["model.huber_delta"] = resolved["huber_delta"]
     names = candidates(convex, target, n)
     if names[0] == "dp_agd_averaged" and "l2" in model and "l2" not in fields_set:
         d = n_features + (1 if resolved.get("fit_intercept") else 0)
-        lipschitz = float(build_loss(parse_model_spec(resolved)).lipschitz)
+        loss = build_loss(parse_model_spec(resolved))
+        # Regression: the rule at the label-normalised scale (module docstring, step 5).
+        lipschitz = 1.0 if loss.task == "regression" else float(loss.lipschitz)
         resolved["l2"] = rule_l2(lipschitz, n, max(1, d), target)
         filled["model.l2"] = resolved["l2"]
     return resolved, names, filled

@@ -109,6 +109,42 @@ def test_multiclass_and_regression_resolve() -> None:
     assert small_eps.spec["optimizer"]["name"] == "dp_agd"
 
 
+@pytest.mark.parametrize("epsilon", [1.0, 2.0])
+def test_regression_gets_a_huber_threshold_relative_to_the_label_bound(epsilon: float) -> None:
+    """huber_delta unset → 0.03·B (recorded in ``filled``); the l2 rule at L = 1 (the label-
+    normalised scale), not at L = δ; an analyst-set huber_delta is kept."""
+    numeric = DatasetFacts(**{**FACTS.__dict__, "n_rows": 4200, "n_features": 8})
+    numeric = DatasetFacts(**{**numeric.__dict__, "label_type": "numeric"})
+    model = {"type": "huber_regression", "label_bound": 500.0}
+    priced = price_job(numeric, body(model, epsilon=epsilon))
+    assert priced.spec["model"]["huber_delta"] == pytest.approx(15.0)
+    filled = priced.plan_json["auto"]["filled"]
+    assert filled["model.huber_delta"] == pytest.approx(15.0)
+    assert priced.spec["optimizer"]["name"] == "dp_agd_averaged"
+    target = PrivacyTarget(epsilon, 1e-6)
+    assert filled["model.l2"] == pytest.approx(rule_l2(1.0, 4200, 9, target))
+    assert filled["model.l2"] != pytest.approx(rule_l2(15.0, 4200, 9, target))
+    kept = price_job(numeric, body({**model, "huber_delta": 2.0}, epsilon=epsilon))
+    assert kept.spec["model"]["huber_delta"] == 2.0
+    assert "model.huber_delta" not in kept.plan_json["auto"]["filled"]
+
+
+def test_the_recorded_spec_replans_the_same_job() -> None:
+    """Re-sending a job's stored model and optimizer (here an auto regression job, whose
+    objective_gap is derived from the label bound) prices the very same plan and charge."""
+    numeric = DatasetFacts(**{**FACTS.__dict__, "label_type": "numeric"})
+    auto = price_job(numeric, body({"type": "huber_regression", "label_bound": 350.0}, 2.0))
+    gap = auto.plan_json["hyperparameters"]["objective_gap"]
+    assert gap > 1.0 and auto.spec["optimizer"]["params"]["objective_gap"] == gap
+    again = price_job(
+        numeric,
+        body(auto.spec["model"], 2.0, optimizer=auto.spec["optimizer"]),
+    )
+    plan = dict(auto.plan_json)
+    plan.pop("auto")
+    assert again.plan_json == plan and again.charge == auto.charge
+
+
 def test_auto_takes_no_params() -> None:
     with pytest.raises(InfeasibleSpec) as info:
         price_job(FACTS, body(LOGISTIC, optimizer={"name": "auto", "params": {"iterations": 3}}))
