@@ -379,6 +379,93 @@ def ceiling_sweep(smoke: bool, runs: int) -> tuple[list[str], list[dict[str, Any
     return lines, rows
 
 
+#: Huber thresholds δ = c·B compared by :func:`huber_sweep` (auto uses HUBER_FRACTION).
+HUBER_FRACTIONS = (0.01, 0.03, 0.1)
+
+
+def regression_datasets(smoke: bool) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Public regression data for the huber_delta rule: scikit-learn's diabetes (its labels
+    25–346, and centred), make_regression (6,000 rows, d = 8), Friedman #1 (3,000 rows) and a
+    20,000-row linear set with features in [−1, 1] (labels shifted by +5)."""
+    from sklearn import datasets
+
+    X, y = datasets.load_diabetes(return_X_y=True)
+    sets = [("diabetes", X, y), ("diabetes centred", X, y - 152.0)]
+    X, y = datasets.make_regression(n_samples=6000, n_features=8, noise=10, random_state=0)
+    sets.append(("make_regression", X, y))
+    X, y = datasets.make_friedman1(n_samples=3000, noise=1.0, random_state=0)
+    sets.append(("friedman1", X, y))
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (20000, 20))
+    sets.append(("linear", X, X @ rng.normal(size=20) * 3 + rng.normal(size=20000) + 5))
+    return sets[2:3] if smoke else sets
+
+
+def huber_sweep(smoke: bool, runs: int) -> list[str]:
+    """The evidence for auto's huber_delta = 0.03·B (auto.py's docstring): test R² (70/30
+    split, B = max|y|, each feature's range as its public bounds) of the auto job, of the old
+    default (δ = 1, l2 from the rule at L = δ) and of δ = c·B with l2 from the rule at L = 1."""
+    import pandas as pd
+    from sklearn.model_selection import train_test_split
+
+    from service.data.encoding import Encoder
+    from service.data.spec import NumericFeature
+
+    labels = ["auto", "old default", *(f"c = {c:g}" for c in HUBER_FRACTIONS)]
+    lines = [
+        f"## huber_regression: δ = c·B ({runs} seeds per cell, R² on a 30 % test split)",
+        "",
+        "| data (n, d) | ε | " + " | ".join(labels) + " |",
+        "|---|---|" + "---|" * len(labels),
+    ]
+    for name, raw, labels_raw in regression_datasets(smoke):
+        names = [f"f{j}" for j in range(raw.shape[1])]
+        features = tuple(
+            NumericFeature(name=f, min=float(col.min()), max=float(col.max()))
+            for f, col in zip(names, raw.T, strict=True)
+        )
+        X = Encoder(features=features, fit_intercept=True).encode(pd.DataFrame(raw, columns=names))
+        Xtr, Xte, ytr, yte = train_test_split(X, labels_raw, test_size=0.3, random_state=0)
+        bound = float(np.abs(labels_raw).max())
+        n, d = Xtr.shape
+        for eps in (0.1,) if smoke else (0.1, 0.5, 1.0, 2.0):
+            facts = DatasetFacts(
+                id="bench", n_rows=n, n_features=d - 1, delta=DELTA, label_type="numeric",
+                classes=None, retired=False,
+            )  # fmt: skip
+            model = {"type": "huber_regression", "label_bound": bound}
+            body = JobCreate.model_validate(
+                {"dataset_id": "bench", "model": model, "privacy": {"epsilon": eps, "delta": DELTA}}
+            )
+            z = 2.0 / (n * gdp_mu(eps, DELTA))
+            jobs = [
+                price_job(facts, body).planned,
+                plan("dp_agd_averaged", {**model, "l2": min(1e-3, max(1e-5, 9 * d * z * z))},
+                     n, d, eps, DELTA),
+                *(
+                    plan("dp_agd_averaged", {**model, "huber_delta": c * bound,
+                         "l2": min(1e-3, max(1e-5, 9 * d * z * z))}, n, d, eps, DELTA)
+                    for c in HUBER_FRACTIONS
+                ),
+            ]  # fmt: skip
+            cells = [
+                statistics.mean(
+                    r_squared(job.optimizer.fit(job.plan, job.loss, Xtr, ytr,
+                                                np.random.default_rng(s), lambda s: None), Xte, yte)
+                    for s in range(runs)
+                )
+                for job in jobs
+            ]  # fmt: skip
+            text = " | ".join(f"{c:.3f}" for c in cells)
+            lines.append(f"| {name} ({n}, {d}) | {eps:g} | {text} |")
+            print(lines[-1], flush=True)
+    return lines
+
+
+def r_squared(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+    return float(1.0 - np.mean((X @ w - y) ** 2) / np.var(y))
+
+
 def explore(args: argparse.Namespace) -> None:
     """The evidence table of service/optimizers/auto.py's docstring (public data only)."""
     runs = 1 if args.smoke else args.explore_runs
@@ -420,7 +507,7 @@ def explore(args: argparse.Namespace) -> None:
             lines.append(f"| {data.name} ({data.n}, {data.d}) | {eps:g} | {text} |")
             print(lines[-1], flush=True)
     ceiling_lines, ceiling_rows = ceiling_sweep(args.smoke, 40 if not args.smoke else 1)
-    lines += ["", *ceiling_lines]
+    lines += ["", *ceiling_lines, "", *huber_sweep(args.smoke, 5 if not args.smoke else 1)]
     out = results_dir(args.smoke)
     save_json(out / "auto_explore.json", {"runs": runs, "rows": rows, "l2_ceiling": ceiling_rows})
     lines += ["", f"Load average at the end: {os.getloadavg()[0]:.1f}.", ""]
