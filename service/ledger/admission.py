@@ -52,7 +52,9 @@ class JobCharge:
 
     @property
     def cost(self) -> privacy_filter.Cost:
-        return privacy_filter.Cost(rdp=tuple(self.rdp), mu=self.mu, pure_epsilon=self.pure_epsilon)
+        return privacy_filter.Cost(
+            rdp=tuple(self.rdp), mu=self.mu, pure_epsilon=self.pure_epsilon, delta=self.delta
+        )
 
 
 def budget_of(dataset: Dataset) -> privacy_filter.Budget:

@@ -107,11 +107,13 @@ class Budget:
 @dataclass(frozen=True)
 class Cost:
     """What one charge costs: its RDP curve on :data:`ORDERS` (+∞ allowed), its exact μ if it
-    is a Gaussian-family job, its ε if it is pure ε-DP."""
+    is a Gaussian-family job, its ε if it is pure ε-DP. ``delta`` is the δ the job asked for;
+    only refusal messages read it (to state a room at the job's own δ), admission never does."""
 
     rdp: tuple[float, ...]
     mu: float | None = None
     pure_epsilon: float | None = None
+    delta: float | None = None
 
 
 @dataclass(frozen=True)
@@ -257,20 +259,43 @@ def admit(budget: Budget, spent: Spent, cost: Cost) -> Decision:
 
 
 def gaussian_room(budget: Budget, spent: Spent, cost: Cost) -> str:
-    """For a Gaussian job on a Gaussian ledger, what still fits exactly — the clause that
-    explains why a job of ε below ``epsilon_remaining`` can be refused: the exact part of the
-    filter runs at δ_G = 0.7·δ_B (module docstring), so μ_B is that of (ε_B, 0.7·δ_B). Public
-    numbers only (the budget and the live charges' μ). Empty otherwise."""
+    """For a Gaussian job on a Gaussian ledger, the largest Gaussian job that fits now, as μ and
+    as ε at δ_B (and at the job's own δ when it differs). Public numbers only (the budget and
+    the live charges' μ). Empty otherwise.
+
+    Every clause holds for the numbers it states: that room is compared with
+    ``epsilon_remaining`` (ε_B − epsilon_spent, both at δ_B) and said to be less only when it
+    is. It is less on a fresh ledger, because the exact part of the filter runs at
+    δ_G = 0.7·δ_B (module docstring); it can be more once charges stand, because Gaussian
+    charges compose by adding μ², so ε is sub-additive and ε_B − epsilon_spent understates the
+    room."""
     if cost.mu is None or not spent.all_gaussian:
         return ""
     room = math.sqrt(max(0.0, thresholds(budget).mu ** 2 - spent.mu_squared))
     if room <= 0.0:
         return "; the exact Gaussian part of the filter has no room left"
     largest = gdp_epsilon(room, budget.delta)
+    at_job_delta = ""
+    if cost.delta is not None and 0.0 < cost.delta != budget.delta:
+        at_job_delta = (
+            f", which is ε ≤ {gdp_epsilon(room, cost.delta):.6g} at the job's own "
+            f"δ = {cost.delta:.3g}"
+        )
+    remaining = remaining_epsilon(budget, spent)
+    if largest < remaining:
+        why = (
+            f"less than epsilon_remaining = {remaining:.6g}, because admission keeps "
+            f"{1 - GAUSSIAN_DELTA_SHARE:.0%} of δ_B for the Rényi part of its filter"
+        )
+    else:
+        why = (
+            f"{'more than' if largest > remaining else 'as much as'} epsilon_remaining = "
+            f"{remaining:.6g}: epsilon_remaining is ε_B minus the ε of the live charges, but "
+            "Gaussian charges compose by adding μ², not ε"
+        )
     return (
         f"; under exact Gaussian composition a job fits now if its μ ≤ {room:.6g}, i.e. "
-        f"ε ≤ {largest:.6g} at δ = δ_B (admission keeps {1 - GAUSSIAN_DELTA_SHARE:.0%} of "
-        "δ_B for the Rényi part of its filter, so less than epsilon_remaining fits)"
+        f"ε ≤ {largest:.6g} at δ_B = {budget.delta:.3g} ({why}){at_job_delta}"
     )
 
 

@@ -129,6 +129,27 @@ def test_pure_dataset_accepts_only_pure_jobs(actors: dict[str, Any]) -> None:
     assert body["epsilon_remaining"] == pytest.approx(0.4)
 
 
+def test_a_budget_refusal_states_true_numbers(actors: dict[str, Any]) -> None:
+    """A newcomer read "ε ≤ 2.01 at δ = δ_B (…, so less than epsilon_remaining fits)" next to
+    epsilon_remaining = 0.715. After a Gaussian charge the largest job that fits can exceed
+    epsilon_remaining; the 409 must then not call it less, and must say at which δ each ε it
+    states applies (δ_B, and the job's own δ)."""
+    analyst, dataset_id = actors["analyst"], actors["dataset"]["id"]  # (ε_B, δ_B) = (3, 1e-5)
+    spend = analyst.post("/v1/jobs", json=logistic_job(dataset_id, epsilon=2.2, delta=1e-5))
+    assert spend.status_code == 202, spend.text
+    refused = problem(
+        analyst.post("/v1/jobs", json=logistic_job(dataset_id, epsilon=3.0, delta=1e-6)),
+        409,
+        "privacy.epsilon",
+    )
+    detail, remaining = refused["detail"], refused["epsilon_remaining"]
+    stated = float(detail.split("i.e. ε ≤ ")[1].split(" at δ_B = 1e-05")[0])
+    assert stated > remaining
+    assert "less than epsilon_remaining" not in detail
+    assert f"more than epsilon_remaining = {remaining:.6g}" in detail
+    assert "at the job's own δ = 1e-06" in detail
+
+
 def test_unknown_things_are_404(actors: dict[str, Any]) -> None:
     analyst = actors["analyst"]
     problem(analyst.get("/v1/jobs/job_nope"), 404)

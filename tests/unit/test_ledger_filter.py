@@ -343,3 +343,47 @@ def test_a_full_gaussian_part_says_so() -> None:
     refused = f.admit(budget, full, small)
     assert not refused.admitted
     assert "no room left" in refused.reason
+
+
+def _gaussian_cost(mu: float, delta: float | None = None) -> f.Cost:
+    return f.Cost(rdp=tuple(a * mu * mu / 2 for a in ORDERS), mu=mu, delta=delta)
+
+
+def _stated_room(reason: str) -> float:
+    return float(reason.split("i.e. ε ≤ ")[1].split(" at δ")[0])
+
+
+def test_a_refusal_on_a_fresh_ledger_says_less_than_epsilon_remaining_fits() -> None:
+    """Nothing spent: the exact part runs at 0.7·δ_B, so the largest Gaussian job is below
+    epsilon_remaining = ε_B, and the refusal says so with both numbers."""
+    budget = f.Budget(3.0, 1e-5)
+    refused = f.admit(budget, f.Spent.nothing(), _gaussian_cost(gdp_mu(3.5, 1e-5)))
+    assert not refused.admitted
+    stated = _stated_room(refused.reason)
+    assert stated < 3.0
+    assert "at δ_B = 1e-05 (less than epsilon_remaining = 3," in refused.reason
+
+
+def test_a_refusal_never_calls_a_room_above_epsilon_remaining_less() -> None:
+    """A newcomer read "ε ≤ 2.01 at δ = δ_B (…, so less than epsilon_remaining fits)" next to
+    epsilon_remaining = 0.715: once Gaussian charges stand, the room (μ² add up, ε does not)
+    can exceed ε_B − epsilon_spent. The clause must then say "more than", with the number, and
+    the room at the job's own δ must be the boundary of admission at that δ."""
+    budget = f.Budget(3.0, 1e-5)
+    spent = f.Spent.nothing().plus(_gaussian_cost(gdp_mu(2.2, 1e-5)))
+    remaining = f.remaining_epsilon(budget, spent)
+    refused = f.admit(budget, spent, _gaussian_cost(gdp_mu(3.0, 1e-6), delta=1e-6))
+    assert not refused.admitted
+    stated = _stated_room(refused.reason)
+    assert stated > remaining
+    assert "less than epsilon_remaining" not in refused.reason
+    assert f"(more than epsilon_remaining = {remaining:.6g}:" in refused.reason
+    at_job = float(refused.reason.split("which is ε ≤ ")[1].split(" at the job's own δ = 1e-06")[0])
+    assert f.admit(budget, spent, _gaussian_cost(gdp_mu(at_job * (1 - 1e-5), 1e-6))).admitted
+    assert not f.admit(budget, spent, _gaussian_cost(gdp_mu(at_job * (1 + 1e-4), 1e-6))).admitted
+
+
+def test_a_refusal_at_delta_b_names_no_second_delta() -> None:
+    budget = f.Budget(3.0, 1e-5)
+    refused = f.admit(budget, f.Spent.nothing(), _gaussian_cost(gdp_mu(3.5, 1e-5), delta=1e-5))
+    assert "the job's own δ" not in refused.reason
