@@ -56,14 +56,23 @@ class PublicEncodingTransformer(TransformerMixin, BaseEstimator):  # type: ignor
 class OneVsRestLinear(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     """One-vs-rest over fitted binary linear estimators (one per class, in ``classes_`` order).
 
-    ``score="logistic"`` scores σ(z); ``score="hinge"`` scores clip((1+z)/2, 0, 1); scores are
-    normalised across classes and the prediction is the class with the largest.
+    ``link="logistic"`` scores σ(z); ``link="hinge"`` scores clip((1+z)/2, 0, 1); scores are
+    normalised across classes and the prediction is the class with the largest. ``score(X, y)``
+    is scikit-learn's mean accuracy (``ClassifierMixin.score``), as for every classifier.
     """
 
-    def __init__(self, estimators: list[Any] | None = None, classes: Any = None, score: str = "logistic") -> None:
+    def __init__(self, estimators: list[Any] | None = None, classes: Any = None, link: str = "logistic") -> None:
         self.estimators = estimators
         self.classes = classes
-        self.score = score
+        self.link = link
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickle; a pickle written before the ``link`` parameter (dpfit ≤ 0.2.0) named it
+        ``score``, an instance attribute that hid the ``score`` method: it is read as ``link``."""
+        state = dict(state)
+        if isinstance(state.get("score"), str):
+            state.setdefault("link", state.pop("score"))
+        super().__setstate__(state)
 
     def fit(self, X: Any, y: Any = None) -> OneVsRestLinear:
         raise NotImplementedError("released models are fitted by the service, not here")
@@ -79,7 +88,7 @@ class OneVsRestLinear(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 
     def predict_proba(self, X: Any) -> np.ndarray:
         z = self.decision_function(X)
-        if self.score == "hinge":
+        if self.link == "hinge":
             scores = np.clip(0.5 * (1.0 + z), 0.0, 1.0)
         else:
             from scipy.special import expit
@@ -128,7 +137,7 @@ def to_sklearn(model: Model) -> Pipeline:
         estimator = OneVsRestLinear(
             estimators=[_binary(model.type, w, [0, 1]) for w in weights],
             classes=list(model.classes),
-            score="hinge" if model.type == "huber_svm" else "logistic",
+            link="hinge" if model.type == "huber_svm" else "logistic",
         )
     else:
         assert model.classes is not None
