@@ -5,6 +5,7 @@ problem+json, paging, budgets as DataFrames, and retries that charge once."""
 from __future__ import annotations
 
 import math
+import pickle
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -120,7 +121,10 @@ def test_fit_follows_the_job_with_a_progress_bar(
     step, total = job.progress
     assert job.status == "succeeded" and step == total > 0
     assert "auto" in job.data["plan"]  # no optimizer named: the service chose one
+    assert job.plan["auto"]["chosen_by"] == "auto" and job.plan == job.data["plan"]
+    assert job.plan["auto"]["optimizer"] == job.data["optimizer"]["name"]
     assert f"{total}/{total}" in err, err
+    assert err.count("succeeded") == 1, err  # the final state is drawn once
     assert isinstance(model, dpfit.Model) and model.id == job.model_id
     assert model.privacy["epsilon"] == 0.5 and model.privacy["delta"] == 1e-6
     assert model.coefficients.shape == (len(model.feature_names),)
@@ -235,6 +239,68 @@ def test_to_sklearn_predicts_like_the_model(world: World, kind: str) -> None:
         assert list(estimator.classes_) == CLASSES
     else:
         np.testing.assert_array_equal(estimator.coef_.ravel(), model.weights()[0])
+
+
+@pytest.mark.parametrize("kind", MODEL_KINDS)
+def test_to_sklearn_scores_as_scikit_learn_does(world: World, kind: str) -> None:
+    """``Pipeline.score`` works for every kind (a multiclass pipeline's once raised TypeError:
+    its one-vs-rest estimator's ``score`` attribute hid the method), also after pickling (what
+    ``dpfit models export --format sklearn`` writes)."""
+    model = world.models[kind]
+    frame = pd.DataFrame(rows_for(model))
+    labels = model.predict(frame)  # its own predictions: accuracy 1, R² 1
+    for pipeline in (model.to_sklearn(), pickle.loads(pickle.dumps(model.to_sklearn()))):
+        assert pipeline.score(frame, labels) == pytest.approx(1.0)
+        if not model.is_regression:
+            flipped = labels[::-1]
+            expected = float(np.mean(labels == flipped))
+            assert pipeline.score(frame, flipped) == pytest.approx(expected)
+
+
+# --- private evaluation ------------------------------------------------------------------------
+
+
+def test_evaluate_a_model_privately(world: World) -> None:
+    with world.client() as c:
+        model = c.model(world.models["logistic"].id)
+        before = c.budget(world.binary).iloc[0]["epsilon_spent"]
+        estimate = model.estimate_evaluation(world.binary, epsilon=0.5, delta=1e-6)
+        assert c.budget(world.binary).iloc[0]["epsilon_spent"] == before  # nothing charged
+        assert estimate.admissible is True and estimate.epsilon_spent_after > before
+        stds = estimate.plan["hyperparameters"]
+
+        evaluation = model.evaluate(world.binary, epsilon=0.5, delta=1e-6)
+        assert isinstance(evaluation, dpfit.Evaluation) and evaluation.status == "succeeded"
+        assert evaluation.model_id == model.id and evaluation.dataset_id == world.binary
+        metrics = evaluation.metrics
+        assert metrics is not None and set(metrics) == {"accuracy", "log_loss", "confusion_matrix"}
+        assert 0.0 <= metrics["accuracy"] <= 1.0
+        assert sum(metrics["confusion_matrix"].values()) == pytest.approx(4000)
+        assert evaluation.stds == {
+            "accuracy": stds["accuracy_std"],
+            "log_loss": stds["log_loss_std"],
+            "confusion_matrix": stds["confusion_matrix_std"],
+        }
+        assert evaluation.privacy == {"epsilon": 0.5, "delta": 1e-6}
+        assert c.budget(world.binary).iloc[0]["epsilon_spent"] > before  # charged on its ledger
+        job = evaluation.job()
+        assert job.id == evaluation.id and job.data["optimizer"]["name"] == "evaluation"
+
+        queued = c.evaluate(
+            model.id, world.binary, epsilon=0.5, delta=1e-6, loss_clip=1.0, wait=False
+        )
+        assert queued.status in ("queued", "running", "succeeded")
+        assert queued.wait(timeout=120) is queued and queued.metrics is not None
+        assert queued.plan["hyperparameters"]["loss_clip"] == 1.0
+        assert c.evaluation(model.id, queued.id).metrics == queued.metrics
+
+        with pytest.raises(dpfit.InvalidSpec) as raised:
+            model.evaluate(world.binary, epsilon=0.5, delta=0.0)
+        assert raised.value.field == "privacy.delta"
+    assert pickle.loads(pickle.dumps(model)).client is None  # its HTTP session is not pickled
+    unbound = dpfit.Model.from_json(model.to_json(), {"negative": "<=50K", "positive": ">50K"})
+    with pytest.raises(dpfit.DpfitError, match="not bound to a client"):
+        unbound.evaluate(world.binary, epsilon=0.5, delta=1e-6)
 
 
 # --- typed exceptions from problem+json ------------------------------------------------------

@@ -4,12 +4,13 @@
 >>> c = dpfit.Client()                      # $DPFIT_URL, $DPFIT_API_KEY
 >>> m = c.fit("ds_…", "logistic_regression", epsilon=1.0, delta=1e-6, l2=0.01)
 >>> m.predict(df), m.to_sklearn()
+>>> m.evaluate("ds_holdout", epsilon=0.1, delta=1e-6).metrics  # noised accuracy …
 
 The generated low-level client (one function per endpoint) is ``dpfit_client``; this package
 is built on it and is what people use.
 """
 
-from dpfit.client import Client, Estimate, Job
+from dpfit.client import Client, Estimate, Evaluation, Job
 from dpfit.encoding import PublicEncoding
 from dpfit.errors import (
     AuthError,
@@ -32,6 +33,7 @@ __all__ = [
     "ConnectionFailed",
     "DpfitError",
     "Estimate",
+    "Evaluation",
     "InvalidSpec",
     "Job",
     "JobFailed",

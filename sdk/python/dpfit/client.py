@@ -6,7 +6,8 @@ It sits on the generated low-level client (``dpfit_client``: base URL, bearer ke
 progress bar, models that predict locally, and retries that never charge twice.
 
 Retries: requests that cannot change anything twice (reads, prediction, estimates, grants,
-cancellation) and job submissions — which always carry an ``Idempotency-Key`` — are retried on
+cancellation) and job and evaluation submissions — which always carry an ``Idempotency-Key`` —
+are retried on
 connection errors and on 502/503/504 answers (e.g. the service's 503 while its database is
 unreachable), ``retries`` times with exponential backoff. A retried submission carries the
 SAME key, so the service returns the job it admitted the first time and charges once.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -27,7 +28,7 @@ import httpx
 from dpfit.errors import ConnectionFailed, DpfitError, JobFailed, raise_for_problem
 from dpfit.model import Model, records
 
-__all__ = ["DEFAULT_URL", "Client", "Estimate", "Job"]
+__all__ = ["DEFAULT_URL", "Client", "Estimate", "Evaluation", "Job"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 NEXT_CURSOR = "X-Next-Cursor"
@@ -63,10 +64,38 @@ def job_body(
     return body
 
 
+def evaluation_body(dataset_id: str, epsilon: float, delta: float, loss_clip: float | None) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/models/{id}/evaluate`` (and of its estimate): ``loss_clip``
+    ``None`` is omitted, so the service clips nothing (its default bound of any row's loss)."""
+    body: dict[str, Any] = {"dataset_id": dataset_id, "privacy": {"epsilon": epsilon, "delta": delta}}
+    if loss_clip is not None:
+        body["loss_clip"] = loss_clip
+    return body
+
+
+def follow(item: Any, timeout: float | None, poll: float, show: Callable[[], None] | None = None) -> None:
+    """Refresh ``item`` (a :class:`Job` or an :class:`Evaluation`) until it is done: every
+    ``poll`` seconds, growing ×1.5 up to 2 s; ``show`` is called after each fetch (and once
+    before the first wait). Raises ``TimeoutError`` after ``timeout`` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if show is not None:
+            show()
+        if item.done:
+            return
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"job {item.id} is still {item.status}")
+        time.sleep(poll)
+        poll = min(poll * 1.5, 2.0)
+        item.refresh()
+
+
 class Estimate(dict):  # type: ignore[type-arg]
-    """The answer of ``POST /v1/jobs/estimate`` (a dict with attribute access): ``admissible``,
-    ``reason``, ``epsilon_spent_after``, ``epsilon_remaining_after``, ``mechanism``,
-    ``noise_scale``, ``sensitivity``, ``steps`` … Nothing was charged."""
+    """The answer of ``POST /v1/jobs/estimate`` or ``POST /v1/models/{id}/evaluate/estimate``
+    (a dict with attribute access): ``admissible``, ``reason``, ``epsilon_spent_after``,
+    ``epsilon_remaining_after``, ``mechanism``, ``noise_scale``, ``sensitivity``, ``steps``,
+    ``plan`` (the release plan a submission would store: ``plan["auto"]`` records what the
+    service's ``auto`` optimizer chose) … Nothing was charged."""
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -102,6 +131,14 @@ class Job:
         return self.data.get("model_id")
 
     @property
+    def plan(self) -> dict[str, Any]:
+        """The job's public release plan (mechanism, noise, sensitivity, steps,
+        ``hyperparameters``). A job that named no optimizer has ``plan["auto"]``: the service's
+        record of its choice (``optimizer``, and ``filled``: the model fields it set, e.g.
+        ``{"model.l2": …, "model.gradient_clip": 0.5}``)."""
+        return dict(self.data.get("plan") or {})
+
+    @property
     def error(self) -> str | None:
         return self.data.get("error")
 
@@ -125,20 +162,16 @@ class Job:
     def wait(self, progress: bool = False, timeout: float | None = None, poll: float = 0.25) -> Job:
         """Follow the job until it finishes; raises :class:`JobFailed` if it failed or was
         cancelled, ``TimeoutError`` after ``timeout`` seconds. ``progress=True`` shows a tqdm
-        bar (``tqdm.auto``: a terminal bar, or a widget in Jupyter) on stderr."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        bar (``tqdm.auto``: a terminal bar, or a widget in Jupyter) on stderr, whose final
+        state is drawn once (when it closes)."""
         bar = None
+
+        def show() -> None:
+            nonlocal bar
+            bar = self._show(bar)
+
         try:
-            while True:
-                if progress:
-                    bar = self._show(bar)
-                if self.done:
-                    break
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"job {self.id} is still {self.status}")
-                time.sleep(poll)
-                poll = min(poll * 1.5, 2.0)
-                self.refresh()
+            follow(self, timeout, poll, show if progress else None)
         finally:
             if bar is not None:
                 bar.close()
@@ -155,7 +188,10 @@ class Job:
         if total and bar.total != total:
             bar.total = total
         bar.set_postfix_str(self.status, refresh=False)
-        bar.update(max(0, step - bar.n))
+        if self.done:  # not drawn here: close() draws the final state (else it shows twice)
+            bar.n = max(bar.n, step)
+        else:
+            bar.update(max(0, step - bar.n))
         return bar
 
     def model(self) -> Model:
@@ -167,6 +203,98 @@ class Job:
     def __repr__(self) -> str:
         step, total = self.progress
         return f"<dpfit.Job {self.id} {self.status} {step}/{total}>"
+
+
+class Evaluation:
+    """A private evaluation of a released model: a job, charged on the evaluation dataset's
+    ledger when accepted, whose result is noised metrics. Attributes mirror
+    ``GET /v1/models/{model_id}/evaluations/{id}`` as last fetched (``status``, ``metrics``,
+    ``plan``, ``error`` …); :meth:`refresh` fetches again, :meth:`wait` follows it to its end.
+
+    ``metrics`` (once succeeded) are the released, noised values: ``accuracy``, ``log_loss`` and
+    ``confusion_matrix`` (binary labels), ``accuracy`` (categorical) or ``mean_squared_error``
+    (numeric). ``stds`` are their noise standard deviations, stated by the plan before any
+    charge; ``warnings`` the plan's public warnings (e.g. a loss whose noise spans its range)."""
+
+    def __init__(self, client: Client, data: Mapping[str, Any]) -> None:
+        self._client = client
+        self.data: dict[str, Any] = dict(data)
+
+    @property
+    def id(self) -> str:
+        """The evaluation job's id (``GET /v1/jobs/{id}`` shows it too)."""
+        return str(self.data["id"])
+
+    @property
+    def model_id(self) -> str:
+        """The evaluated model."""
+        return str(self.data["model_id"])
+
+    @property
+    def dataset_id(self) -> str:
+        """The dataset evaluated on (its ledger paid)."""
+        return str(self.data["dataset_id"])
+
+    @property
+    def status(self) -> str:
+        return str(self.data["status"])
+
+    @property
+    def done(self) -> bool:
+        return self.status in FINISHED
+
+    @property
+    def error(self) -> str | None:
+        return self.data.get("error")
+
+    @property
+    def privacy(self) -> dict[str, Any]:
+        return dict(self.data.get("privacy") or {})
+
+    @property
+    def plan(self) -> dict[str, Any]:
+        """The public release plan: Gaussian ``noise_scale``, ``sensitivity``, the loss clip and
+        the metrics' standard deviations in ``hyperparameters``, ``warnings``."""
+        return dict(self.data.get("plan") or {})
+
+    @property
+    def metrics(self) -> dict[str, Any] | None:
+        """The noised metrics once succeeded, else ``None``."""
+        metrics = self.data.get("metrics")
+        return None if metrics is None else dict(metrics)
+
+    @property
+    def stds(self) -> dict[str, float]:
+        """The noise standard deviation of each released metric, by metric name (from the
+        plan's ``hyperparameters``: ``accuracy_std`` → ``"accuracy"``; the confusion matrix's
+        is per cell)."""
+        hyper = self.plan.get("hyperparameters") or {}
+        suffix = "_std"
+        return {k[: -len(suffix)]: float(v) for k, v in hyper.items() if k.endswith(suffix)}
+
+    @property
+    def warnings(self) -> list[str]:
+        return [str(w) for w in self.plan.get("warnings") or []]
+
+    def refresh(self) -> Evaluation:
+        path = f"/v1/models/{self.model_id}/evaluations/{self.id}"
+        self.data = self._client._json("GET", path)
+        return self
+
+    def wait(self, timeout: float | None = None, poll: float = 0.25) -> Evaluation:
+        """Follow the evaluation until it finishes; raises :class:`JobFailed` if it failed or
+        was cancelled (``.job`` is this evaluation), ``TimeoutError`` after ``timeout`` s."""
+        follow(self, timeout, poll)
+        if self.status != "succeeded":
+            raise JobFailed(self)
+        return self
+
+    def job(self) -> Job:
+        """The evaluation as a job (``GET /v1/jobs/{id}``; e.g. to :meth:`Job.cancel` it)."""
+        return self._client.job(self.id)
+
+    def __repr__(self) -> str:
+        return f"<dpfit.Evaluation {self.id} of {self.model_id} on {self.dataset_id} {self.status}>"
 
 
 class Client:
@@ -403,18 +531,74 @@ class Client:
     # --- models -------------------------------------------------------------------------------
 
     def model(self, model_id: str) -> Model:
-        """A released model (with the dataset's public label values for a binary label)."""
+        """A released model (with the dataset's public label values for a binary label), bound
+        to this client (for :meth:`Model.evaluate`)."""
         body = self._json("GET", f"/v1/models/{model_id}")
         label = None
         if body.get("classes") is None:
             label = self.dataset(str(body["dataset_id"])).get("label")
-        return Model.from_json(body, label)
+        return Model.from_json(body, label, client=self)
 
     def predict(self, model_id: str, rows: Any) -> dict[str, Any]:
         """The service's own prediction (``POST /v1/models/{id}/predict``) for ``rows``;
         :meth:`Model.predict` computes the same locally."""
         body = {"rows": records(rows)}
         return dict(self._json("POST", f"/v1/models/{model_id}/predict", json=body, retry=True))
+
+    # --- private evaluation -------------------------------------------------------------------
+
+    def estimate_evaluation(
+        self,
+        model_id: str,
+        dataset_id: str,
+        *,
+        epsilon: float,
+        delta: float,
+        loss_clip: float | None = None,
+    ) -> Estimate:
+        """Price a private evaluation of the model on ``dataset_id`` without submitting it
+        (nothing is charged): whether it is admissible, the ε spent after, and the ``plan`` with
+        the noise standard deviation of every metric (``plan["hyperparameters"]["accuracy_std"]``
+        …) and its ``warnings``."""
+        body = evaluation_body(dataset_id, epsilon, delta, loss_clip)
+        path = f"/v1/models/{model_id}/evaluate/estimate"
+        return Estimate(self._json("POST", path, json=body, retry=True))
+
+    def evaluate(
+        self,
+        model_id: str,
+        dataset_id: str,
+        *,
+        epsilon: float,
+        delta: float,
+        loss_clip: float | None = None,
+        wait: bool = True,
+        timeout: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> Evaluation:
+        """Evaluate the model privately on ``dataset_id`` (a dataset you are granted with the
+        model's schema: its training dataset or a holdout), charged (ε, δ) on that dataset's
+        ledger when accepted. With ``wait`` (default) it is followed to its end and returned
+        with its noised ``metrics`` (:class:`JobFailed` if it failed); otherwise returned
+        queued. Raises :class:`BudgetExceeded`, :class:`InvalidSpec` (e.g. ``privacy.delta``: an
+        evaluation needs δ > 0), :class:`NotFound` at submission. Like a job submission it
+        carries an ``Idempotency-Key`` (fresh unless given) and is retried with it."""
+        body = evaluation_body(dataset_id, epsilon, delta, loss_clip)
+        key = idempotency_key or f"dpfit-{uuid.uuid4().hex}"
+        data = self._json(
+            "POST",
+            f"/v1/models/{model_id}/evaluate",
+            json=body,
+            headers={"Idempotency-Key": key},
+            retry=True,
+        )
+        evaluation = Evaluation(self, data)
+        return evaluation.wait(timeout=timeout) if wait else evaluation
+
+    def evaluation(self, model_id: str, evaluation_id: str) -> Evaluation:
+        """An evaluation as it is now (``GET /v1/models/{id}/evaluations/{evaluation_id}``)."""
+        path = f"/v1/models/{model_id}/evaluations/{evaluation_id}"
+        return Evaluation(self, self._json("GET", path))
 
     def __repr__(self) -> str:
         return f"<dpfit.Client {self.url}>"

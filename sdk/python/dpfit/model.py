@@ -23,12 +23,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpfit.encoding import PublicEncoding, Rows, to_records
+
+if TYPE_CHECKING:
+    from dpfit.client import Client, Estimate, Evaluation
 
 __all__ = ["REGRESSION_MODELS", "Model"]
 
@@ -58,7 +61,9 @@ class Model:
     ``coefficients`` is a 1-d array (one weight per encoded feature) or, for a categorical
     label, a ``(classes, features)`` array; ``intercept`` a float, an array (one per class) or
     ``None``. ``classes`` lists the label values in the order of :meth:`predict_proba`'s columns
-    (binary: ``[negative, positive]``; regression: ``None``).
+    (binary: ``[negative, positive]``; regression: ``None``). ``client``: the
+    :class:`~dpfit.Client` that fetched it (``Client.model``), used by :meth:`evaluate`; it is
+    not pickled.
     """
 
     id: str
@@ -73,9 +78,15 @@ class Model:
     privacy: dict[str, Any]
     created_at: datetime | None
     raw: dict[str, Any] = field(repr=False)
+    client: Client | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, body: Mapping[str, Any], label: Mapping[str, Any] | None = None) -> Model:
+    def from_json(
+        cls,
+        body: Mapping[str, Any],
+        label: Mapping[str, Any] | None = None,
+        client: Client | None = None,
+    ) -> Model:
         """Build from the JSON of ``GET /v1/models/{id}``; ``label`` is the dataset's public
         label spec (needed for a binary label's two values, which the model does not carry)."""
         spec = dict(body["model"])
@@ -104,7 +115,12 @@ class Model:
             privacy=dict(body["privacy"]),
             created_at=datetime.fromisoformat(created) if isinstance(created, str) else None,
             raw=dict(body),
+            client=client,
         )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its client (a live HTTP session)."""
+        return {**self.__dict__, "client": None}
 
     # --- what the model is --------------------------------------------------------------------
 
@@ -180,6 +196,51 @@ class Model:
         from dpfit.sklearn_export import to_sklearn
 
         return to_sklearn(self)
+
+    # --- private evaluation -------------------------------------------------------------------
+
+    def _bound(self) -> Client:
+        if self.client is None:
+            from dpfit.errors import DpfitError
+
+            raise DpfitError(
+                f"model {self.id} is not bound to a client: use Client.model(id), or client.evaluate(model.id, …)"
+            )
+        return self.client
+
+    def estimate_evaluation(
+        self,
+        dataset_id: str,
+        *,
+        epsilon: float,
+        delta: float,
+        loss_clip: float | None = None,
+    ) -> Estimate:
+        """Price :meth:`evaluate` without charging (see :meth:`Client.estimate_evaluation`)."""
+        return self._bound().estimate_evaluation(self.id, dataset_id, epsilon=epsilon, delta=delta, loss_clip=loss_clip)
+
+    def evaluate(
+        self,
+        dataset_id: str,
+        *,
+        epsilon: float,
+        delta: float,
+        loss_clip: float | None = None,
+        wait: bool = True,
+        timeout: float | None = None,
+    ) -> Evaluation:
+        """Evaluate this model privately on ``dataset_id``, charged (ε, δ) on that dataset's
+        ledger; with ``wait`` (default), returns once the noised metrics are there (see
+        :meth:`Client.evaluate`)."""
+        return self._bound().evaluate(
+            self.id,
+            dataset_id,
+            epsilon=epsilon,
+            delta=delta,
+            loss_clip=loss_clip,
+            wait=wait,
+            timeout=timeout,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The model as the service describes it (``GET /v1/models/{id}``)."""
