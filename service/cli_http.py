@@ -152,7 +152,9 @@ def add_http_commands(sub: Any) -> None:
     leaf(js, "watch", "follow a job to its end").add_argument("job")
 
     models = sub.add_parser(
-        "models", help="show, predict with and export released models", parents=[group]
+        "models",
+        help="show, predict with, evaluate privately and export released models",
+        parents=[group],
     )
     ms = models.add_subparsers(dest="action", required=True)
     leaf(ms, "show", "a released model").add_argument("model")
@@ -160,6 +162,19 @@ def add_http_commands(sub: Any) -> None:
     p.add_argument("model")
     p.add_argument("rows", type=Path)
     p.add_argument("--local", action="store_true", help="compute locally from the public encoding")
+    p = leaf(ms, "evaluate", "noised metrics of a model on a dataset (charged on its ledger)")
+    p.add_argument("model")
+    p.add_argument(
+        "--dataset", required=True, help="a dataset with the model's schema (training or holdout)"
+    )
+    p.add_argument("--epsilon", type=float, required=True)
+    p.add_argument("--delta", type=float, required=True, help="must be > 0 (Gaussian noise)")
+    p.add_argument(
+        "--loss-clip", type=float, help="clip B of each row's loss (default: nothing clipped)"
+    )
+    p.add_argument(
+        "--estimate", action="store_true", help="only price it: nothing is charged or run"
+    )
     p = leaf(ms, "export", "write the model as JSON or as a pickled scikit-learn Pipeline")
     p.add_argument("model")
     p.add_argument("--format", choices=("json", "sklearn"), required=True)
@@ -447,10 +462,42 @@ def _job_line(j: Any) -> list[Any]:
     ]
 
 
+def _auto_text(plan: dict[str, Any]) -> str:
+    """`` (chosen by auto; filled in: model.l2=…, …)`` when the service's ``auto`` optimizer
+    chose (``plan["auto"]``), else ``""``."""
+    record = plan.get("auto")
+    if not isinstance(record, dict):
+        return ""
+    filled = record.get("filled") or {}
+    values = ", ".join(
+        f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in filled.items()
+    )
+    return " (chosen by auto" + (f"; filled in: {values})" if values else ")")
+
+
+def _evaluated_model(data: dict[str, Any]) -> str | None:
+    """The model an evaluation job evaluates (its optimizer is ``evaluation``), else None."""
+    optimizer = data.get("optimizer") or {}
+    if optimizer.get("name") != "evaluation":
+        return None
+    params = optimizer.get("params") or {}
+    hyper = (data.get("plan") or {}).get("hyperparameters") or {}
+    return str(params.get("model_id") or hyper.get("model_id") or "?")
+
+
 def _job_text(j: Any) -> str:
     lines = [f"job {j.id}: {j.status}"]
+    evaluated = _evaluated_model(j.data)
     keys = ["dataset", "model", "optimizer", "status", "progress", "model_id"]
-    lines += [f"  {k}: {v}" for k, v in zip(keys, _job_line(j)[1:], strict=True)]
+    for key, value in zip(keys, _job_line(j)[1:], strict=True):
+        if key == "optimizer" and evaluated is not None:
+            lines.append(f"  kind: evaluation of model {evaluated} (noised metrics, no model)")
+        elif key == "optimizer":
+            lines.append(f"  optimizer: {value}{_auto_text(j.data.get('plan') or {})}")
+        elif key == "model_id" and evaluated is not None:
+            continue  # an evaluation releases metrics, never a model
+        else:
+            lines.append(f"  {key}: {value}")
     privacy = j.data.get("privacy") or {}
     lines.append(f"  privacy: ε={privacy.get('epsilon')} δ={privacy.get('delta')}")
     if j.error:
@@ -479,19 +526,24 @@ def jobs_estimate(client: Any, args: argparse.Namespace) -> int:
     estimate = client.estimate(args.dataset, **_job_request(args))
 
     def text(e: Any) -> str:
-        verdict = "admissible" if e.get("admissible") else "NOT admissible"
-        return "\n".join(
-            [
-                f"{verdict}: {e.get('reason')}",
-                f"ε spent after: {e.get('epsilon_spent_after')}  "
-                f"remaining after: {e.get('epsilon_remaining_after')}  (of ε={e.get('epsilon')}, "
-                f"δ={e.get('delta')})",
-                f"mechanism: {e.get('mechanism')}  noise scale: {e.get('noise_scale')}  "
-                f"sensitivity: {e.get('sensitivity')}  steps: {e.get('steps')}",
-            ]
-        )
+        plan = e.get("plan") or {}
+        chosen = (plan.get("auto") or {}).get("optimizer") or (args.optimizer or "?")
+        return "\n".join([*_estimate_lines(e), f"optimizer: {chosen}{_auto_text(plan)}"])
 
     return _show(args, dict(estimate), text)
+
+
+def _estimate_lines(e: Any) -> list[str]:
+    """The verdict, the ε after, and the mechanism of an estimate (a job's or an evaluation's)."""
+    verdict = "admissible" if e.get("admissible") else "NOT admissible"
+    return [
+        f"{verdict}: {e.get('reason')}",
+        f"ε spent after: {e.get('epsilon_spent_after')}  "
+        f"remaining after: {e.get('epsilon_remaining_after')}  (of ε={e.get('epsilon')}, "
+        f"δ={e.get('delta')})",
+        f"mechanism: {e.get('mechanism')}  noise scale: {e.get('noise_scale')}  "
+        f"sensitivity: {e.get('sensitivity')}  steps: {e.get('steps')}",
+    ]
 
 
 def jobs_list(client: Any, args: argparse.Namespace) -> int:
@@ -548,9 +600,11 @@ def models_show(client: Any, args: argparse.Namespace) -> int:
 
 
 def _read_rows(path: Path) -> list[dict[str, str]]:
-    """CSV rows as text cells (the service converts each cell by its declared type)."""
+    """CSV rows as text cells (the service converts each cell by its declared type). UTF-8,
+    with a leading byte-order mark dropped (``utf-8-sig``: spreadsheets write one, and it would
+    otherwise stay in the first column's name)."""
     try:
-        with path.open(newline="", encoding="utf-8") as handle:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
             return list(csv.DictReader(handle))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UsageError(f"cannot read {path}: {type(exc).__name__}") from None
@@ -561,15 +615,7 @@ def models_predict(client: Any, args: argparse.Namespace) -> int:
     if not rows:
         raise UsageError(f"{args.rows} has no rows")
     if args.local:
-        model = client.model(args.model)
-        predictions = model.predict(rows)
-        answer: dict[str, Any] = {"predictions": [_plain(v) for v in predictions]}
-        if model.is_regression:
-            answer["probabilities"] = None
-        else:
-            proba = model.predict_proba(rows)
-            best = proba.max(axis=1) if model.is_multiclass else proba[:, 1]
-            answer["probabilities"] = [float(v) for v in best]
+        answer = _predict_locally(client, args.model, rows)
     else:
         answer = client.predict(args.model, rows)
     probabilities = answer.get("probabilities")
@@ -584,6 +630,82 @@ def models_predict(client: Any, args: argparse.Namespace) -> int:
             ["ROW", "PREDICTION", "SCORE"],
         ),
     )
+
+
+def _predict_locally(client: Any, model_id: str, rows: list[dict[str, str]]) -> dict[str, Any]:
+    """What ``POST /v1/models/{id}/predict`` answers, computed from the public encoding. Rows
+    the encoding refuses (a missing feature column, …) raise ``dpfit.InvalidSpec`` on field
+    ``rows`` — as the service's 422 does — so the CLI reports them as invalid input (exit 4); a
+    model this client cannot read (e.g. a newer encoding) raises ``dpfit.DpfitError`` (exit 1).
+    Never a traceback."""
+    import dpfit
+
+    try:
+        model = client.model(model_id)
+    except (ValueError, TypeError) as exc:
+        raise dpfit.DpfitError(f"model {model_id} cannot be used locally: {exc}") from None
+    try:
+        predictions = model.predict(rows)
+        answer: dict[str, Any] = {"predictions": [_plain(v) for v in predictions]}
+        if model.is_regression:
+            answer["probabilities"] = None
+        else:
+            proba = model.predict_proba(rows)
+            best = proba.max(axis=1) if model.is_multiclass else proba[:, 1]
+            answer["probabilities"] = [float(v) for v in best]
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        problem = {"title": "Invalid rows", "field": "rows", "detail": str(exc)}
+        raise dpfit.InvalidSpec(
+            str(exc), title="Invalid rows", field="rows", problem=problem
+        ) from None
+    return answer
+
+
+def _metric_text(name: str, value: Any, std: float | None) -> str:
+    noise = "" if std is None else f"  (noise std {std:.4g})"
+    if isinstance(value, dict):  # the confusion matrix: counts, std per cell
+        cells = "  ".join(f"{k}={v:.1f}" for k, v in value.items())
+        return f"{name}: {cells}{noise.replace('std', 'std per cell')}"
+    return f"{name}: {value:.4f}{noise}" if isinstance(value, float) else f"{name}: {value}"
+
+
+def _stds(plan: dict[str, Any]) -> dict[str, float]:
+    hyper = plan.get("hyperparameters") or {}
+    return {k.removesuffix("_std"): float(v) for k, v in hyper.items() if k.endswith("_std")}
+
+
+def models_evaluate(client: Any, args: argparse.Namespace) -> int:
+    request = {"epsilon": args.epsilon, "delta": args.delta, "loss_clip": args.loss_clip}
+    if args.estimate:
+        estimate = client.estimate_evaluation(args.model, args.dataset, **request)
+
+        def priced(e: Any) -> str:
+            plan = e.get("plan") or {}
+            lines = _estimate_lines(e)
+            lines += [f"{name} noise std: {std:.4g}" for name, std in _stds(plan).items()]
+            lines += [f"warning: {w}" for w in plan.get("warnings") or []]
+            return "\n".join(lines)
+
+        return _show(args, dict(estimate), priced)
+    evaluation = client.evaluate(args.model, args.dataset, wait=False, **request)
+    if args.output == "text":
+        print(evaluation.id, flush=True)
+    evaluation.wait()
+
+    def text(e: Any) -> str:
+        stds = evaluation.stds
+        privacy = evaluation.privacy
+        lines = [
+            f"evaluation {evaluation.id} of model {evaluation.model_id} on "
+            f"{evaluation.dataset_id}: {evaluation.status} (ε={privacy.get('epsilon')} "
+            f"δ={privacy.get('delta')}); noised metrics:"
+        ]
+        metrics = evaluation.metrics or {}
+        lines += [f"  {_metric_text(k, v, stds.get(k))}" for k, v in metrics.items()]
+        lines += [f"warning: {w}" for w in evaluation.warnings]
+        return "\n".join(lines)
+
+    return _show(args, evaluation.data, text)
 
 
 def _plain(value: Any) -> Any:
@@ -661,9 +783,11 @@ def budget(client: Any, args: argparse.Namespace) -> int:
                 )
             )
         for point in v.get("history") or []:
+            # epsilon_spent is the dataset's running total after this row, not the row's own
             lines.append(
                 f"{point['at'][:19]}  {point['kind']:<6} {point['job_id'] or '(another)':<24}"
-                f" ε={point['epsilon_spent']:.4f} [{_burn(point['epsilon_spent'], eps)}]"
+                f" ε spent after: {point['epsilon_spent']:.4f}"
+                f" [{_burn(point['epsilon_spent'], eps)}]"
             )
         return "\n".join(lines)
 
@@ -685,6 +809,7 @@ _HANDLERS: dict[tuple[str, str | None], Callable[[Any, argparse.Namespace], int]
     ("jobs", "watch"): jobs_watch,
     ("models", "show"): models_show,
     ("models", "predict"): models_predict,
+    ("models", "evaluate"): models_evaluate,
     ("models", "export"): models_export,
     ("budget", None): budget,
 }

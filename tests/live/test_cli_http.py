@@ -443,3 +443,97 @@ def test_grants_are_listed_and_revoked_from_the_cli(
     assert code == EXIT_NOT_FOUND, err
     code, out, err = as_owner("datasets", "revoke", dataset_id, analyst)
     assert code == EXIT_NOT_FOUND and out == "", err
+
+
+def test_auto_evaluation_bom_rows_and_history_from_the_cli(
+    sqlite_server: LiveServer,
+    people: tuple[str, str, str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What a newcomer tripped on: auto's choice and what it filled in are shown; CSV files with
+    a byte-order mark predict; a bad file predicted locally is a clean exit 4; models can be
+    evaluated privately (and `jobs show` says so); the burn-down labels its running total."""
+    owner, owner_key, analyst, analyst_key = people
+    as_owner = Cli(sqlite_server, owner_key, monkeypatch, capsys)
+    as_analyst = Cli(sqlite_server, analyst_key, monkeypatch, capsys)
+    spec = write_spec(tmp_path, credit_dataset(epsilon=5.0))
+    dataset_id = as_owner.json("datasets", "register", str(spec))["id"]
+    as_owner.json("datasets", "grant", dataset_id, analyst)
+    privacy = ["--epsilon", "1", "--delta", "1e-6"]
+
+    # auto: the estimate and the job say it chose, and what it filled in
+    code, out, err = as_analyst("jobs", "estimate", "--dataset", dataset_id, *privacy)
+    assert code == EXIT_OK and "(chosen by auto; filled in: " in out, (out, err)
+    assert "model.gradient_clip=0.5" in out
+    code, out, _ = as_analyst(
+        "jobs", "estimate", "--dataset", dataset_id, "--optimizer", "dp_gd", *privacy
+    )
+    assert code == EXIT_OK and "optimizer: dp_gd" in out and "auto" not in out
+    code, out, err = as_analyst("jobs", "submit", "--dataset", dataset_id, *privacy, "--wait")
+    assert code == EXIT_OK, err
+    job_id, model_id = out.split()
+    auto = as_analyst.json("jobs", "show", job_id)["plan"]["auto"]
+    code, out, _ = as_analyst("jobs", "show", job_id)
+    assert code == EXIT_OK and f"optimizer: {auto['optimizer']} (chosen by auto; filled" in out
+    assert auto["filled"] and all(f"{name}=" in out for name in auto["filled"])
+
+    # a CSV saved with a UTF-8 byte-order mark (as spreadsheets do) predicts, served and local
+    rows = tmp_path / "bom.csv"
+    with rows.open("w", newline="", encoding="utf-8-sig") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(PREDICT_ROWS[0]))
+        writer.writeheader()
+        writer.writerows(PREDICT_ROWS)
+    assert rows.read_bytes().startswith(b"\xef\xbb\xbf")
+    served = as_analyst.json("models", "predict", model_id, str(rows))
+    local = as_analyst.json("models", "predict", model_id, str(rows), "--local")
+    assert served["predictions"] == local["predictions"] and len(served["predictions"]) == 2
+
+    # a file the encoding refuses: exit 4 naming the problem, locally as from the service
+    bad = tmp_path / "no-age.csv"
+    with bad.open("w", newline="") as handle:
+        columns = [c for c in PREDICT_ROWS[0] if c != "age"]
+        writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(PREDICT_ROWS)
+    for local_flag in ([], ["--local"]):
+        code, out, err = as_analyst("models", "predict", model_id, str(bad), *local_flag)
+        assert code == EXIT_INVALID and "age" in err and "Traceback" not in err, err
+        code, out, _ = as_analyst(
+            "models", "predict", model_id, str(bad), *local_flag, "-o", "json"
+        )
+        assert code == EXIT_INVALID and json.loads(out)["field"] == "rows"
+
+    # private evaluation: priced (nothing charged), then run, with each metric's noise std
+    evaluate = ["models", "evaluate", model_id, "--dataset", dataset_id, "--epsilon", "0.5"]
+    before = as_analyst.json("budget", dataset_id)["epsilon_spent"]
+    priced = as_analyst.json(*evaluate, "--delta", "1e-6", "--estimate")
+    assert priced["admissible"] is True and priced["plan"]["hyperparameters"]["accuracy_std"] > 0
+    code, out, _ = as_analyst(*evaluate, "--delta", "1e-6", "--estimate")
+    assert code == EXIT_OK and "admissible" in out and "accuracy noise std: " in out
+    assert as_analyst.json("budget", dataset_id)["epsilon_spent"] == before
+    code, out, err = as_analyst(*evaluate, "--delta", "1e-6")
+    assert code == EXIT_OK, err
+    evaluation_id = out.split()[0]
+    assert evaluation_id.startswith("job_") and f"of model {model_id}" in out
+    for shown in ("accuracy: ", "log_loss: ", "true_positive=", "noise std ", "std per cell"):
+        assert shown in out, out
+    clipped = as_analyst.json(*evaluate, "--delta", "1e-6", "--loss-clip", "1")
+    assert clipped["status"] == "succeeded" and 0 <= clipped["metrics"]["accuracy"] <= 1
+    assert clipped["plan"]["hyperparameters"]["loss_clip"] == 1.0
+    code, out, err = as_analyst(*evaluate, "--delta", "0", "-o", "json")
+    assert code == EXIT_INVALID and json.loads(out)["field"] == "privacy.delta", err
+
+    # jobs show: an evaluation of the model, not a job with an empty model id
+    code, out, _ = as_analyst("jobs", "show", evaluation_id)
+    assert code == EXIT_OK and f"evaluation of model {model_id}" in out
+    assert "model_id:" not in out and "optimizer: evaluation" not in out
+
+    # the burn-down's ε is the dataset's total spent after each row, and says so
+    budget = as_analyst.json("budget", dataset_id, "--history")
+    code, out, _ = as_analyst("budget", dataset_id, "--history")
+    lines = [line for line in out.splitlines() if job_id in line or evaluation_id in line]
+    assert len(lines) == 2, out
+    for line, point in zip(lines, budget["history"][:2], strict=True):
+        assert f"ε spent after: {point['epsilon_spent']:.4f}" in line
