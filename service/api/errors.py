@@ -2,11 +2,19 @@
 
 Messages never contain data values: validation errors quote only the request's own field paths
 and pydantic's message, never the offending input; unexpected exceptions become a bare 500.
+
+**Fields are paths of the request body** (``model.l2``, ``features.0.max``), never pydantic's
+internal locations: the tag pydantic inserts for a discriminated union (``model.
+logistic_regression.l2``) and the member name of a plain union (``label.negative.str``) are
+dropped here, once, for every route (:func:`body_field`, :func:`untagged`); a body that is not
+JSON is reported on ``body``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -62,16 +70,114 @@ def problem_response(
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
-def _dotted(loc: tuple[Any, ...]) -> str:
-    """``("body", "model", "logistic_regression", "l2")`` → ``model.logistic_regression.l2``.
+@dataclass(frozen=True)
+class UnionTags:
+    """What the app's discriminated unions put into pydantic's error locations: the properties
+    that discriminate (``type``), their tag values (``logistic_regression``, ``numeric``), and
+    every property name any schema declares (a tag that is also a field name is never dropped
+    from a field given without its body)."""
 
-    Body fields drop the ``body`` prefix; query/path/header fields keep theirs. Discriminated
-    unions add the tag to the path; it is kept because it says which variant was checked.
+    properties: frozenset[str] = frozenset()
+    tags: frozenset[str] = frozenset()
+    fields: frozenset[str] = frozenset()
+
+    @staticmethod
+    def of_openapi(document: dict[str, Any]) -> UnionTags:
+        """Read from an OpenAPI document (``discriminator`` objects and ``properties`` keys)."""
+        properties: set[str] = set()
+        tags: set[str] = set()
+        fields: set[str] = set()
+
+        def walk(node: Any) -> None:
+            if isinstance(node, dict):
+                found = node.get("discriminator")
+                if isinstance(found, dict) and isinstance(found.get("propertyName"), str):
+                    properties.add(found["propertyName"])
+                    tags.update(str(tag) for tag in found.get("mapping", {}) or {})
+                declared = node.get("properties")
+                if isinstance(declared, dict):
+                    fields.update(str(name) for name in declared)
+                for value in node.values():
+                    walk(value)
+            elif isinstance(node, list):
+                for value in node:
+                    walk(value)
+
+        walk(document)
+        return UnionTags(frozenset(properties), frozenset(tags), frozenset(fields))
+
+
+_MISSING = object()  # below a key the body does not have: the rest of the location is kept
+
+
+def body_field(loc: Iterable[Any], body: Any, unions: UnionTags) -> str:
+    """The request's own path for a pydantic error location, read along the body.
+
+    ``("body", "model", "logistic_regression", "l2")`` → ``model.l2``: body fields drop the
+    ``body`` prefix; query/path/header fields keep theirs (``query.limit``). Walking the body,
+    a location element is dropped when it is not a path into it:
+
+    - in an object, an element that is not one of its keys but the value of its discriminating
+      property (``"type": "logistic_regression"``): the tag of a discriminated union;
+    - in an array or a scalar, a name (``str``, ``int``, …): the member of a plain union.
+
+    An element naming a key the object lacks (a required field) is kept, and so is all that
+    follows it. Only locations and keys are read, never a value into the answer.
     """
-    parts = [str(p) for p in loc]
-    if parts[:1] == ["body"]:
-        parts = parts[1:]
-    return ".".join(parts) or "body"
+    parts = list(loc)
+    if parts[:1] != ["body"]:
+        return ".".join(str(p) for p in parts) or "body"
+    path: list[str] = []
+    node: Any = body
+    for part in parts[1:]:
+        if node is _MISSING:
+            path.append(str(part))
+        elif isinstance(node, dict):
+            if part in node:
+                node = node[part]
+            elif isinstance(part, str) and any(node.get(p) == part for p in unions.properties):
+                continue  # the union's tag: the same object, checked as that variant
+            else:
+                node = _MISSING
+            path.append(str(part))
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+            path.append(str(part))
+        elif isinstance(part, str):
+            continue  # a plain union's member name under an array or a scalar
+        else:
+            node = _MISSING
+            path.append(str(part))
+    return ".".join(path) or "body"
+
+
+def untagged(field: str | None, unions: UnionTags) -> str | None:
+    """A dotted field raised without its body (``InfeasibleSpec``), tags dropped:
+    ``model.huber_regression.huber_delta`` → ``model.huber_delta``. A part is dropped when it is
+    a discriminated union's tag and no schema has a field of that name; never the first."""
+    if not field:
+        return field
+    parts = field.split(".")
+    kept = parts[:1] + [p for p in parts[1:] if p not in unions.tags or p in unions.fields]
+    return ".".join(kept)
+
+
+def _union_tags(app: FastAPI) -> UnionTags:
+    """The app's :class:`UnionTags`, read from its OpenAPI document once (none if it fails:
+    fields then keep pydantic's location rather than the answer becoming a 500)."""
+    cached = getattr(app.state, "union_tags", None)
+    if isinstance(cached, UnionTags):
+        return cached
+    try:
+        unions = UnionTags.of_openapi(app.openapi())
+    except Exception as exc:  # noqa: BLE001 - an error answer must not fail
+        logger.error("union tags unavailable: %s", type(exc).__name__)
+        unions = UnionTags()
+    app.state.union_tags = unions
+    return unions
+
+
+NOT_JSON = "the request body is not valid JSON"
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -83,11 +189,17 @@ def install_error_handlers(app: FastAPI) -> None:
         return problem_response(exc.status, exc.title, exc.detail, exc.field, **exc.extra)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {"field": _dotted(tuple(e.get("loc", ()))), "message": str(e.get("msg", "invalid"))}
-            for e in exc.errors()
-        ]
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        unions = _union_tags(request.app)
+        errors: list[dict[str, str]] = []
+        for e in exc.errors():
+            if e.get("type") == "json_invalid":  # FastAPI's loc is ("body", offset)
+                error = {"field": "body", "message": NOT_JSON}
+            else:
+                field = body_field(e.get("loc", ()), exc.body, unions)
+                error = {"field": field, "message": str(e.get("msg", "invalid"))}
+            if error not in errors:  # a plain union reports each member on one field
+                errors.append(error)
         first = errors[0] if errors else {"field": "body", "message": "invalid request"}
         return problem_response(
             422,
@@ -157,8 +269,9 @@ def install_domain_handlers(app: FastAPI) -> None:
         return problem_response(404, "Not found", detail, exc.field)
 
     @app.exception_handler(InfeasibleSpec)
-    async def _infeasible(_: Request, exc: InfeasibleSpec) -> JSONResponse:
-        return problem_response(422, "Invalid request", exc.message, exc.field)
+    async def _infeasible(request: Request, exc: InfeasibleSpec) -> JSONResponse:
+        field = untagged(exc.field, _union_tags(request.app))
+        return problem_response(422, "Invalid request", exc.message, field)
 
     @app.exception_handler(BudgetExceeded)
     async def _budget(_: Request, exc: BudgetExceeded) -> JSONResponse:

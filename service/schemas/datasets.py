@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     Field,
     ValidationError,
     field_validator,
@@ -63,9 +64,45 @@ class DatasetSourceOut(BaseModel):
     format: Literal["csv", "parquet", "sql"]
 
 
+def _bound(value: Any) -> float | None:
+    """A JSON number as the strict schema takes it (not a boolean), if finite; else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float64
+        return None
+    return number if math.isfinite(number) else None
+
+
+def ordered_bounds(features: Any) -> Any:
+    """Before the features are parsed: a numeric feature whose finite bounds are not ordered
+    (``max`` ≤ ``min``) is refused on ``features.<i>.max``, the field at fault, quoting no value
+    (:class:`~service.data.spec.NumericFeature` states the same rule as a whole-object error,
+    which would name only ``features.<i>``). Anything else is left to the schema."""
+    if not isinstance(features, list):
+        return features
+    errors = [
+        InitErrorDetails(
+            type=PydanticCustomError("bounds_order", "max must be greater than min"),
+            loc=(i, "max"),
+            input="",  # never echo the bounds
+        )
+        for i, feature in enumerate(features)
+        if isinstance(feature, dict)
+        and feature.get("type") == "numeric"
+        and (low := _bound(feature.get("min"))) is not None
+        and (high := _bound(feature.get("max"))) is not None
+        and not high > low
+    ]
+    if errors:
+        raise ValidationError.from_exception_data("DatasetCreate", errors)
+    return features
+
+
 def finite_spans(features: list[Any]) -> list[Any]:
     """A new feature spec's numeric spans ``max − min`` must be finite (the encoder divides
-    by them); refused on ``features.<i>.numeric.max``, quoting no value. Stored specs are not
+    by them); refused on ``features.<i>.max``, quoting no value. Stored specs are not
     re-checked (:class:`~service.data.spec.NumericFeature`)."""
     errors = [
         InitErrorDetails(
@@ -73,7 +110,7 @@ def finite_spans(features: list[Any]) -> list[Any]:
                 "finite_span",
                 "max − min must be a finite number (the span of these bounds overflows)",
             ),
-            loc=(i, "numeric", "max"),
+            loc=(i, "max"),
             input="",  # never echo the bounds
         )
         for i, feature in enumerate(features)
@@ -100,10 +137,10 @@ def _value_error(loc: tuple[int | str, ...]) -> InitErrorDetails:
 
 def finite_feature_values(features: list[Any]) -> list[Any]:
     """A new spec's declared categories are strings, booleans or finite numbers: NaN and
-    ±Infinity (JSON's 1e400) are refused on ``features.<i>.categorical.categories.<j>`` (NaN
-    compares unequal to itself and cannot be stored as JSON on every backend)."""
+    ±Infinity (JSON's 1e400) are refused on ``features.<i>.categories.<j>`` (NaN compares
+    unequal to itself and cannot be stored as JSON on every backend)."""
     errors = [
-        _value_error((i, "categorical", "categories", j))
+        _value_error((i, "categories", j))
         for i, feature in enumerate(features)
         if isinstance(feature, CategoricalFeature)
         for j, value in enumerate(feature.categories)
@@ -133,6 +170,7 @@ class DatasetCreate(Strict):
     features: Annotated[
         list[Feature],
         strictly(list[Feature]),
+        BeforeValidator(ordered_bounds),  # declared after `strictly`, so it runs before it
         AfterValidator(finite_spans),
         AfterValidator(finite_feature_values),
     ] = Field(min_length=1)

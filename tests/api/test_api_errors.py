@@ -72,7 +72,7 @@ def test_authentication_and_roles(app_server: InProcessServer, actors: dict[str,
         (lambda b: b["source"].update(uri="missing.csv"), "source.uri"),
         (lambda b: b["label"].update(column="salary"), "label.column"),
         (lambda b: b["features"][0].update(name="height"), "features.0.name"),
-        (lambda b: b["features"][1].update(min=100), "features.1.numeric"),
+        (lambda b: b["features"][1].update(min=100), "features.1.max"),
         (lambda b: b["budget"].update(epsilon=-1), "budget.epsilon"),
         (lambda b: b["budget"].update(delta=1.5), "budget.delta"),
         (lambda b: b.update(extra=1), "extra"),
@@ -90,7 +90,7 @@ def test_dataset_registration_errors(
 @pytest.mark.parametrize(
     ("mutate", "field"),
     [
-        (lambda b: b["model"].update(l2=-1), "model.logistic_regression.l2"),
+        (lambda b: b["model"].update(l2=-1), "model.l2"),
         (lambda b: b["model"].update(type="svm"), "model"),
         (lambda b: b["optimizer"].update(name="nope"), "optimizer.name"),
         (lambda b: b["optimizer"]["params"].update(step_size=1e6), "optimizer.params.step_size"),
@@ -174,11 +174,68 @@ def test_idempotency_key_reuse_with_another_body(actors: dict[str, Any]) -> None
     )
 
 
-def test_malformed_json_is_422(actors: dict[str, Any]) -> None:
+@pytest.mark.parametrize("text", [b"{not json", b"[1,", b'{"a": 1'])
+def test_malformed_json_is_422_on_the_body(actors: dict[str, Any], text: bytes) -> None:
+    """Not "0: JSON decode error" (the offset FastAPI puts in its location): the field is the
+    body, the message plain."""
     response = actors["analyst"].post(
-        "/v1/jobs", content=b"{not json", headers={"content-type": "application/json"}
+        "/v1/jobs", content=text, headers={"content-type": "application/json"}
     )
-    problem(response, 422)
+    got = problem(response, 422, "body")
+    assert got["errors"] == [{"field": "body", "message": "the request body is not valid JSON"}]
+
+
+def resolves(body: Any, field: str) -> bool:
+    """Whether ``field`` is a path into ``body`` (its last part may be a key the body lacks)."""
+    node = body
+    parts = field.split(".")
+    for i, part in enumerate(parts):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return isinstance(node, dict) and i == len(parts) - 1
+    return True
+
+
+def _categorical_first(b: dict[str, Any]) -> None:
+    b["features"].insert(0, {"name": "sector", "type": "categorical", "categories": []})
+
+
+@pytest.mark.parametrize(
+    ("path", "mutate", "field"),
+    [
+        ("/v1/jobs", lambda b: b["model"].update(l2=-1), "model.l2"),
+        ("/v1/jobs", lambda b: b["model"].update(gradient_clip="1"), "model.gradient_clip"),
+        ("/v1/jobs", lambda b: b["model"].update(bogus=1), "model.bogus"),
+        ("/v1/jobs", lambda b: b["model"].pop("l2") and b["model"].update(l1=-1), "model.l1"),
+        ("/v1/datasets", _categorical_first, "features.0.categories"),
+        ("/v1/datasets", lambda b: b["features"][0].update(min=5, max=5), "features.0.max"),
+        ("/v1/datasets", lambda b: b["features"][0].update(min=90, max=18), "features.0.max"),
+        ("/v1/datasets", lambda b: b["features"][1].pop("max"), "features.1.max"),
+        ("/v1/datasets", lambda b: b["label"].update(negative=[1]), "label.negative"),
+        (
+            "/v1/datasets",
+            lambda b: b["features"][2]["categories"].append(None),
+            "features.2.categories.4",
+        ),
+    ],
+)
+def test_422_fields_are_paths_of_the_body(
+    actors: dict[str, Any], path: str, mutate: Any, field: str | None
+) -> None:
+    """Never pydantic's own location: not ``model.logistic_regression.l2`` (the tag of a
+    discriminated union), ``features.0.categorical.categories``, ``features.0.numeric`` for
+    ordered bounds, nor ``label.negative.str`` (the member of a plain union)."""
+    if path == "/v1/jobs":
+        body, client = logistic_job(actors["dataset"]["id"]), actors["analyst"]
+    else:
+        body, client = credit_dataset(), actors["owner"]
+    mutate(body)
+    got = problem(client.post(path, json=body), 422, field)
+    assert got["errors"] and all(resolves(body, e["field"]) for e in got["errors"]), got
+    assert got["detail"].startswith(f"{got['field']}: ")
 
 
 def test_grant_cap_limits_one_analyst(actors: dict[str, Any], app_server: InProcessServer) -> None:

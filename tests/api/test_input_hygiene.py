@@ -69,9 +69,9 @@ def charged(actors: dict[str, Any], dataset_id: str) -> int:
         (lambda b: b["privacy"].update(epsilon=True), "privacy.epsilon"),
         (lambda b: b["privacy"].update(epsilon="0.5"), "privacy.epsilon"),
         (lambda b: b["privacy"].update(delta="1e-6"), "privacy.delta"),
-        (lambda b: b["model"].update(l2=True), "model.logistic_regression.l2"),
-        (lambda b: b["model"].update(l2="0.01"), "model.logistic_regression.l2"),
-        (lambda b: b["model"].update(fit_intercept=1), "model.logistic_regression.fit_intercept"),
+        (lambda b: b["model"].update(l2=True), "model.l2"),
+        (lambda b: b["model"].update(l2="0.01"), "model.l2"),
+        (lambda b: b["model"].update(fit_intercept=1), "model.fit_intercept"),
         (lambda b: b["optimizer"]["params"].update(iterations="5"), "optimizer.params.iterations"),
         (lambda b: b["optimizer"]["params"].update(iterations=5.0), "optimizer.params.iterations"),
         (lambda b: b.update(dataset_id=7), "dataset_id"),
@@ -96,8 +96,8 @@ def test_json_integers_are_valid_floats(actors: dict[str, Any]) -> None:
     [
         (lambda b: b["budget"].update(epsilon=True), "budget.epsilon"),
         (lambda b: b["budget"].update(epsilon="3"), "budget.epsilon"),
-        (lambda b: b["features"][0].update(min="18"), "features.0.numeric.min"),
-        (lambda b: b["features"][1].update(max=True), "features.1.numeric.max"),
+        (lambda b: b["features"][0].update(min="18"), "features.0.min"),
+        (lambda b: b["features"][1].update(max=True), "features.1.max"),
         (lambda b: b["budget"].update(delta=False), "budget.delta"),
     ],
 )
