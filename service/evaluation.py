@@ -125,6 +125,12 @@ def price_evaluation(
         )
     label = LabelSpec.model_validate(dataset.label)
     kind = _kind(label.type)
+    if kind == "categorical" and body.loss_clip is not None:
+        raise InfeasibleSpec(
+            "loss_clip",
+            "a categorical label's evaluation releases accuracy only, no loss, so loss_clip "
+            "does not apply: omit it",
+        )
     loss = build_loss(TypeAdapter(ModelSpec).validate_python(model.model_spec))
     clip: float | None = None
     bound: float | None = getattr(loss, "label_bound", None)

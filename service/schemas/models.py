@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -59,6 +60,13 @@ class PredictResponse(BaseModel):
     )
 
 
+#: The smallest accepted ``loss_clip``: the smallest normal float64 (IEEE 754). A subnormal B
+#: has fewer significant bits than every normal float, and the plan's public statement of the
+#: noise, ``log_loss_std`` / ``mean_squared_error_std`` = B·σ/n, underflows (to exactly 0 for
+#: the smallest subnormals): the plan would misstate the release.
+MIN_LOSS_CLIP = sys.float_info.min
+
+
 class EvaluationCreate(Strict):
     dataset_id: str = Field(
         description="A dataset you are granted with the model's schema: the training dataset "
@@ -67,10 +75,12 @@ class EvaluationCreate(Strict):
     privacy: JobPrivacy
     loss_clip: float | None = Field(
         default=None,
-        gt=0,
+        ge=MIN_LOSS_CLIP,
         allow_inf_nan=False,
-        description="Declared clip B of each row's loss (log-loss, or squared error). Default: "
-        "the largest loss any row within the declared bounds can have under this model "
+        description="Declared clip B of each row's loss (log-loss, or squared error); binary "
+        "and numeric labels only (a categorical label's evaluation releases accuracy only, and "
+        "refuses loss_clip). A normal positive float64 (at least 2.2250738585072014e-308). "
+        "Default: the largest loss any row within the declared bounds can have under this model "
         "(log(1 + e^‖w‖), or (‖w‖ + label bound)²), so nothing is clipped.",
     )
 

@@ -307,3 +307,43 @@ def test_evaluation_refusals_name_the_field(api: dict[str, Any]) -> None:
         {"dataset_id": dsid, "loss_clip": -1, "privacy": {"epsilon": 1.0, "delta": 1e-6}},
     )
     assert bad_clip.status_code == 422 and bad_clip.json()["field"] == "loss_clip"
+
+
+def test_loss_clip_is_refused_where_it_would_be_ignored_or_meaningless(api: dict[str, Any]) -> None:
+    """A categorical label's evaluation releases accuracy only: a declared ``loss_clip`` was
+    accepted and silently ignored; it is a 422 on ``loss_clip`` before any charge. A subnormal
+    clip (below the smallest normal float64) is refused by the schema: the plan's stated
+    ``log_loss_std`` = B·σ/n would underflow."""
+    body = credit_dataset(epsilon=50.0)
+    body["label"] = {"column": "income", "type": "categorical", "classes": [">50K", "<=50K"]}
+    dsid = call(api, "olivia", "POST", "/v1/datasets", body).json()["id"]
+    call(api, "olivia", "POST", f"/v1/datasets/{dsid}/grants", {"principal": "ann"})
+    job = call(api, "ann", "POST", "/v1/jobs", logistic_job(dsid, epsilon=1.0)).json()
+    assert run_job(job["id"], 1, api["url"]) == "succeeded"
+    model_id = call(api, "ann", "GET", f"/v1/jobs/{job['id']}").json()["model_id"]
+    before = call(api, "ann", "GET", f"/v1/datasets/{dsid}/budget").json()["jobs_charged"]
+    request = {"dataset_id": dsid, "loss_clip": 1.0, "privacy": {"epsilon": 1.0, "delta": 1e-6}}
+    for path in (f"/v1/models/{model_id}/evaluate/estimate", f"/v1/models/{model_id}/evaluate"):
+        refused = call(api, "ann", "POST", path, request)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["field"] == "loss_clip"
+        assert "accuracy only" in refused.json()["detail"]
+    without = {k: v for k, v in request.items() if k != "loss_clip"}
+    estimate = call(api, "ann", "POST", f"/v1/models/{model_id}/evaluate/estimate", without)
+    assert estimate.status_code == 200, estimate.text
+    assert call(api, "ann", "GET", f"/v1/datasets/{dsid}/budget").json()["jobs_charged"] == before
+
+    binary = call(api, "olivia", "POST", "/v1/datasets", credit_dataset(epsilon=50.0)).json()
+    call(api, "olivia", "POST", f"/v1/datasets/{binary['id']}/grants", {"principal": "ann"})
+    job = call(api, "ann", "POST", "/v1/jobs", logistic_job(binary["id"], epsilon=1.0)).json()
+    assert run_job(job["id"], 1, api["url"]) == "succeeded"
+    model_id = call(api, "ann", "GET", f"/v1/jobs/{job['id']}").json()["model_id"]
+    estimate_path = f"/v1/models/{model_id}/evaluate/estimate"
+    for clip, status in [(5e-324, 422), (2.2250738585072014e-308 / 2, 422), (1e-300, 200)]:
+        request = {**request, "dataset_id": binary["id"], "loss_clip": clip}
+        answer = call(api, "ann", "POST", estimate_path, request)
+        assert answer.status_code == status, answer.text
+        if status == 422:
+            assert answer.json()["field"] == "loss_clip"
+        else:
+            assert answer.json()["plan"]["hyperparameters"]["log_loss_std"] > 0
