@@ -15,7 +15,7 @@ from service.api.errors import ProblemError
 from service.api.pagination import PageParams, finish_page, paginate
 from service.db.models import Charge, Job
 from service.ledger.admission import budget_of, cancel_or_refund_unread
-from service.schemas import JobCreate, JobEstimateOut, JobOut, JobStatus
+from service.schemas import JobCreate, JobEstimateOut, JobOut, JobStatus, PrivacyOut
 from service.submission import (
     DatasetFacts,
     estimate_job,
@@ -86,6 +86,8 @@ def estimate(
         dataset_id=body.dataset_id,
         admissible=answer.admissible,
         reason=answer.reason,
+        privacy=PrivacyOut(epsilon=body.privacy.epsilon, delta=body.privacy.delta),
+        budget=PrivacyOut(epsilon=budget.epsilon, delta=budget.delta),
         epsilon=budget.epsilon,
         delta=budget.delta,
         epsilon_spent=answer.epsilon_spent,

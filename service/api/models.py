@@ -30,6 +30,7 @@ from service.schemas import (
     ModelOut,
     PredictRequest,
     PredictResponse,
+    PrivacyOut,
 )
 from service.submission import estimate_job, submit_and_dispatch
 
@@ -129,6 +130,8 @@ def estimate_evaluation(
         dataset_id=body.dataset_id,
         admissible=answer.admissible,
         reason=answer.reason,
+        privacy=PrivacyOut(epsilon=body.privacy.epsilon, delta=body.privacy.delta),
+        budget=PrivacyOut(epsilon=budget.epsilon, delta=budget.delta),
         epsilon=budget.epsilon,
         delta=budget.delta,
         epsilon_spent=answer.epsilon_spent,

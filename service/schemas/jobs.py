@@ -73,13 +73,28 @@ class JobOut(BaseModel):
 
 
 class JobEstimateOut(BaseModel):
-    """What `POST /v1/jobs` would do with this body now; nothing is charged or written."""
+    """What `POST /v1/jobs` would do with this body now; nothing is charged or written. The
+    job's own (ε, δ) is `privacy`, the dataset's total budget `budget`; the top-level `epsilon`
+    and `delta` are the budget's, deprecated (kept for existing clients)."""
 
     dataset_id: str
     admissible: bool = Field(description="Whether the budget (and your cap) admits the job now.")
     reason: str = Field(description="Why it fits, or why not and what remains.")
-    epsilon: float = Field(description="The dataset's ε_B.")
-    delta: float = Field(description="The dataset's δ_B.")
+    privacy: PrivacyOut = Field(description="The job's own (ε, δ), as requested.")
+    budget: PrivacyOut = Field(
+        description="The dataset's total budget (ε_B, δ_B), not the job's: the `budget` of "
+        "GET /v1/datasets/{id}. The ε figures below are at its δ_B."
+    )
+    epsilon: float = Field(
+        deprecated=True,
+        description="Deprecated: the dataset's total ε_B (= `budget.epsilon`), NOT the job's ε "
+        "(that is `privacy.epsilon`).",
+    )
+    delta: float = Field(
+        deprecated=True,
+        description="Deprecated: the dataset's total δ_B (= `budget.delta`), NOT the job's δ "
+        "(that is `privacy.delta`).",
+    )
     epsilon_spent: float = Field(description="ε spent at δ_B before the job.")
     epsilon_spent_after: float = Field(description="ε spent at δ_B if the job were charged.")
     epsilon_remaining_after: float = Field(description="ε_B − epsilon_spent_after, at least 0.")

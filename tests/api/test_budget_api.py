@@ -100,6 +100,23 @@ def charges(team: Team, dataset_id: str) -> int:
     return len(team.ok("owner", "GET", f"/v1/datasets/{dataset_id}/ledger")["charges"])
 
 
+def test_the_estimate_names_the_job_target_and_the_budget_apart(team: Team) -> None:
+    """A newcomer read the estimate's top-level ``epsilon``/``delta`` (the dataset's ε_B, δ_B)
+    as the job's ε. The job's own target is ``privacy``, the budget ``budget`` (as in a job and
+    a dataset); the old fields stay, marked deprecated and described as the budget's."""
+    dataset_id = team.dataset(epsilon=3.0, delta=1e-5)
+    estimate = team.ok("ann", "POST", "/v1/jobs/estimate", job(dataset_id, "gaussian", 0.7))
+    assert estimate["privacy"] == {"epsilon": 0.7, "delta": 1e-6}
+    assert estimate["budget"] == {"epsilon": 3.0, "delta": 1e-5}
+    assert (estimate["epsilon"], estimate["delta"]) == (3.0, 1e-5)  # kept for old clients
+    schema = team.client.get("/openapi.json").json()["components"]["schemas"]["JobEstimateOut"]
+    for name in ("epsilon", "delta"):
+        field = schema["properties"][name]
+        assert field["deprecated"] is True
+        assert f"budget.{name}" in field["description"] and "NOT the job" in field["description"]
+    assert "not the job" in schema["properties"]["budget"]["description"]
+
+
 KINDS = st.sampled_from(["gaussian", "dp_gd", "sampled", "pure"])
 
 

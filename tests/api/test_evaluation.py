@@ -331,6 +331,9 @@ def test_loss_clip_is_refused_where_it_would_be_ignored_or_meaningless(api: dict
     without = {k: v for k, v in request.items() if k != "loss_clip"}
     estimate = call(api, "ann", "POST", f"/v1/models/{model_id}/evaluate/estimate", without)
     assert estimate.status_code == 200, estimate.text
+    # the evaluation's own target and the dataset's budget, apart (as for a job's estimate)
+    assert estimate.json()["privacy"] == {"epsilon": 1.0, "delta": 1e-6}
+    assert estimate.json()["budget"] == {"epsilon": 50.0, "delta": 1e-5}
     assert call(api, "ann", "GET", f"/v1/datasets/{dsid}/budget").json()["jobs_charged"] == before
 
     binary = call(api, "olivia", "POST", "/v1/datasets", credit_dataset(epsilon=50.0)).json()
