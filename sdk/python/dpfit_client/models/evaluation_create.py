@@ -21,9 +21,10 @@ class EvaluationCreate:
         dataset_id (str): A dataset you are granted with the model's schema: the training dataset or a holdout its owner
             registered. Its ledger pays for the evaluation.
         privacy (JobPrivacy):
-        loss_clip (float | None | Unset): Declared clip B of each row's loss (log-loss, or squared error). Default: the
-            largest loss any row within the declared bounds can have under this model (log(1 + e^‖w‖), or (‖w‖ + label
-            bound)²), so nothing is clipped.
+        loss_clip (float | None | Unset): Declared clip B of each row's loss (log-loss, or squared error); binary and
+            numeric labels only (a categorical label's evaluation releases accuracy only, and refuses loss_clip). A normal
+            positive float64 (at least 2.2250738585072014e-308). Default: the largest loss any row within the declared
+            bounds can have under this model (log(1 + e^‖w‖), or (‖w‖ + label bound)²), so nothing is clipped.
     """
 
     dataset_id: str

@@ -10,6 +10,7 @@ from ..models.job_estimate_out_accounting import JobEstimateOutAccounting
 
 if TYPE_CHECKING:
     from ..models.job_estimate_out_plan import JobEstimateOutPlan
+    from ..models.privacy_out import PrivacyOut
 
 
 T = TypeVar("T", bound="JobEstimateOut")
@@ -17,30 +18,40 @@ T = TypeVar("T", bound="JobEstimateOut")
 
 @_attrs_define
 class JobEstimateOut:
-    """What `POST /v1/jobs` would do with this body now; nothing is charged or written.
+    """What `POST /v1/jobs` would do with this body now; nothing is charged or written. The
+    job's own (ε, δ) is `privacy`, the dataset's total budget `budget`; the top-level `epsilon`
+    and `delta` are the budget's, deprecated (kept for existing clients).
 
-    Attributes:
-        dataset_id (str):
-        admissible (bool): Whether the budget (and your cap) admits the job now.
-        reason (str): Why it fits, or why not and what remains.
-        epsilon (float): The dataset's ε_B.
-        delta (float): The dataset's δ_B.
-        epsilon_spent (float): ε spent at δ_B before the job.
-        epsilon_spent_after (float): ε spent at δ_B if the job were charged.
-        epsilon_remaining_after (float): ε_B − epsilon_spent_after, at least 0.
-        accounting (JobEstimateOutAccounting): How the ledger charges the job: exact Gaussian DP (μ), a Rényi curve, or
-            pure ε (basic composition).
-        gdp_mu (float | None): The job's exact μ (Gaussian-family jobs).
-        mechanism (str):
-        noise_scale (float):
-        sensitivity (float):
-        steps (int):
-        plan (JobEstimateOutPlan): The release plan a submission would store.
+        Attributes:
+            dataset_id (str):
+            admissible (bool): Whether the budget (and your cap) admits the job now.
+            reason (str): Why it fits, or why not and what remains.
+            privacy (PrivacyOut): An (ε, δ) as stored: responses carry no request bounds, so rows admitted under older,
+                looser rules are still shown.
+            budget (PrivacyOut): An (ε, δ) as stored: responses carry no request bounds, so rows admitted under older,
+                looser rules are still shown.
+            epsilon (float): Deprecated: the dataset's total ε_B (= `budget.epsilon`), NOT the job's ε (that is
+                `privacy.epsilon`).
+            delta (float): Deprecated: the dataset's total δ_B (= `budget.delta`), NOT the job's δ (that is
+                `privacy.delta`).
+            epsilon_spent (float): ε spent at δ_B before the job.
+            epsilon_spent_after (float): ε spent at δ_B if the job were charged.
+            epsilon_remaining_after (float): ε_B − epsilon_spent_after, at least 0.
+            accounting (JobEstimateOutAccounting): How the ledger charges the job: exact Gaussian DP (μ), a Rényi curve, or
+                pure ε (basic composition).
+            gdp_mu (float | None): The job's exact μ (Gaussian-family jobs).
+            mechanism (str):
+            noise_scale (float):
+            sensitivity (float):
+            steps (int):
+            plan (JobEstimateOutPlan): The release plan a submission would store.
     """
 
     dataset_id: str
     admissible: bool
     reason: str
+    privacy: PrivacyOut
+    budget: PrivacyOut
     epsilon: float
     delta: float
     epsilon_spent: float
@@ -61,6 +72,10 @@ class JobEstimateOut:
         admissible = self.admissible
 
         reason = self.reason
+
+        privacy = self.privacy.to_dict()
+
+        budget = self.budget.to_dict()
 
         epsilon = self.epsilon
 
@@ -94,6 +109,8 @@ class JobEstimateOut:
                 "dataset_id": dataset_id,
                 "admissible": admissible,
                 "reason": reason,
+                "privacy": privacy,
+                "budget": budget,
                 "epsilon": epsilon,
                 "delta": delta,
                 "epsilon_spent": epsilon_spent,
@@ -114,6 +131,7 @@ class JobEstimateOut:
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.job_estimate_out_plan import JobEstimateOutPlan  # noqa: PLC0415
+        from ..models.privacy_out import PrivacyOut  # noqa: PLC0415
 
         d = dict(src_dict)
         dataset_id = d.pop("dataset_id")
@@ -121,6 +139,10 @@ class JobEstimateOut:
         admissible = d.pop("admissible")
 
         reason = d.pop("reason")
+
+        privacy = PrivacyOut.from_dict(d.pop("privacy"))
+
+        budget = PrivacyOut.from_dict(d.pop("budget"))
 
         epsilon = d.pop("epsilon")
 
@@ -155,6 +177,8 @@ class JobEstimateOut:
             dataset_id=dataset_id,
             admissible=admissible,
             reason=reason,
+            privacy=privacy,
+            budget=budget,
             epsilon=epsilon,
             delta=delta,
             epsilon_spent=epsilon_spent,
