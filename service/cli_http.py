@@ -536,11 +536,14 @@ def jobs_estimate(client: Any, args: argparse.Namespace) -> int:
 def _estimate_lines(e: Any) -> list[str]:
     """The verdict, the ε after, and the mechanism of an estimate (a job's or an evaluation's)."""
     verdict = "admissible" if e.get("admissible") else "NOT admissible"
+    asked = e.get("privacy") or {}
+    budget = e.get("budget") or {"epsilon": e.get("epsilon"), "delta": e.get("delta")}
     return [
         f"{verdict}: {e.get('reason')}",
-        f"ε spent after: {e.get('epsilon_spent_after')}  "
-        f"remaining after: {e.get('epsilon_remaining_after')}  (of ε={e.get('epsilon')}, "
-        f"δ={e.get('delta')})",
+        f"this job: ε={asked.get('epsilon')} δ={asked.get('delta')}",
+        f"budget ε spent after: {e.get('epsilon_spent_after')}  "
+        f"remaining after: {e.get('epsilon_remaining_after')}  (of the dataset's "
+        f"ε_B={budget.get('epsilon')}, δ_B={budget.get('delta')})",
         f"mechanism: {e.get('mechanism')}  noise scale: {e.get('noise_scale')}  "
         f"sensitivity: {e.get('sensitivity')}  steps: {e.get('steps')}",
     ]

@@ -467,6 +467,8 @@ def test_auto_evaluation_bom_rows_and_history_from_the_cli(
     code, out, err = as_analyst("jobs", "estimate", "--dataset", dataset_id, *privacy)
     assert code == EXIT_OK and "(chosen by auto; filled in: " in out, (out, err)
     assert "model.gradient_clip=0.5" in out
+    # the job's own (ε, δ) and the dataset's total are told apart (not one unlabelled ε)
+    assert "this job: ε=1.0 δ=1e-06" in out and "of the dataset's ε_B=5.0" in out
     code, out, _ = as_analyst(
         "jobs", "estimate", "--dataset", dataset_id, "--optimizer", "dp_gd", *privacy
     )
