@@ -312,7 +312,11 @@ class Encoder:
                 raise TypeError(f"record {index} is not an object")
             missing = [c for c in self.columns if c not in record]
             if missing:
-                raise ValueError(f"record {index} is missing feature column(s): {_quoted(missing)}")
+                raise ValueError(
+                    f"record {index} is missing feature column(s): {_quoted(missing)} (send "
+                    "null for a missing value: an absent key is refused so a misspelt column "
+                    "is not silently read as missing)"
+                )
         columns = {c: [r[c] for r in records] for c in self.columns}
         out = np.empty((len(records), self.dimension), dtype=np.float64)
         out.fill(0.0)
