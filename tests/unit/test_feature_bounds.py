@@ -52,7 +52,7 @@ def test_an_overflowing_span_is_refused_for_a_new_spec_on_max() -> None:
     with pytest.raises(ValidationError) as caught:
         DatasetCreate.model_validate(body(-1e308, 1e308))
     (error,) = caught.value.errors()
-    assert error["loc"] == ("features", 1, "numeric", "max")
+    assert error["loc"] == ("features", 1, "max")  # a path of the body
     assert "1e+308" not in error["msg"]
     assert DatasetCreate.model_validate(body(-8e307, 8e307)).features[1].max == 8e307
 
