@@ -104,9 +104,9 @@ class Estimate(dict):  # type: ignore[type-arg]
             raise AttributeError(name) from None
 
 
-class Job:
-    """A submitted job. Attributes mirror ``GET /v1/jobs/{id}`` as last fetched (``status``,
-    ``progress``, ``model_id``, ``error``, ``refunded`` …); :meth:`refresh` fetches again."""
+class _Tracked:
+    """What a job and an evaluation share: the last fetched JSON (``data``), its id, status,
+    error and whether it has finished."""
 
     def __init__(self, client: Client, data: Mapping[str, Any]) -> None:
         self._client = client
@@ -119,6 +119,19 @@ class Job:
     @property
     def status(self) -> str:
         return str(self.data["status"])
+
+    @property
+    def error(self) -> str | None:
+        return self.data.get("error")
+
+    @property
+    def done(self) -> bool:
+        return self.status in FINISHED
+
+
+class Job(_Tracked):
+    """A submitted job. Attributes mirror ``GET /v1/jobs/{id}`` as last fetched (``status``,
+    ``progress``, ``model_id``, ``error``, ``refunded`` …); :meth:`refresh` fetches again."""
 
     @property
     def progress(self) -> tuple[int, int]:
@@ -139,16 +152,8 @@ class Job:
         return dict(self.data.get("plan") or {})
 
     @property
-    def error(self) -> str | None:
-        return self.data.get("error")
-
-    @property
     def refunded(self) -> bool:
         return bool(self.data.get("refunded"))
-
-    @property
-    def done(self) -> bool:
-        return self.status in FINISHED
 
     def refresh(self) -> Job:
         self.data = self._client._json("GET", f"/v1/jobs/{self.id}")
@@ -205,25 +210,17 @@ class Job:
         return f"<dpfit.Job {self.id} {self.status} {step}/{total}>"
 
 
-class Evaluation:
-    """A private evaluation of a released model: a job, charged on the evaluation dataset's
-    ledger when accepted, whose result is noised metrics. Attributes mirror
-    ``GET /v1/models/{model_id}/evaluations/{id}`` as last fetched (``status``, ``metrics``,
-    ``plan``, ``error`` …); :meth:`refresh` fetches again, :meth:`wait` follows it to its end.
+class Evaluation(_Tracked):
+    """A private evaluation of a released model (its ``id`` is the evaluation job's): a job,
+    charged on the evaluation dataset's ledger when accepted, whose result is noised metrics.
+    Attributes mirror ``GET /v1/models/{model_id}/evaluations/{id}`` as last fetched
+    (``status``, ``metrics``, ``plan``, ``error`` …); :meth:`refresh` fetches again,
+    :meth:`wait` follows it to its end.
 
     ``metrics`` (once succeeded) are the released, noised values: ``accuracy``, ``log_loss`` and
     ``confusion_matrix`` (binary labels), ``accuracy`` (categorical) or ``mean_squared_error``
     (numeric). ``stds`` are their noise standard deviations, stated by the plan before any
     charge; ``warnings`` the plan's public warnings (e.g. a loss whose noise spans its range)."""
-
-    def __init__(self, client: Client, data: Mapping[str, Any]) -> None:
-        self._client = client
-        self.data: dict[str, Any] = dict(data)
-
-    @property
-    def id(self) -> str:
-        """The evaluation job's id (``GET /v1/jobs/{id}`` shows it too)."""
-        return str(self.data["id"])
 
     @property
     def model_id(self) -> str:
@@ -234,18 +231,6 @@ class Evaluation:
     def dataset_id(self) -> str:
         """The dataset evaluated on (its ledger paid)."""
         return str(self.data["dataset_id"])
-
-    @property
-    def status(self) -> str:
-        return str(self.data["status"])
-
-    @property
-    def done(self) -> bool:
-        return self.status in FINISHED
-
-    @property
-    def error(self) -> str | None:
-        return self.data.get("error")
 
     @property
     def privacy(self) -> dict[str, Any]:
