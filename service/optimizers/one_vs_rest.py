@@ -48,12 +48,21 @@ def plan_one_vs_rest(
     """(job plan, per-class plan) for ``classes`` one-vs-rest problems at a total ``target``."""
     if classes < 2:
         raise InfeasibleSpec("label", "a categorical label needs at least two classes")
-    if target.delta == 0.0:
-        class_plan = optimizer.plan(
-            params, loss, n, d, PrivacyTarget(target.epsilon / classes, 0.0)
-        )
-    else:
-        class_plan = _largest_feasible(optimizer, params, loss, n, d, target, classes)
+    try:
+        if target.delta == 0.0:
+            class_plan = optimizer.plan(
+                params, loss, n, d, PrivacyTarget(target.epsilon / classes, 0.0)
+            )
+        else:
+            class_plan = _largest_feasible(optimizer, params, loss, n, d, target, classes)
+    except InfeasibleSpec as exc:
+        # The optimizer saw one class's share of the budget: say so, or its message quotes an
+        # ε the analyst never sent.
+        raise InfeasibleSpec(
+            exc.field,
+            f"{exc.message} (one-vs-rest: each of the {classes} classes is planned at a "
+            f"share of the job's ε = {target.epsilon:g}, δ = {target.delta:g})",
+        ) from None
     if class_plan.parallel_events:
         raise InfeasibleSpec(
             "optimizer.name", "private tuning is not available for multiclass labels yet"

@@ -60,3 +60,23 @@ def test_one_vs_rest_labels() -> None:
         [[1, -1, -1, -1, -1, -1], [-1, 1, -1, -1, -1, -1], [-1, -1, 1, -1, -1, 1]], dtype=float
     )
     assert np.array_equal(Y, expected)
+
+
+def test_a_class_refusal_says_it_was_planned_at_a_share_of_the_job_budget() -> None:
+    """private_selection refuses below ε ≈ 0.2; at a job ε of 0.1 over 3 classes its message
+    quotes the per-class ε, so the refusal names the job's own (ε, δ) beside it."""
+    from service.optimizers.base import InfeasibleSpec
+    from service.optimizers.private_selection import PrivateSelection
+
+    optimizer = PrivateSelection()
+    with pytest.raises(InfeasibleSpec) as refused:
+        plan_one_vs_rest(
+            optimizer,
+            optimizer.Params(),
+            LogisticLoss(l2=1e-4),
+            1000,
+            10,
+            PrivacyTarget(0.1, 1e-5),
+            3,
+        )
+    assert "each of the 3 classes is planned at a share of the job's ε = 0.1" in str(refused.value)
