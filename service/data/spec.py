@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 LabelValue = str | int | float | bool
 
@@ -56,11 +56,12 @@ class CategoricalFeature(BaseModel):
     type: Literal["categorical"] = "categorical"
     categories: list[LabelValue] = Field(min_length=1, description="Declared public categories.")
 
-    @model_validator(mode="after")
-    def _unique(self) -> CategoricalFeature:
-        if len({str(c) for c in self.categories}) != len(self.categories):
+    @field_validator("categories")
+    @classmethod
+    def _unique(cls, categories: list[LabelValue]) -> list[LabelValue]:
+        if len({str(c) for c in categories}) != len(categories):
             raise ValueError("categories must be distinct")
-        return self
+        return categories
 
 
 Feature = Annotated[NumericFeature | CategoricalFeature, Field(discriminator="type")]

@@ -217,6 +217,11 @@ def _categorical_first(b: dict[str, Any]) -> None:
         ("/v1/datasets", lambda b: b["label"].update(negative=[1]), "label.negative"),
         (
             "/v1/datasets",
+            lambda b: b["features"][2]["categories"].append(b["features"][2]["categories"][0]),
+            "features.2.categories",
+        ),
+        (
+            "/v1/datasets",
             lambda b: b["features"][2]["categories"].append(None),
             "features.2.categories.4",
         ),
