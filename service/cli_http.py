@@ -458,8 +458,14 @@ def _job_line(j: Any) -> list[Any]:
         (j.data.get("optimizer") or {}).get("name"),
         j.status,
         f"{step}/{total}",
-        j.model_id or "",
+        j.model_id or _evaluates(j.data),
     ]
+
+
+def _evaluates(data: dict[str, Any]) -> str:
+    """``evaluates mdl_…`` for an evaluation job (it releases metrics, no model), else ``""``."""
+    evaluated = _evaluated_model(data)
+    return "" if evaluated is None else f"evaluates {evaluated}"
 
 
 def _auto_text(plan: dict[str, Any]) -> str:

@@ -531,6 +531,9 @@ def test_auto_evaluation_bom_rows_and_history_from_the_cli(
     code, out, _ = as_analyst("jobs", "show", evaluation_id)
     assert code == EXIT_OK and f"evaluation of model {model_id}" in out
     assert "model_id:" not in out and "optimizer: evaluation" not in out
+    code, out, _ = as_analyst("jobs", "list")
+    listed = next(line for line in out.splitlines() if line.startswith(evaluation_id))
+    assert code == EXIT_OK and listed.endswith(f"evaluates {model_id}")
 
     # the burn-down's ε is the dataset's total spent after each row, and says so
     budget = as_analyst.json("budget", dataset_id, "--history")
