@@ -614,7 +614,12 @@ def _read_rows(path: Path) -> list[dict[str, str]]:
     otherwise stay in the first column's name)."""
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:
-            return list(csv.DictReader(handle))
+            reader = csv.DictReader(handle)
+            header = reader.fieldnames or []
+            repeated = sorted({name for name in header if header.count(name) > 1})
+            if repeated:  # DictReader would keep the last of them silently
+                raise UsageError(f"{path}: the header names {', '.join(repeated)} more than once")
+            return list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise UsageError(f"cannot read {path}: {type(exc).__name__}") from None
 

@@ -507,6 +507,12 @@ def test_auto_evaluation_bom_rows_and_history_from_the_cli(
         )
         assert code == EXIT_INVALID and json.loads(out)["field"] == "rows"
 
+    # a header naming a column twice: refused (a CSV reader would keep the last silently)
+    twice = tmp_path / "twice.csv"
+    twice.write_text("age,age,hours_per_week,education,sector\n30,40,40,HS,private\n")
+    code, _, err = as_analyst("models", "predict", model_id, str(twice))
+    assert code == EXIT_USAGE and "names age more than once" in err, err
+
     # private evaluation: priced (nothing charged), then run, with each metric's noise std
     evaluate = ["models", "evaluate", model_id, "--dataset", dataset_id, "--epsilon", "0.5"]
     before = as_analyst.json("budget", dataset_id)["epsilon_spent"]
