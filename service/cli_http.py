@@ -773,7 +773,8 @@ def budget(client: Any, args: argparse.Namespace) -> int:
             {
                 "at": r["at"].isoformat(),
                 "kind": r["kind"],
-                "job_id": r["job_id"],
+                # another analyst's row has no job id: JSON null (pandas reads it as NaN)
+                "job_id": r["job_id"] if isinstance(r["job_id"], str) else None,
                 "epsilon_spent": float(r["epsilon_spent"]),
                 "your_epsilon_spent": float(r["your_epsilon_spent"]),
             }

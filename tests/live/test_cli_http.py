@@ -541,9 +541,14 @@ def test_auto_evaluation_bom_rows_and_history_from_the_cli(
     listed = next(line for line in out.splitlines() if line.startswith(evaluation_id))
     assert code == EXIT_OK and listed.endswith(f"evaluates {model_id}")
 
-    # the burn-down's ε is the dataset's total spent after each row, and says so
+    # the burn-down's ε is the dataset's total spent after each row, and says so; another
+    # principal's row (here the owner's job) has no job id for the analyst: null, not NaN
+    code, _, err = as_owner("jobs", "submit", "--dataset", dataset_id, *privacy, "--wait")
+    assert code == EXIT_OK, err
     budget = as_analyst.json("budget", dataset_id, "--history")
+    assert budget["history"][-1]["job_id"] is None
     code, out, _ = as_analyst("budget", dataset_id, "--history")
+    assert "(another)" in out
     lines = [line for line in out.splitlines() if job_id in line or evaluation_id in line]
     assert len(lines) == 2, out
     for line, point in zip(lines, budget["history"][:2], strict=True):
