@@ -213,8 +213,9 @@ def test_noise_off_release_is_the_exact_metrics(kind: EvaluationKind) -> None:
 
 def test_warning_when_a_mean_loss_std_spans_its_useful_range() -> None:
     """Regression with the default clip (B = (‖w‖ + b)²), n = 143, ε = 1: the std is far above
-    b²/4 — warned, naming loss_clip; a small declared clip or a large ε clears it. Binary:
-    against log 2. Categorical: never."""
+    b²/4 — warned, naming loss_clip; a small declared clip or a large ε clears it; against b²
+    the threshold is b²/100 (a declared bound is rarely filled), against a declared clip B/4.
+    Binary: against log 2. Categorical: never."""
     n, b, norm = 143, 50.0, 647.0
     default = loss_clip_bound("regression", norm, b)
     plan = plan_evaluation("regression", n, 1.0, 1e-6, default)
@@ -223,11 +224,22 @@ def test_warning_when_a_mean_loss_std_spans_its_useful_range() -> None:
     (warning,) = metric_warnings(plan, b, 1.0)
     assert "loss_clip" in warning and "mean_squared_error_std" in warning
     assert f"{std:.4g}" in warning and f"{b**2:.4g}" in warning
-    # just below / above the threshold R/4 with R = b²: choose σ through the clip
+    # just below / above the threshold b²/100 (clip above b²), then B/4 (clip below b²):
+    # choose σ through the clip
+    large_n = 2000  # so that the clip giving std = b²/100 lies above b²
     for factor, warned in [(0.99, False), (1.01, True)]:
-        clip = factor * (b**2 / 4) * n / plan.noise_scale
-        p = plan_evaluation("regression", n, 1.0, 1e-6, clip)
+        clip = factor * (b**2 / 100) * large_n / plan.noise_scale
+        assert clip > b**2
+        p = plan_evaluation("regression", large_n, 1.0, 1e-6, clip)
         assert bool(metric_warnings(p, b, 1.0)) is warned
+        if warned:
+            assert "1 % of" in metric_warnings(p, b, 1.0)[0]
+    # a declared clip below b²: std = B·σ/n ≥ B/4 exactly when σ/n ≥ 1/4
+    quiet = plan_evaluation("regression", n, 1.0, 1e-6, 20.0)
+    assert quiet.noise_scale / n < 0.25 and metric_warnings(quiet, b, 1.0) == []
+    loud = plan_evaluation("regression", n, 0.01, 1e-6, 20.0)
+    assert loud.noise_scale / n >= 0.25
+    assert "a quarter of 20" in metric_warnings(loud, b, 0.01)[0]
     assert metric_warnings(plan_evaluation("regression", n, 1.0, 1e-6, 20.0), b, 1.0) == []
     assert metric_warnings(plan_evaluation("regression", 10**6, 50.0, 1e-6, default), b, 50.0) == []
     # no label bound known: the range is [0, B] itself
