@@ -43,3 +43,14 @@ def test_a_pickle_from_before_link_loads_with_its_scores() -> None:
     assert loaded.link == "hinge" and "score" not in loaded.__dict__
     np.testing.assert_allclose(loaded.predict_proba(X), one_vs_rest("hinge").predict_proba(X))
     assert loaded.score(X, loaded.predict(X)) == 1.0
+
+
+def test_to_sklearn_without_scikit_learn_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`make serve` installs the client without its sklearn extra: the error names it."""
+    from dpfit.model import Model
+
+    monkeypatch.setitem(__import__("sys").modules, "sklearn", None)  # import sklearn fails
+    with pytest.raises(ImportError, match=r"pip install 'dpfit-client\[sklearn\]'"):
+        Model.to_sklearn(None)  # type: ignore[arg-type]  # fails before it reads the model

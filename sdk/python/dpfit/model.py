@@ -192,7 +192,15 @@ class Model:
 
     def to_sklearn(self) -> Any:
         """A fitted scikit-learn ``Pipeline``: this model's public encoding as a transformer,
-        then a linear estimator holding the released coefficients (needs scikit-learn)."""
+        then a linear estimator holding the released coefficients (needs scikit-learn: the
+        ``sklearn`` extra; an ``ImportError`` saying how to install it otherwise)."""
+        try:
+            import sklearn  # noqa: F401
+        except ImportError:
+            raise ImportError(
+                "to_sklearn() needs scikit-learn: pip install 'dpfit-client[sklearn]' "
+                "(from a clone of the service: pip install './sdk/python[sklearn]')"
+            ) from None
         from dpfit.sklearn_export import to_sklearn
 
         return to_sklearn(self)
