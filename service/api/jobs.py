@@ -36,15 +36,16 @@ def refunded_column() -> Exists:
 _JOB_AND_REFUNDED = select(Job, refunded_column()).where(Job.id == bindparam("job_id"))
 
 
+def was_refunded(session: Session, job_id: str) -> bool:
+    """Whether the job's charge was refunded (a refund row on the ledger)."""
+    refund = select(Charge.id).where(Charge.job_id == job_id, Charge.kind == "refund")
+    return session.scalar(refund) is not None
+
+
 def job_out(session: Session, job: Job, refunded: bool | None = None) -> JobOut:
     """The job as the API shows it; ``refunded`` is looked up unless the caller has it."""
     if refunded is None:
-        refunded = (
-            session.scalar(
-                select(Charge.id).where(Charge.job_id == job.id, Charge.kind == "refund")
-            )
-            is not None
-        )
+        refunded = was_refunded(session, job.id)
     return JobOut.model_validate(
         {
             "id": job.id,

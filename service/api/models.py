@@ -16,6 +16,7 @@ from service import released_model
 from service.api.access import visible_dataset, visible_job, visible_model
 from service.api.deps import AnyRole, AppDispatcher, Sessions
 from service.api.errors import invalid, not_found
+from service.api.jobs import was_refunded
 from service.data.encoding import Encoder
 from service.data.spec import LabelSpec
 from service.db.models import Evaluation, Job
@@ -106,6 +107,7 @@ def _evaluation_out(session: Session, job: Job) -> EvaluationOut:
         plan=job.plan,
         metrics=result.metrics if result is not None and job.status == "succeeded" else None,
         error=job.error,
+        refunded=was_refunded(session, job.id),
         created_at=job.created_at,
         finished_at=job.finished_at,
     )

@@ -103,5 +103,10 @@ class EvaluationOut(BaseModel):
         "accuracy (categorical) or mean_squared_error (regression).",
     )
     error: str | None = None
+    refunded: bool = Field(
+        default=False,
+        description="Whether its charge was refunded (e.g. cancelled before a worker read the "
+        "data), as GET /v1/jobs/{id} says.",
+    )
     created_at: datetime
     finished_at: datetime | None = None

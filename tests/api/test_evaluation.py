@@ -245,6 +245,13 @@ def test_evaluation_job_is_charged_run_and_released(api: dict[str, Any]) -> None
     listed = call(api, "ann", "GET", f"/v1/jobs/{evaluation['id']}").json()
     assert listed["optimizer"]["name"] == "evaluation" and listed["status"] == "succeeded"
     assert call(api, "sam", "GET", path).status_code == 404
+    assert done["refunded"] is False
+    # cancelled while queued: refunded, and the evaluation says so as the job does
+    queued = call(api, "ann", "POST", f"/v1/models/{model_id}/evaluate", body).json()
+    call(api, "ann", "POST", f"/v1/jobs/{queued['id']}/cancel")
+    cancelled = call(api, "ann", "GET", f"/v1/models/{model_id}/evaluations/{queued['id']}")
+    assert cancelled.json()["status"] == "cancelled" and cancelled.json()["refunded"] is True
+    assert call(api, "ann", "GET", f"/v1/jobs/{queued['id']}").json()["refunded"] is True
     # an evaluation id is not a model's job: 404 under another path
     assert (
         call(api, "ann", "GET", f"/v1/models/{model_id}/evaluations/{job['id']}").status_code == 404

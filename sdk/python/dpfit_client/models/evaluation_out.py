@@ -36,6 +36,8 @@ class EvaluationOut:
             metrics (EvaluationOutMetricsType0 | None | Unset): When succeeded: noised accuracy, log_loss and
                 confusion_matrix (binary), accuracy (categorical) or mean_squared_error (regression).
             error (None | str | Unset):
+            refunded (bool | Unset): Whether its charge was refunded (e.g. cancelled before a worker read the data), as GET
+                /v1/jobs/{id} says. Default: False.
             finished_at (datetime.datetime | None | Unset):
     """
 
@@ -48,6 +50,7 @@ class EvaluationOut:
     created_at: datetime.datetime
     metrics: EvaluationOutMetricsType0 | None | Unset = UNSET
     error: None | str | Unset = UNSET
+    refunded: bool | Unset = False
     finished_at: datetime.datetime | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -82,6 +85,8 @@ class EvaluationOut:
         else:
             error = self.error
 
+        refunded = self.refunded
+
         finished_at: None | str | Unset
         if isinstance(self.finished_at, Unset):
             finished_at = UNSET
@@ -107,6 +112,8 @@ class EvaluationOut:
             field_dict["metrics"] = metrics
         if error is not UNSET:
             field_dict["error"] = error
+        if refunded is not UNSET:
+            field_dict["refunded"] = refunded
         if finished_at is not UNSET:
             field_dict["finished_at"] = finished_at
 
@@ -159,6 +166,8 @@ class EvaluationOut:
 
         error = _parse_error(d.pop("error", UNSET))
 
+        refunded = d.pop("refunded", UNSET)
+
         def _parse_finished_at(data: object) -> datetime.datetime | None | Unset:
             if data is None:
                 return data
@@ -186,6 +195,7 @@ class EvaluationOut:
             created_at=created_at,
             metrics=metrics,
             error=error,
+            refunded=refunded,
             finished_at=finished_at,
         )
 
