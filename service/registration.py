@@ -13,12 +13,21 @@ Guarantees
   never deleted, also not when a dataset is retired, so the same location, or the same content
   under another path, never backs a second dataset: the service never hands out a second budget
   for the same data. A location nested in a registered one (a file of a registered Parquet
-  folder or ``s3://`` prefix), or holding one, is the same data too. The claims are inserted in
+  folder or ``s3://`` prefix), or holding one, is the same data too. A Parquet folder (local or
+  an ``s3://`` prefix) also claims the content of *each member file*
+  (:func:`member_claims`): a member's fingerprint is the plain SHA-256 of its bytes, computed
+  exactly as a single file's, so the same bytes give the same key whether they are registered
+  as a file or inside a folder. A file copied out of a registered folder, a folder holding a
+  subset of a registered folder's files, or a folder holding a registered file (or a
+  registered folder's member) is refused in either order. The claims are inserted in
   the dataset's own transaction (which re-checks nesting under a PostgreSQL advisory lock;
   SQLite transactions are serial), so of concurrent registrations of one source exactly one
   commits; the others get :class:`SourceAlreadyRegistered`. Limit: equality is byte equality
   (per source kind) — a modified copy (one row changed, re-encoded, re-ordered, another format)
-  is new data. Registration is a trust boundary for owners.
+  is new data. Registration is a trust boundary for owners. Folders registered before their
+  per-file fingerprints were stored (``Dataset.file_fingerprints`` NULL, alembic revision 0009)
+  hold no member claims (revision 0012 backfills the others); they keep their location, nesting
+  and whole-content claims.
 - **Scoped roots.** ``DPFIT_DATA_ROOTS`` entries may be scoped to owners
   (:attr:`Settings.root_owners`). An owner resolves URIs only inside the roots open to them, and
   a location inside a root scoped to others is refused with the same message as any location
@@ -33,6 +42,7 @@ Guarantees
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -77,7 +87,8 @@ class RegistrationRefused(Exception):
 
 
 class SourceAlreadyRegistered(Exception):
-    """The source's location or content already backs a dataset (one budget per data).
+    """The source's location or content, or the content of one of its files, already backs a
+    dataset (one budget per data).
 
     ``existing_id`` is that dataset's id when the caller owns it or is an admin, else ``None``
     (others learn that the data is registered, not by which dataset)."""
@@ -96,7 +107,7 @@ class DatasetRetired(Exception):
 
 
 # --------------------------------------------------------------------------------------------
-# Claims (alembic revision 0005 computes the same keys for existing datasets)
+# Claims (alembic revisions 0005 and 0012 compute the same keys for existing datasets)
 # --------------------------------------------------------------------------------------------
 
 
@@ -117,6 +128,21 @@ def _fingerprints(source: Source) -> tuple[str, dict[str, str] | None]:
 def content_claim(fingerprint: str) -> str:
     """The claim key of a content fingerprint (``Source.fingerprint()``)."""
     return "content:" + hashlib.sha256(fingerprint.encode()).hexdigest()
+
+
+def member_claims(file_fingerprints: Mapping[str, str] | None) -> list[str]:
+    """The content claims of a Parquet folder's member files (``Dataset.file_fingerprints``:
+    file name → fingerprint), one per distinct content, in sorted order; ``[]`` for a source
+    without members.
+
+    A member's fingerprint is ``"sha256:<hex>"`` of its bytes, the very value a single file of
+    those bytes has as its ``Source.fingerprint()`` (both are computed by
+    :meth:`~service.data.sources.FileSource.fingerprints`, locally and on object stores), so a
+    member's key is the :func:`content_claim` a registration of that file alone would take, and
+    the other way round. Alembic revision 0012 computes the same keys for existing datasets."""
+    if not file_fingerprints:
+        return []
+    return sorted({content_claim(fp) for fp in file_fingerprints.values()})
 
 
 def claimed_by(session: Session, keys: list[str]) -> Dataset | None:
@@ -265,9 +291,10 @@ def register_dataset(
     """Register ``body``'s source for ``principal`` (an owner or admin) and return the new row.
 
     Raises :class:`RegistrationRefused` (422) or :class:`SourceAlreadyRegistered` (409).
-    Order: open (roots), columns, ``n`` and fingerprint, the claim check (cheap, so a duplicate is
-    refused before the whole source is parsed), validation of the whole source, strict mode,
-    then one transaction inserting the dataset and its claims.
+    Order: open (roots), columns, ``n`` and fingerprints (the whole source's and, for a Parquet
+    folder, each member's), the claim check (cheap, so a duplicate is refused before the whole
+    source is parsed), validation of the whole source, strict mode, then one transaction
+    inserting the dataset and all its claims (location, content, members' contents).
     """
     source = _open(body, settings, principal)
     try:
@@ -282,7 +309,16 @@ def register_dataset(
         raise RegistrationRefused("source.uri", "the source could not be read") from None
     if n_rows < 2:
         raise RegistrationRefused("source.uri", "the source must have at least 2 rows")
-    claims = [location_claim(source.location), content_claim(fingerprint)]
+    # Distinct keys: two identical members of one folder claim their content once.
+    claims = list(
+        dict.fromkeys(
+            [
+                location_claim(source.location),
+                content_claim(fingerprint),
+                *member_claims(file_fingerprints),
+            ]
+        )
+    )
     with sessions() as session:
         existing = _conflicting(session, source.location, claims)
         if existing is not None:

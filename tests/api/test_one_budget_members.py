@@ -1,0 +1,187 @@
+"""One budget per data, file by file: a Parquet folder claims the content of each member file, so
+the same bytes never back two datasets whether they are registered as a single file or inside a
+folder, in either order (the in-process app on SQLite and PostgreSQL).
+
+Before member claims, each of the three copies below got a 201 — a new budget for rows that
+already had one."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from sqlalchemy import select
+
+from service.data.sources import local_source
+from service.db.models import Dataset, SourceClaim
+from service.registration import content_claim, member_claims
+from tests.support.inprocess import InProcessServer, in_process_server
+
+LABEL = {"column": "y", "positive": "yes", "negative": "no"}
+FEATURES = [{"name": "x", "type": "numeric", "min": -10.0, "max": 10.0}]
+
+
+def write_part(path: Path) -> None:
+    """A small Parquet file whose content is its own (the values are random)."""
+    seed = uuid.uuid4().int % 1000
+    table = pa.table(
+        {"x": [seed / 100.0, -0.5, 0.25, (seed % 7) / 10.0], "y": ["yes", "no", "yes", "no"]}
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+
+
+def body(uri: str) -> dict[str, Any]:
+    return {
+        "name": "parts",
+        "source": {"uri": uri},
+        "label": dict(LABEL),
+        "features": [dict(f) for f in FEATURES],
+        "budget": {"epsilon": 1.0, "delta": 1e-6},
+    }
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """An app whose data root is ``root``, an owner, another owner, and ``register``."""
+    if request.param == "postgres":
+        url = str(request.getfixturevalue("private_postgres_database"))
+    else:
+        url = f"sqlite:///{tmp_path / 'dpfit.db'}"
+    root = tmp_path / "data"
+    root.mkdir()
+    with in_process_server(url, root) as app:
+        owner = app.client(app.key("owner", "owner"))
+        other = app.client(app.key("other", "owner"))
+
+        def register(uri: str, who: Any = owner) -> Any:
+            return who.post("/v1/datasets", json=body(uri))
+
+        yield {"app": app, "root": root, "owner": owner, "other": other, "register": register}
+
+
+def created(response: Any) -> str:
+    assert response.status_code == 201, response.text
+    return str(response.json()["id"])
+
+
+def refused(response: Any, dataset_id: str | None) -> None:
+    """409 on ``source.uri``, naming ``dataset_id`` (``None``: naming none)."""
+    assert response.status_code == 409, response.text
+    problem = response.json()
+    assert problem["field"] == "source.uri"
+    assert problem.get("dataset_id") == dataset_id, problem
+
+
+def multi_folder(root: Path, name: str = "multi", parts: int = 3) -> Path:
+    folder = root / name
+    for k in range(parts):
+        write_part(folder / f"part-{k}.parquet")
+    return folder
+
+
+def test_a_member_file_copied_out_of_a_registered_folder_is_refused(world: dict[str, Any]) -> None:
+    root, register = world["root"], world["register"]
+    folder = multi_folder(root)
+    folder_id = created(register("multi"))
+    scratch = root / "scratch"
+    scratch.mkdir()
+    shutil.copyfile(folder / "part-2.parquet", scratch / "p2.parquet")
+    refused(register("scratch/p2.parquet"), folder_id)
+    refused(register((scratch / "p2.parquet").as_uri()), folder_id)
+    refused(register("scratch/p2.parquet", world["other"]), None)  # not told by which dataset
+
+
+def test_a_folder_holding_part_of_a_registered_folder_is_refused(world: dict[str, Any]) -> None:
+    root, register = world["root"], world["register"]
+    folder = multi_folder(root)
+    folder_id = created(register("multi"))
+    partial = root / "partial"
+    partial.mkdir()
+    for name in ("part-0.parquet", "part-1.parquet"):
+        shutil.copyfile(folder / name, partial / name)
+    refused(register("partial"), folder_id)
+    # One registered member among new files is enough, under any name.
+    mixed = root / "mixed"
+    write_part(mixed / "a-new.parquet")
+    shutil.copyfile(folder / "part-1.parquet", mixed / "renamed.parquet")
+    refused(register("mixed"), folder_id)
+    refused(register("mixed", world["other"]), None)
+
+
+def test_a_folder_holding_registered_files_is_refused(world: dict[str, Any]) -> None:
+    root, register = world["root"], world["register"]
+    write_part(root / "singles" / "one.parquet")
+    write_part(root / "singles" / "two.parquet")
+    one_id = created(register("singles/one.parquet"))
+    two_id = created(register("singles/two.parquet"))
+    holdout = root / "withholdout"
+    holdout.mkdir()
+    shutil.copyfile(root / "singles" / "one.parquet", holdout / "a.parquet")
+    shutil.copyfile(root / "singles" / "two.parquet", holdout / "b.parquet")
+    refused(register("withholdout"), one_id)  # the earliest holder is named
+    # A registered file beside a new one: still the same rows.
+    half = root / "half"
+    write_part(half / "a.parquet")
+    shutil.copyfile(root / "singles" / "two.parquet", half / "b.parquet")
+    refused(register("half"), two_id)
+
+
+def test_a_folder_holding_a_member_of_another_registered_folder_is_refused(
+    world: dict[str, Any],
+) -> None:
+    root, register = world["root"], world["register"]
+    folder = multi_folder(root)
+    folder_id = created(register("multi"))
+    regrouped = root / "regrouped"
+    write_part(regrouped / "part-0.parquet")  # same name as a member, other content: new data
+    write_part(regrouped / "part-1.parquet")
+    shutil.copyfile(folder / "part-2.parquet", regrouped / "part-9.parquet")
+    refused(register("regrouped"), folder_id)
+
+
+def test_distinct_files_and_folders_still_register(world: dict[str, Any]) -> None:
+    root, register, app = world["root"], world["register"], world["app"]
+    multi_folder(root, "first")
+    multi_folder(root, "second")  # same member names, other content
+    write_part(root / "alone.parquet")
+    dup = root / "dup"
+    write_part(dup / "a.parquet")
+    shutil.copyfile(dup / "a.parquet", dup / "b.parquet")  # one content twice: one claim
+    ids = [created(register(uri)) for uri in ("first", "second", "alone.parquet", "dup")]
+
+    # Each folder holds one content claim per distinct member, the key a single file of those
+    # bytes would take.
+    server: InProcessServer = app
+    sessions = server.app_client.app.state.sessions  # type: ignore[attr-defined]
+    with sessions() as session:
+        for dataset_id, folder in zip(ids[:2], ("first", "second"), strict=True):
+            row = session.get(Dataset, dataset_id)
+            assert row is not None and row.file_fingerprints is not None
+            held = set(
+                session.scalars(select(SourceClaim.key).where(SourceClaim.dataset_id == dataset_id))
+            )
+            assert set(member_claims(row.file_fingerprints)) <= held
+            for k in range(3):
+                single = local_source(root / folder / f"part-{k}.parquet", "parquet")
+                assert content_claim(single.fingerprint()) in held
+        dup_row = session.get(Dataset, ids[3])
+        assert dup_row is not None and len(member_claims(dup_row.file_fingerprints)) == 1
+
+
+def test_a_members_fingerprint_is_the_single_files_fingerprint(tmp_path: Path) -> None:
+    """The premise of member claims: the same bytes have one fingerprint, as a file or inside a
+    folder (the folder's own fingerprint stays the length-prefixed whole)."""
+    folder = multi_folder(tmp_path, parts=2)
+    whole, files = local_source(folder, "parquet").fingerprints()
+    assert files is not None
+    for name, fp in files.items():
+        assert local_source(folder / name, "parquet").fingerprint() == fp
+        assert local_source(folder / name, "parquet").fingerprints() == (fp, None)
+    assert whole not in files.values()
