@@ -320,7 +320,28 @@ def _dataset_text(d: dict[str, Any]) -> str:
     lines += [f"  {json.dumps(f)}" for f in d.get("features") or []]
     if d.get("source"):
         lines.append(f"source: {d['source'].get('uri')}")
+    lines += _validation_lines(d.get("validation"))
     return "\n".join(lines)
+
+
+def _validation_lines(report: Any) -> list[str]:
+    """The registration's validation report (owners and admins see it): every non-zero count of
+    the label column and of each feature, or that there were none. A common slip it shows: YAML
+    reads unquoted ``yes``/``no`` as booleans, so every label is then outside the declared
+    values."""
+    if not isinstance(report, dict):
+        return []
+    rows = report.get("rows")
+    found = []
+    label = report.get("label") or {}
+    for key, count in label.items():
+        if key != "column" and count:
+            found.append(f"  label {label.get('column')}: {key} {count}/{rows}")
+    for feature in report.get("features") or []:
+        name = feature.get("name")
+        found += [f"  {name}: {k} {v}/{rows}" for k, v in feature.items() if k != "name" and v]
+    head = "cells the encoding changed:" if found else "every cell as declared"
+    return [f"validation: {head}", *found]
 
 
 def datasets_show(client: Any, args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ import json
 import os
 import pickle
 import pty
+import re
 import subprocess
 import sys
 import uuid
@@ -506,6 +507,13 @@ def test_auto_evaluation_bom_rows_and_history_from_the_cli(
             "models", "predict", model_id, str(bad), *local_flag, "-o", "json"
         )
         assert code == EXIT_INVALID and json.loads(out)["field"] == "rows"
+
+    # the YAML slip of unquoted yes/no (booleans): registered, and the report shows it
+    slipped = credit_dataset()
+    slipped["label"].update(positive=True, negative=False)
+    code, out, err = as_owner("datasets", "register", str(write_spec(tmp_path, slipped)))
+    assert code == EXIT_OK and "validation: cells the encoding changed:" in out, err
+    assert re.search(r"label income: outside_declared (\d+)/\1", out), out
 
     # a header naming a column twice: refused (a CSV reader would keep the last silently)
     twice = tmp_path / "twice.csv"
