@@ -91,8 +91,9 @@ logger = logging.getLogger("dpfit.worker")
 PROGRESS_INTERVAL_S = 0.25
 FAILED_READING = "The job failed while reading or fitting the data; its charge stands."
 SOURCE_CHANGED = (
-    "The dataset's file changed since it was registered (fingerprint mismatch); "
-    "the owner must register it again."
+    "The dataset's data changed since it was registered (fingerprint mismatch). Restore the "
+    "data as registered: changed data is new data, and its location keeps its one budget, so "
+    "new data needs a new location (file, folder or table)."
 )
 
 
