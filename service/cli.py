@@ -115,6 +115,9 @@ def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> Non
     print(f"database: {masked_url(settings.database_url)}", flush=True)
     roots = [str(r) for r in settings.data_roots] + list(settings.object_store_roots)
     print("data roots: " + ", ".join(roots), flush=True)
+    # names only: a connection URL may hold a password
+    connections = ", ".join(sorted(settings.sql_connections)) or "none (DPFIT_SQL_CONNECTIONS)"
+    print(f"SQL connections: {connections}", flush=True)
     workers = settings.dask_scheduler or f"LocalCluster, {settings.workers} worker process(es)"
     print(f"workers: {workers}", flush=True)
     print(f"first key: {first_key_command(settings.database_url)}", flush=True)

@@ -83,6 +83,28 @@ def test_the_banner_line_runs_verbatim_from_another_directory(
     assert made.stdout.strip().splitlines()[-1].startswith("dpf_")
     assert f"database: {url}" in made.stdout
     assert list(elsewhere.iterdir()) == []  # nothing made where it was pasted
+    assert "SQL connections: none (DPFIT_SQL_CONNECTIONS)" in banner
+
+
+def test_the_banner_names_the_sql_connections_never_their_urls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'dpfit.db'}"
+    secret = "postgresql+psycopg://dpfit:s3cret@db.example/warehouse"
+    settings = Settings(
+        database_url=url,
+        data_roots=(tmp_path,),
+        workers=1,
+        dask_scheduler=None,
+        sql_connections={"warehouse": secret, "lite": f"sqlite:///{tmp_path / 'lite.db'}"},
+    )
+    monkeypatch.setattr(cli, "_check_dask_tls", lambda settings: None)
+    monkeypatch.setattr("uvicorn.run", lambda *args, **kwargs: None)
+    monkeypatch.setattr("service.api.app.create_app", lambda settings: None)
+    capsys.readouterr()
+    cli.serve(settings, "127.0.0.1", 8000, run_migrations=False)
+    banner = capsys.readouterr().out
+    assert "SQL connections: lite, warehouse" in banner and "s3cret" not in banner
 
 
 def test_openapi_writes_the_document_to_a_file_and_minus_o_is_refused(tmp_path: Path) -> None:
