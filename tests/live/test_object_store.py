@@ -26,7 +26,7 @@ from service.data.sources import FileSource, SourceError, local_source
 from service.settings import Settings
 from tests.support.fixtures import EXAMPLES
 from tests.support.live import LiveServer, start_server
-from tests.support.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, running_s3_server
+from tests.support.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, pointed_at, running_s3_server
 from tests.support.walkthrough import credit_dataset, logistic_job
 
 CSV = b'age,city,label\n31,Bern,1\n,Z\xc3\xbcrich,0\n45,"a,b",1\n'
@@ -45,9 +45,7 @@ PART_1 = parquet_bytes(pa.table({"x": [2.5], "y": [1]}))
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """The server with the standard AWS variables pointing this process at it."""
-    with running_s3_server(tmp_path_factory.mktemp("moto")) as server:
-        saved = {k: os.environ.get(k) for k in server.env()}
-        os.environ.update(server.env())
+    with running_s3_server(tmp_path_factory.mktemp("moto")) as server, pointed_at(server):
         server.put("lake", "data/people.csv", CSV)
         server.put("lake", "data/parts/part-1.parquet", PART_1)
         server.put("lake", "data/parts/part-0.parquet", PART_0)
@@ -64,14 +62,7 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         server.put("lake", "database.csv", CSV)
         server.put("lake", "secret/people.csv", CSV)
         server.put("other", "data/people.csv", CSV)
-        try:
-            yield server
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+        yield server
 
 
 def settings_with(*roots: str) -> Settings:

@@ -5,7 +5,6 @@ of the same bytes (a real S3-compatible server, moto's, on loopback; the app in 
 from __future__ import annotations
 
 import io
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from service.api.app import create_app
 from service.cli import create_key_cli, migrate
 from service.settings import Settings
 from tests.support.inprocess import QueueOnly, bearer
-from tests.support.s3_server import S3Server, running_s3_server
+from tests.support.s3_server import S3Server, pointed_at, running_s3_server
 
 
 def part_bytes() -> bytes:
@@ -44,17 +43,8 @@ def body(uri: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    with running_s3_server(tmp_path_factory.mktemp("moto")) as server:
-        saved = {k: os.environ.get(k) for k in server.env()}
-        os.environ.update(server.env())
-        try:
-            yield server
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    with running_s3_server(tmp_path_factory.mktemp("moto")) as server, pointed_at(server):
+        yield server
 
 
 @pytest.fixture

@@ -99,3 +99,18 @@ def running_s3_server(log_dir: Path, timeout: float = 60.0) -> Iterator[S3Server
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
         log.close()
+
+
+@contextlib.contextmanager
+def pointed_at(server: S3Server) -> Iterator[S3Server]:
+    """This process's standard AWS variables pointing at ``server``; restored afterwards."""
+    saved = {k: os.environ.get(k) for k in server.env()}
+    os.environ.update(server.env())
+    try:
+        yield server
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
