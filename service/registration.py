@@ -145,6 +145,21 @@ def member_claims(file_fingerprints: Mapping[str, str] | None) -> list[str]:
     return sorted({content_claim(fp) for fp in file_fingerprints.values()})
 
 
+def check_distinct_members(file_fingerprints: Mapping[str, str] | None) -> None:
+    """Refuse a folder two of whose member files hold the same bytes: their rows would enter
+    every job twice, so one person's row would count as two (the replace-one guarantee assumes
+    each row once). Names the files (public: the owner's own listing), never their content."""
+    seen: dict[str, str] = {}
+    for name, fingerprint in sorted((file_fingerprints or {}).items()):
+        if fingerprint in seen:
+            raise RegistrationRefused(
+                "source.uri",
+                f"the folder holds the same file twice ({seen[fingerprint]!r} and {name!r} are "
+                "byte-identical): its rows would count twice; remove one copy",
+            )
+        seen[fingerprint] = name
+
+
 def claimed_by(session: Session, keys: list[str]) -> Dataset | None:
     """The (earliest) dataset holding any of the claim ``keys``, if one does."""
     return session.scalar(
@@ -309,7 +324,8 @@ def register_dataset(
         raise RegistrationRefused("source.uri", "the source could not be read") from None
     if n_rows < 2:
         raise RegistrationRefused("source.uri", "the source must have at least 2 rows")
-    # Distinct keys: two identical members of one folder claim their content once.
+    check_distinct_members(file_fingerprints)
+    # Distinct keys (the location's and the whole content's may coincide with a member's).
     claims = list(
         dict.fromkeys(
             [

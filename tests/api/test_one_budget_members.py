@@ -151,10 +151,7 @@ def test_distinct_files_and_folders_still_register(world: dict[str, Any]) -> Non
     multi_folder(root, "first")
     multi_folder(root, "second")  # same member names, other content
     write_part(root / "alone.parquet")
-    dup = root / "dup"
-    write_part(dup / "a.parquet")
-    shutil.copyfile(dup / "a.parquet", dup / "b.parquet")  # one content twice: one claim
-    ids = [created(register(uri)) for uri in ("first", "second", "alone.parquet", "dup")]
+    ids = [created(register(uri)) for uri in ("first", "second", "alone.parquet")]
 
     # Each folder holds one content claim per distinct member, the key a single file of those
     # bytes would take.
@@ -171,8 +168,22 @@ def test_distinct_files_and_folders_still_register(world: dict[str, Any]) -> Non
             for k in range(3):
                 single = local_source(root / folder / f"part-{k}.parquet", "parquet")
                 assert content_claim(single.fingerprint()) in held
-        dup_row = session.get(Dataset, ids[3])
-        assert dup_row is not None and len(member_claims(dup_row.file_fingerprints)) == 1
+
+
+def test_a_folder_holding_one_file_twice_is_refused(world: dict[str, Any]) -> None:
+    """Byte-identical members would put their rows into every job twice (one person counted as
+    two rows): a 422 naming the two files, before any budget exists."""
+    root, register = world["root"], world["register"]
+    dup = root / "dup"
+    write_part(dup / "a.parquet")
+    shutil.copyfile(dup / "a.parquet", dup / "b.parquet")
+    write_part(dup / "c.parquet")
+    response = register("dup")
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["field"] == "source.uri" and "'a.parquet' and 'b.parquet'" in problem["detail"]
+    (dup / "b.parquet").unlink()
+    created(register("dup"))
 
 
 def test_a_members_fingerprint_is_the_single_files_fingerprint(tmp_path: Path) -> None:
