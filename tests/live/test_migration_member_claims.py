@@ -25,6 +25,34 @@ def _alembic(url: str) -> Config:
     return config
 
 
+def _database_at_0011(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> tuple[str, Config]:
+    """A fresh database on ``backend`` migrated to 0011 (before member claims), and its config."""
+    if backend == "postgres":
+        url = str(request.getfixturevalue("private_postgres_database"))
+    else:
+        url = f"sqlite:///{tmp_path / 'legacy.db'}"
+    config = _alembic(url)
+    command.upgrade(config, "0011")
+    return url, config
+
+
+def _legacy_dataset(
+    conn: sa.Connection, dataset_id: str, path: str, whole: str, files: Any, at: datetime
+) -> None:
+    """A datasets row as an earlier release stored it (``files``: the member fingerprints,
+    None, or the string "null" for a JSON null as the ORM stores None)."""
+    conn.execute(
+        sa.insert(_datasets).values(
+            id=dataset_id, name=dataset_id, owner="o", source_uri=path, source_path=path,
+            source_format="parquet", fingerprint=whole, n_rows=10, n_features=1, epsilon=1.0,
+            delta=0.0, label={"column": "y", "positive": 1, "negative": 0}, features=[],
+            created_at=at, file_fingerprints=sa.text("'null'") if files == "null" else files,
+        )
+    )  # fmt: skip
+
+
 _datasets = sa.table(
     "datasets",
     *(sa.column(c) for c in ("id", "name", "owner", "source_uri", "source_path")),
@@ -62,25 +90,12 @@ LEGACY: list[tuple[str, str, str, Any, int]] = [
 def test_member_claims_are_backfilled_keeping_the_earliest(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    if backend == "postgres":
-        url = str(request.getfixturevalue("private_postgres_database"))
-    else:
-        url = f"sqlite:///{tmp_path / 'legacy.db'}"
-    config = _alembic(url)
-    command.upgrade(config, "0011")
+    url, config = _database_at_0011(backend, tmp_path, request)
     engine = make_engine(url)
     with engine.begin() as conn:
         for dataset_id, path, whole, files, minutes in LEGACY:
             at = T0 + timedelta(minutes=minutes)
-            conn.execute(
-                sa.insert(_datasets).values(
-                    id=dataset_id, name=dataset_id, owner="o", source_uri=path, source_path=path,
-                    source_format="parquet", fingerprint=whole, n_rows=10, n_features=1,
-                    epsilon=1.0, delta=0.0, label={"column": "y", "positive": 1, "negative": 0},
-                    features=[], created_at=at,
-                    file_fingerprints=sa.text("'null'") if files == "null" else files,
-                )
-            )  # fmt: skip
+            _legacy_dataset(conn, dataset_id, path, whole, files, at)
             # The claims registration took then: location and whole content.
             for key in (location_claim(path), content_claim(whole)):
                 conn.execute(
@@ -122,26 +137,16 @@ def test_the_earliest_of_two_folders_sharing_a_member_gets_its_claim(
     """Two folders registered before the fix share member "m": the earlier one (by
     ``created_at``, not insertion order) holds it afterwards; both stay as they are. The
     backfill also runs again from scratch when some claims are already there."""
-    if backend == "postgres":
-        url = str(request.getfixturevalue("private_postgres_database"))
-    else:
-        url = f"sqlite:///{tmp_path / 'legacy.db'}"
-    config = _alembic(url)
-    command.upgrade(config, "0011")
+    url, config = _database_at_0011(backend, tmp_path, request)
     engine = make_engine(url)
     with engine.begin() as conn:
         for dataset_id, minutes in (("late", 5), ("early", 1)):
             own = f"sha256:{dataset_id}-own"
-            conn.execute(
-                sa.insert(_datasets).values(
-                    id=dataset_id, name=dataset_id, owner="o", source_uri=dataset_id,
-                    source_path=f"/data/{dataset_id}", source_format="parquet",
-                    fingerprint=f"sha256:{dataset_id}", n_rows=10, n_features=1, epsilon=1.0,
-                    delta=0.0, label={"column": "y", "positive": 1, "negative": 0}, features=[],
-                    created_at=T0 + timedelta(minutes=minutes),
-                    file_fingerprints={"m.parquet": "sha256:m", "own.parquet": own},
-                )
-            )  # fmt: skip
+            files = {"m.parquet": "sha256:m", "own.parquet": own}
+            at = T0 + timedelta(minutes=minutes)
+            _legacy_dataset(
+                conn, dataset_id, f"/data/{dataset_id}", f"sha256:{dataset_id}", files, at
+            )
         # Part of the backfill already done (e.g. by a service that claimed it since).
         conn.execute(
             sa.insert(_claims).values(key=content_claim("sha256:late-own"), dataset_id="late",
