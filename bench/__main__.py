@@ -9,6 +9,7 @@ from types import ModuleType
 
 from bench import (
     auto,
+    auto_alternatives,
     catalog,
     head_to_head,
     load,
@@ -22,6 +23,7 @@ from bench import (
 SUITES: dict[str, ModuleType] = {
     "catalog": catalog,
     "auto": auto,
+    "auto-alternatives": auto_alternatives,
     "service": service_overhead,
     "load": load,
     "paper-zhang": paper_zhang,

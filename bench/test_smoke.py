@@ -42,3 +42,13 @@ def test_adult_is_encoded_with_public_bounds() -> None:
     assert np.einsum("ij,ij->i", data.X, data.X).max() <= 1.0
     assert set(np.unique(data.y)) == {-1.0, 1.0}
     assert 0.75 < data.majority() < 0.78
+
+
+def test_auto_alternatives_smoke_prints_a_table(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
+    assert main(["auto-alternatives", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert "| objective perturbation, l2 1e-4 (optimistic) | yes |" in out, out
+    assert (tmp_path / "smoke" / "auto-alternatives.md").is_file()
