@@ -54,6 +54,7 @@ __all__ = [
     "FloatArray",
     "Task",
     "ClassificationLoss",
+    "CoefficientAnchor",
     "LinearModelLoss",
     "Loss",
     "RegressionLoss",
@@ -113,6 +114,16 @@ class ClassificationLoss(Loss, Protocol):
         """A score in [0, 1] for y = +1, ≥ 1/2 exactly when w·x ≥ 0 (see each loss for
         whether it is a calibrated probability)."""
         ...
+
+
+@dataclass(frozen=True)
+class CoefficientAnchor:
+    """For a linear-model loss whose per-example gradient is c(w)·x: constants with
+    |c(w) − scale·c(0)| ≤ half_width and |scale·c(0)| ≤ half_width for every w and every
+    admissible row (derived per model; ``dp_agd_centred`` relies on exactly this)."""
+
+    scale: float
+    half_width: float
 
 
 class RegressionLoss(Loss, Protocol):

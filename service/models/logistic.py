@@ -63,6 +63,20 @@ its tangent at margin 0, log 2 − m/2 — a hinge-like linear penalty, so outli
 The smoothness stays β = 1/4 while L halves (1/2 instead of 1): every optimizer's sensitivity,
 which is proportional to L, halves, and so does the noise (for the same hyperparameters).
 
+Centred coefficients (used by ``dp_agd_centred``). Every per-example gradient is c(w)·x with a
+scalar coefficient c(w) = −y·min(σ(−y w·x), C) (C = 1 without clipping) that lies in an
+interval fixed by the label: c(w) ∈ −y·[0, C]. Its midpoint −y·C/2 does not depend on w, and
+it is a fixed multiple of the coefficient at w = 0, c(0) = −y·min(1/2, C):
+−y·C/2 = κ·c(0) with **κ = C / (2·min(1/2, C))** (κ = 1/2 for C ≤ 1/2, C for C ≥ 1/2). Hence,
+for every w and every admissible row,
+
+    |c(w) − κ·c(0)| ≤ r  and  |κ·c(0)| = r,   with **r = C/2**,
+
+so ∇F(w) − μw = (1/n) Σ (c_i(w) − κ c_i(0)) x_i + κ·(1/n) Σ c_i(0) x_i: a sum whose replace-one
+sensitivity is 2r/n = C/n (half of the 2L/n = 2C/n of the whole gradient) plus κ times the
+data gradient at 0, which does not depend on w at all and has the same sensitivity 2r/n.
+:meth:`LogisticLoss.coefficient_anchor` returns (κ, r); a test probes both bounds.
+
 ``predict_proba`` is σ(w·x), the model's probability P(y = +1 | x) — calibrated only as far as
 the (regularised, noised) fit is. With ``gradient_clip`` the fit minimises the clipped loss, not
 the log-likelihood, so σ(w·x) is no longer the maximum-likelihood probability: only its sign
@@ -81,6 +95,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.special import expit
 
 from service.models.base import (
+    CoefficientAnchor,
     FloatArray,
     LinearModelLoss,
     Task,
@@ -230,6 +245,12 @@ class LogisticLoss(LinearModelLoss):
         if self.l2:
             grad += self.l2 * w
         return grad
+
+    def coefficient_anchor(self) -> CoefficientAnchor:
+        """(κ, r) of the module docstring's "Centred coefficients": for every w and every row,
+        |c(w) − κ·c(0)| ≤ r and |κ·c(0)| ≤ r, where ∇ℓ(w; x, y) = c(w)·x."""
+        clip = 1.0 if self.gradient_clip is None else float(self.gradient_clip)
+        return CoefficientAnchor(scale=clip / (2.0 * min(0.5, clip)), half_width=clip / 2.0)
 
     def predict_proba(self, w: FloatArray, X: FloatArray) -> FloatArray:
         """P(y = +1 | x) = σ(w·x) for each row. With ``gradient_clip`` this is a score whose

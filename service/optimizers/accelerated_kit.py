@@ -1,6 +1,7 @@
-"""The accelerated-descent kit shared by ``dp_agd`` and ``dp_agd_averaged``: FISTA from 0 with
-Gaussian noise on every full gradient (Beck & Teboulle 2009, eq. (4.1)–(4.3)), its default T,
-and its plan.
+"""The accelerated-descent kit shared by ``dp_agd``, ``dp_agd_averaged`` and ``dp_agd_centred``:
+FISTA from 0 with Gaussian noise on every full gradient (Beck & Teboulle 2009, eq. (4.1)–(4.3)),
+its tail-averaged variant (Polyak–Ruppert, ``dp_agd_averaged``'s docstring), its default T, and
+its plan.
 
 The privacy analysis is DP-GD's (``dp_gd`` module docstring; Wang, Ye & Xu 2017, Alg. 4): the
 T noisy gradients are queried at points that are post-processing of earlier releases, each of
@@ -31,6 +32,7 @@ from service.privacy.analytic_gaussian import sample_gaussian
 __all__ = [
     "ACCELERATED_ASSUMPTIONS",
     "accelerated_iterations",
+    "averaged_accelerated_descent",
     "noisy_accelerated_descent",
     "oracle_accelerated_descent",
     "plan_accelerated",
@@ -125,6 +127,44 @@ def oracle_accelerated_descent(
         if progress is not None:
             progress(t)
     return w_prev
+
+
+def averaged_accelerated_descent(
+    loss: Loss,
+    oracle: GradientOracle,
+    *,
+    step_size: float,
+    iterations: int,
+    noise_std: float,
+    rng: np.random.Generator,
+    progress: ProgressCallback | None = None,
+    trace: list[QueryRecord] | None = None,
+    iterates: list[FloatArray] | None = None,
+) -> FloatArray:
+    """DP-AGD's loop (same draws from ``rng``, same query points), returning the mean of
+    w_{⌊T/2⌋+1} … w_T. ``trace``/``iterates``: tests only (each step's query, each w_t)."""
+    total: FloatArray = np.zeros(oracle.dimension, dtype=np.float64)
+    start = iterations // 2
+
+    def keep(t: int, w: FloatArray) -> None:
+        if iterates is not None:
+            iterates.append(w.copy())
+        if t > start:
+            total[:] += w
+
+    oracle_accelerated_descent(
+        loss,
+        oracle,
+        step_size=step_size,
+        iterations=iterations,
+        noise_std=noise_std,
+        rng=rng,
+        progress=progress,
+        trace=trace,
+        on_iterate=keep,
+    )
+    out: FloatArray = total / (iterations - start)
+    return out
 
 
 def plan_accelerated(

@@ -41,7 +41,8 @@ __all__ = [
 #: The noise a plan releases with (stored in plan JSON and in the models table; never remove
 #: or rename a value — stored plans name it). "gaussian" / "norm_gamma": one draw on the
 #: released vector (or one per-step draw accounted as one mechanism); "*_per_step": Gaussian
-#: noise on every step's gradient query (full batches, sampled batches, SVRG differences);
+#: noise on every step's gradient query (full batches, sampled batches, SVRG differences;
+#: "anchored_": centred steps plus one release of the label term, ``dp_agd_centred``);
 #: "repeat_and_select+gaussian": a private selection over Gaussian fits; "tuning+<m>": a
 #: private tuning whose candidates release with <m>.
 Mechanism = Literal[
@@ -50,12 +51,14 @@ Mechanism = Literal[
     "gaussian_per_step",
     "sampled_gaussian_per_step",
     "svrg_gaussian_per_step",
+    "anchored_gaussian_per_step",
     "repeat_and_select+gaussian",
     "tuning+gaussian",
     "tuning+norm_gamma",
     "tuning+gaussian_per_step",
     "tuning+sampled_gaussian_per_step",
     "tuning+svrg_gaussian_per_step",
+    "tuning+anchored_gaussian_per_step",
     "tuning+repeat_and_select+gaussian",
 ]
 

@@ -58,14 +58,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.models.base import FloatArray, Loss, resolved_objective_gap
 from service.optimizers.accelerated_kit import (
     ACCELERATED_ASSUMPTIONS,
-    oracle_accelerated_descent,
+    averaged_accelerated_descent,
     plan_accelerated,
 )
 from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
 from service.optimizers.config import GradientStepsConfig, PlanConfig
 from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
 from service.optimizers.gradient_kit import (
-    QueryRecord,
     check_plan_covers,
     full_gradient_inputs,
 )
@@ -119,44 +118,6 @@ class DPAGDAveragedParams(BaseModel):
         description="Cap on the default number of iterations (ignored if iterations is given); "
         "the default 400 is a compute budget (about diffprivlib's fit time on UCI Adult).",
     )
-
-
-def averaged_accelerated_descent(
-    loss: Loss,
-    oracle: GradientOracle,
-    *,
-    step_size: float,
-    iterations: int,
-    noise_std: float,
-    rng: np.random.Generator,
-    progress: ProgressCallback | None = None,
-    trace: list[QueryRecord] | None = None,
-    iterates: list[FloatArray] | None = None,
-) -> FloatArray:
-    """DP-AGD's loop (same draws from ``rng``, same query points), returning the mean of
-    w_{⌊T/2⌋+1} … w_T. ``trace``/``iterates``: tests only (each step's query, each w_t)."""
-    total: FloatArray = np.zeros(oracle.dimension, dtype=np.float64)
-    start = iterations // 2
-
-    def keep(t: int, w: FloatArray) -> None:
-        if iterates is not None:
-            iterates.append(w.copy())
-        if t > start:
-            total[:] += w
-
-    oracle_accelerated_descent(
-        loss,
-        oracle,
-        step_size=step_size,
-        iterations=iterations,
-        noise_std=noise_std,
-        rng=rng,
-        progress=progress,
-        trace=trace,
-        on_iterate=keep,
-    )
-    out: FloatArray = total / (iterations - start)
-    return out
 
 
 class DPAGDAveraged:

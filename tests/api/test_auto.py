@@ -47,8 +47,9 @@ LOGISTIC = {"type": "logistic_regression", "fit_intercept": True}
 @pytest.mark.parametrize(
     ("model", "delta", "optimizer", "clip"),
     [
-        (LOGISTIC, 1e-6, "dp_agd_averaged", 0.5),
-        ({**LOGISTIC, "gradient_clip": 1.0}, 1e-6, "dp_agd_averaged", 1.0),  # analyst's choice
+        (LOGISTIC, 1e-6, "dp_agd_centred", 0.5),
+        ({**LOGISTIC, "gradient_clip": 1.0}, 1e-6, "dp_agd_centred", 1.0),  # analyst's choice
+        ({**LOGISTIC, "l1": 1e-4}, 1e-6, "dp_agd_averaged", 0.5),  # centred has no prox step
         (LOGISTIC, 0.0, "output_perturbation_gd", 0.5),
         ({"type": "sigmoid_classifier"}, 1e-6, "dp_gd", None),  # non-convex
         ({**LOGISTIC, "l2": 0.0}, 1e-6, "dp_gd", 0.5),  # dp_agd needs a radius without l2
@@ -85,7 +86,7 @@ def test_an_auto_job_is_the_chosen_optimizers_ordinary_job(epsilon: float) -> No
     filled = dict(plan.pop("auto")["filled"])
     assert filled.pop("model.gradient_clip") == 0.5
     if FACTS.n_rows * epsilon >= AVERAGING_N_EPSILON:
-        assert auto.spec["optimizer"]["name"] == "dp_agd_averaged"
+        assert auto.spec["optimizer"]["name"] == "dp_agd_centred"
         assert filled == {"model.l2": auto.spec["model"]["l2"]}
         assert 1e-5 <= filled["model.l2"] <= 1e-3
     else:
@@ -101,7 +102,7 @@ def test_an_auto_job_is_the_chosen_optimizers_ordinary_job(epsilon: float) -> No
 def test_multiclass_and_regression_resolve() -> None:
     categorical = DatasetFacts(**{**FACTS.__dict__, "label_type": "categorical", "classes": 3})
     priced = price_job(categorical, body(LOGISTIC))
-    assert priced.spec["optimizer"]["name"] == "dp_agd_averaged"
+    assert priced.spec["optimizer"]["name"] == "dp_agd_centred"
     numeric = DatasetFacts(**{**FACTS.__dict__, "label_type": "numeric"})
     priced = price_job(numeric, body({"type": "huber_regression", "label_bound": 2.0}))
     assert priced.spec["optimizer"]["name"] == "dp_agd_averaged"
@@ -156,8 +157,8 @@ def test_library_use_plans_and_fits_the_chosen_optimizer() -> None:
     with the record, and ``fit`` runs that optimizer."""
     model = parse_model_spec({**LOGISTIC, "gradient_clip": 0.5})
     job = plan_job(model, "auto", {}, 20000, 5, PrivacyTarget(1.0, 1e-6))
-    assert job.plan.hyperparameters["auto"]["optimizer"] == "dp_agd_averaged"
-    direct = plan_job(model, "dp_agd_averaged", {}, 20000, 5, PrivacyTarget(1.0, 1e-6))
+    assert job.plan.hyperparameters["auto"]["optimizer"] == "dp_agd_centred"
+    direct = plan_job(model, "dp_agd_centred", {}, 20000, 5, PrivacyTarget(1.0, 1e-6))
     assert job.plan.noise_scale == direct.plan.noise_scale
     assert job.plan.total_steps == direct.plan.total_steps
     rng = np.random.default_rng(0)
@@ -173,8 +174,8 @@ def test_library_use_plans_and_fits_the_chosen_optimizer() -> None:
     # from n = 10,000 rows with n·ε < 5,000: the last iterate of dp_agd (averaging cost
     # accuracy there); averaging everywhere else, small n included
     assert resolve(model, 10000, 5, PrivacyTarget(0.4, 1e-6)).optimizer == "dp_agd"
-    assert resolve(model, 9999, 5, PrivacyTarget(0.4, 1e-6)).optimizer == "dp_agd_averaged"
-    assert resolve(model, 400, 5, PrivacyTarget(0.1, 1e-6)).optimizer == "dp_agd_averaged"
+    assert resolve(model, 9999, 5, PrivacyTarget(0.4, 1e-6)).optimizer == "dp_agd_centred"
+    assert resolve(model, 400, 5, PrivacyTarget(0.1, 1e-6)).optimizer == "dp_agd_centred"
     assert resolve(model, 40000, 5, PrivacyTarget(0.1, 1e-6)).optimizer == "dp_agd"
     # the analyst's l2 is kept; otherwise the rule's l2 falls with n·ε between its bounds
     fixed = parse_model_spec({**LOGISTIC, "l2": 3e-3})
@@ -233,7 +234,7 @@ def test_a_job_without_optimizer_runs_auto(api: dict[str, Any]) -> None:
     accepted = client.post("/v1/jobs", json=request, headers=analyst)
     assert accepted.status_code == 202, accepted.text
     job = accepted.json()
-    assert job["optimizer"]["name"] == "dp_agd_averaged"  # 4,000 rows
+    assert job["optimizer"]["name"] == "dp_agd_centred"  # 4,000 rows
     assert job["model"]["gradient_clip"] == 0.5
     assert job["plan"]["auto"]["chosen_by"] == "auto"
     assert estimate["plan"] == job["plan"]
