@@ -16,11 +16,17 @@ The rule (first candidate whose plan is feasible wins):
 4. δ > 0, convex loss otherwise → ``dp_agd_averaged``: the same noisy accelerated steps (same
    mechanism, same charge), 2× dp_agd's default T but at most 400 (its compute cap,
    ``STEP_CAP``), releasing the mean of the second half of the iterates — or, for a loss with
-   a coefficient anchor (``logistic_regression``) and l1 = 0, ``dp_agd_centred``: the same
-   steps and average, but each step releases the gradient centred on its label term (half the
-   sensitivity) and the label term is released once and soft-thresholded (its docstring; on
-   the public data below +0.15 / +0.29 / +0.19 points on the Adult-TRAIN split at ε = 0.5 / 1 /
-   2, +0.4 / +0.7 / +0.1 on breast_cancer, level on the dense synthetic rows).
+   a coefficient anchor (``logistic_regression``) and l1 = 0 when n·ε/K ≥ 2,500 (K classes
+   one-vs-rest, 1 otherwise), ``dp_agd_centred``: the same steps and average, but each step
+   releases the gradient centred on its label term (half the sensitivity) and the label term
+   is released once and soft-thresholded (its docstring). Evidence (public data only,
+   ``python -m bench auto-alternatives``): +0.15 / +0.29 / +0.19 points on the Adult-TRAIN
+   split at ε = 0.5 / 1 / 2 (n·ε ≥ 10,000). Below the gate the one-shot label term is too
+   noisy to pay (60 seeds each, centred − averaged): on synthetic rows (400–5,000, d = 5–50),
+   digits < 5, wine and iris/wine/digits one-vs-rest, n·ε/K < 2,000 gave −0.1 to −6.9 points
+   in 40 of 43 cells (breast_cancer at ε ≥ 0.25 the exception, +0.2 to +1.4); from 2,000 to
+   2,500 −0.16 and +0.44; from 2,500 on +0.33 to +0.61 in 6 of 7 cells (−0.09 in the
+   seventh).
 5. ``logistic_regression`` without an analyst-set ``gradient_clip``: C = 1/2. For
    ``dp_agd_averaged`` without an analyst-set ``l2``:
    l2 = clamp(9·d·(2L·z₁/n)², 1e-5, 1e-3) (:func:`rule_l2`), z₁ the noise multiplier of one
@@ -193,7 +199,8 @@ L2_CEILING = 1e-3
 HUBER_FRACTION = 0.03
 RULE = (
     "delta > 0 and a convex loss: dp_agd if n >= 10000 and n*epsilon < 5000, else "
-    "dp_agd_centred for logistic_regression without l1, dp_agd_averaged otherwise "
+    "dp_agd_centred for logistic_regression without l1 if n*epsilon/classes >= 2500, "
+    "dp_agd_averaged otherwise "
     "(l2 = clamp(9*d*(2*L*z1/n)^2, 1e-5, 1e-3) when the analyst did not set "
     "l2, L = 1 for regression); delta > 0 and a non-convex loss: dp_gd; delta = 0: "
     "output_perturbation_gd; logistic_regression without gradient_clip: gradient_clip = 0.5; "
@@ -201,6 +208,8 @@ RULE = (
     "rest; first feasible of the fallbacks dp_agd, dp_gd, noisy_sgd_bst14, "
     "output_perturbation_gd, noisy_sgd_scs13"
 )
+#: n·ε/K from which dp_agd_centred replaces dp_agd_averaged (step 4; K classes one-vs-rest).
+CENTRED_N_EPSILON = 2_500
 #: The rule's tail-averaged optimizers (step 4), whose l2 the rule sets (step 5).
 AVERAGED = ("dp_agd_centred", "dp_agd_averaged")
 FALLBACKS = ("dp_agd", "dp_gd", "noisy_sgd_bst14", "output_perturbation_gd", "noisy_sgd_scs13")
@@ -235,20 +244,27 @@ class AutoChoice:
     record: dict[str, Any]
 
 
-def preferred_optimizer(convex: bool, target: PrivacyTarget, n: int, anchored: bool = False) -> str:
-    """Steps 1–4 of the rule; ``anchored``: the loss has a coefficient anchor and l1 = 0."""
+def preferred_optimizer(
+    convex: bool, target: PrivacyTarget, n: int, anchored: bool = False, classes: int = 1
+) -> str:
+    """Steps 1–4 of the rule; ``anchored``: the loss has a coefficient anchor and l1 = 0;
+    ``classes``: K for a one-vs-rest job (1 for a binary or regression one)."""
     if target.delta == 0:
         return "output_perturbation_gd"
     if not convex:
         return "dp_gd"
     if n >= LARGE_N and n * target.epsilon < AVERAGING_N_EPSILON:
         return "dp_agd"
-    return "dp_agd_centred" if anchored else "dp_agd_averaged"
+    if anchored and n * target.epsilon / max(1, classes) >= CENTRED_N_EPSILON:
+        return "dp_agd_centred"
+    return "dp_agd_averaged"
 
 
-def candidates(convex: bool, target: PrivacyTarget, n: int, anchored: bool = False) -> list[str]:
+def candidates(
+    convex: bool, target: PrivacyTarget, n: int, anchored: bool = False, classes: int = 1
+) -> list[str]:
     """The preferred optimizer, then the fallbacks (no repeats)."""
-    first = preferred_optimizer(convex, target, n, anchored)
+    first = preferred_optimizer(convex, target, n, anchored, classes)
     return [first, *(name for name in FALLBACKS if name != first)]
 
 
@@ -273,6 +289,7 @@ def choose_model_and_optimizer(
     target: PrivacyTarget,
     n: int,
     n_features: int = 0,
+    classes: int = 1,
 ) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """The public part of the rule: the model spec to run (``gradient_clip`` = 1/2 filled in for
     logistic regression and ``huber_delta`` = 0.03·B for Huber regression when the analyst did
@@ -290,7 +307,7 @@ def choose_model_and_optimizer(
         resolved["huber_delta"] = HUBER_FRACTION * float(model["label_bound"])
         filled["model.huber_delta"] = resolved["huber_delta"]
     loss = build_loss(parse_model_spec(resolved))
-    names = candidates(convex, target, n, is_anchored(loss))
+    names = candidates(convex, target, n, is_anchored(loss), classes)
     if names[0] in AVERAGED and "l2" in model and "l2" not in fields_set:
         d = n_features + (1 if resolved.get("fit_intercept") else 0)
         # Regression: the rule at the label-normalised scale (module docstring, step 5).
@@ -319,7 +336,7 @@ def resolve(
     check_loss_magnitudes(model, loss)
     sent = model.model_dump(mode="json")
     resolved, names, filled = choose_model_and_optimizer(
-        sent, set(model.model_fields_set), bool(loss.convex), target, n, n_features
+        sent, set(model.model_fields_set), bool(loss.convex), target, n, n_features, classes or 1
     )
     spec = parse_model_spec(resolved)
     last: InfeasibleSpec | None = None

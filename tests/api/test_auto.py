@@ -175,7 +175,15 @@ def test_library_use_plans_and_fits_the_chosen_optimizer() -> None:
     # accuracy there); averaging everywhere else, small n included
     assert resolve(model, 10000, 5, PrivacyTarget(0.4, 1e-6)).optimizer == "dp_agd"
     assert resolve(model, 9999, 5, PrivacyTarget(0.4, 1e-6)).optimizer == "dp_agd_centred"
-    assert resolve(model, 400, 5, PrivacyTarget(0.1, 1e-6)).optimizer == "dp_agd_centred"
+    assert resolve(model, 400, 5, PrivacyTarget(0.1, 1e-6)).optimizer == "dp_agd_averaged"
+    # the centred split from n·ε/K = 2,500 (K classes one-vs-rest): below, averaging
+    assert resolve(model, 5000, 5, PrivacyTarget(0.5, 1e-6)).optimizer == "dp_agd_centred"
+    assert resolve(model, 4999, 5, PrivacyTarget(0.5, 1e-6)).optimizer == "dp_agd_averaged"
+    three = resolve(model, 5000, 5, PrivacyTarget(1.5, 1e-6), classes=3)
+    assert three.optimizer == "dp_agd_centred"
+    assert resolve(model, 5000, 5, PrivacyTarget(1.0, 1e-6), classes=3).optimizer == (
+        "dp_agd_averaged"
+    )
     assert resolve(model, 40000, 5, PrivacyTarget(0.1, 1e-6)).optimizer == "dp_agd"
     # the analyst's l2 is kept; otherwise the rule's l2 falls with n·ε between its bounds
     fixed = parse_model_spec({**LOGISTIC, "l2": 3e-3})
@@ -234,7 +242,7 @@ def test_a_job_without_optimizer_runs_auto(api: dict[str, Any]) -> None:
     accepted = client.post("/v1/jobs", json=request, headers=analyst)
     assert accepted.status_code == 202, accepted.text
     job = accepted.json()
-    assert job["optimizer"]["name"] == "dp_agd_centred"  # 4,000 rows
+    assert job["optimizer"]["name"] == "dp_agd_averaged"  # 4,000 rows, n·ε < 2,500
     assert job["model"]["gradient_clip"] == 0.5
     assert job["plan"]["auto"]["chosen_by"] == "auto"
     assert estimate["plan"] == job["plan"]
