@@ -76,7 +76,6 @@ from service.models.base import (
     soft_threshold,
 )
 from service.optimizers.accelerated_kit import (
-    ACCELERATED_ASSUMPTIONS,
     averaged_accelerated_descent,
     plan_accelerated,
 )
@@ -218,8 +217,8 @@ class DPAGDCentred:
         "once (and soft-thresholded); the same exact Gaussian-DP accounting."
     )
     assumptions: ClassVar[str] = (
-        ACCELERATED_ASSUMPTIONS + " A logistic loss (its gradient coefficient lies in a "
-        "label-fixed interval); l1 = 0."
+        "Convex logistic loss (its gradient coefficient lies in a label-fixed interval) on rows "
+        "with ‖x‖₂ ≤ 1; l1 = 0; delta > 0; l2 > 0 or a public radius for the default T."
     )
     guarantee: ClassVar[str] = (
         "(ε, δ)-DP, replace-one adjacency: one Gaussian release of the label term and T "
@@ -328,6 +327,8 @@ class DPAGDCentred:
         cover: another anchor, or a sensitivity below 2r/n (``ValueError``, no data values)."""
         config = CentredConfig.from_hyperparameters(plan.hyperparameters)
         anchor = anchor_of(loss)
+        if loss.l1 > 0.0:
+            raise ValueError(f"{NAME} has no proximal step: the loss must have l1 = 0")
         if anchor.scale != config.anchor_scale or plan.sensitivity < (
             2.0 * anchor.half_width / config.n
         ) * (1.0 - 1e-12):
