@@ -51,8 +51,11 @@ breast_cancer, centred      81.55  87.25   90.22   (40 seeds)
 ==========================  =====  ======  ======
 
 f ∈ {0.4 … 0.7} and k ∈ {1, 1.5, 2} are within 0.05 of each other on Adult's split at ε = 0.5
-(f = 0.8: −0.05; no threshold: −0.14; hard threshold at 2σ_B: −0.14; a Wiener-type shrink:
-−0.12). ``python -m bench auto --explore`` re-measures the table.
+(f = 0.8 −0.05; no threshold, k = 0, −0.14). ``python -m bench auto-alternatives`` re-measures
+both tables. Where it does not pay: when n·ε is small the label term is mostly below its noise,
+and thresholding it away leaves the steps without the labels' pull — on public rows of 100–5,000
+(60 seeds each) it lost 0.1–6.9 points to dp_agd_averaged in 40 of 43 cells with n·ε/K < 2,000
+(K classes one-vs-rest); ``auto`` picks it from n·ε/K ≥ 2,500 (``service/optimizers/auto.py``).
 
 Assumptions: a loss with a coefficient anchor (``logistic_regression``; others are refused on
 ``model``), convex, δ > 0, l2 > 0 or a public ``radius`` (dp_agd's defaults), l1 = 0.
