@@ -15,9 +15,11 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, resolved_objective_gap
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.config import GradientStepsConfig
 from service.optimizers.full_gradient import GradientOracle, LocalGradient
 from service.optimizers.gradient_kit import (
     QueryRecord,
@@ -27,10 +29,15 @@ from service.optimizers.gradient_kit import (
     single_release_multiplier,
 )
 from service.optimizers.inputs import Rows
+from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.analytic_gaussian import sample_gaussian
 
 __all__ = [
     "ACCELERATED_ASSUMPTIONS",
+    "STEP_CAP",
+    "STEP_FACTOR",
+    "AveragedStepsParams",
+    "plan_averaged",
     "accelerated_iterations",
     "averaged_accelerated_descent",
     "noisy_accelerated_descent",
@@ -165,6 +172,82 @@ def averaged_accelerated_descent(
     )
     out: FloatArray = total / (iterations - start)
     return out
+
+
+#: ``dp_agd_averaged``'s (and ``dp_agd_centred``'s) default T: this multiple of DP-AGD's default T
+#: (``dp_agd_averaged``'s docstring) …
+STEP_FACTOR = 2
+#: … capped at the default ``max_iterations``, a compute budget (same docstring).
+STEP_CAP = 400
+
+
+class AveragedStepsParams(BaseModel):
+    """The step parameters of the tail-averaged optimizers (``dp_agd_averaged``,
+    ``dp_agd_centred``); omitted values get the defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    iterations: int | None = Field(
+        default=None,
+        ge=1,
+        le=FULL_GRADIENT_STEPS_CAP,
+        description="Number of noisy full-gradient steps T. Default: twice dp_agd's default "
+        "(its accelerated balance point), capped at max_iterations.",
+    )
+    step_size: float | None = Field(
+        default=None, gt=0.0, allow_inf_nan=False, description="As dp_agd (default 1/β_F)."
+    )
+    radius: float | None = Field(
+        default=None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="As dp_agd: public guess of ‖w*‖ for the default T (default √(2·gap/l2)).",
+    )
+    objective_gap: float = Field(
+        default=1.0,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="As dp_agd (unset: max(1, the largest loss a row can have at w = 0)).",
+    )
+    max_iterations: int = Field(
+        default=STEP_CAP,
+        ge=1,
+        le=FULL_GRADIENT_STEPS_CAP,
+        description="Cap on the default number of iterations (ignored if iterations is given); "
+        "the default 400 is a compute budget (about diffprivlib's fit time on UCI Adult).",
+    )
+
+
+def plan_averaged(
+    name: str, loss: Loss, n: int, d: int, target: PrivacyTarget, params: AveragedStepsParams
+) -> ReleasePlan:
+    """:func:`plan_accelerated` with T = ``iterations`` or STEP_FACTOR × DP-AGD's default T,
+    capped at ``max_iterations``, and ``averaged_from`` = ⌊T/2⌋ + 1 recorded (the same
+    refusals as DP-AGD)."""
+
+    def accelerated(iterations: int | None) -> ReleasePlan:
+        return plan_accelerated(
+            name,
+            loss,
+            n,
+            d,
+            target,
+            iterations=iterations,
+            step_size=params.step_size,
+            radius=params.radius,
+            objective_gap=resolved_objective_gap(loss, params),
+            max_iterations=params.max_iterations,
+        )
+
+    steps = params.iterations
+    if steps is None:
+        default = GradientStepsConfig.from_hyperparameters(
+            accelerated(None).hyperparameters
+        ).iterations
+        steps = max(1, min(STEP_FACTOR * default, params.max_iterations))
+    plan = accelerated(steps)
+    plan.hyperparameters["averaged_from"] = steps // 2 + 1
+    return plan
 
 
 def plan_accelerated(

@@ -53,13 +53,16 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
-from service.models.base import FloatArray, Loss, resolved_objective_gap
+from service.models.base import FloatArray, Loss
 from service.optimizers.accelerated_kit import (
     ACCELERATED_ASSUMPTIONS,
+    STEP_CAP,
+    STEP_FACTOR,
+    AveragedStepsParams,
     averaged_accelerated_descent,
-    plan_accelerated,
+    plan_averaged,
 )
 from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
 from service.optimizers.config import GradientStepsConfig, PlanConfig
@@ -68,7 +71,6 @@ from service.optimizers.gradient_kit import (
     check_plan_covers,
     full_gradient_inputs,
 )
-from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 
 __all__ = [
     "DPAGDAveraged",
@@ -78,46 +80,9 @@ __all__ = [
     "averaged_accelerated_descent",
 ]
 
-#: The default T is this multiple of DP-AGD's default T (module docstring).
-STEP_FACTOR = 2
-#: The default ``max_iterations``: a compute budget (module docstring).
-STEP_CAP = 400
 
-
-class DPAGDAveragedParams(BaseModel):
+class DPAGDAveragedParams(AveragedStepsParams):
     """Hyper-parameters of ``dp_agd_averaged``; omitted values get the defaults."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    iterations: int | None = Field(
-        default=None,
-        ge=1,
-        le=FULL_GRADIENT_STEPS_CAP,
-        description="Number of noisy full-gradient steps T. Default: twice dp_agd's default "
-        "(its accelerated balance point), capped at max_iterations.",
-    )
-    step_size: float | None = Field(
-        default=None, gt=0.0, allow_inf_nan=False, description="As dp_agd (default 1/β_F)."
-    )
-    radius: float | None = Field(
-        default=None,
-        gt=0.0,
-        allow_inf_nan=False,
-        description="As dp_agd: public guess of ‖w*‖ for the default T (default √(2·gap/l2)).",
-    )
-    objective_gap: float = Field(
-        default=1.0,
-        gt=0.0,
-        allow_inf_nan=False,
-        description="As dp_agd (unset: max(1, the largest loss a row can have at w = 0)).",
-    )
-    max_iterations: int = Field(
-        default=STEP_CAP,
-        ge=1,
-        le=FULL_GRADIENT_STEPS_CAP,
-        description="Cap on the default number of iterations (ignored if iterations is given); "
-        "the default 400 is a compute budget (about diffprivlib's fit time on UCI Adult).",
-    )
 
 
 class DPAGDAveraged:
@@ -151,30 +116,7 @@ class DPAGDAveraged:
             if isinstance(params, DPAGDAveragedParams)
             else DPAGDAveragedParams.model_validate(params.model_dump(exclude_unset=True))
         )
-
-        def accelerated(iterations: int | None) -> ReleasePlan:
-            return plan_accelerated(
-                self.name,
-                loss,
-                n,
-                d,
-                target,
-                iterations=iterations,
-                step_size=p.step_size,
-                radius=p.radius,
-                objective_gap=resolved_objective_gap(loss, p),
-                max_iterations=p.max_iterations,
-            )
-
-        steps = p.iterations
-        if steps is None:
-            default = GradientStepsConfig.from_hyperparameters(
-                accelerated(None).hyperparameters
-            ).iterations
-            steps = max(1, min(STEP_FACTOR * default, p.max_iterations))
-        plan = accelerated(steps)
-        plan.hyperparameters["averaged_from"] = steps // 2 + 1
-        return plan
+        return plan_averaged(self.name, loss, n, d, target, p)
 
     def fit(
         self,

@@ -69,24 +69,23 @@ from typing import ClassVar
 
 import numpy as np
 from dp_accounting import dp_event
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from service.models.base import (
     CoefficientAnchor,
     FloatArray,
     Loss,
-    resolved_objective_gap,
     soft_threshold,
 )
 from service.optimizers.accelerated_kit import (
+    AveragedStepsParams,
     averaged_accelerated_descent,
-    plan_accelerated,
+    plan_averaged,
 )
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallback, ReleasePlan
 from service.optimizers.config import GradientStepsConfig
 from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
 from service.optimizers.inputs import checked_data, gradient_rows
-from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.gdp import event_mu, gdp_delta, gdp_mu
 
@@ -105,43 +104,12 @@ NAME = "dp_agd_centred"
 STEP_SHARE = 0.6
 #: Default soft threshold on the released label term, in units of its noise std σ_B.
 THRESHOLD = 1.5
-#: dp_agd_averaged's defaults: T = 2 × dp_agd's balance point, capped at 400 (a compute budget).
-STEP_FACTOR, STEP_CAP = 2, 400
 
 
-class DPAGDCentredParams(BaseModel):
-    """Hyper-parameters of ``dp_agd_centred``; omitted values get the defaults."""
+class DPAGDCentredParams(AveragedStepsParams):
+    """Hyper-parameters of ``dp_agd_centred``: ``dp_agd_averaged``'s (same defaults) plus the
+    label term's share and threshold; omitted values get the defaults."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    iterations: int | None = Field(
-        default=None,
-        ge=1,
-        le=FULL_GRADIENT_STEPS_CAP,
-        description="Number of noisy centred-gradient steps T. Default: as dp_agd_averaged "
-        "(twice dp_agd's balance point), capped at max_iterations.",
-    )
-    step_size: float | None = Field(
-        default=None, gt=0.0, allow_inf_nan=False, description="As dp_agd (default 1/β_F)."
-    )
-    radius: float | None = Field(
-        default=None,
-        gt=0.0,
-        allow_inf_nan=False,
-        description="As dp_agd: public guess of ‖w*‖ for the default T (default √(2·gap/l2)).",
-    )
-    objective_gap: float = Field(
-        default=1.0,
-        gt=0.0,
-        allow_inf_nan=False,
-        description="As dp_agd (unset: max(1, the largest loss a row can have at w = 0)).",
-    )
-    max_iterations: int = Field(
-        default=STEP_CAP,
-        ge=1,
-        le=FULL_GRADIENT_STEPS_CAP,
-        description="Cap on the default number of iterations (ignored if iterations is given).",
-    )
     step_share: float = Field(
         default=STEP_SHARE,
         gt=0.0,
@@ -250,28 +218,8 @@ class DPAGDCentred:
             raise InfeasibleSpec(
                 "model.l1", f"{NAME} has no proximal step for l1: use l1 = 0 or dp_agd_averaged"
             )
-
-        def accelerated(iterations: int | None) -> ReleasePlan:
-            return plan_accelerated(
-                self.name,
-                loss,
-                n,
-                d,
-                target,
-                iterations=iterations,
-                step_size=p.step_size,
-                radius=p.radius,
-                objective_gap=resolved_objective_gap(loss, p),
-                max_iterations=p.max_iterations,
-            )
-
-        steps = p.iterations
-        if steps is None:
-            default = GradientStepsConfig.from_hyperparameters(
-                accelerated(None).hyperparameters
-            ).iterations
-            steps = max(1, min(STEP_FACTOR * default, p.max_iterations))
-        base = accelerated(steps)
+        base = plan_averaged(self.name, loss, n, d, target, p)
+        steps = base.total_steps
         sensitivity = 2.0 * anchor.half_width / n
         z_steps, z_anchor, event = _multipliers(steps, p.step_share, target)
         hyper = dict(base.hyperparameters)
@@ -283,7 +231,6 @@ class DPAGDCentred:
                 "anchor_noise_std": z_anchor * sensitivity,
                 "step_share": p.step_share,
                 "threshold": p.threshold,
-                "averaged_from": steps // 2 + 1,
             }
         )
         return ReleasePlan(
