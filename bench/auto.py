@@ -55,7 +55,7 @@ from bench.data import (
     synthetic_rows,
 )
 from service.evaluation import evaluate_rows
-from service.optimizers.auto import CLIP, L2_FACTOR
+from service.optimizers.auto import AVERAGED, CLIP, L2_FACTOR
 from service.privacy.evaluation import accuracy_std, loss_clip_bound, plan_evaluation
 from service.privacy.gdp import gdp_mu
 from service.schemas import JobCreate
@@ -369,13 +369,15 @@ def arm_accuracy(
 
 
 def uncapped_accuracy(data: Dataset, eps: float, runs: int) -> float | None:
-    """The auto job's ``dp_agd_averaged`` without its default 400-step cap (max_iterations =
-    2000, the earlier default), same model and seeds; None when auto picks another optimizer."""
+    """The auto job's tail-averaged optimizer (``dp_agd_centred`` or ``dp_agd_averaged``)
+    without its default 400-step cap (max_iterations = 2000, the earlier default), same model
+    and seeds; None when auto picks another optimizer."""
     priced = auto_job(data, eps)
-    if priced.planned.optimizer.name != "dp_agd_averaged":
+    chosen = priced.planned.optimizer.name
+    if chosen not in AVERAGED:
         return None
     job = plan(
-        "dp_agd_averaged",
+        chosen,
         priced.spec["model"],
         data.n,
         data.d,

@@ -90,20 +90,22 @@ either way.
 Why (experiments, public data only, never Adult's test file; ``python -m bench auto --explore``
 re-measures it): 6 seeds per cell, δ = 1e-5, C = 1/2, test accuracy % (Adult: its TRAIN file
 split 2:1; synthetic: 20,000 logistic rows, d = 21; breast_cancer: 400 rows, d = 31). "avg" is
-``dp_agd_averaged``; "selection" is ``private_selection`` over {avg, dp_gd} at the same (ε, δ):
+``dp_agd_averaged``, "avg (rule)" at the rule's l2 — what auto ran before turn 7 —, "auto" the
+rule's job today (``dp_agd_centred`` in the Adult and synthetic cells at ε ≥ 0.5, n·ε ≥ 2,500);
+"selection" is ``private_selection`` over {avg, dp_gd} at the same (ε, δ):
 
 ==========================  =====  ======  ======  ======  =====  =========
 data, ε                      auto  dp_agd  dp_gd   avg     avg    selection
                                    l2 1e-4 l2 1e-4 l2 1e-4 (rule)
 ==========================  =====  ======  ======  ======  =====  =========
 Adult-TRAIN split, 0.1      82.38  82.38   81.01   82.14   —      refused
-Adult-TRAIN split, 0.5      83.59  83.58   83.41   83.59   83.59  83.23
-Adult-TRAIN split, 1        83.89  83.78   83.59   83.73   83.89  83.55
-Adult-TRAIN split, 2        84.23  83.83   83.59   83.79   84.23  83.68
+Adult-TRAIN split, 0.5      83.74  83.58   83.41   83.59   83.59  83.23
+Adult-TRAIN split, 1        84.13  83.78   83.59   83.73   83.89  83.55
+Adult-TRAIN split, 2        84.44  83.83   83.59   83.79   84.23  83.68
 synthetic, 0.1              82.48  82.48   81.88   81.16   —      refused
-synthetic, 0.5              88.02  87.01   88.07   87.89   88.02  87.11
-synthetic, 1                88.91  87.38   88.79   88.89   88.91  88.40
-synthetic, 2                89.18  88.20   88.98   89.13   89.18  88.94
+synthetic, 0.5              88.16  87.01   88.07   87.89   88.02  87.11
+synthetic, 1                88.92  87.38   88.79   88.89   88.91  88.40
+synthetic, 2                89.15  88.20   88.98   89.13   89.18  88.94
 breast_cancer, 0.1          64.60  65.58   63.31   68.44   64.60  refused
 breast_cancer, 0.5          84.32  84.22   78.40   86.19   84.32  72.88
 breast_cancer, 1            90.34  91.42   85.80   91.81   90.34  80.87
@@ -112,8 +114,9 @@ breast_cancer, 2            91.81  92.31   90.34   92.60   91.81  90.34
 
 The cells with 2·T_agd > 400 (Adult-TRAIN at ε = 2: 580 steps; synthetic at ε = 1, 2: 610, 834)
 run dp_agd_averaged's compute cap of 400 steps (its docstring has a 16-seed comparison);
-uncapped (``--explore``'s column "auto without the 400-step cap") they are 84.19 / 88.73 /
-88.98 (and 89.09 for "avg l2 1e-4" on synthetic at ε = 2).
+uncapped (``--explore``'s column "auto without the 400-step cap") they were 84.19 / 88.73 /
+88.98 with dp_agd_averaged (and 89.09 for "avg l2 1e-4" on synthetic at ε = 2), and are
+84.46 / 88.84 / 89.08 with dp_agd_centred.
 The old rule (``dp_agd`` from 10,000 rows, ``dp_gd`` below, l2 = 1e-4) was 1–1.4 points below
 ``dp_gd`` on the synthetic data at ε ≥ 0.5 and 2–8 points below ``dp_agd`` on breast_cancer;
 the rule above is within 0.16 points of the best column in every cell but breast_cancer's, where
