@@ -59,6 +59,7 @@ __all__ = [
     "Loss",
     "RegressionLoss",
     "check_positive",
+    "coefficient_anchor",
     "check_weight",
     "fit_intercept_field",
     "l1_field",
@@ -124,6 +125,16 @@ class CoefficientAnchor:
 
     scale: float
     half_width: float
+
+
+def coefficient_anchor(loss: Loss) -> CoefficientAnchor | None:
+    """The loss's :class:`CoefficientAnchor` if its model derives one (``logistic_regression``),
+    else None."""
+    method = getattr(loss, "coefficient_anchor", None)
+    if method is None:
+        return None
+    anchor: CoefficientAnchor = method()
+    return anchor
 
 
 class RegressionLoss(Loss, Protocol):

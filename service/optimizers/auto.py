@@ -167,7 +167,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, coefficient_anchor
 from service.optimizers.base import (
     InfeasibleSpec,
     PrivacyTarget,
@@ -273,7 +273,7 @@ def candidates(
 
 def is_anchored(loss: Loss) -> bool:
     """Whether ``dp_agd_centred`` applies: a coefficient anchor (logistic) and no l1 term."""
-    return hasattr(loss, "coefficient_anchor") and not loss.l1
+    return coefficient_anchor(loss) is not None and not loss.l1
 
 
 def rule_l2(lipschitz: float, n: int, d: int, target: PrivacyTarget) -> float:

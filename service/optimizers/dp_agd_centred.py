@@ -75,6 +75,7 @@ from service.models.base import (
     CoefficientAnchor,
     FloatArray,
     Loss,
+    coefficient_anchor,
     soft_threshold,
 )
 from service.optimizers.accelerated_kit import (
@@ -139,14 +140,13 @@ class CentredConfig(GradientStepsConfig):
 
 def anchor_of(loss: Loss) -> CoefficientAnchor:
     """The loss's coefficient anchor, or :class:`InfeasibleSpec` on ``model`` if it has none."""
-    method = getattr(loss, "coefficient_anchor", None)
-    if method is None:
+    anchor = coefficient_anchor(loss)
+    if anchor is None:
         raise InfeasibleSpec(
             "model",
             f"{NAME} needs a loss whose gradient coefficient lies in a label-fixed interval "
             f"(logistic_regression); {loss.name} has none — use dp_agd_averaged",
         )
-    anchor: CoefficientAnchor = method()
     return anchor
 
 
