@@ -20,7 +20,7 @@ The rule (first candidate whose plan is feasible wins):
    one-vs-rest, 1 otherwise), ``dp_agd_centred``: the same steps and average, but each step
    releases the gradient centred on its label term (half the sensitivity) and the label term
    is released once and soft-thresholded (its docstring). Evidence (public data only,
-   ``python -m bench auto-alternatives``): +0.15 / +0.29 / +0.19 points on the Adult-TRAIN
+   ``python -m bench auto-alternatives``): +0.21 / +0.29 / +0.22 points on the Adult-TRAIN
    split at ε = 0.5 / 1 / 2 (n·ε ≥ 10,000). Below the gate the one-shot label term is too
    noisy to pay (60 seeds each, centred − averaged): on synthetic rows (400–5,000, d = 5–50),
    digits < 5, wine and iris/wine/digits one-vs-rest, n·ε/K < 2,000 gave −0.1 to −6.9 points
@@ -151,11 +151,11 @@ None of these closed it: objective perturbation with exact minimisation (one noi
 averaged steps, but the Jacobian term ε₁ = log(1 + β/(n·l2)) takes 0.11 of ε at l2 = 1e-4) 83.54
 even with an optimistic calibration, 83.42 at l2 = 3e-4; centred coefficients (the clipped slope
 lies in a label-fixed interval of width C, so each step's centred sum has half the sensitivity and
-the label term Σ yᵢxᵢ is released once) 83.56 — its one-shot noise is a constant gradient offset
+the label term Σ yᵢxᵢ is released once) 83.62 — its one-shot noise is a constant gradient offset
 that drifts the flat (rare-category) directions, and without that noise it would reach 83.75; a
 private XᵀX/n preconditioner (5 % of μ², 50 whitened steps) 83.35; gradient_clip 0.4 83.52, 260
 steps 83.35, no l2 on the intercept 83.53. What did: the centred split with the label term
-soft-thresholded at 1.5σ (the noise-dominated coordinates, the rare categories, set to 0): 83.71
+soft-thresholded at 1.5σ (the noise-dominated coordinates, the rare categories, set to 0): 83.78
 (``dp_agd_centred``, now step 4).
 """
 
