@@ -56,6 +56,7 @@ from service.schemas.models import (
     EvaluationOut,
     ModelOut,
     ModelPrivacy,
+    PredictionWarningOut,
     PredictRequest,
     PredictResponse,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "NumericFeature",
     "OptimizerChoice",
     "OptimizerInfo",
+    "PredictionWarningOut",
     "PredictRequest",
     "PredictResponse",
     "PrivacyBudget",
