@@ -62,6 +62,8 @@ from .optimizer_info_params import OptimizerInfoParams
 from .predict_request import PredictRequest
 from .predict_request_rows_item import PredictRequestRowsItem
 from .predict_response import PredictResponse
+from .prediction_warning_out import PredictionWarningOut
+from .prediction_warning_out_kind import PredictionWarningOutKind
 from .privacy_budget import PrivacyBudget
 from .privacy_out import PrivacyOut
 from .problem import Problem
@@ -129,6 +131,8 @@ __all__ = (
     "OptimizerChoiceParams",
     "OptimizerInfo",
     "OptimizerInfoParams",
+    "PredictionWarningOut",
+    "PredictionWarningOutKind",
     "PredictRequest",
     "PredictRequestRowsItem",
     "PredictResponse",
