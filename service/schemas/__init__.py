@@ -50,6 +50,7 @@ from service.schemas.keys import (
     KeyCreate,
     KeyCreated,
     KeyOut,
+    WhoAmI,
 )
 from service.schemas.models import (
     EvaluationCreate,
@@ -89,6 +90,7 @@ __all__ = [
     "KeyCreate",
     "KeyCreated",
     "KeyOut",
+    "WhoAmI",
     "LabelSpec",
     "LabelValidation",
     "LedgerOut",
