@@ -70,6 +70,8 @@ from .problem import Problem
 from .progress import Progress
 from .sigmoid_classifier_spec import SigmoidClassifierSpec
 from .validation_out import ValidationOut
+from .who_am_i import WhoAmI
+from .who_am_i_role import WhoAmIRole
 
 __all__ = (
     "BudgetHistoryOut",
@@ -142,4 +144,6 @@ __all__ = (
     "Progress",
     "SigmoidClassifierSpec",
     "ValidationOut",
+    "WhoAmI",
+    "WhoAmIRole",
 )
