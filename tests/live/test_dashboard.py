@@ -583,3 +583,46 @@ def test_root_redirects_and_the_sign_in_card_says_where_keys_come_from(
     assert "dpfit keys create --role admin --name admin" in text and "docker exec" in text
     assert layout_problems(browser, ["#sign-in-view", "#key-source", "#api-key"]) == []
     screenshot(browser, shots / "sign-in-900.png", 900)
+
+
+def test_the_layout_check_sees_what_it_is_for(browser: Any, sqlite_server: LiveServer) -> None:
+    """At 900 px the old jobs table cut its last column; the check reports such a table, a
+    page wider than the viewport, overlapping tick labels and a missing element."""
+    set_viewport(browser, 900)
+    browser.get(f"{sqlite_server.base_url}/ui")
+    wait_until(browser, "document.getElementById('sign-in') !== null", "the sign-in form")
+    assert layout_problems(browser, ["#sign-in-view"]) == []
+    browser.execute_script(
+        """
+        const holder = document.createElement('div');
+        holder.className = 'scroll';
+        const table = document.createElement('table');
+        table.className = 'grid';
+        const row = table.insertRow();
+        for (let i = 0; i < 9; i += 1) {
+          const cell = row.insertCell();
+          cell.textContent = 'mdl_0123456789abcdef0123';
+          cell.style.whiteSpace = 'nowrap';
+        }
+        holder.append(table);
+        document.querySelector('main').append(holder);
+        const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+        svg.setAttribute('class', 'burn-down');
+        svg.setAttribute('width', '200');
+        svg.setAttribute('height', '50');
+        for (const x of [10, 14]) {
+          const t = document.createElementNS('http://www.w3.org/2000/svg', 'text');
+          t.setAttribute('class', 'x-tick'); t.setAttribute('x', x); t.setAttribute('y', 20);
+          t.textContent = '0.81'; svg.append(t);
+        }
+        document.querySelector('main').append(svg);
+        const wide = document.createElement('div');
+        wide.style.width = '1200px'; wide.style.height = '4px';
+        document.querySelector('main').append(wide);
+        """
+    )
+    problems = layout_problems(browser, ["#sign-in-view", "#no-such-element"])
+    assert any("is cut" in p for p in problems), problems
+    assert any("px wide in a 900px viewport" in p for p in problems), problems
+    assert any("x-tick labels overlap" in p for p in problems), problems
+    assert any("#no-such-element: not on the page" in p for p in problems), problems
