@@ -86,3 +86,27 @@ def test_clean_rows_do_not_warn() -> None:
 def test_the_warning_quotes_a_few_and_counts_all() -> None:
     with pytest.warns(PredictionWarning, match=r"12 cell\(s\).*… 7 more"):
         credit_model().predict_proba([dict(GOOD, education="Phd")] * 12)
+
+
+def test_client_predict_warns_with_the_services_warnings() -> None:
+    """The remote prediction: the answer's ``warnings`` stay in the answer and are issued as one
+    PredictionWarning at the caller's line (the service's answer mocked at the transport)."""
+    import httpx
+    from dpfit import Client
+
+    listed = [
+        {"row": 1, "column": "education", "kind": "unknown_category", "message": "'Phd' is …"}
+    ]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/models/m_1/predict"
+        body = {"predictions": [">50K", "<=50K"], "probabilities": [0.6, 0.4]}
+        return httpx.Response(200, json={**body, "warnings": listed, "warnings_total": 1})
+
+    client = Client("http://dpfit.test", "key", transport=httpx.MockTransport(answer))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = client.predict("m_1", [GOOD, dict(GOOD, education="Phd")])
+    assert got["warnings"] == listed
+    assert len(caught) == 1 and issubclass(caught[0].category, PredictionWarning)
+    assert caught[0].filename == __file__ and "row 1 education" in str(caught[0].message)
