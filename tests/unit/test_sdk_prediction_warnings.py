@@ -110,3 +110,13 @@ def test_client_predict_warns_with_the_services_warnings() -> None:
     assert got["warnings"] == listed
     assert len(caught) == 1 and issubclass(caught[0].category, PredictionWarning)
     assert caught[0].filename == __file__ and "row 1 education" in str(caught[0].message)
+
+
+def test_the_sklearn_pipeline_warns_too() -> None:
+    pytest.importorskip("sklearn")
+    pipeline = credit_model().to_sklearn()
+    with pytest.warns(PredictionWarning, match="row 0 education"):
+        pipeline.predict([dict(GOOD, education="Phd")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PredictionWarning)
+        pipeline.predict([GOOD])
