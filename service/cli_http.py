@@ -24,6 +24,7 @@ import math
 import pickle
 import re
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -649,10 +650,16 @@ def models_predict(client: Any, args: argparse.Namespace) -> int:
     rows = _read_rows(args.rows)
     if not rows:
         raise UsageError(f"{args.rows} has no rows")
-    if args.local:
-        answer = _predict_locally(client, args.model, rows)
-    else:
-        answer = client.predict(args.model, rows)
+    import dpfit
+
+    with warnings.catch_warnings():  # shown below, from the answer, once
+        warnings.simplefilter("ignore", dpfit.PredictionWarning)
+        if args.local:
+            answer = _predict_locally(client, args.model, rows)
+        else:
+            answer = client.predict(args.model, rows)
+    if args.output != "json":
+        _print_prediction_warnings(answer)
     probabilities = answer.get("probabilities")
     return _show(
         args,
@@ -665,6 +672,17 @@ def models_predict(client: Any, args: argparse.Namespace) -> int:
             ["ROW", "PREDICTION", "SCORE"],
         ),
     )
+
+
+def _print_prediction_warnings(answer: dict[str, Any]) -> None:
+    """The answer's ``warnings`` on stderr (the table stays on stdout), one line each: the row
+    (0-based, as in the ROW column), the column, what the encoding did."""
+    listed = answer.get("warnings") or []
+    total = int(answer.get("warnings_total") or len(listed))
+    for w in listed:
+        sys.stderr.write(f"warning: row {w['row']} {w['column']}: {w['message']}\n")
+    if total > len(listed):
+        sys.stderr.write(f"warning: … and {total - len(listed)} more (--output json lists them)\n")
 
 
 def _predict_locally(client: Any, model_id: str, rows: list[dict[str, str]]) -> dict[str, Any]:
@@ -688,6 +706,8 @@ def _predict_locally(client: Any, model_id: str, rows: list[dict[str, str]]) -> 
             proba = model.predict_proba(rows)
             best = proba.max(axis=1) if model.is_multiclass else proba[:, 1]
             answer["probabilities"] = [float(v) for v in best]
+        answer["warnings"] = model.prediction_warnings(rows)
+        answer["warnings_total"] = len(answer["warnings"])
     except (ValueError, TypeError, ArithmeticError) as exc:
         problem = {"title": "Invalid rows", "field": "rows", "detail": str(exc)}
         raise dpfit.InvalidSpec(

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from service.cpu_quota import available_cpus
+
 DEFAULT_HOME = Path("var")
 
 
@@ -27,7 +29,9 @@ class Settings:
     - ``DPFIT_SQL_CONNECTIONS``: a JSON object naming the operator's databases that tables may
       be registered from, name → SQLAlchemy URL (``{"warehouse": "postgresql+psycopg://…"}``);
       default none. The URLs (credentials) are never shown: not in ``repr``, a response or a log.
-    - ``DPFIT_WORKERS``: worker processes of the embedded Dask LocalCluster; default = cores.
+    - ``DPFIT_WORKERS``: worker processes of the embedded Dask LocalCluster; default = the CPUs
+      this process may use: its affinity and its cgroup's CPU quota (a container's ``--cpus``),
+      not the host's cores (service/cpu_quota.py).
     - ``DPFIT_DASK_SCHEDULER``: address of an external Dask scheduler (then no LocalCluster).
     - ``DPFIT_MAX_ATTEMPTS``: runs of one job (a worker starting it) before a restart marks it
       failed (default 3); dispatches that no worker started don't count.
@@ -97,7 +101,7 @@ class Settings:
         entries = [p for _, p in scoped]
         roots = tuple(Path(p).expanduser().resolve() for p in entries if not _is_s3(p))
         object_roots = tuple(_s3_root(p) for p in entries if _is_s3(p))
-        workers = int(env.get("DPFIT_WORKERS") or (os.cpu_count() or 1))
+        workers = int(env.get("DPFIT_WORKERS") or available_cpus())
         connections = _sql_connections(env.get("DPFIT_SQL_CONNECTIONS") or "")
         return Settings(
             database_url=database_url,

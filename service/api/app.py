@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
 from service import __version__
-from service.api import catalog, datasets, docs, jobs, keys, metrics, models
+from service.api import catalog, datasets, docs, jobs, keys, me, metrics, models
 from service.api.errors import install_error_handlers
 from service.api.middleware import BodyLimit, RequestContext, SafeTarget
 from service.api.ui import install_ui
@@ -114,7 +114,7 @@ def create_app(
     app.add_middleware(SafeTarget)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestContext)
-    for module in (datasets, jobs, models, keys, catalog, docs, metrics):
+    for module in (datasets, jobs, models, keys, me, catalog, docs, metrics):
         app.include_router(module.router)
     install_ui(app)
     _serve_problem_json_schema(app)

@@ -23,12 +23,14 @@ from service.db.models import Evaluation, Job
 from service.evaluation import PricedEvaluation, is_evaluation, price_evaluation
 from service.ledger.admission import budget_of
 from service.models.registry import ModelSpec, build_loss
+from service.prediction_warnings import prediction_warnings
 from service.released_model import weight_matrix
 from service.schemas import (
     EvaluationCreate,
     EvaluationOut,
     JobEstimateOut,
     ModelOut,
+    PredictionWarningOut,
     PredictRequest,
     PredictResponse,
     PrivacyOut,
@@ -81,7 +83,13 @@ def predict(
     loss = build_loss(TypeAdapter(ModelSpec).validate_python(model_json))
     label = LabelSpec.model_validate(label_json)
     result = released_model.predict(weight_matrix(coefficients, intercept), loss, label, X)
-    return PredictResponse(predictions=result.predictions, probabilities=result.probabilities)
+    found = prediction_warnings(encoder, body.rows)
+    return PredictResponse(
+        predictions=result.predictions,
+        probabilities=result.probabilities,
+        warnings=[PredictionWarningOut.model_validate(vars(w)) for w in found.listed],
+        warnings_total=found.total,
+    )
 
 
 # --- private evaluation (service/evaluation.py) -------------------------------------------------

@@ -59,7 +59,8 @@ WORKER_PROCESS_BYTES = 256 << 20
 #: page per source column (≈ 1.3 MiB per column with Arrow's default 1 MiB pages: 51–55 MiB for
 #: 41 columns, measured), plus one 2 MiB block (``data_parallel.PARTITION_BLOCK_BYTES``); a CSV
 #: or SQL source holds one block. Parquet files with many more columns or much larger pages need
-#: more: that is public metadata the owner controls (README, "Growing to a cluster").
+#: more: that is public metadata the owner controls
+#: (docs/reference/cluster.md#growing-to-a-cluster-of-many-machines-data-parallel-jobs).
 READER_BYTES = 64 << 20
 #: Arrow's Parquet reader per source column read (one data page and one dictionary page at its
 #: default 1 MiB pages: 1.3 MiB measured), plus the 2 MiB read block: a source with many
@@ -69,8 +70,8 @@ READER_BLOCK_BYTES = 2 << 20
 #: While steps run: a gradient's temporaries, about three float64 vectors per row held.
 STEP_BYTES_PER_ROW = 24
 #: The memory fraction at which a worker pauses (the embedded cluster sets Dask's
-#: ``distributed.worker.memory.pause`` to it; external workers must too, README). A paused worker
-#: runs nothing, so job data must stay below it.
+#: ``distributed.worker.memory.pause`` to it; external workers must too,
+#: docs/reference/cluster.md). A paused worker runs nothing, so job data must stay below it.
 DATA_FRACTION = 0.9
 #: A job runs in one process only if its rows take at most this share of what a worker can
 #: hold: the single-process path may copy the rows once (sparse copies, rescaled rows).

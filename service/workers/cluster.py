@@ -14,7 +14,7 @@ Every listener (scheduler, nannies, workers) binds to ``settings.dask_host`` (de
 
 For an external cluster, ``dask scheduler``/``dask worker`` take ``--preload
 service.workers.cluster``: :func:`dask_setup` closes the HTTP server those commands started
-(README, "Security of the worker cluster").
+(docs/reference/cluster.md#security-of-the-worker-cluster).
 """
 
 from __future__ import annotations

@@ -55,6 +55,8 @@ EXPECTED: dict[str, tuple[int, ...]] = {
     "GET /redoc":                                      ALL_200,
     "GET /v1/optimizers":                              ALL_200,
     "GET /ui":                                         ALL_200,
+    "GET /":                                           ALL_200,
+    "GET /v1/me":                                      (200, 200, 200, 200, 200, 401, 401),
     "MOUNT /ui/static":                                ALL_200,
     "GET /metrics":                                    (200, 403, 403, 403, 403, 401, 401),
     "POST /v1/keys":                                   (201, 403, 403, 403, 403, 401, 401),
@@ -147,6 +149,8 @@ REQUESTS: dict[str, Callable[[World], Request]] = {
     "GET /redoc": lambda w: ("GET", "/redoc", None),
     "GET /v1/optimizers": lambda w: ("GET", "/v1/optimizers", None),
     "GET /ui": lambda w: ("GET", "/ui", None),
+    "GET /": lambda w: ("GET", "/", None),
+    "GET /v1/me": lambda w: ("GET", "/v1/me", None),
     "MOUNT /ui/static": lambda w: ("GET", "/ui/static/app.js", None),
     "GET /metrics": lambda w: ("GET", "/metrics", None),
     "POST /v1/keys": lambda w: (

@@ -206,6 +206,17 @@ def test_the_whole_story_from_the_cli(
     local = as_analyst.json("models", "predict", model_id, str(rows), "--local")
     assert served["predictions"] == local["predictions"] and len(served["predictions"]) == 3
     np.testing.assert_allclose(local["probabilities"], served["probabilities"], rtol=0, atol=1e-12)
+    # the third row's empty age and undeclared education are warned of, served and local alike
+    assert served["warnings"] == local["warnings"]
+    assert [(w["row"], w["column"], w["kind"]) for w in served["warnings"]] == [
+        (2, "age", "missing"),
+        (2, "education", "unknown_category"),
+    ]
+    for local_flag in ((), ("--local",)):
+        code, out, err = as_analyst("models", "predict", model_id, str(rows), *local_flag)
+        assert code == EXIT_OK and "PREDICTION" in out
+        assert "warning: row 2 education: 'none' is not a declared category" in err, err
+        assert err.count("warning:") == 2 and "PredictionWarning" not in err
     exported = tmp_path / "model.pkl"
     as_analyst.json("models", "export", model_id, "--format", "sklearn", "--file", str(exported))
     pipeline = pickle.loads(exported.read_bytes())

@@ -581,7 +581,8 @@ def test_embedded_cluster_partitions_a_job_too_big_for_one_worker_and_refuses_on
 @pytest.fixture
 def two_worker_cluster(tmp_path: Path, folder: tuple[Path, int]) -> Iterator[str]:
     """`dask scheduler` + `dask worker --nworkers 2 --memory-limit 600MiB` on loopback, mutual
-    TLS with a set made by `python -m service.workers.security` (as the README says)."""
+    TLS with a set made by `python -m service.workers.security` (as docs/reference/cluster.md
+    says)."""
     from tests.support.dask_net import tls_args as _tls_args
 
     subprocess.run(
@@ -598,7 +599,8 @@ def two_worker_cluster(tmp_path: Path, folder: tuple[Path, int]) -> Iterator[str
         "start_new_session": True,
         "cwd": tmp_path,
         # Workers run the jobs: they read the data roots and the partitioning threshold from
-        # their own environment (README, "Growing to a cluster of many machines").
+        # their own environment
+        # (docs/reference/cluster.md#growing-to-a-cluster-of-many-machines-data-parallel-jobs).
         "env": dict(
             os.environ, DPFIT_DATA_ROOTS=str(folder[0]), DPFIT_DATA_PARALLEL_MIN_ROWS="1000"
         ),

@@ -25,7 +25,13 @@ from urllib.parse import quote
 
 import httpx
 
-from dpfit.errors import ConnectionFailed, DpfitError, JobFailed, raise_for_problem
+from dpfit.errors import (
+    ConnectionFailed,
+    DpfitError,
+    JobFailed,
+    raise_for_problem,
+    warn_about_rows,
+)
 from dpfit.model import Model, records
 
 __all__ = ["DEFAULT_URL", "Client", "Estimate", "Evaluation", "Job"]
@@ -526,9 +532,13 @@ class Client:
 
     def predict(self, model_id: str, rows: Any) -> dict[str, Any]:
         """The service's own prediction (``POST /v1/models/{id}/predict``) for ``rows``;
-        :meth:`Model.predict` computes the same locally."""
+        :meth:`Model.predict` computes the same locally. The answer's ``warnings`` (values the
+        encoding changed: undeclared categories, numbers outside the bounds, missing values)
+        are also issued as one :class:`dpfit.PredictionWarning`."""
         body = {"rows": records(rows)}
-        return dict(self._json("POST", f"/v1/models/{model_id}/predict", json=body, retry=True))
+        answer = dict(self._json("POST", f"/v1/models/{model_id}/predict", json=body, retry=True))
+        warn_about_rows(list(answer.get("warnings") or []), answer.get("warnings_total"))
+        return answer
 
     # --- private evaluation -------------------------------------------------------------------
 

@@ -62,12 +62,16 @@ from .optimizer_info_params import OptimizerInfoParams
 from .predict_request import PredictRequest
 from .predict_request_rows_item import PredictRequestRowsItem
 from .predict_response import PredictResponse
+from .prediction_warning_out import PredictionWarningOut
+from .prediction_warning_out_kind import PredictionWarningOutKind
 from .privacy_budget import PrivacyBudget
 from .privacy_out import PrivacyOut
 from .problem import Problem
 from .progress import Progress
 from .sigmoid_classifier_spec import SigmoidClassifierSpec
 from .validation_out import ValidationOut
+from .who_am_i import WhoAmI
+from .who_am_i_role import WhoAmIRole
 
 __all__ = (
     "BudgetHistoryOut",
@@ -129,6 +133,8 @@ __all__ = (
     "OptimizerChoiceParams",
     "OptimizerInfo",
     "OptimizerInfoParams",
+    "PredictionWarningOut",
+    "PredictionWarningOutKind",
     "PredictRequest",
     "PredictRequestRowsItem",
     "PredictResponse",
@@ -138,4 +144,6 @@ __all__ = (
     "Progress",
     "SigmoidClassifierSpec",
     "ValidationOut",
+    "WhoAmI",
+    "WhoAmIRole",
 )
