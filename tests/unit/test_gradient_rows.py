@@ -24,7 +24,6 @@ from service.optimizers.output_perturbation_gd import (
 )
 from service.privacy.output_perturbation import sample_release_noise
 
-
 #: Three categorical features of 6 categories, a numeric feature, an intercept.
 LAYOUT = ColumnLayout.of_schema([6, 6, 6, None], fit_intercept=True)
 
