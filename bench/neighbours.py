@@ -5,7 +5,8 @@ Issue 22, item 2: the rows' representation used to follow the realised share of 
 in process). Now every choice that shapes a fit is a function of n, the declared schema and the
 spec (``service/optimizers/inputs.py``). This suite times the service's fit on pairs of
 datasets that differ in **one row**, interleaved in one process (median of ``--repeat`` fits
-each; the ratio neighbour / base should be 1 within run-to-run noise):
+each; the ratio neighbour / base should be 1 within run-to-run noise, which the control row —
+the first dataset timed again as if it were another — measures):
 
 - **UCI Adult** (train, 32,561 rows, the ``auto`` job at ε = 1: ``dp_agd_centred``) against
   Adult with row 0's categorical cells all MISSING, and with row 0's numeric cells at the
@@ -54,18 +55,21 @@ SYNTHETIC = Encoder(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rows", type=int, default=40_000, help="rows of the density pair")
+    parser.add_argument(
+        "--rows", type=int, default=40_000, help="rows of the density pair (a multiple of 16)"
+    )
     parser.add_argument("--repeat", type=int, default=9, help="fits per dataset (median)")
     parser.add_argument("--smoke", action="store_true", help="2,000 rows, 2 repeats, 20 steps")
 
 
 def density_pair(rows: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A table at exactly the old threshold and its neighbour one row over it. Every row holds
-    3 categories and the intercept (4 of 21 entries); rows // 4 rows get 4 non-zero numeric
-    cells (a cell at its declared midpoint 0 encodes to exactly 0): 4/21 + 4/84 = 25 %."""
+    3 categories and the intercept (4 of 21 entries); 5/16 of the rows get 4 non-zero numeric
+    cells (a cell at its declared midpoint 0 encodes to exactly 0): (4 + 5/4)/21 = 25 %
+    (``rows`` a multiple of 16)."""
     rng = np.random.default_rng(11)
     frame = pd.DataFrame({name: np.zeros(rows) for name in NUMERIC})
-    busy = rows // 4
+    busy = rows * 5 // 16
     frame.loc[rows - busy :, NUMERIC[:4]] = rng.uniform(0.1, 0.9, size=(busy, 4))
     frame["colour"] = rng.choice(list("abcdef"), size=rows)
     frame["shape"] = rng.choice(list("uvwxyz"), size=rows)
@@ -112,7 +116,7 @@ def _interleaved(fits: dict[str, Callable[[], Any]], repeat: int) -> dict[str, l
 
 
 def run(args: argparse.Namespace) -> None:
-    rows = 2_000 if args.smoke else args.rows
+    rows = 2_000 if args.smoke else args.rows // 16 * 16
     repeat = 2 if args.smoke else args.repeat
     table: list[dict[str, Any]] = []
 
@@ -130,6 +134,8 @@ def run(args: argparse.Namespace) -> None:
     }
     if args.smoke:
         job = _plan("dp_agd_averaged", n_adult, adult.d, steps=20)
+    # a control: the same dataset again (its ratio is the run-to-run noise)
+    datasets = {"Adult": datasets["Adult"], "Adult (again: noise)": datasets["Adult"], **datasets}
     fits = {
         name: _fit(job.optimizer, job.plan, job.loss, X, labels[:n_adult])
         for name, X in datasets.items()
@@ -138,7 +144,7 @@ def run(args: argparse.Namespace) -> None:
 
     # the density pair
     base, neighbour = density_pair(rows)
-    pair = {"at 25 %": base, "row 0 over 25 %": neighbour}
+    pair = {"at 25 %": base, "at 25 % (again: noise)": base, "row 0 over 25 %": neighbour}
     encoded = {name: _encoded(SYNTHETIC, frame) for name, frame in pair.items()}
     y = base["label"].to_numpy()
     planned = _plan("dp_agd_averaged", rows, SYNTHETIC.dimension, steps=20 if args.smoke else 400)
