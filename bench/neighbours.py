@@ -100,7 +100,7 @@ def _encoded(encoder: Encoder, frame: pd.DataFrame) -> np.ndarray:
 
 def _old_rule(X: np.ndarray) -> str:
     share = np.count_nonzero(X) / X.size
-    return f"{'sparse' if share <= OLD_THRESHOLD else 'dense'} ({100 * share:.2f} % non-zero)"
+    return f"{'sparse' if share <= OLD_THRESHOLD else 'dense'} ({100 * share:.3f} % non-zero)"
 
 
 def _interleaved(fits: dict[str, Callable[[], Any]], repeat: int) -> dict[str, list[float]]:
