@@ -18,7 +18,8 @@ the first dataset timed again as if it were another — measures):
 
 "old rule" names the path the previous ``gradient_rows`` would have taken on each dataset (the
 realised density against 25 %): the pair straddles it. Fits run on rows carrying the schema's
-public layout, as in the worker (``runner.py``).
+public layout, as in the worker (``runner.py``). "density pair, before" times the same pair on
+the previous rows (kept below, for timing only), with the same loop and noise draws.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 
 from bench.data import load_adult, read_adult_frame, results_dir, save_json, seconds
 from service.data.encoding import Encoder
@@ -60,6 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--repeat", type=int, default=9, help="fits per dataset (median)")
     parser.add_argument("--smoke", action="store_true", help="2,000 rows, 2 repeats, 20 steps")
+    parser.add_argument(
+        "--no-baseline", action="store_true", help="skip the density pair on the old rows"
+    )
 
 
 def density_pair(rows: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -153,6 +158,10 @@ def run(args: argparse.Namespace) -> None:
         for name, X in encoded.items()
     }
     table += _rows("density pair", planned.optimizer.name, encoded, _interleaved(fits, repeat))
+    if not args.no_baseline:  # the same pair on the old rows (realised density decides)
+        old = {f"{name}, old rows": X for name, X in encoded.items() if "again" not in name}
+        fits = {name: _old_fit(planned, X, y) for name, X in old.items()}
+        table += _rows("density pair, before", "dp_agd_averaged", old, _interleaved(fits, repeat))
 
     lines = [
         f"Neighbours' fit durations (median of {repeat}, interleaved; {rows:,} rows in the "
@@ -205,3 +214,98 @@ def _rows(
         }
         for name in times
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# BASELINE — the pre-issue-22 rows (realised density decides), for timing only
+# --------------------------------------------------------------------------------------------
+
+
+class _OldTransposed:
+    def __init__(self, rows: _OldSparseRows) -> None:
+        self._rows = rows
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        n, d = self._rows.shape
+        return d, n
+
+    def __matmul__(self, other: np.ndarray) -> np.ndarray:
+        r = self._rows
+        out = np.empty(r.shape[1])
+        if r.dense_columns.size:
+            acc = np.zeros(r.dense_columns.size)
+            for block in r.blocks:
+                acc += r.dense[block].T @ other[block]
+            out[r.dense_columns] = acc
+        if r.sparse_columns.size:
+            out[r.sparse_columns] = r.sparse_transposed @ other
+        return out
+
+
+class _OldSparseRows:
+    """The old ``SparseRows``: columns split by their realised counts, rows sorted by theirs."""
+
+    def __init__(self, X: np.ndarray) -> None:
+        n, d = X.shape
+        per_row = np.count_nonzero(X, axis=1)
+        flat = np.flatnonzero(X)
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(per_row, out=indptr[1:])
+        whole = sparse.csr_array((X.ravel()[flat], flat % d, indptr), shape=(n, d))
+        per_column = np.bincount(whole.indices, minlength=d)
+        self.n_rows = n
+        self.dense_columns = np.flatnonzero(per_column > OLD_THRESHOLD * n)
+        self.sparse_columns = np.flatnonzero(per_column <= OLD_THRESHOLD * n)
+        self.dense = np.asfortranarray(X[:, self.dense_columns])
+        csr = sparse.csr_array(whole[:, self.sparse_columns])
+        order = np.argsort(np.diff(csr.indptr), kind="stable")
+        self.inverse_order = np.empty_like(order)
+        self.inverse_order[order] = np.arange(n)
+        self.sparse_sorted = csr[order]
+        self.sparse_transposed = csr.T.tocsr()
+        step = max(1, (1 << 16) // max(1, self.dense_columns.size))
+        self.blocks = tuple(slice(start, start + step) for start in range(0, n, step))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.n_rows, int(self.dense_columns.size + self.sparse_columns.size)
+
+    @property
+    def T(self) -> _OldTransposed:  # noqa: N802 - numpy's name
+        return _OldTransposed(self)
+
+    def __matmul__(self, other: np.ndarray) -> np.ndarray:
+        w = np.asarray(other, dtype=np.float64)
+        out = (self.sparse_sorted @ w[self.sparse_columns])[self.inverse_order]
+        for block in self.blocks:
+            out[block] += self.dense[block] @ w[self.dense_columns]
+        return out
+
+
+def old_rows(X: np.ndarray) -> Any:
+    """The old ``gradient_rows``: sparse at a realised share of non-zeros ≤ 25 %, else ``X``."""
+    X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
+    if np.count_nonzero(X) > OLD_THRESHOLD * X.size:
+        return X
+    return _OldSparseRows(X)
+
+
+def _old_fit(planned: _Planned, X: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
+    """The default method's loop (``dp_agd_averaged``) on the old rows, same noise draws."""
+    from service.optimizers.accelerated_kit import averaged_accelerated_descent
+    from service.optimizers.full_gradient import LocalGradient
+
+    hp = planned.plan.hyperparameters
+
+    def fit() -> Any:
+        return averaged_accelerated_descent(
+            planned.loss,
+            LocalGradient(planned.loss, old_rows(X), y),
+            step_size=hp["step_size"],
+            iterations=planned.plan.total_steps,
+            noise_std=planned.plan.noise_scale,
+            rng=np.random.default_rng(0),
+        )
+
+    return fit
