@@ -337,7 +337,8 @@ def gradient_rows(
         divisors = np.ones(n, dtype=np.float64)
     dense_columns = layout.dense_columns
     dense = np.empty((n, dense_columns.size), dtype=np.float64, order="F")
-    np.divide(X[:, dense_columns], divisors[:, None], out=dense)
+    for k, column in enumerate(dense_columns.tolist()):  # column by column: no temporary copy
+        np.divide(X[:, column], divisors, out=dense[:, k])
     blocks = len(layout.one_hot)
     # int32 indices when the sizes allow (public: n, the number of blocks and the width)
     small = max(n * blocks, d) < np.iinfo(np.int32).max
