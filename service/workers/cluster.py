@@ -54,6 +54,17 @@ class ClosedWorker(Worker):
         """Start nothing: the worker serves Dask's TLS protocol only."""
 
 
+class ThresholdNanny(Nanny):
+    """A nanny that restarts its worker above ``partitions.TERMINATE_FRACTION`` of its memory
+    limit. The nanny reads ``distributed.worker.memory.terminate`` from *its own* process's
+    configuration (the API process; Dask's default 0.95), not from the ``config`` it passes to
+    its worker — at 0.95 it would restart a worker at the very threshold where it pauses."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.memory_manager.memory_terminate_fraction = TERMINATE_FRACTION
+
+
 def start_cluster(settings: Settings, security: Security) -> SpecCluster:
     """A ``SpecCluster`` shaped like ``LocalCluster(processes=True, threads_per_worker=1)``:
     one ``ClosedScheduler`` in this process, ``settings.workers`` nannies (in this process) each
@@ -74,7 +85,7 @@ def start_cluster(settings: Settings, security: Security) -> SpecCluster:
         },
     }
     worker = {
-        "cls": Nanny,
+        "cls": ThresholdNanny,
         "options": {
             "worker_class": ClosedWorker,
             "host": host,
