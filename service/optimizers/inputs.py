@@ -6,8 +6,8 @@ values, ‖x‖₂ ≤ 1 and labels admissible for the loss. The loader guarante
 checks make a broken contract fail loudly instead of silently voiding the sensitivity analysis.
 Messages never contain data values.
 
-One code path for every dataset of a schema (docs/privacy-model.md, "What the adversary can
-time"). Everything here that shapes the computation — the rows' representation (which columns
+One code path for every dataset of a schema (docs/privacy-model.md, "One code path per
+schema"). Everything here that shapes the computation — the rows' representation (which columns
 are dense, which sparse), the row order, the row blocks of the BLAS products, whether a row is
 rescaled — is a function of n, d and the declared schema's :class:`ColumnLayout` only, never of
 the values: the worker passes the layout down with the rows (:func:`laid_out`), and no branch
