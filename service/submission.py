@@ -26,7 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.data.partitions import choose_layout
+from service.data.partitions import choose_layout, worker_memory_limit
 from service.db.models import Dataset, Grant, Job
 from service.errors import ConcurrentChange, DatasetNotFound
 from service.ids import new_id
@@ -223,19 +223,25 @@ def _resolve_auto(
 def check_fits_cluster(
     facts: DatasetFacts, dimension: int, optimizer: str, settings: Settings | None = None
 ) -> None:
-    """Refuse, before any charge, a job whose encoded rows cannot fit in the cluster's workers
-    as the operator declared them (``DPFIT_WORKERS`` × ``DPFIT_WORKER_MEMORY``): spread over
-    all workers for the data-parallel full-gradient optimizers, in one worker for the others.
-    From public facts only (n, the encoded dimension, the label's classes). No memory limit
-    declared: nothing to check. Raises :class:`InfeasibleSpec` on ``dataset_id``."""
+    """Refuse, before any charge, a job whose planned worker memory cannot fit the cluster's
+    workers (``DPFIT_WORKERS`` × each worker's limit: ``DPFIT_WORKER_MEMORY``, or the embedded
+    cluster's default share of the machine, :func:`~service.data.partitions.
+    worker_memory_limit`): spread over all workers for the data-parallel full-gradient
+    optimizers, in one worker for the others. The plan (:func:`~service.data.partitions.
+    choose_layout`) is priced from public facts only — n, the encoded dimension, the label's
+    classes, the declared columns read, the optimizer — never from a cell, so neighbouring
+    datasets are refused or admitted alike. An external cluster whose limit was not stated:
+    nothing to check here (the runner checks the live workers before reading). Raises
+    :class:`InfeasibleSpec` on ``dataset_id``."""
     settings = settings or Settings.from_env()
-    if not settings.worker_memory:
+    limit = worker_memory_limit(settings)
+    if not limit:
         return
     layout = choose_layout(
         facts.n_rows,
         dimension,
         facts.classes,
-        [settings.worker_memory] * settings.workers,
+        [limit] * settings.workers,
         data_parallel=hasattr(get_optimizer(optimizer), "fit_oracle"),
         min_rows=settings.data_parallel_min_rows,
         columns=facts.columns,
@@ -244,7 +250,7 @@ def check_fits_cluster(
         raise InfeasibleSpec(
             "dataset_id",
             f"{layout.reason} ({settings.workers} worker(s) of "
-            f"{settings.worker_memory // (1 << 20)} MiB); nothing was charged",
+            f"{limit // (1 << 20)} MiB); nothing was charged",
         )
 
 

@@ -72,6 +72,7 @@ from service.models.base import Loss
 from service.models.registry import ModelSpec, build_loss
 from service.optimizers.base import JobCancelled, ReleasePlan
 from service.optimizers.full_gradient import GradientOracle
+from service.optimizers.inputs import encoder_layout, laid_out
 from service.optimizers.one_vs_rest import class_plan_of
 from service.optimizers.planning import plan_from_json
 from service.optimizers.registry import get_optimizer
@@ -313,6 +314,9 @@ def _fit_and_store(
         label_bound,
     )
     X, Y = cached_rows(key, read)  # the rows of the registered bytes (service/workers/row_cache)
+    # The schema's public column layout travels with the rows: it alone (with n and d) shapes
+    # the optimizers' computation, never the values (service/optimizers/inputs.py).
+    X = laid_out(X, encoder_layout(encoder))
 
     plan = plan_from_json(plan_json)
     optimizer = get_optimizer(spec["optimizer"]["name"])
