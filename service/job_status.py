@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Final, Literal, get_args
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from service.db.models import Job, utcnow
@@ -31,6 +31,33 @@ STATUSES: Final[tuple[JobStatus, ...]] = get_args(JobStatus)
 ACTIVE: Final[tuple[JobStatus, ...]] = ("queued", "running")
 FINISHED: Final[tuple[JobStatus, ...]] = ("succeeded", "failed", "cancelled")
 Ending = Literal["failed", "cancelled"]
+
+
+class TooManyActiveJobs(Exception):
+    """The principal already has ``limit`` queued or running jobs (``DPFIT_MAX_ACTIVE_PER_
+    PRINCIPAL``): the submission is refused before it is planned, priced or charged."""
+
+    RETRY_AFTER_S = 10
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"you already have {limit} queued or running jobs, the limit")
+        self.limit = limit
+
+
+def check_active_limit(session: Session, principal: str, limit: int) -> None:
+    """Raise :class:`TooManyActiveJobs` when ``principal`` has ``limit`` or more active jobs.
+
+    Read without a lock: concurrent submissions of one principal may each see the count below
+    the limit and pass together (the overshoot is at most the number of concurrent requests,
+    which the API's own request limits bound). Only the principal's own jobs are counted, so
+    the answer tells them nothing about anyone else's."""
+    active = session.scalar(
+        select(func.count())
+        .select_from(Job)
+        .where(Job.principal == principal, Job.status.in_(ACTIVE))
+    )
+    if int(active or 0) >= limit:
+        raise TooManyActiveJobs(limit)
 
 
 def claim(session: Session, job_id: str, attempt: int) -> bool:
