@@ -252,8 +252,9 @@ def recover_unfinished(
             if job.runs >= max_attempts:
                 exhausted.append((job.id, job.attempt))
                 continue
-            job.attempt += 1
-            redispatched.append((job.id, job.attempt))
+            attempt = job_status.redispatch(session, job.id, job.attempt)
+            if attempt is not None:
+                redispatched.append((job.id, attempt))
     for job_id, attempt in exhausted:
         mark_interrupted_failed(sessions, job_id, attempt)
     for job_id, attempt in redispatched:

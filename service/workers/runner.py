@@ -216,8 +216,10 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
             return "failed"
         return _mark_failed(sessions, job_id, attempt, message)
 
-    if not _claim(sessions, job_id, attempt):
+    held = _claim(sessions, job_id, attempt)
+    if held is None:
         return _current_status(sessions, job_id)
+    attempt = held  # a re-run of a lost dispatch holds the next attempt (job_status.claim)
     deadline = time.monotonic() + settings.job_time_limit_s  # public, fixed before the read
 
     try:
@@ -266,10 +268,11 @@ def _fingerprint_differs(source: Source, registered: str) -> bool:
         return False
 
 
-def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> bool:
-    """queued|running → running (one more run, data_read_at set), iff this attempt is current."""
+def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> int | None:
+    """queued → running (one more run, data_read_at set), iff this attempt is current; returns
+    the attempt the run holds (:func:`service.job_status.claim`)."""
 
-    def write() -> bool:
+    def write() -> int | None:
         with sessions.begin() as session:
             return job_status.claim(session, job_id, attempt)
 

@@ -187,7 +187,8 @@ def test_queued_jobs_survive_any_number_of_restarts(queued_jobs: Any) -> None:
         j["status"] == "queued" and j["error"] is None for j in never_started
     )
     once = client.get(f"/v1/jobs/{ran_once}", headers=analyst).json()
-    assert once["status"] == "running" and once["error"] is None  # one run < 3: re-dispatched
+    # One run < 3: re-dispatched — queued again, waiting for a worker (job_status.redispatch).
+    assert once["status"] == "queued" and once["error"] is None
     thrice = client.get(f"/v1/jobs/{ran_thrice}", headers=analyst).json()
     assert thrice["status"] == "failed" and thrice["error"] == RECOVERY_FAILED
     assert thrice["refunded"] is False  # the data was read: the charge stands, as it says
