@@ -14,8 +14,8 @@ slot, so the dominant share is simply the number of slots a principal holds):
    (``DPFIT_MAX_RUNNING_PER_PRINCIPAL``, default ``slots − 1``): one slot stays open to the
    others while one principal's jobs run;
 3. when a slot is free, the next job is the oldest waiting job of the principal holding the
-   *fewest* slots (ties: the principal whose oldest job has waited longest) —
-   least-running-first, which is round-robin across principals with waiting jobs.
+   *fewest* slots; among principals holding as many, the one served least recently (then the
+   one whose oldest job waited longest) — least-running-first, round-robin among equals.
 
 Guarantee: while some principal holds fewer than ``per_principal`` slots and has a job
 waiting, no other principal's job is released before it once it is the least-running one; a
@@ -52,6 +52,7 @@ class FairQueue:
     _waiting: dict[str, tuple[int, Ticket]] = field(default_factory=dict)  # job id → (seq, t)
     _running: dict[tuple[str, int], Ticket] = field(default_factory=dict)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
+    _served: dict[str, int] = field(default_factory=dict)  # principal → seq of last release
 
     def add(self, ticket: Ticket) -> list[Ticket]:
         """Queue ``ticket`` (replacing a waiting older attempt of its job); returns the tickets
@@ -77,6 +78,7 @@ class FairQueue:
             if ticket is None:
                 break
             del self._waiting[ticket.job_id]
+            self._served[ticket.principal] = next(self._seq)
             self._running[(ticket.job_id, ticket.attempt)] = ticket
             released.append(ticket)
         return released
@@ -89,11 +91,11 @@ class FairQueue:
             if current is None or seq < current[0]:
                 oldest[ticket.principal] = (seq, ticket)
         eligible = [
-            (held.get(principal, 0), seq, ticket)
+            (held.get(principal, 0), self._served.get(principal, -1), seq, ticket)
             for principal, (seq, ticket) in oldest.items()
             if held.get(principal, 0) < self.per_principal
         ]
-        return min(eligible, key=lambda e: (e[0], e[1]))[2] if eligible else None
+        return min(eligible, key=lambda e: e[:3])[3] if eligible else None
 
     def running_by_principal(self) -> dict[str, int]:
         held: dict[str, int] = {}
