@@ -1,4 +1,4 @@
-"""Database writes of runs and dispatches retried through an outage (service/workers/db_retry.py)."""
+"""Run and dispatch database writes retried through an outage (service/workers/db_retry.py)."""
 
 from __future__ import annotations
 
