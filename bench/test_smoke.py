@@ -52,3 +52,10 @@ def test_auto_alternatives_smoke_prints_a_table(
     out = capsys.readouterr().out
     assert "| objective perturbation, l2 1e-4 (optimistic) | yes |" in out, out
     assert (tmp_path / "smoke" / "auto-alternatives.md").is_file()
+
+
+def test_fairness_smoke_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fairness", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert "| default (slots − 1 per principal) |" in out, out
+    assert re.search(r"^\|.*\|\n\|(-+\|)+\n\|", out, flags=re.MULTILINE), out
