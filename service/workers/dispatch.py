@@ -73,7 +73,7 @@ class SupervisorDispatches:
         pass
 
     def describe(self) -> str:
-        return f"the supervisor's cluster at {self._settings.dask_scheduler}"
+        return "external scheduler (the supervisor's cluster; the supervisor dispatches)"
 
 
 class DaskDispatcher:
@@ -134,8 +134,9 @@ class DaskDispatcher:
 
     def submit(self, job_id: str, attempt: int) -> None:
         """Queue the job's ``attempt``; it goes to Dask when the fair queue releases it."""
+        # A short retry: this runs in the admitting request; past it the reconciler dispatches.
         principal = with_retry(
-            lambda: _principal_of(self._sessions, job_id), what="dispatch lookup"
+            lambda: _principal_of(self._sessions, job_id), budget_s=5, what="dispatch lookup"
         )
         if principal is None:
             return
