@@ -63,3 +63,10 @@ def test_neighbours_smoke_prints_a_table(
     assert re.search(r"^\|.*\|\n\|(-+\|)+\n\|", out, flags=re.MULTILINE), out
     assert "| density pair | row 0 over 25 % |" in out, out
     assert (tmp_path / "smoke" / "neighbours.json").is_file()
+
+
+def test_fairness_smoke_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fairness", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert "| default (slots − 1 per principal) |" in out, out
+    assert re.search(r"^\|.*\|\n\|(-+\|)+\n\|", out, flags=re.MULTILINE), out
