@@ -231,6 +231,7 @@ def install_registration_handlers(app: FastAPI) -> None:
         DatasetRetired,
         RegistrationRefused,
         SourceAlreadyRegistered,
+        SourceNotOpen,
     )
 
     @app.exception_handler(RegistrationRefused)
@@ -255,6 +256,16 @@ def install_registration_handlers(app: FastAPI) -> None:
     async def _retired(_: Request, exc: DatasetRetired) -> JSONResponse:
         detail = f"Dataset {exc.dataset_id!r} is retired: its budget is final, no job is admitted."
         return problem_response(409, "Dataset retired", detail, "dataset_id")
+
+    @app.exception_handler(SourceNotOpen)
+    async def _not_open(_: Request, exc: SourceNotOpen) -> JSONResponse:
+        detail = (
+            f"The source of dataset {exc.dataset_id!r} lies outside the data roots open to its "
+            "owner on this server (DPFIT_DATA_ROOTS / DPFIT_SQL_CONNECTIONS no longer hold it), "
+            "so no worker may read it; nothing was charged. The data is not said to have "
+            "changed: the server's operator must re-open the root that holds it."
+        )
+        return problem_response(409, "Source not open", detail, "dataset_id")
 
 
 def install_domain_handlers(app: FastAPI) -> None:
