@@ -182,7 +182,8 @@ def test_distinct_files_and_folders_still_register(world: dict[str, Any]) -> Non
             held = set(
                 session.scalars(select(SourceClaim.key).where(SourceClaim.dataset_id == dataset_id))
             )
-            owned = {owned_content_claim("owner", key) for key in member_claims(row.file_fingerprints)}
+            members = member_claims(row.file_fingerprints)
+            owned = {owned_content_claim("owner", key) for key in members}
             assert owned <= held
             for k in range(3):
                 single = local_source(root / folder / f"part-{k}.parquet", "parquet")
