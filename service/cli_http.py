@@ -455,7 +455,7 @@ def _read_spec(path: Path) -> dict[str, Any]:
 
 def datasets_register(client: Any, args: argparse.Namespace) -> int:
     spec = _read_spec(args.spec)
-    if args.dry_run:
+    if getattr(args, "dry_run", False):
         return _show_check(args, client.validate_dataset(spec))
     return _show(args, client.register_dataset(spec), _dataset_text)
 
