@@ -329,7 +329,8 @@ def submit_job(
     """Admit the priced job atomically (ledger/admission.py) and return it with True — or the
     earlier job of the same Idempotency-Key with False (nothing charged). Must run inside
     ``session.begin()``; the caller commits, then dispatches a new job. Given ``settings``, a
-    dataset whose source is not open to its owner is refused first (``SourceNotOpen``).
+    new job on a dataset whose source is not open to its owner is refused (``SourceNotOpen``)
+    and its transaction rolled back: nothing is charged.
 
     ``needs_grant`` (the caller is an analyst): the grant is checked again under admission's
     dataset lock, which a revocation takes too — a job checked before a revocation committed is
@@ -348,10 +349,12 @@ def submit_job(
         idempotency_key=idempotency_key,
         request_hash=body_hash,
     )
-    ensure_source_open(session, dataset_id, settings)  # before the charge (config, not data)
     admitted = admit_job(session, dataset_id, job, priced.charge)
     if admitted.id != job.id:
         return admitted, False
+    # Under admission's lock, before the commit: a refusal rolls the charge back (nothing is
+    # charged); a replay of an admitted job is answered as before.
+    ensure_source_open(session, dataset_id, settings)
     ensure_not_retired(session, dataset_id)  # under admission's lock: races safely with retire
     if needs_grant and not _granted(session, dataset_id, principal):
         raise DatasetNotFound(dataset_id, "dataset_id")  # revoked meanwhile
