@@ -240,13 +240,14 @@ def install_registration_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(SourceAlreadyRegistered)
     async def _registered(_: Request, exc: SourceAlreadyRegistered) -> JSONResponse:
-        if exc.existing_id is None:
-            detail = "This data (its location, a folder holding it or a file inside it, or its "
-            detail += "content) is already registered as a dataset."
+        if exc.existing_id is None:  # another owner's location: content is never compared
+            detail = "This location (the path, object key or table, a folder holding it or a "
+            detail += "file inside it) is already registered as a dataset."
             return problem_response(409, "Already registered", detail, "source.uri")
         detail = (
-            "This data (its location, a folder holding it or a file inside it, or its content) "
-            f"is already registered as dataset {exc.existing_id!r}; one source has one budget."
+            "This data (its location, a folder holding it or a file inside it, or its content "
+            f"among your datasets) is already registered as dataset {exc.existing_id!r}; one "
+            "source has one budget."
         )
         return problem_response(
             409, "Already registered", detail, "source.uri", dataset_id=exc.existing_id
