@@ -114,3 +114,81 @@ def test_a_location_stays_claimed_for_everyone(world: dict[str, Any]) -> None:
     got = bob.post("/v1/datasets", json=body("shared/table.csv"))
     assert got.status_code == 409, got.text
     assert "dataset_id" not in got.json() and alice_id not in got.json()["detail"]
+
+
+# --------------------------------------------------------------------------------------------
+# The issue measured the attack on SQL tables: each owner registers from her own database
+# --------------------------------------------------------------------------------------------
+
+
+def _warehouse(path: Path, tables: dict[str, list[str]]) -> str:
+    """A SQLite database holding ``tables`` (name → CSV rows of ``x,y``); its URL."""
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{path}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for name, rows in tables.items():
+            conn.execute(sa.text(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, x REAL, y TEXT)"))
+            for i, row in enumerate(rows):
+                x, y = row.split(",")
+                conn.execute(
+                    sa.text(f"INSERT INTO {name} VALUES (:i, :x, :y)"),
+                    {"i": i, "x": float(x), "y": y},
+                )
+    engine.dispose()
+    return url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def sql_world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    from fastapi.testclient import TestClient
+
+    from service.api.app import create_app
+    from service.cli import create_key_cli, migrate
+    from service.settings import Settings
+    from tests.support.inprocess import QueueOnly, bearer
+
+    if request.param == "postgres":
+        url = str(request.getfixturevalue("private_postgres_database"))
+    else:
+        url = f"sqlite:///{tmp_path / 'dpfit.db'}"
+    alice_db = _warehouse(tmp_path / "alice.db", {"patients": KNOWN_ROWS + [SECRET_ROW]})
+    bob_db = _warehouse(
+        tmp_path / "bob.db",
+        {f"guess{i}": KNOWN_ROWS + [guess] for i, guess in enumerate(CANDIDATES)},
+    )
+    migrate(url)
+    settings = Settings(
+        database_url=url,
+        data_roots=(tmp_path,),
+        workers=1,
+        dask_scheduler=None,
+        sql_connections={"alice_wh": alice_db, "bob_wh": bob_db},
+        sql_connection_owners={"alice_wh": frozenset({"alice"}), "bob_wh": frozenset({"bob"})},
+    )
+    admin = create_key_cli(url, "admin", "admin")
+    app = create_app(settings, dispatcher_factory=QueueOnly)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        clients: dict[str, Any] = {"admin": TestClient(app, headers=bearer(admin))}
+        for name in ("alice", "bob"):
+            made = client.post(
+                "/v1/keys", json={"name": name, "role": "owner"}, headers=bearer(admin)
+            )
+            assert made.status_code == 201, made.text
+            clients[name] = TestClient(app, headers=bearer(made.json()["key"]))
+        yield clients
+
+
+def test_candidate_tables_in_her_own_database_tell_her_nothing(
+    sql_world: dict[str, Any],
+) -> None:
+    alice, bob, admin = sql_world["alice"], sql_world["bob"], sql_world["admin"]
+    alice_id = alice.post("/v1/datasets", json=body("sql://alice_wh/patients")).json()["id"]
+    answers = [
+        bob.post("/v1/datasets", json=body(f"sql://bob_wh/guess{i}"))
+        for i in range(len(CANDIDATES))
+    ]
+    assert [a.status_code for a in answers] == [201, 201, 201], [a.text for a in answers]
+    equal_id = answers[1].json()["id"]
+    assert admin.get(f"/v1/datasets/{alice_id}").json()["duplicates"] == [equal_id]
