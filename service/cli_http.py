@@ -334,9 +334,8 @@ def _dataset_text(d: dict[str, Any]) -> str:
 
 def _validation_lines(report: Any) -> list[str]:
     """The registration's validation report (owners and admins see it): every non-zero count of
-    the label column and of each feature, or that there were none. A common slip it shows: YAML
-    reads unquoted ``yes``/``no`` as booleans, so every label is then outside the declared
-    values."""
+    the label column and of each feature, or that there were none. A common slip it shows: a
+    typo in a declared label value or category (``outside_declared``, ``unknown_category``)."""
     if not isinstance(report, dict):
         return []
     rows = report.get("rows")
