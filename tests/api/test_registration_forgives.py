@@ -219,3 +219,31 @@ def test_validate_shows_the_report_and_creates_nothing(world: dict[str, Any]) ->
     assert again.status_code == 409 and again.json()["dataset_id"] == dataset_id, again.text
     problem(owner.post("/v1/datasets/validate", json=binary("absent.csv")), 422, "source.uri")
     assert world["analyst"].post("/v1/datasets/validate", json=binary(uri)).status_code == 403
+
+
+# --------------------------------------------------------------------------------------------
+# The Python client
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_python_client_validates_and_withdraws(tmp_path: Path) -> None:
+    import dpfit
+
+    root = tmp_path / "data"
+    root.mkdir()
+    uri = table(root / "typo.csv", ["malignant", "benign", "malignant", "benign", "malignant"])
+    with in_process_server(f"sqlite:///{tmp_path / 'dpfit.db'}", root) as app:
+        transport = app.app_client._transport  # the in-process app behind httpx
+        key = app.key("olga", "owner")
+        with dpfit.Client("http://testserver", key, transport=transport, retries=0) as client:
+            check = client.validate_dataset(binary(uri, "malignent"))
+            assert check["would_register"] is False
+            assert check["refusal"]["field"] == "label.positive"
+            with pytest.raises(dpfit.InvalidSpec):
+                client.register_dataset(binary(uri, "malignent"))
+            dataset = client.register_dataset(binary(uri))
+            withdrawn = client.withdraw_dataset(dataset["id"])
+            assert withdrawn["dataset_id"] == dataset["id"]
+            with pytest.raises(dpfit.NotFound):
+                client.withdraw_dataset(dataset["id"])
+            assert client.register_dataset(binary(uri))["id"] != dataset["id"]  # freed
