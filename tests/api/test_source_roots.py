@@ -136,3 +136,18 @@ def test_the_worker_says_the_root_is_closed_not_that_the_data_changed(
     job = analyst.get(f"/v1/jobs/{submitted.json()['id']}").json()
     assert job["error"] == SOURCE_NOT_OPEN != SOURCE_CHANGED
     assert job["refunded"] is True
+
+
+def test_a_replay_of_an_admitted_job_is_answered_as_before(world: dict[str, Any]) -> None:
+    """The check runs for new jobs only: a retried POST (same Idempotency-Key) of a job admitted
+    while the root was open returns that job, charging nothing more."""
+    app, analyst = world["app"], world["analyst"]
+    job, headers = logistic_job(world["dataset_id"]), {"Idempotency-Key": "first-try"}
+    first = analyst.post("/v1/jobs", json=job, headers=headers)
+    assert first.status_code == 202, first.text
+    set_roots(app, data_roots=(COPIES,))
+    replay = analyst.post("/v1/jobs", json=job, headers=headers)
+    assert replay.status_code == 202 and replay.json()["id"] == first.json()["id"], replay.text
+    assert replay.headers["Idempotent-Replayed"] == "true"
+    not_open(analyst.post("/v1/jobs", json=job, headers={"Idempotency-Key": "second"}))
+    assert analyst.get(f"/v1/datasets/{world['dataset_id']}/budget").json()["jobs_charged"] == 1
