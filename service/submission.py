@@ -4,7 +4,13 @@
 functions; routes only translate HTTP. Everything here raises domain errors, mapped to
 problem+json in one place (service/api/errors.py):
 :class:`~service.optimizers.base.InfeasibleSpec` (field at fault), ``BudgetExceeded``,
-``IdempotencyConflict``, ``DatasetRetired``, ``DatasetNotFound``, ``ConcurrentChange``.
+``IdempotencyConflict``, ``DatasetRetired``, ``SourceNotOpen``, ``DatasetNotFound``,
+``ConcurrentChange``.
+
+Given the app's settings, both also refuse a dataset whose source lies outside the data roots
+open to its owner (:func:`service.registration.ensure_source_open`, ``SourceNotOpen``): every
+job on it would fail at the worker's roots check, so the estimate says so and the submission
+charges nothing.
 
 Guarantee: :func:`estimate_job` and :func:`submit_job` price a request with the same
 :func:`price_job` (the plan is deterministic in the public spec) and decide with the same
@@ -47,7 +53,11 @@ from service.optimizers.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.planning import JobPlan, plan_job, plan_to_json
 from service.optimizers.registry import get_optimizer
 from service.privacy.gdp import parallel_mu
-from service.registration import DatasetRetired, ensure_not_retired
+from service.registration import (
+    DatasetRetired,
+    ensure_not_retired,
+    ensure_source_open,
+)
 from service.schemas import JobCreate, OptimizerChoice
 from service.settings import Settings
 from service.workers.dispatch import Dispatcher
@@ -281,8 +291,16 @@ def accounting_kind(budget: privacy_filter.Budget, charge: JobCharge) -> str:
     return "gaussian" if charge.mu is not None else "renyi"
 
 
-def estimate_job(session: Session, dataset: Dataset, principal: str, priced: Priced) -> Estimate:
-    """Price ``priced`` against the dataset's live ledger without writing anything."""
+def estimate_job(
+    session: Session,
+    dataset: Dataset,
+    principal: str,
+    priced: Priced,
+    settings: Settings | None = None,
+) -> Estimate:
+    """Price ``priced`` against the dataset's live ledger without writing anything. Raises
+    ``SourceNotOpen`` (given ``settings``) as a submission would."""
+    ensure_source_open(session, dataset.id, settings)
     budget = budget_of(dataset)
     cost = priced.charge.cost
     try:
@@ -312,10 +330,13 @@ def submit_job(
     idempotency_key: str | None,
     body_hash: str,
     needs_grant: bool = False,
+    settings: Settings | None = None,
 ) -> tuple[Job, bool]:
     """Admit the priced job atomically (ledger/admission.py) and return it with True — or the
     earlier job of the same Idempotency-Key with False (nothing charged). Must run inside
-    ``session.begin()``; the caller commits, then dispatches a new job.
+    ``session.begin()``; the caller commits, then dispatches a new job. Given ``settings``, a
+    new job on a dataset whose source is not open to its owner is refused (``SourceNotOpen``)
+    and its transaction rolled back: nothing is charged.
 
     ``needs_grant`` (the caller is an analyst): the grant is checked again under admission's
     dataset lock, which a revocation takes too — a job checked before a revocation committed is
@@ -337,6 +358,9 @@ def submit_job(
     admitted = admit_job(session, dataset_id, job, priced.charge)
     if admitted.id != job.id:
         return admitted, False
+    # Under admission's lock, before the commit: a refusal rolls the charge back (nothing is
+    # charged); a replay of an admitted job is answered as before.
+    ensure_source_open(session, dataset_id, settings)
     ensure_not_retired(session, dataset_id)  # under admission's lock: races safely with retire
     if needs_grant and not _granted(session, dataset_id, principal):
         raise DatasetNotFound(dataset_id, "dataset_id")  # revoked meanwhile
@@ -360,6 +384,7 @@ def submit_and_dispatch(
     view: Callable[[Session, Job], View],
     same_kind: Callable[[Job], bool] = lambda _: True,
     needs_grant: bool = False,
+    settings: Settings | None = None,
 ) -> tuple[View, bool]:
     """Admit the job in one transaction, then dispatch it if it is new.
 
@@ -382,6 +407,7 @@ def submit_and_dispatch(
                 idempotency_key=idempotency_key,
                 body_hash=body_hash,
                 needs_grant=needs_grant,
+                settings=settings,
             )
             if not same_kind(admitted):
                 raise IdempotencyConflict(idempotency_key or "")

@@ -81,7 +81,7 @@ def estimate(
     with sessions() as session:
         dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
         priced = price_job(DatasetFacts.of(dataset), body, settings)
-        answer = estimate_job(session, dataset, principal.name, priced)
+        answer = estimate_job(session, dataset, principal.name, priced, settings)
         budget = budget_of(dataset)
     plan = priced.planned.plan
     return JobEstimateOut(
@@ -149,6 +149,7 @@ def create_job(
         body_hash=request_hash(body),
         view=job_out,
         needs_grant=principal.role == "analyst",
+        settings=settings,
     )
     if not is_new:
         response.headers["Idempotent-Replayed"] = "true"

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from service import released_model
 from service.api.access import visible_dataset, visible_job, visible_model
-from service.api.deps import AnyRole, AppDispatcher, Sessions
+from service.api.deps import AnyRole, AppDispatcher, AppSettings, Sessions
 from service.api.errors import invalid, not_found
 from service.api.jobs import was_refunded
 from service.data.encoding import Encoder
@@ -127,14 +127,18 @@ def _evaluation_out(session: Session, job: Job) -> EvaluationOut:
     summary="Price a private evaluation without submitting it",
 )
 def estimate_evaluation(
-    model_id: str, body: EvaluationCreate, principal: AnyRole, sessions: Sessions
+    model_id: str,
+    body: EvaluationCreate,
+    principal: AnyRole,
+    sessions: Sessions,
+    settings: AppSettings,
 ) -> JobEstimateOut:
     """Plan and price the body of `POST /v1/models/{id}/evaluate` exactly as a submission
     would; charges nothing, writes nothing."""
     priced = _priced_evaluation(sessions, principal, model_id, body)
     with sessions() as session:
         dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
-        answer = estimate_job(session, dataset, principal.name, priced)
+        answer = estimate_job(session, dataset, principal.name, priced, settings)
         budget = budget_of(dataset)
     return JobEstimateOut(
         dataset_id=body.dataset_id,
@@ -169,6 +173,7 @@ def evaluate(
     principal: AnyRole,
     sessions: Sessions,
     dispatcher: AppDispatcher,
+    settings: AppSettings,
     response: Response,
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", max_length=200, pattern=r"^[\x21-\x7e]+$")
@@ -192,6 +197,7 @@ def evaluate(
         view=_evaluation_out,
         same_kind=lambda job: is_evaluation(job.spec),
         needs_grant=principal.role == "analyst",
+        settings=settings,
     )
     if not is_new:
         response.headers["Idempotent-Replayed"] = "true"

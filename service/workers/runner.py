@@ -7,7 +7,9 @@ unique ``job_id`` means only the first finished result is stored and released.
 
 Order of events, which the refund rule depends on (docs/privacy-model.md#failures-and-refunds):
 1. reopen the source from the dataset row (``reopen_source``) and pre-check its fingerprint — a
-   changed source fails the job *with* a refund: no row of the registered dataset was used;
+   changed source fails the job *with* a refund: no row of the registered dataset was used; a
+   source whose root this server no longer opens fails the same way, saying so
+   (``SOURCE_NOT_OPEN``, not "changed": the submission refuses this case before any charge);
 2. claim: ``queued|running → running`` and ``data_read_at`` set, in one committed UPDATE,
    before any row is read; from here on the charge stays;
 3. read and encode with the row-local reader (:func:`service.data.reader.read_encoded`: every
@@ -93,6 +95,7 @@ from service.optimizers.inputs import encoder_layout, laid_out
 from service.optimizers.one_vs_rest import class_plan_of
 from service.optimizers.planning import plan_from_json
 from service.optimizers.registry import get_optimizer
+from service.registration import location_open
 from service.released_model import pack
 from service.settings import Settings
 from service.workers.data_parallel import (
@@ -117,6 +120,11 @@ SOURCE_CHANGED = (
     "The dataset's data changed since it was registered (fingerprint mismatch). Restore the "
     "data as registered: changed data is new data, and its location keeps its one budget, so "
     "new data needs a new location (file, folder or table)."
+)
+SOURCE_NOT_OPEN = (
+    "The dataset's source lies outside the data roots this server may read (DPFIT_DATA_ROOTS, "
+    "or DPFIT_SQL_CONNECTIONS for a table, no longer holds it): nothing was read and the charge "
+    "was refunded. The data is not known to have changed; the operator must re-open its root."
 )
 
 
@@ -203,6 +211,13 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
     registered_fingerprint = record.fingerprint
 
     settings = _settings()
+    if settings is not None and not location_open(
+        settings, record.source_format, record.source_path
+    ):  # a closed root is not a changed source (submission refuses this before a charge)
+        with sessions.begin() as session:
+            if cancel_or_refund_unread(session, job_id, "failed", SOURCE_NOT_OPEN):
+                return "failed"
+        return _mark_failed(sessions, job_id, attempt, SOURCE_NOT_OPEN)
     source = None if settings is None else _reopen(record, settings)
     if settings is None or source is None or not _source_unchanged(source, registered_fingerprint):
         if _refund_unread(sessions, job_id, SOURCE_CHANGED):

@@ -69,6 +69,9 @@ EXPECTED: dict[str, tuple[int, ...]] = {
     "GET /v1/datasets/{dataset_id}/grants":            (200, 200, 404, 403, 403, 401, 401),
     "POST /v1/datasets/{dataset_id}/grants/{grantee}/revoke": (200, 200, 404, 403, 403, 401, 401),
     "POST /v1/datasets/{dataset_id}/retire":           (200, 404, 404, 404, 404, 401, 401),
+    "POST /v1/datasets/validate":                      (200, 200, 200, 403, 403, 401, 401),
+    "GET /v1/datasets/withdrawals":                    (200, 403, 403, 403, 403, 401, 401),
+    "DELETE /v1/datasets/{dataset_id}":                (200, 200, 404, 403, 403, 401, 401),
     "GET /v1/datasets/{dataset_id}/budget":            (200, 200, 404, 200, 404, 401, 401),
     "GET /v1/datasets/{dataset_id}/budget/history":    (200, 200, 404, 200, 404, 401, 401),
     "GET /v1/datasets/{dataset_id}/ledger":            (200, 200, 404, 403, 403, 401, 401),
@@ -192,6 +195,17 @@ REQUESTS: dict[str, Callable[[World], Request]] = {
     "POST /v1/datasets/{dataset_id}/retire": lambda w: (
         "POST",
         f"/v1/datasets/{w.register()}/retire",
+        None,
+    ),
+    "POST /v1/datasets/validate": lambda w: (
+        "POST",
+        "/v1/datasets/validate",
+        credit_dataset(uri=w.fresh_csv()),
+    ),
+    "GET /v1/datasets/withdrawals": lambda w: ("GET", "/v1/datasets/withdrawals", None),
+    "DELETE /v1/datasets/{dataset_id}": lambda w: (
+        "DELETE",
+        f"/v1/datasets/{w.register()}",
         None,
     ),
     "GET /v1/datasets/{dataset_id}/budget": lambda w: (

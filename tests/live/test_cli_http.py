@@ -519,11 +519,16 @@ def test_auto_evaluation_bom_rows_and_history_from_the_cli(
         )
         assert code == EXIT_INVALID and json.loads(out)["field"] == "rows"
 
-    # the YAML slip of unquoted yes/no (booleans): registered, and the report shows it
+    # label values that match no label (booleans here): refused naming the field (most labels
+    # would be outside the declared values); the dry run shows the report and creates nothing
     slipped = credit_dataset()
     slipped["label"].update(positive=True, negative=False)
-    code, out, err = as_owner("datasets", "register", str(write_spec(tmp_path, slipped)))
-    assert code == EXIT_OK and "validation: cells the encoding changed:" in out, err
+    spec = write_spec(tmp_path, slipped)
+    code, out, err = as_owner("datasets", "register", str(spec))
+    assert code == EXIT_INVALID and "label.positive" in err, err
+    code, out, err = as_owner("datasets", "register", str(spec), "--dry-run")
+    assert code == EXIT_INVALID and "would register: no" in out, err
+    assert "validation: cells the encoding changed:" in out, out
     assert re.search(r"label income: outside_declared (\d+)/\1", out), out
 
     # a header naming a column twice: refused (a CSV reader would keep the last silently)

@@ -15,6 +15,8 @@ from .dataset_source import DatasetSource
 from .dataset_source_format_type_0 import DatasetSourceFormatType0
 from .dataset_source_out import DatasetSourceOut
 from .dataset_source_out_format import DatasetSourceOutFormat
+from .dataset_validation_out import DatasetValidationOut
+from .dataset_withdrawal_out import DatasetWithdrawalOut
 from .evaluation_create import EvaluationCreate
 from .evaluation_out import EvaluationOut
 from .evaluation_out_metrics_type_0 import EvaluationOutMetricsType0
@@ -68,6 +70,7 @@ from .privacy_budget import PrivacyBudget
 from .privacy_out import PrivacyOut
 from .problem import Problem
 from .progress import Progress
+from .registration_refusal_out import RegistrationRefusalOut
 from .sigmoid_classifier_spec import SigmoidClassifierSpec
 from .validation_out import ValidationOut
 from .who_am_i import WhoAmI
@@ -89,6 +92,8 @@ __all__ = (
     "DatasetSourceFormatType0",
     "DatasetSourceOut",
     "DatasetSourceOutFormat",
+    "DatasetValidationOut",
+    "DatasetWithdrawalOut",
     "EvaluationCreate",
     "EvaluationOut",
     "EvaluationOutMetricsType0",
@@ -142,6 +147,7 @@ __all__ = (
     "PrivacyOut",
     "Problem",
     "Progress",
+    "RegistrationRefusalOut",
     "SigmoidClassifierSpec",
     "ValidationOut",
     "WhoAmI",
