@@ -85,8 +85,9 @@ STEP_BYTES_PER_ROW = 24
 DATA_FRACTION = 0.9
 #: Dask's ``distributed.worker.memory.pause`` for the embedded cluster (cluster.py; external
 #: workers set ``DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE`` to it, docs/reference/cluster.md).
-#: A paused worker starts no new task, but answers its actors' calls (a data-parallel job's steps), so a
-#: pause is back-pressure: the driver waits (service/workers/data_parallel.py), never fails.
+#: A paused worker starts no new task, but answers its actors' calls (a data-parallel job's
+#: steps), so a pause is back-pressure: the driver waits (service/workers/data_parallel.py),
+#: never fails.
 PAUSE_FRACTION = 0.95
 #: Dask's ``distributed.worker.memory.terminate``: the nanny restarts a worker above it (a lost
 #: worker: the data-parallel fit restarts on the workers alive). Above the pause threshold.
