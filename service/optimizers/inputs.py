@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, parameter_count
 
 __all__ = [
     "ROW_NORM_SLACK",
@@ -37,12 +37,13 @@ def checked_data(
 ) -> tuple[FloatArray, FloatArray]:
     """The rows and labels the privacy proof assumes, or ``ValueError`` (no data values).
 
-    Shape (n, d) / (n,) as planned, finite, ‖x‖₂ ≤ 1 (rows above the bound by rounding only are
+    Shape (n, width) / (n,) as planned — ``d`` is the parameter count, the row width for a
+    linear model (:func:`~service.models.base.parameter_count`) — finite, ‖x‖₂ ≤ 1 (rows above the bound by rounding only are
     rescaled exactly to ≤ 1) and admissible labels (``loss.check_labels`` when available).
     """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    if X.shape != (n, d):
+    if X.ndim != 2 or X.shape[0] != n or parameter_count(loss, X.shape[1]) != d:
         raise ValueError("the data's shape differs from the plan's public n and d")
     if y.shape != (n,):
         raise ValueError("labels must be a vector of n values")

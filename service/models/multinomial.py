@@ -1,0 +1,306 @@
+r"""Multinomial (softmax) logistic regression over K declared classes, fitted *jointly*.
+
+Parameters: a K × d matrix W (one row w_k per class, intercept last in each row when fitted),
+flattened row-major into the vector w of length K·d the optimizers work on
+(``w[k·d + j] = W[k, j]``; :meth:`MultinomialLoss.parameter_count`). Rows have ‖x‖₂ ≤ 1.
+
+Objective (per-row-averaged, as every loss here)
+
+    F(w; S) = (1/n) Σ_i ℓ(W; x_i, t_i) + (l2/2) ‖W‖²_F,
+    ℓ(W; x, t) = logsumexp(Wx) − t·Wx = − Σ_k t_k log p_k(W; x),   p(W; x) = softmax(Wx),
+
+the cross-entropy against a target t on the probability simplex: t = e_y for a row of class y,
+and the uniform t = 1/K·𝟙 for a row whose label is none of the declared classes (the reader
+gives such a row no class: as a one-vs-rest job makes it a negative of every class, the joint
+model learns "no preference" from it). The label vector ``y`` the loss takes holds the class
+index k ∈ {0, …, K−1}, or −1 for no declared class (:func:`class_indices` turns the reader's
+(K, n) one-vs-rest matrix into it). ``l2 = 1/(n·C)`` is scikit-learn's
+``LogisticRegression(multi_class="multinomial", C)`` objective divided by n·C (its intercept is
+not regularised; here it is a feature inside the norm bound, like every model of the catalog).
+
+Parametrisation: **full** (K rows), not reference-class (K − 1 rows, w_K ≡ 0). The softmax is
+invariant under adding one vector to every row, so the data term alone has a flat direction;
+the l2 term removes it: F is l2-strongly convex and its minimiser satisfies Σ_k w_k = 0 (the
+data gradient Σ_k (p_k − t_k) x = 0 because p and t both sum to 1, and the l2 gradient keeps
+the sum at 0). With a reference class the penalty ‖W‖² and the isotropic noise of every
+optimizer would treat one arbitrary class differently from the others (its scores are exactly
+0, noise-free; every other class carries the noise of a difference), so the released model
+would depend on the order the owner declared the classes in. The full form is symmetric in the
+classes; it costs d more parameters, whose noise the released model's predictions ignore only
+in the direction Σ_k w_k (a common shift), so the noise in d of K·d coordinates is harmless.
+
+Constants (derivation). Write z = Wx, g = p − t (a K-vector, Σ_k g_k = 0).
+
+- **Gradient**: ∇_W ℓ = g xᵀ, so ‖∇ℓ‖_F = ‖g‖₂ ‖x‖₂. For p, t on the simplex,
+  ‖p − t‖₂ ≤ √2 (the simplex's diameter: ‖p − t‖² ≤ ‖p − t‖₁ · ‖p − t‖_∞ ≤ 2 · 1). For t = e_y
+  it is tighter, ‖p − e_y‖² = (1 − p_y)² + Σ_{k≠y} p_k² ≤ 2(1 − p_y)², but the sup is the same:
+  **L = √2**, approached when p → e_j (j ≠ y) and ‖x‖ = 1, whatever K. (One-vs-rest has K
+  gradients of norm ≤ 1 each, i.e. √K jointly: that is why it must split the budget K ways.)
+- **Hessian**: ∇²ℓ = (diag(p) − ppᵀ) ⊗ xxᵀ. Böhning (1992), "Multinomial logistic regression
+  algorithm", Ann. Inst. Statist. Math. 44, Lemma: diag(p) − ppᵀ ⪯ ½ (I − 𝟙𝟙ᵀ/K) for every p on
+  the simplex, whose largest eigenvalue is ½. With xxᵀ ⪯ ‖x‖² I, ∇²ℓ ⪯ ½ I: **β = ½** in the
+  Frobenius norm of W (the ℓ2 norm of the flattened w), attained: p = (½, ½, 0, …) gives
+  diag(p) − ppᵀ the eigenvalue ½ on (e_1 − e_2)/√2. (A direct check without the lemma: for a
+  unit v, vᵀ(diag p − ppᵀ)v = Var_{k∼p}(v_k) ≤ (max v − min v)²/4 ≤ (2·(1/√2))²/4 = ½, by
+  Popoviciu's inequality and max − min ≤ √2 ‖v‖.)
+- **Convexity**: diag(p) − ppᵀ is a covariance matrix, PSD, so ℓ is convex in W; F is
+  **μ = l2** strongly convex and (½ + l2)-smooth.
+- **Range**: ℓ ≥ 0 (t·z ≤ max_k z_k ≤ logsumexp(z)), and ℓ(0) = log K for every row, so
+  F(0) − min F ≤ log K (:meth:`MultinomialLoss.zero_loss_bound`; the optimizers' default
+  objective gap is max(1, log K)).
+
+Centred split (for ``dp_agd_centred``). The per-row gradient is c(W)·xᵀ with the *vector*
+coefficient c(W) = p(W) − t; its anchor is c(0) = u − t, u = 𝟙/K. With scale κ = 1,
+
+    c(W) − κ c(0) = p(W) − u,        κ c(0) = u − t,
+
+and both have ‖·‖₂ ≤ r = √(1 − 1/K) for every W and every admissible target: ‖p − u‖ is convex
+in p, so its sup over the simplex is at a vertex, ‖e_j − u‖² = (1 − 1/K)² + (K − 1)/K² =
+1 − 1/K; and ‖u − t‖ is that same value for t = e_y, 0 for t = u. κ = 1 is the minimax choice:
+with q = (1 − κ)t + κu the centred sup is max_j ‖e_j − q‖, which at κ = 1 equals the label
+term's κ√(1 − 1/K) and has derivative −2/K < 0 in κ there (squared), while the label term grows
+with κ. So replacing one row moves the centred sum (1/n) Σ (p_i(W) − u) x_iᵀ by at most 2r/n in
+Frobenius norm for every W, and the label term (1/n) Σ (u − t_i) x_iᵀ by at most 2r/n — exactly
+the two bounds ``dp_agd_centred``'s proof uses, in the ℓ2 norm of the flattened vector
+(:meth:`MultinomialLoss.coefficient_anchor`, probed by a test). 2r/n = 2√(1 − 1/K)/n against
+the whole gradient's 2√2/n: 0.50 of it for K = 2, 0.67 for K = 10.
+
+Gradient clipping: none. The binary ``gradient_clip`` is a loss of the scalar margin (the
+logistic loss continued by its tangent). For a vector z the clipped field g·min(1, C/‖g‖) is not
+a gradient of any function (its Jacobian is not symmetric off the clipping sphere), so clipping
+would void the smoothness and convexity every proof here uses; L = √2 stands.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from scipy.special import log_softmax, logsumexp
+
+from service.models.base import (
+    CoefficientAnchor,
+    FloatArray,
+    Task,
+    check_weight,
+    fit_intercept_field,
+    l1_field,
+    l2_field,
+    soft_threshold,
+)
+
+__all__ = [
+    "JOINT_OPTIMIZERS",
+    "MULTINOMIAL",
+    "MultinomialLogisticSpec",
+    "MultinomialLoss",
+    "class_indices",
+    "softmax_rows",
+]
+
+MULTINOMIAL = "multinomial_logistic_regression"
+
+#: The optimizers whose privacy proof carries to a K·d-parameter loss known only through its
+#: constants (L, β, μ, convexity) and its gradient — full-gradient and permutation-SGD methods —
+#: plus dp_agd_centred through the vector anchor above. Every other optimizer refuses the model
+#: (``model``): their code or their proofs assume a linear model of one weight vector (dp_accmd's
+#: ℓ1 ball over d coordinates, the SVRG and SpiderBoost kits, the noisy-SGD baselines and
+#: rrpsgd have not been checked for it) — refusing is the safe default until each is.
+JOINT_OPTIMIZERS = frozenset(
+    {
+        "dp_gd",
+        "dp_agd",
+        "dp_agd_averaged",
+        "dp_agd_centred",
+        "output_perturbation_gd",
+        "bolt_on_psgd",
+    }
+)
+
+
+class MultinomialLogisticSpec(BaseModel):
+    """Multinomial (softmax) logistic regression over a categorical label's declared classes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["multinomial_logistic_regression"] = Field(
+        description=(
+            "Model family: multinomial (softmax) logistic regression over the categorical "
+            "label's K declared classes, fitted jointly (K weight rows, one release): "
+            "cross-entropy loss, L = √2 and β = 1/2 whatever K, so its noise does not grow with "
+            "the number of classes as one-vs-rest's does. Categorical labels only."
+        )
+    )
+    l2: float = l2_field()
+    l1: float = l1_field()
+    fit_intercept: bool = fit_intercept_field()
+
+
+def softmax_rows(scores: FloatArray) -> FloatArray:
+    """Row-wise softmax of an (n, K) score matrix, overflow-free (exp of the log-softmax)."""
+    out: FloatArray = np.exp(log_softmax(scores, axis=1))
+    return out
+
+
+def class_indices(one_vs_rest: FloatArray) -> FloatArray:
+    """The (n,) class-index labels of the reader's (K, n) ±1 one-vs-rest matrix: the k whose
+    row holds +1, or −1 where no row does (a label none of the declared classes). Row-local."""
+    Y = np.asarray(one_vs_rest, dtype=np.float64)
+    positive = Y > 0.0
+    out: FloatArray = np.where(positive.any(axis=0), positive.argmax(axis=0), -1).astype(
+        np.float64
+    )
+    return out
+
+
+@dataclass
+class MultinomialLoss:
+    """The regularised softmax cross-entropy over ``classes`` = K classes; implements
+    :class:`service.models.base.Loss` on the flattened K·d parameter vector.
+
+    Assumes rows with ‖x‖₂ ≤ 1 and labels in {−1, 0, …, K−1} (−1: no declared class, uniform
+    target); guarantees L = √2, β = 1/2 and μ = ``l2`` (module docstring). ``classes`` is the
+    label's public class count, bound when a job is planned (:meth:`with_classes`).
+    """
+
+    l2: float = 0.0
+    l1: float = 0.0
+    classes: int = 2
+    name: str = field(default=MULTINOMIAL, init=False)
+    task: Task = field(default="classification", init=False)
+    lipschitz: float = field(default=math.sqrt(2.0), init=False)
+    smoothness: float = field(default=0.5, init=False)
+    convex: bool = field(default=True, init=False)
+
+    def __post_init__(self) -> None:
+        check_weight("l2", self.l2)
+        check_weight("l1", self.l1)
+        if not (isinstance(self.classes, int) and self.classes >= 2):
+            raise ValueError("a multinomial model needs at least two classes")
+
+    # --- what planning and the runner ask of a joint multiclass loss ------------------------
+
+    def with_classes(self, classes: int) -> MultinomialLoss:
+        """The same loss over ``classes`` declared classes."""
+        return MultinomialLoss(l2=self.l2, l1=self.l1, classes=int(classes))
+
+    def parameter_count(self, width: int) -> int:
+        """K·width: the length of w for rows of ``width`` encoded columns."""
+        return self.classes * int(width)
+
+    def labels_for_fit(self, Y: FloatArray) -> FloatArray:
+        """The labels this loss takes from the reader's (K, n) one-vs-rest matrix."""
+        return class_indices(Y)
+
+    def zero_loss_bound(self) -> float:
+        """sup over rows of ℓ(0; x, t) = log K, a bound on F(0) − min F (ℓ ≥ 0)."""
+        return math.log(self.classes)
+
+    def coefficient_anchor(self) -> CoefficientAnchor:
+        """κ = 1, r = √(1 − 1/K): ‖(p(W) − t) − κ(u − t)‖ ≤ r and ‖κ(u − t)‖ ≤ r for every W
+        and every admissible row (module docstring, "Centred split")."""
+        return CoefficientAnchor(scale=1.0, half_width=math.sqrt(1.0 - 1.0 / self.classes))
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _matrix(self, w: FloatArray, width: int) -> FloatArray:
+        w = np.asarray(w, dtype=np.float64)
+        if w.shape != (self.classes * width,):
+            raise ValueError("the parameter vector's length is not K times the row width")
+        return w.reshape(self.classes, width)
+
+    @staticmethod
+    def _scores(W: FloatArray, X: Any) -> FloatArray:
+        """Z = X Wᵀ, (n, K). Dense rows: one matrix product; other row types (the optimizers'
+        sparse rows support matrix-vector products only): one product per class."""
+        if isinstance(X, np.ndarray):
+            out: FloatArray = X @ W.T
+            return out
+        return np.column_stack([X @ row for row in W])
+
+    @staticmethod
+    def _back(X: Any, G: FloatArray) -> FloatArray:
+        """Gᵀ X, (K, d): Σ_i G[i, k] x_i for each class k."""
+        if isinstance(X, np.ndarray):
+            out: FloatArray = G.T @ X
+            return out
+        return np.vstack([X.T @ np.ascontiguousarray(G[:, k]) for k in range(G.shape[1])])
+
+    def _targets(self, y: FloatArray) -> FloatArray:
+        """(n, K) targets: one-hot of the class, uniform for −1."""
+        idx = np.asarray(y, dtype=np.float64).astype(np.int64)
+        T: FloatArray = np.zeros((idx.shape[0], self.classes), dtype=np.float64)
+        known = idx >= 0
+        T[np.flatnonzero(known), idx[known]] = 1.0
+        T[~known] = 1.0 / self.classes
+        return T
+
+    def _residuals(self, W: FloatArray, X: Any, y: FloatArray) -> FloatArray:
+        """p − t per row, (n, K)."""
+        residual = softmax_rows(self._scores(W, X))
+        residual -= self._targets(y)
+        return residual
+
+    # --- the Loss protocol ----------------------------------------------------------------------
+
+    def smooth_value(self, w: FloatArray, X: Any, y: FloatArray) -> float:
+        W = self._matrix(w, X.shape[1])
+        Z = self._scores(W, X)
+        data = logsumexp(Z, axis=1) - np.einsum("ik,ik->i", self._targets(y), Z)
+        return float(np.mean(data)) + 0.5 * self.l2 * float(np.dot(w, w))
+
+    def value(self, w: FloatArray, X: Any, y: FloatArray) -> float:
+        out = self.smooth_value(w, X, y)
+        if self.l1:
+            out += self.l1 * float(np.sum(np.abs(w)))
+        return out
+
+    def gradient(self, w: FloatArray, X: Any, y: FloatArray) -> FloatArray:
+        """∇F = (1/n) (P − T)ᵀ X, flattened, plus l2·w."""
+        n, width = X.shape
+        W = self._matrix(w, width)
+        grad: FloatArray = self._back(X, self._residuals(W, X, y)).ravel()
+        grad *= 1.0 / n
+        if self.l2:
+            grad += self.l2 * np.asarray(w, dtype=np.float64)
+        return grad
+
+    def example_gradients(self, w: FloatArray, X: FloatArray, y: FloatArray) -> FloatArray:
+        """(n, K·d): row i is (p_i − t_i) ⊗ x_i flattened like w."""
+        X = np.asarray(X, dtype=np.float64)
+        n, width = X.shape
+        G = self._residuals(self._matrix(w, width), X, y)
+        out: FloatArray = (G[:, :, None] * X[:, None, :]).reshape(n, self.classes * width)
+        return out
+
+    def prox(self, w: FloatArray, step: float) -> FloatArray:
+        check_weight("step", step)
+        if self.l1 == 0.0:
+            return np.array(w, dtype=np.float64, copy=True)
+        return soft_threshold(w, step * self.l1)
+
+    def check_labels(self, y: FloatArray) -> None:
+        y = np.asarray(y, dtype=np.float64)
+        if not bool(np.all((y == np.round(y)) & (y >= -1.0) & (y < self.classes))):
+            raise ValueError("labels must be class indices 0 … K−1 (or −1 for no class)")
+
+    def predict_proba(self, w: FloatArray, X: Any) -> FloatArray:
+        """(n, K): softmax(Wx) per row — the model's P(class k | x)."""
+        return softmax_rows(self._scores(self._matrix(w, X.shape[1]), X))
+
+    def predict(self, w: FloatArray, X: Any) -> FloatArray:
+        """The class index of highest score per row (ties: the lowest index)."""
+        out: FloatArray = np.argmax(self._scores(self._matrix(w, X.shape[1]), X), axis=1).astype(
+            np.float64
+        )
+        return out
+
+
+SPEC = MultinomialLogisticSpec
+
+
+def build(spec: MultinomialLogisticSpec) -> MultinomialLoss:
+    return MultinomialLoss(l2=spec.l2, l1=spec.l1)
