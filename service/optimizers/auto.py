@@ -167,7 +167,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from service.models.base import FloatArray, Loss, coefficient_anchor
+from service.models.base import FloatArray, Loss, coefficient_anchor, parameter_count
+from service.models.multinomial import MULTINOMIAL
 from service.optimizers.base import (
     InfeasibleSpec,
     PrivacyTarget,
@@ -183,8 +184,10 @@ __all__ = [
     "AutoConfig",
     "AutoParams",
     "CLIP",
+    "JOINT_MIN_CLASSES",
     "RULE",
     "choose_model_and_optimizer",
+    "prefers_joint",
     "resolve",
     "rule_l2",
 ]
@@ -201,6 +204,8 @@ L2_CEILING = 1e-3
 #: huber_regression without an analyst-set huber_delta: δ = HUBER_FRACTION · label_bound.
 HUBER_FRACTION = 0.03
 RULE = (
+    "categorical label with logistic_regression (gradient_clip and l1 unset): "
+    "multinomial_logistic_regression, one joint fit of the K classes; "
     "delta > 0 and a convex loss: dp_agd if n >= 10000 and n*epsilon < 5000, else "
     "dp_agd_centred for logistic_regression without l1 if n*epsilon/classes >= 2500, "
     "dp_agd_averaged otherwise "
@@ -213,6 +218,8 @@ RULE = (
 )
 #: n·ε/K from which dp_agd_centred replaces dp_agd_averaged (step 4; K classes one-vs-rest).
 CENTRED_N_EPSILON = 2_500
+#: From this many classes a categorical label is fitted jointly (step 0).
+JOINT_MIN_CLASSES = 2
 #: The rule's tail-averaged optimizers (step 4), whose l2 the rule sets (step 5).
 AVERAGED = ("dp_agd_centred", "dp_agd_averaged")
 FALLBACKS = ("dp_agd", "dp_gd", "noisy_sgd_bst14", "output_perturbation_gd", "noisy_sgd_scs13")
@@ -245,6 +252,19 @@ class AutoChoice:
     model: dict[str, Any]
     optimizer: str
     record: dict[str, Any]
+
+
+def prefers_joint(model: dict[str, Any], fields_set: set[str], classes: int) -> bool:
+    """Step 0 (categorical labels): fit the K classes jointly (``multinomial_logistic_regression``)
+    instead of one-vs-rest — for a ``logistic_regression`` spec whose analyst set neither
+    ``gradient_clip`` (a binary loss asked for by name: one-vs-rest it stays) nor l1 > 0 (the
+    joint optimizers have no proximal step), whenever the label has K ≥ 2 classes. Public facts
+    only: the spec and K. Evidence in the module docstring ("Categorical labels")."""
+    if classes < JOINT_MIN_CLASSES or model.get("type") != "logistic_regression":
+        return False
+    if "gradient_clip" in fields_set:
+        return False
+    return not float(model.get("l1") or 0.0)
 
 
 def preferred_optimizer(
@@ -303,16 +323,27 @@ def choose_model_and_optimizer(
 
     resolved = dict(model)
     filled: dict[str, Any] = {}
-    if model.get("type") == "logistic_regression" and "gradient_clip" not in fields_set:
+    if prefers_joint(model, fields_set, classes):
+        resolved = {
+            "type": MULTINOMIAL,
+            "l2": model.get("l2", 1e-4),
+            "l1": 0.0,
+            "fit_intercept": bool(model.get("fit_intercept", True)),
+        }
+        filled["model.type"] = MULTINOMIAL
+    if model.get("type") == "logistic_regression" and "gradient_clip" not in fields_set and (
+        resolved.get("type") == "logistic_regression"
+    ):
         resolved["gradient_clip"] = CLIP
         filled["model.gradient_clip"] = CLIP
     if model.get("type") == "huber_regression" and "huber_delta" not in fields_set:
         resolved["huber_delta"] = HUBER_FRACTION * float(model["label_bound"])
         filled["model.huber_delta"] = resolved["huber_delta"]
-    loss = build_loss(parse_model_spec(resolved))
+    loss = build_loss(parse_model_spec(resolved), classes if classes > 1 else None)
     names = candidates(convex, target, n, is_anchored(loss), classes)
     if names[0] in AVERAGED and "l2" in model and "l2" not in fields_set:
-        d = n_features + (1 if resolved.get("fit_intercept") else 0)
+        width = n_features + (1 if resolved.get("fit_intercept") else 0)
+        d = parameter_count(loss, width)  # K·width for the joint model: its noise's dimension
         # Regression: the rule at the label-normalised scale (module docstring, step 5).
         lipschitz = 1.0 if loss.task == "regression" else float(loss.lipschitz)
         resolved["l2"] = rule_l2(lipschitz, n, max(1, d), target)
@@ -331,12 +362,14 @@ def resolve(
     resolved model. Raises :class:`InfeasibleSpec` (field ``optimizer``) if none is feasible.
     Public facts only: the spec, n, the number of features, the target, the label's classes."""
     from service.models.registry import build_loss, parse_model_spec
+    from service.optimizers.one_vs_rest import check_multiclass_model
     from service.optimizers.planning import check_loss_magnitudes, plan_job
 
     loss = build_loss(model)
     # A model whose constants overflow is at fault whatever the optimizer: name its field
     # (every candidate would refuse it, and the refusal would otherwise name "optimizer").
     check_loss_magnitudes(model, loss)
+    check_multiclass_model(loss, AUTO, classes)  # a joint model on a non-categorical label
     sent = model.model_dump(mode="json")
     resolved, names, filled = choose_model_and_optimizer(
         sent, set(model.model_fields_set), bool(loss.convex), target, n, n_features, classes or 1
@@ -352,6 +385,11 @@ def resolve(
         record = {
             "chosen_by": AUTO,
             "optimizer": name,
+            "multiclass": (
+                None
+                if not classes
+                else "joint" if resolved.get("type") == MULTINOMIAL else "one_vs_rest"
+            ),
             "filled": filled,
             "rule": RULE,
             "facts": {
