@@ -9,12 +9,12 @@ Objective (per-row-averaged, as every loss here)
     F(w; S) = (1/n) Σ_i ℓ(W; x_i, t_i) + (l2/2) ‖W‖²_F,
     ℓ(W; x, t) = logsumexp(Wx) − t·Wx = − Σ_k t_k log p_k(W; x),   p(W; x) = softmax(Wx),
 
-the cross-entropy against a target t on the probability simplex: t = e_y for a row of class y,
-and the uniform t = 1/K·𝟙 for a row whose label is none of the declared classes (the reader
-gives such a row no class: as a one-vs-rest job makes it a negative of every class, the joint
-model learns "no preference" from it). The label vector ``y`` the loss takes holds the class
-index k ∈ {0, …, K−1}, or −1 for no declared class (:func:`class_indices` turns the reader's
-(K, n) one-vs-rest matrix into it). ``l2 = 1/(n·C)`` is scikit-learn's
+the cross-entropy against t = e_y for a row of class y. A row whose label is none of the
+declared classes (the reader gives it no class) has ℓ ≡ 0: it teaches nothing about the
+declared classes, and n stays the public row count. The label vector ``y`` the loss takes
+holds the class index k ∈ {0, …, K−1}, or −1 for no declared class (:func:`class_indices`
+turns the reader's (K, n) one-vs-rest matrix into it). Every bound below holds for such a row
+too (its gradient is 0). ``l2 = 1/(n·C)`` is scikit-learn's
 ``LogisticRegression(multi_class="multinomial", C)`` objective divided by n·C (its intercept is
 not regularised; here it is a feature inside the norm bound, like every model of the catalog).
 
@@ -31,10 +31,8 @@ in the direction Σ_k w_k (a common shift), so the noise in d of K·d coordinate
 
 Constants (derivation). Write z = Wx, g = p − t (a K-vector, Σ_k g_k = 0).
 
-- **Gradient**: ∇_W ℓ = g xᵀ, so ‖∇ℓ‖_F = ‖g‖₂ ‖x‖₂. For p, t on the simplex,
-  ‖p − t‖₂ ≤ √2 (the simplex's diameter: ‖p − t‖² ≤ ‖p − t‖₁ · ‖p − t‖_∞ ≤ 2 · 1). For t = e_y
-  it is tighter, ‖p − e_y‖² = (1 − p_y)² + Σ_{k≠y} p_k² ≤ 2(1 − p_y)², but the sup is the same:
-  **L = √2**, approached when p → e_j (j ≠ y) and ‖x‖ = 1, whatever K. (One-vs-rest has K
+- **Gradient**: ∇_W ℓ = g xᵀ, so ‖∇ℓ‖_F = ‖g‖₂ ‖x‖₂, and ‖p − e_y‖² = (1 − p_y)² +
+  Σ_{k≠y} p_k² ≤ 2(1 − p_y)² ≤ 2: **L = √2**, approached when p → e_j (j ≠ y) and ‖x‖ = 1, whatever K. (One-vs-rest has K
   gradients of norm ≤ 1 each, i.e. √K jointly: that is why it must split the budget K ways.)
 - **Hessian**: ∇²ℓ = (diag(p) − ppᵀ) ⊗ xxᵀ. Böhning (1992), "Multinomial logistic regression
   algorithm", Ann. Inst. Statist. Math. 44, Lemma: diag(p) − ppᵀ ⪯ ½ (I − 𝟙𝟙ᵀ/K) for every p on
@@ -45,7 +43,7 @@ Constants (derivation). Write z = Wx, g = p − t (a K-vector, Σ_k g_k = 0).
   Popoviciu's inequality and max − min ≤ √2 ‖v‖.)
 - **Convexity**: diag(p) − ppᵀ is a covariance matrix, PSD, so ℓ is convex in W; F is
   **μ = l2** strongly convex and (½ + l2)-smooth.
-- **Range**: ℓ ≥ 0 (t·z ≤ max_k z_k ≤ logsumexp(z)), and ℓ(0) = log K for every row, so
+- **Range**: ℓ ≥ 0 (z_y ≤ max_k z_k ≤ logsumexp(z)), and ℓ(0) ≤ log K for every row, so
   F(0) − min F ≤ log K (:meth:`MultinomialLoss.zero_loss_bound`; the optimizers' default
   objective gap is max(1, log K)).
 
@@ -54,9 +52,9 @@ coefficient c(W) = p(W) − t; its anchor is c(0) = u − t, u = 𝟙/K. With sc
 
     c(W) − κ c(0) = p(W) − u,        κ c(0) = u − t,
 
-and both have ‖·‖₂ ≤ r = √(1 − 1/K) for every W and every admissible target: ‖p − u‖ is convex
-in p, so its sup over the simplex is at a vertex, ‖e_j − u‖² = (1 − 1/K)² + (K − 1)/K² =
-1 − 1/K; and ‖u − t‖ is that same value for t = e_y, 0 for t = u. κ = 1 is the minimax choice:
+and both have ‖·‖₂ ≤ r = √(1 − 1/K) for every W and every row: ‖p − u‖ is convex in p, so its
+sup over the simplex is at a vertex, ‖e_j − u‖² = (1 − 1/K)² + (K − 1)/K² = 1 − 1/K; and
+‖u − e_y‖ is that same value (a row of no declared class has c ≡ 0). κ = 1 is the minimax choice:
 with q = (1 − κ)t + κu the centred sup is max_j ‖e_j − q‖, which at κ = 1 equals the label
 term's κ√(1 − 1/K) and has derivative −2/K < 0 in κ there (squared), while the label term grows
 with κ. So replacing one row moves the centred sum (1/n) Σ (p_i(W) − u) x_iᵀ by at most 2r/n in
@@ -65,10 +63,28 @@ the two bounds ``dp_agd_centred``'s proof uses, in the ℓ2 norm of the flattene
 (:meth:`MultinomialLoss.coefficient_anchor`, probed by a test). 2r/n = 2√(1 − 1/K)/n against
 the whole gradient's 2√2/n: 0.50 of it for K = 2, 0.67 for K = 10.
 
-Gradient clipping: none. The binary ``gradient_clip`` is a loss of the scalar margin (the
-logistic loss continued by its tangent). For a vector z the clipped field g·min(1, C/‖g‖) is not
-a gradient of any function (its Jacobian is not symmetric off the clipping sphere), so clipping
-would void the smoothness and convexity every proof here uses; L = √2 stands.
+Clipped slope (``gradient_clip`` = C ∈ (0, 1), as the binary model's). Write the soft-min
+margin of a row of class y, M(z) = z_y − logsumexp_{k≠y}(z_k) (concave in z: a linear term minus
+a log-sum-exp), so that ℓ = log(1 + e^{−M}) = h(M), the binary logistic loss of M (indeed
+e^{−M} = Σ_{k≠y} e^{z_k − z_y} and 1 + e^{−M} = 1/p_y). The clipped loss is ℓ_C = h_C(M) with
+the binary clipped-slope h_C of ``service/models/logistic.py`` (the logistic loss for
+M ≥ m_C = log((1 − C)/C), its tangent below; :func:`~service.models.logistic.clip_margin`).
+
+- Convex: h_C is convex and non-increasing, M is concave, so h_C ∘ M is convex.
+- Gradient: ∇_z ℓ_C = h_C'(M) ∇M with ∇M = e_y − s, s = softmax of z over k ≠ y (0 at y), so
+  ‖∇M‖² = 1 + ‖s‖² ≤ 2 and |h_C'| = min(σ(−M), C) ≤ C: **L = √2·C** (attained for M ≤ m_C,
+  s a vertex, ‖x‖ = 1). For C = 1/2, L = 0.71 — against one-vs-rest's clipped classes, which
+  compose to C·√K = 0.87 at K = 3 and 1.58 at K = 10 (K releases at μ/√K are one release of
+  sensitivity C√K).
+- Smoothness: ∇²_z ℓ_C = h_C''(M) ∇M∇Mᵀ + |h_C'(M)| (diag(s) − ssᵀ) (a.e.; the second term is
+  −h_C' times −∇²M, the Hessian of logsumexp_{k≠y}, whose eigenvalues are ≤ 1/2 as above). With
+  h_C'' ≤ c(1 − c), c = min(C, 1/2) (``clipped_smoothness``) and ‖∇M‖² ≤ 2:
+  **β = 2c(1 − c) + C/2** (3/4 at C = 1/2), times ‖x‖² ≤ 1 in the Frobenius norm of W. h_C' is
+  Lipschitz and M smooth, so the gradient is Lipschitz with the sup of this a.e. bound. Looser
+  than the unclipped ½ (the two terms need not peak together), but sound.
+- No anchor: the clipped coefficient's label-fixed interval is not derived here, so
+  ``dp_agd_centred`` refuses a clipped multinomial model (``model``).
+- ℓ_C ≥ 0 and ℓ_C(0) ≤ h(−log(K − 1)) = log K, as above.
 """
 
 from __future__ import annotations
@@ -79,7 +95,7 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy.special import log_softmax, logsumexp
+from scipy.special import expit, log_softmax, logsumexp
 
 from service.models.base import (
     CoefficientAnchor,
@@ -91,6 +107,7 @@ from service.models.base import (
     l2_field,
     soft_threshold,
 )
+from service.models.logistic import clip_margin, clipped_smoothness
 
 __all__ = [
     "JOINT_OPTIMIZERS",
@@ -137,6 +154,19 @@ class MultinomialLogisticSpec(BaseModel):
     l2: float = l2_field()
     l1: float = l1_field()
     fit_intercept: bool = fit_intercept_field()
+    gradient_clip: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description=(
+            "C in (0, 1]: the binary model's clipped slope applied to each row's soft-min "
+            "margin z_y − logsumexp_{k≠y} z_k (a convex loss: the cross-entropy where the margin "
+            "is above log((1 − C)/C), its tangent below). Lipschitz constant √2·C (√2 without "
+            "clipping), so the noise scales by C; smoothness 2c(1 − c) + C/2, c = min(C, 1/2). "
+            "Probabilities are then scores whose argmax is calibrated. Default: no clipping."
+        ),
+    )
 
 
 def softmax_rows(scores: FloatArray) -> FloatArray:
@@ -161,14 +191,16 @@ class MultinomialLoss:
     """The regularised softmax cross-entropy over ``classes`` = K classes; implements
     :class:`service.models.base.Loss` on the flattened K·d parameter vector.
 
-    Assumes rows with ‖x‖₂ ≤ 1 and labels in {−1, 0, …, K−1} (−1: no declared class, uniform
-    target); guarantees L = √2, β = 1/2 and μ = ``l2`` (module docstring). ``classes`` is the
-    label's public class count, bound when a job is planned (:meth:`with_classes`).
+    Assumes rows with ‖x‖₂ ≤ 1 and labels in {−1, 0, …, K−1} (−1: no declared class, ℓ ≡ 0);
+    guarantees L = √2, β = 1/2 and μ = ``l2`` — with ``gradient_clip`` C < 1, L = √2·C and
+    β = 2c(1 − c) + C/2 (module docstring). ``classes`` is the label's public class count,
+    bound when a job is planned (:meth:`with_classes`).
     """
 
     l2: float = 0.0
     l1: float = 0.0
     classes: int = 2
+    gradient_clip: float | None = None
     name: str = field(default=MULTINOMIAL, init=False)
     task: Task = field(default="classification", init=False)
     lipschitz: float = field(default=math.sqrt(2.0), init=False)
@@ -180,12 +212,28 @@ class MultinomialLoss:
         check_weight("l1", self.l1)
         if not (isinstance(self.classes, int) and self.classes >= 2):
             raise ValueError("a multinomial model needs at least two classes")
+        clip = self._clip
+        if self.gradient_clip is not None and not (
+            math.isfinite(self.gradient_clip) and 0.0 < self.gradient_clip <= 1.0
+        ):
+            raise ValueError("gradient_clip must be a number in (0, 1]")
+        if clip is not None:
+            self.lipschitz = math.sqrt(2.0) * clip
+            self.smoothness = 2.0 * clipped_smoothness(clip) + clip / 2.0
+
+    @property
+    def _clip(self) -> float | None:
+        """C when it actually clips (C < 1); None for the plain cross-entropy."""
+        c = self.gradient_clip
+        return None if c is None or c >= 1.0 else float(c)
 
     # --- what planning and the runner ask of a joint multiclass loss ------------------------
 
     def with_classes(self, classes: int) -> MultinomialLoss:
         """The same loss over ``classes`` declared classes."""
-        return MultinomialLoss(l2=self.l2, l1=self.l1, classes=int(classes))
+        return MultinomialLoss(
+            l2=self.l2, l1=self.l1, classes=int(classes), gradient_clip=self.gradient_clip
+        )
 
     def parameter_count(self, width: int) -> int:
         """K·width: the length of w for rows of ``width`` encoded columns."""
@@ -196,12 +244,14 @@ class MultinomialLoss:
         return class_indices(Y)
 
     def zero_loss_bound(self) -> float:
-        """sup over rows of ℓ(0; x, t) = log K, a bound on F(0) − min F (ℓ ≥ 0)."""
+        """sup over rows of ℓ(0; x, y) = log K, a bound on F(0) − min F (ℓ ≥ 0)."""
         return math.log(self.classes)
 
-    def coefficient_anchor(self) -> CoefficientAnchor:
-        """κ = 1, r = √(1 − 1/K): ‖(p(W) − t) − κ(u − t)‖ ≤ r and ‖κ(u − t)‖ ≤ r for every W
-        and every admissible row (module docstring, "Centred split")."""
+    def coefficient_anchor(self) -> CoefficientAnchor | None:
+        """κ = 1, r = √(1 − 1/K): ‖(p(W) − e_y) − κ(u − e_y)‖ ≤ r and ‖κ(u − e_y)‖ ≤ r for
+        every W and every row (module docstring, "Centred split"); None when clipped."""
+        if self._clip is not None:
+            return None
         return CoefficientAnchor(scale=1.0, half_width=math.sqrt(1.0 - 1.0 / self.classes))
 
     # --- helpers ------------------------------------------------------------------------------
@@ -229,28 +279,47 @@ class MultinomialLoss:
             return out
         return np.vstack([X.T @ np.ascontiguousarray(G[:, k]) for k in range(G.shape[1])])
 
-    def _targets(self, y: FloatArray) -> FloatArray:
-        """(n, K) targets: one-hot of the class, uniform for −1."""
+    def _onehot(self, y: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """(n, K) one-hot targets (a zero row for −1) and the (n,) 0/1 mask of rows with a
+        declared class."""
         idx = np.asarray(y, dtype=np.float64).astype(np.int64)
-        T: FloatArray = np.zeros((idx.shape[0], self.classes), dtype=np.float64)
         known = idx >= 0
+        T: FloatArray = np.zeros((idx.shape[0], self.classes), dtype=np.float64)
         T[np.flatnonzero(known), idx[known]] = 1.0
-        T[~known] = 1.0 / self.classes
-        return T
+        return T, known.astype(np.float64)
 
-    def _residuals(self, W: FloatArray, X: Any, y: FloatArray) -> FloatArray:
-        """p − t per row, (n, K)."""
-        residual = softmax_rows(self._scores(W, X))
-        residual -= self._targets(y)
-        return residual
+    def _losses_and_coefficients(self, Z: FloatArray, y: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """Per-row ℓ (n,) and ∂ℓ/∂z (n, K) at scores Z (module docstring)."""
+        T, known = self._onehot(y)
+        clip = self._clip
+        if clip is None:
+            log_p = log_softmax(Z, axis=1)
+            losses = -np.einsum("ik,ik->i", T, log_p)
+            coef = np.exp(log_p)
+            coef -= T
+            coef *= known[:, None]
+            return losses, coef
+        # soft-min margin M = z_y − logsumexp_{k≠y} z_k; rows without a class: M = +∞ (ℓ = 0)
+        others = np.where(T > 0.0, -np.inf, Z)
+        lse_others = logsumexp(others, axis=1)
+        z_y = np.einsum("ik,ik->i", T, Z)
+        s = np.exp(others - lse_others[:, None])  # softmax over k ≠ y (0 at y)
+        neg_margin = np.where(known > 0.0, lse_others - z_y, -np.inf)  # −M
+        m_c = clip_margin(clip)
+        with np.errstate(invalid="ignore"):
+            line = clip * (neg_margin + m_c) - math.log1p(-clip)
+        losses = np.where(neg_margin > -m_c, line, np.logaddexp(0.0, neg_margin))
+        slope = np.minimum(expit(neg_margin), clip)  # |h_C'(M)|
+        coef = s - T  # −∇M
+        coef *= (slope * known)[:, None]
+        return losses, coef
 
     # --- the Loss protocol ----------------------------------------------------------------------
 
     def smooth_value(self, w: FloatArray, X: Any, y: FloatArray) -> float:
         W = self._matrix(w, X.shape[1])
-        Z = self._scores(W, X)
-        data = logsumexp(Z, axis=1) - np.einsum("ik,ik->i", self._targets(y), Z)
-        return float(np.mean(data)) + 0.5 * self.l2 * float(np.dot(w, w))
+        losses, _ = self._losses_and_coefficients(self._scores(W, X), y)
+        return float(np.mean(losses)) + 0.5 * self.l2 * float(np.dot(w, w))
 
     def value(self, w: FloatArray, X: Any, y: FloatArray) -> float:
         out = self.smooth_value(w, X, y)
@@ -259,20 +328,21 @@ class MultinomialLoss:
         return out
 
     def gradient(self, w: FloatArray, X: Any, y: FloatArray) -> FloatArray:
-        """∇F = (1/n) (P − T)ᵀ X, flattened, plus l2·w."""
+        """∇F = (1/n) Gᵀ X flattened (G = ∂ℓ/∂z per row: p − e_y unclipped), plus l2·w."""
         n, width = X.shape
         W = self._matrix(w, width)
-        grad: FloatArray = self._back(X, self._residuals(W, X, y)).ravel()
+        _, coef = self._losses_and_coefficients(self._scores(W, X), y)
+        grad: FloatArray = self._back(X, coef).ravel()
         grad *= 1.0 / n
         if self.l2:
             grad += self.l2 * np.asarray(w, dtype=np.float64)
         return grad
 
     def example_gradients(self, w: FloatArray, X: FloatArray, y: FloatArray) -> FloatArray:
-        """(n, K·d): row i is (p_i − t_i) ⊗ x_i flattened like w."""
+        """(n, K·d): row i is ∂ℓ/∂z_i ⊗ x_i flattened like w."""
         X = np.asarray(X, dtype=np.float64)
         n, width = X.shape
-        G = self._residuals(self._matrix(w, width), X, y)
+        _, G = self._losses_and_coefficients(self._scores(self._matrix(w, width), X), y)
         out: FloatArray = (G[:, :, None] * X[:, None, :]).reshape(n, self.classes * width)
         return out
 
@@ -288,7 +358,8 @@ class MultinomialLoss:
             raise ValueError("labels must be class indices 0 … K−1 (or −1 for no class)")
 
     def predict_proba(self, w: FloatArray, X: Any) -> FloatArray:
-        """(n, K): softmax(Wx) per row — the model's P(class k | x)."""
+        """(n, K): softmax(Wx) per row — the model's P(class k | x) (a score whose argmax is
+        calibrated when clipped)."""
         return softmax_rows(self._scores(self._matrix(w, X.shape[1]), X))
 
     def predict(self, w: FloatArray, X: Any) -> FloatArray:
@@ -303,4 +374,4 @@ SPEC = MultinomialLogisticSpec
 
 
 def build(spec: MultinomialLogisticSpec) -> MultinomialLoss:
-    return MultinomialLoss(l2=spec.l2, l1=spec.l1)
+    return MultinomialLoss(l2=spec.l2, l1=spec.l1, gradient_clip=spec.gradient_clip)
