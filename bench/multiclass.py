@@ -66,11 +66,11 @@ def encoded_split(
 
 
 def synthetic_multiclass(n: int = 20_000, d: int = 20, classes: int = 5, seed: int = 7) -> Dataset:
-    """n rows uniform on [−1, 1]^d, labels drawn from softmax(Wx) with W ~ N(0, 4I/d) fixed by
+    """n rows uniform on [−1, 1]^d, labels drawn from softmax(Wx) with W ~ N(0, 64I/d) fixed by
     ``seed`` (a learnable but noisy task: the Bayes rate is below 100 %)."""
     rng = np.random.default_rng(seed)
     X = rng.uniform(-1.0, 1.0, size=(n, d))
-    W = rng.standard_normal((classes, d)) * 2.0 / math.sqrt(d)
+    W = rng.standard_normal((classes, d)) * 8.0 / math.sqrt(d)
     Z = X @ W.T
     P = np.exp(Z - Z.max(axis=1, keepdims=True))
     P /= P.sum(axis=1, keepdims=True)

@@ -329,8 +329,13 @@ def choose_model_and_optimizer(
             "l2": model.get("l2", 1e-4),
             "l1": 0.0,
             "fit_intercept": bool(model.get("fit_intercept", True)),
+            "gradient_clip": CLIP,
         }
         filled["model.type"] = MULTINOMIAL
+        filled["model.gradient_clip"] = CLIP
+    if model.get("type") == MULTINOMIAL and "gradient_clip" not in fields_set:
+        resolved["gradient_clip"] = CLIP
+        filled["model.gradient_clip"] = CLIP
     if model.get("type") == "logistic_regression" and "gradient_clip" not in fields_set and (
         resolved.get("type") == "logistic_regression"
     ):
