@@ -405,3 +405,47 @@ def test_empirical_audit_of_one_noisy_step_below_the_claim() -> None:
     # at w = 0 the pair realises 0.61 of Δ, so understated noise shows from about half of it
     broken = dataclasses.replace(plan, noise_scale=plan.noise_scale / 6)
     assert bound(broken, 200) > eps
+
+
+# --- auto ---------------------------------------------------------------------------------------
+
+
+def test_auto_fits_a_categorical_label_jointly_and_records_it() -> None:
+    from service.cli_http import _auto_text
+    from service.optimizers.auto import CLIP, resolve
+
+    choice = resolve(parse_model_spec({"type": "logistic_regression"}), 1257, 64, TARGET, 10)
+    assert choice.model["type"] == "multinomial_logistic_regression"
+    assert choice.model["gradient_clip"] == CLIP
+    assert choice.optimizer in JOINT_OPTIMIZERS
+    assert choice.record["multiclass"] == "joint"
+    assert choice.record["filled"]["model.type"] == "multinomial_logistic_regression"
+    assert "classes fitted joint" in _auto_text({"auto": choice.record})
+    job = plan_job(parse_model_spec(choice.model), choice.optimizer, {}, 1257, 64, TARGET, 10)
+    assert job.plan.hyperparameters["d"] == 10 * 65
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"type": "logistic_regression", "gradient_clip": 0.5},  # a binary loss asked for
+        {"type": "logistic_regression", "l1": 0.01},  # l1: no joint optimizer takes it
+        {"type": "huber_svm"},
+    ],
+)
+def test_auto_keeps_one_vs_rest_when_the_analyst_asked_for_a_binary_loss(model: dict) -> None:
+    from service.optimizers.auto import resolve
+
+    choice = resolve(parse_model_spec(model), 1257, 64, TARGET, 10)
+    assert choice.model["type"] == model["type"]
+    assert choice.record["multiclass"] == "one_vs_rest"
+
+
+def test_auto_on_a_binary_label_is_unchanged_and_refuses_the_joint_model_on_model() -> None:
+    from service.optimizers.auto import resolve
+
+    binary = resolve(parse_model_spec({"type": "logistic_regression"}), 1257, 64, TARGET, None)
+    assert binary.model["type"] == "logistic_regression" and binary.record["multiclass"] is None
+    with pytest.raises(InfeasibleSpec) as info:
+        resolve(parse_model_spec(MODEL), 1257, 64, TARGET, None)
+    assert info.value.field == "model"
