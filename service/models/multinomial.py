@@ -279,10 +279,11 @@ class MultinomialLoss:
         if not isinstance(X, np.ndarray):
             return np.vstack([X @ row for row in W])
         n, width = X.shape
+        Wt = np.ascontiguousarray(W.T)  # X·Wᵀ with both C-contiguous (W Xᵀ took 11 ms here)
         out: FloatArray = np.empty((W.shape[0], n), dtype=np.float64)
         step = max(1, BLOCK_ENTRIES // max(1, width))
         for start in range(0, n, step):
-            out[:, start : start + step] = W @ X[start : start + step].T
+            out[:, start : start + step] = (X[start : start + step] @ Wt).T
         return out
 
     @staticmethod
