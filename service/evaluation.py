@@ -129,8 +129,8 @@ def price_evaluation(
     if kind == "multiclass" and body.loss_clip is not None:
         raise InfeasibleSpec(
             "loss_clip",
-            "a categorical label's evaluation releases accuracy only, no loss, so loss_clip "
-            "does not apply: omit it",
+            "a categorical label's evaluation releases counts only (accuracy and the "
+            "confusion matrix), no loss, so loss_clip does not apply: omit it",
         )
     loss = build_loss(TypeAdapter(ModelSpec).validate_python(model.model_spec))
     clip: float | None = None
