@@ -449,3 +449,34 @@ def test_auto_on_a_binary_label_is_unchanged_and_refuses_the_joint_model_on_mode
     with pytest.raises(InfeasibleSpec) as info:
         resolve(parse_model_spec(MODEL), 1257, 64, TARGET, None)
     assert info.value.field == "model"
+
+
+# --- data-parallel: the summed oracle over partitions --------------------------------------------
+
+
+def test_partitioned_gradients_and_fits_equal_the_single_process_ones() -> None:
+    """What a data-parallel job computes (service/workers/data_parallel.py): per-partition
+    sums of the joint loss's gradients, summed by :class:`SummedGradient` over K·d' parameters —
+    the same gradient, and the same fit, as the rows in one process."""
+    from service.optimizers.full_gradient import LocalGradient, SummedGradient, partial_gradient_sum
+
+    rng = np.random.default_rng(12)
+    loss = _loss(0.5, l2=0.02)
+    X, y = _rows(rng, 90, WIDTH), rng.integers(-1, K, size=90).astype(float)
+    parts = [slice(0, 30), slice(30, 61), slice(61, 90)]
+
+    def sums(w: np.ndarray) -> list[np.ndarray]:
+        return [partial_gradient_sum(loss, w, X[p], y[p]) for p in parts]
+
+    summed = SummedGradient(loss, 90, parameter_count(loss, WIDTH), len(parts), sums)
+    local = LocalGradient(loss, X, y)
+    assert summed.dimension == local.dimension == K * WIDTH
+    w = rng.normal(size=K * WIDTH)
+    np.testing.assert_allclose(summed.gradient(w), local.gradient(w), rtol=0, atol=1e-13)
+    for name in ("dp_gd", "dp_agd_averaged", "output_perturbation_gd"):
+        optimizer = get_optimizer(name)
+        plan = _joint_plan(name, loss, 90)
+        assert hasattr(optimizer, "fit_oracle"), name  # a full-gradient optimizer
+        a = optimizer.fit_oracle(plan, loss, summed, np.random.default_rng(4), lambda _: None)
+        b = optimizer.fit(plan, loss, X, y, np.random.default_rng(4), lambda _: None)
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-9)
