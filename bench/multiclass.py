@@ -191,8 +191,8 @@ def run(args: argparse.Namespace) -> None:
     table = "\n".join(lines)
     note = (
         f"\n\n{runs} seeds per cell, δ = {DELTA:g}, replace-one adjacency, 70/30 split (seed "
-        f"{SPLIT_SEED}). no diffprivlib / Opacus column ({', '.join(missing) or 'none'} not importable here; "
-        "issue 24 quotes their numbers)."
+        f"{SPLIT_SEED}). No diffprivlib / Opacus column ({', '.join(missing) or 'none'} not "
+        "importable here; issue 24 quotes their numbers)."
     )
     print("\n" + table + note)
     out = results_dir(args.smoke)

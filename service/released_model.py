@@ -3,9 +3,9 @@
 The optimizer's output is one noised vector ``w`` (intercept last when the model fits one), or
 one row per class: K stacked binary fits for one-vs-rest, or the joint multinomial model's
 K·d' vector reshaped to its K × d' matrix (:func:`released_weights`) — the same storage, told
-apart by the job's model spec when scored. Stored and shown (``GET /v1/models/{id}``), it is split into
-``coefficients`` (a list, or a list of lists) and ``intercept`` (a number, a list, or None).
-Everything that uses a stored model — ``/predict``, private evaluation — rebuilds the same
+apart by the job's model spec when scored. Stored and shown (``GET /v1/models/{id}``), it is
+split into ``coefficients`` (a list, or a list of lists) and ``intercept`` (a number, a list, or
+None). Everything that uses a stored model — ``/predict``, private evaluation — rebuilds the same
 matrix with :func:`weight_matrix`; this is the one home of both directions, so they cannot
 drift apart. Nothing here reads private data: it is the released model and the caller's rows.
 """

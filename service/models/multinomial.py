@@ -32,8 +32,9 @@ in the direction Σ_k w_k (a common shift), so the noise in d of K·d coordinate
 Constants (derivation). Write z = Wx, g = p − t (a K-vector, Σ_k g_k = 0).
 
 - **Gradient**: ∇_W ℓ = g xᵀ, so ‖∇ℓ‖_F = ‖g‖₂ ‖x‖₂, and ‖p − e_y‖² = (1 − p_y)² +
-  Σ_{k≠y} p_k² ≤ 2(1 − p_y)² ≤ 2: **L = √2**, approached when p → e_j (j ≠ y) and ‖x‖ = 1, whatever K. (One-vs-rest has K
-  gradients of norm ≤ 1 each, i.e. √K jointly: that is why it must split the budget K ways.)
+  Σ_{k≠y} p_k² ≤ 2(1 − p_y)² ≤ 2: **L = √2**, approached when p → e_j (j ≠ y) and ‖x‖ = 1,
+  whatever K. (One-vs-rest has K gradients of norm ≤ 1 each, i.e. √K jointly: that is why it
+  must split the budget K ways.)
 - **Hessian**: ∇²ℓ = (diag(p) − ppᵀ) ⊗ xxᵀ. Böhning (1992), "Multinomial logistic regression
   algorithm", Ann. Inst. Statist. Math. 44, Lemma: diag(p) − ppᵀ ⪯ ½ (I − 𝟙𝟙ᵀ/K) for every p on
   the simplex, whose largest eigenvalue is ½. With xxᵀ ⪯ ‖x‖² I, ∇²ℓ ⪯ ½ I: **β = ½** in the
@@ -185,9 +186,7 @@ def class_indices(one_vs_rest: FloatArray) -> FloatArray:
     row holds +1, or −1 where no row does (a label none of the declared classes). Row-local."""
     Y = np.asarray(one_vs_rest, dtype=np.float64)
     positive = Y > 0.0
-    out: FloatArray = np.where(positive.any(axis=0), positive.argmax(axis=0), -1).astype(
-        np.float64
-    )
+    out: FloatArray = np.where(positive.any(axis=0), positive.argmax(axis=0), -1).astype(np.float64)
     return out
 
 

@@ -77,8 +77,8 @@ Categorical labels (step 0). One-vs-rest releases K binary fits at μ/√K each 
 release of sensitivity C·√K (C = 1/2: 0.87 at K = 3, 1.58 at K = 10); the joint clipped softmax
 releases once with L = √2·C = 0.71 whatever K (``service/models/multinomial.py``), so its noise
 is lower from K = 3 on and the gap grows with √K. Measured with public data only
-(``python -m bench multiclass``, bench/RESULTS.md: 10 seeds, δ = 1e-5, 70/30 split by seed 2026, each feature
-on [−1, 1] by its range; one-vs-rest = this rule's job before step 0, i.e. with
+(``python -m bench multiclass``, bench/RESULTS.md: 10 seeds, δ = 1e-5, 70/30 split by seed
+2026, each feature on [−1, 1] by its range; one-vs-rest = this rule's job before step 0, i.e. with
 ``gradient_clip`` = 1/2 set), test accuracy %:
 
 ==========================  =====  =====  =====  =====  =====  =====  =====  =====
@@ -94,8 +94,9 @@ synthetic (5, 14,000)        78.2   73.1   80.0   77.6   81.1   80.0   81.5   80
 Joint is ahead in 15 of 16 cells; behind only on wine at ε = 2 (−3.7, where the 10-seed std is
 9–10 points). Without the clip (C = 1) the joint model was 0–18 points lower on iris and wine
 and 0.5–2 on digits (one-vs-rest then beat it on wine at every ε ≥ 1): the clip is what lets it
-win at K = 3. K = 2 was not measured separately: the clipped joint model's L = 0.71 equals one-vs-rest's
-C·√2 there, so the two release the same noise and the joint model is kept for one rule.
+win at K = 3. K = 2 was not measured separately: the clipped joint model's L = 0.71 equals
+one-vs-rest's C·√2 there, so the two release the same noise and the joint model is kept for
+one rule.
 ``dp_agd_centred`` does not apply (the clipped loss has no derived anchor) and was 20–40 points
 below the averaged steps on digits unclipped at ε = 1, 2 (its one-shot label term at
 n·ε/K < 2,500). l2 = 3e-4 instead of the rule's 1e-3 gave digits +1.3 to +3.1 points (10 seeds)
@@ -369,8 +370,10 @@ def choose_model_and_optimizer(
     if model.get("type") == MULTINOMIAL and "gradient_clip" not in fields_set:
         resolved["gradient_clip"] = CLIP
         filled["model.gradient_clip"] = CLIP
-    if model.get("type") == "logistic_regression" and "gradient_clip" not in fields_set and (
-        resolved.get("type") == "logistic_regression"
+    if (
+        model.get("type") == "logistic_regression"
+        and "gradient_clip" not in fields_set
+        and resolved.get("type") == "logistic_regression"
     ):
         resolved["gradient_clip"] = CLIP
         filled["model.gradient_clip"] = CLIP
@@ -426,7 +429,7 @@ def resolve(
             "multiclass": (
                 None
                 if not classes
-                else "joint" if resolved.get("type") == MULTINOMIAL else "one_vs_rest"
+                else ("joint" if resolved.get("type") == MULTINOMIAL else "one_vs_rest")
             ),
             "filled": filled,
             "rule": RULE,

@@ -38,8 +38,9 @@ def checked_data(
     """The rows and labels the privacy proof assumes, or ``ValueError`` (no data values).
 
     Shape (n, width) / (n,) as planned — ``d`` is the parameter count, the row width for a
-    linear model (:func:`~service.models.base.parameter_count`) — finite, ‖x‖₂ ≤ 1 (rows above the bound by rounding only are
-    rescaled exactly to ≤ 1) and admissible labels (``loss.check_labels`` when available).
+    linear model (:func:`~service.models.base.parameter_count`) — finite, ‖x‖₂ ≤ 1 (rows above
+    the bound by rounding only are rescaled exactly to ≤ 1) and admissible labels
+    (``loss.check_labels`` when available).
     """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)

@@ -244,7 +244,9 @@ def test_per_row_gradient_moves_by_at_most_2l_and_reaches_it(clip: float | None)
     gaps = []
     for X, y, X2, y2 in _neighbour_pairs(rng, 8):
         for w in (np.zeros(K * WIDTH), rng.normal(size=K * WIDTH) * 5, _pushed_to_wrong_class()):
-            moved = loss.example_gradients(w, X, y).sum(0) - loss.example_gradients(w, X2, y2).sum(0)
+            moved = loss.example_gradients(w, X, y).sum(0) - loss.example_gradients(w, X2, y2).sum(
+                0
+            )
             gaps.append(float(np.linalg.norm(moved)))
     assert max(gaps) <= 2 * loss.lipschitz * (1 + 1e-12)
     assert max(gaps) >= 0.99 * 2 * loss.lipschitz
@@ -256,14 +258,12 @@ CENTRED = {"dp_agd_centred"}
 
 
 def test_every_joint_optimizer_has_a_sensitivity_check_here() -> None:
-    assert OUTPUT_RELEASES | PER_STEP | CENTRED == set(JOINT_OPTIMIZERS)
+    assert set(JOINT_OPTIMIZERS) == OUTPUT_RELEASES | PER_STEP | CENTRED
 
 
 def _joint_plan(name: str, loss: MultinomialLoss, n: int, **params: object) -> ReleasePlan:
     optimizer = get_optimizer(name)
-    return optimizer.plan(
-        optimizer.Params.model_validate(params), loss, n, K * WIDTH, TARGET
-    )
+    return optimizer.plan(optimizer.Params.model_validate(params), loss, n, K * WIDTH, TARGET)
 
 
 @pytest.mark.parametrize("name", sorted(PER_STEP))
@@ -330,7 +330,9 @@ def test_fits_return_k_times_d_parameters_on_read_only_rows(name: str) -> None:
     w = get_optimizer(name).fit(plan, loss, X, y, np.random.default_rng(1), lambda _: None)
     assert w.shape == (K * WIDTH,) and np.all(np.isfinite(w))
     with pytest.raises(ValueError):  # a loss over another K: not the plan's shape (or anchor)
-        get_optimizer(name).fit(plan, _loss(l2=0.01, classes=K + 1), X, y, np.random.default_rng(1), lambda _: None)
+        get_optimizer(name).fit(
+            plan, _loss(l2=0.01, classes=K + 1), X, y, np.random.default_rng(1), lambda _: None
+        )
 
 
 # --- (c) refusals and planning -------------------------------------------------------------------

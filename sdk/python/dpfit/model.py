@@ -53,6 +53,7 @@ def _softmax(z: FloatArray) -> FloatArray:
     out: FloatArray = e / e.sum(axis=1, keepdims=True)
     return out
 
+
 try:  # the service scores with scipy's expit; the numpy formula agrees to ~1 ulp
     from scipy.special import expit as _expit
 except ImportError:  # pragma: no cover - scipy comes with the `sklearn` extra
