@@ -342,10 +342,26 @@ class MultinomialLoss:
 
     # --- the Loss protocol ----------------------------------------------------------------------
 
+    def _row_blocks(self, X: Any) -> list[slice]:
+        """Row blocks of dense rows small enough that the per-row work's (K, rows) temporaries
+        stay within a few :data:`BLOCK_ENTRIES` whatever n (public sizes only: the memory a
+        gradient needs does not grow with n beyond the rows themselves); one block for other
+        row types, whose products are per class over all rows."""
+        n, width = X.shape
+        if not isinstance(X, np.ndarray):
+            return [slice(0, n)]
+        step = max(1, BLOCK_ENTRIES // max(1, width, self.classes))
+        return [slice(start, start + step) for start in range(0, n, step)]
+
     def smooth_value(self, w: FloatArray, X: Any, y: FloatArray) -> float:
         W = self._matrix(w, X.shape[1])
-        losses, _ = self._losses_and_coefficients(self._scores(W, X), y)
-        return float(np.mean(losses)) + 0.5 * self.l2 * float(np.dot(w, w))
+        y = np.asarray(y, dtype=np.float64)
+        total = 0.0
+        for rows in self._row_blocks(X):
+            block = X[rows] if isinstance(X, np.ndarray) else X
+            losses, _ = self._losses_and_coefficients(self._scores(W, block), y[rows])
+            total += float(np.sum(losses))
+        return total / X.shape[0] + 0.5 * self.l2 * float(np.dot(w, w))
 
     def value(self, w: FloatArray, X: Any, y: FloatArray) -> float:
         out = self.smooth_value(w, X, y)
@@ -357,8 +373,13 @@ class MultinomialLoss:
         """∇F = (1/n) Gᵀ X flattened (G = ∂ℓ/∂z per row: p − e_y unclipped), plus l2·w."""
         n, width = X.shape
         W = self._matrix(w, width)
-        _, coef = self._losses_and_coefficients(self._scores(W, X), y)
-        grad: FloatArray = self._back(X, coef).ravel()
+        y = np.asarray(y, dtype=np.float64)
+        total: FloatArray = np.zeros((self.classes, width), dtype=np.float64)
+        for rows in self._row_blocks(X):
+            block = X[rows] if isinstance(X, np.ndarray) else X
+            _, coef = self._losses_and_coefficients(self._scores(W, block), y[rows])
+            total += self._back(block, coef)
+        grad: FloatArray = total.ravel()
         grad *= 1.0 / n
         if self.l2:
             grad += self.l2 * np.asarray(w, dtype=np.float64)

@@ -482,3 +482,31 @@ def test_partitioned_gradients_and_fits_equal_the_single_process_ones() -> None:
         a = optimizer.fit_oracle(plan, loss, summed, np.random.default_rng(4), lambda _: None)
         b = optimizer.fit(plan, loss, X, y, np.random.default_rng(4), lambda _: None)
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-9)
+
+
+def test_blocked_and_sparse_rows_give_the_same_gradient_and_value() -> None:
+    """Row blocks (dense) and the optimizers' sparse rows change only the summation order."""
+    from service.models import multinomial
+    from service.optimizers.inputs import gradient_rows
+
+    rng = np.random.default_rng(13)
+    n, width = 3000, 12
+    X = np.zeros((n, width))
+    X[np.arange(n), rng.integers(0, width - 1, size=n)] = 0.7  # one-hot-like: sparse rows
+    X[:, -1] = 0.7
+    y = rng.integers(-1, K, size=n).astype(float)
+    loss = _loss(0.5, l2=0.01)
+    w = rng.normal(size=K * width)
+    sparse = gradient_rows(X)
+    assert not isinstance(sparse, np.ndarray)
+    assert len(loss._row_blocks(X)) == 1  # 3000 × 12 is within one block by default
+    whole_grad, whole_value = loss.gradient(w, X, y), loss.smooth_value(w, X, y)
+    np.testing.assert_allclose(loss.gradient(w, sparse, y), whole_grad, rtol=0, atol=1e-13)
+    original = multinomial.BLOCK_ENTRIES
+    try:
+        multinomial.BLOCK_ENTRIES = 256  # blocks of 21 rows
+        assert len(loss._row_blocks(X)) == math.ceil(n / 21)
+        np.testing.assert_allclose(loss.gradient(w, X, y), whole_grad, rtol=0, atol=1e-13)
+        assert loss.smooth_value(w, X, y) == pytest.approx(whole_value, rel=1e-13)
+    finally:
+        multinomial.BLOCK_ENTRIES = original
