@@ -127,3 +127,27 @@ def test_the_joint_model_on_a_binary_label_is_refused_on_model(api: dict[str, An
         refused = _call(api, "POST", "/v1/jobs", request)
         assert refused.status_code == 422, refused.text
         assert refused.json()["field"] == "model"
+
+
+def test_the_recorded_joint_spec_replans_the_same_job() -> None:
+    """Re-sending an auto job's stored model and optimizer on a categorical label prices the
+    very same plan and charge (the joint model's objective gap, log K, included)."""
+    from service.schemas import JobCreate
+    from service.submission import DatasetFacts, price_job
+
+    facts = DatasetFacts(
+        id="ds_x", n_rows=1257, n_features=64, delta=1e-5,
+        label_type="categorical", classes=10, retired=False,
+    )  # fmt: skip
+
+    def body(**extra: Any) -> JobCreate:
+        return JobCreate.model_validate(
+            {"dataset_id": "ds_x", "privacy": {"epsilon": 1.0, "delta": 1e-5}} | extra
+        )
+
+    auto = price_job(facts, body(model={"type": "logistic_regression"}))
+    assert auto.plan_json["hyperparameters"]["objective_gap"] == pytest.approx(np.log(10))
+    again = price_job(facts, body(model=auto.spec["model"], optimizer=auto.spec["optimizer"]))
+    plan = dict(auto.plan_json)
+    plan.pop("auto")
+    assert again.plan_json == plan and again.charge == auto.charge
