@@ -14,6 +14,7 @@ from bench import (
     fairness,
     head_to_head,
     load,
+    multiclass,
     neighbours,
     paper_wu,
     paper_zhang,
@@ -35,6 +36,7 @@ SUITES: dict[str, ModuleType] = {
     "scaling": scaling,
     "reader": reader,
     "neighbours": neighbours,
+    "multiclass": multiclass,
 }
 
 

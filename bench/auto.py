@@ -217,10 +217,16 @@ def multiclass_datasets(smoke: bool) -> list[tuple[str, Dataset]]:
 
 
 def one_vs_rest_accuracy(job: Any, data: Dataset, classes: int, seed: int) -> float:
-    """Fit ``job`` one-vs-rest as the worker does (one rng, class by class) and score argmax."""
+    """Fit ``job`` one-vs-rest as the worker does (one rng, class by class) and score argmax;
+    a joint multinomial job (what ``auto`` runs for these labels now) as the worker fits it."""
     from service.optimizers.one_vs_rest import class_plan_of
 
     class_plan = class_plan_of(job.plan)
+    if class_plan is None:
+        from bench.multiclass import fit_scores
+
+        W, _ = fit_scores(job, data, classes, seed)
+        return float(np.mean(np.argmax(data.Xt @ W.T, axis=1) == data.yt))
     rng = np.random.default_rng(seed)
     W = np.stack(
         [

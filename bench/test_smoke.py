@@ -70,3 +70,13 @@ def test_fairness_smoke_prints_a_table(capsys: pytest.CaptureFixture[str]) -> No
     out = capsys.readouterr().out
     assert "| default (slots − 1 per principal) |" in out, out
     assert re.search(r"^\|.*\|\n\|(-+\|)+\n\|", out, flags=re.MULTILINE), out
+
+
+def test_multiclass_smoke_prints_a_table(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
+    assert main(["multiclass", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\| iris \| 3 \| 105 \| 1 \| .* \| joint, ", out, flags=re.MULTILINE), out
+    assert (tmp_path / "smoke" / "multiclass.md").is_file()

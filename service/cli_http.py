@@ -596,7 +596,11 @@ def _auto_text(plan: dict[str, Any]) -> str:
     values = ", ".join(
         f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in filled.items()
     )
-    return " (chosen by auto" + (f"; filled in: {values})" if values else ")")
+    multiclass = record.get("multiclass")  # "joint" or "one_vs_rest" for a categorical label
+    chosen = " (chosen by auto"
+    if multiclass:
+        chosen += f"; classes fitted {str(multiclass).replace('_', '-')}"
+    return chosen + (f"; filled in: {values})" if values else ")")
 
 
 def _evaluated_model(data: dict[str, Any]) -> str | None:

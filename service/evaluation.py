@@ -46,6 +46,7 @@ from service.ledger.admission import JobCharge
 from service.models.registry import ModelSpec, build_loss
 from service.optimizers.base import InfeasibleSpec
 from service.privacy.evaluation import (
+    WITHOUT_LOSS,
     EvaluationKind,
     EvaluationPlan,
     loss_clip_bound,
@@ -91,7 +92,7 @@ class PricedEvaluation:
 def _kind(label_type: str) -> EvaluationKind:
     if label_type == "numeric":
         return "regression"
-    return "categorical" if label_type == "categorical" else "binary"
+    return "multiclass" if label_type == "categorical" else "binary"
 
 
 def weight_norm(model: TrainedModel) -> float:
@@ -125,16 +126,17 @@ def price_evaluation(
         )
     label = LabelSpec.model_validate(dataset.label)
     kind = _kind(label.type)
-    if kind == "categorical" and body.loss_clip is not None:
+    if kind == "multiclass" and body.loss_clip is not None:
         raise InfeasibleSpec(
             "loss_clip",
-            "a categorical label's evaluation releases accuracy only, no loss, so loss_clip "
-            "does not apply: omit it",
+            "a categorical label's evaluation releases counts only (accuracy and the "
+            "confusion matrix), no loss, so loss_clip does not apply: omit it",
         )
     loss = build_loss(TypeAdapter(ModelSpec).validate_python(model.model_spec))
     clip: float | None = None
     bound: float | None = getattr(loss, "label_bound", None)
-    if kind != "categorical":
+    classes = len(label.classes or []) if kind == "multiclass" else None
+    if kind != "multiclass":
         if body.loss_clip is None and kind == "regression" and bound is None:
             raise InfeasibleSpec(
                 "loss_clip",
@@ -145,7 +147,9 @@ def price_evaluation(
         if not math.isfinite(clip):
             raise InfeasibleSpec("loss_clip", "the default loss clip overflows: declare loss_clip")
     try:
-        plan = plan_evaluation(kind, dataset.n_rows, body.privacy.epsilon, body.privacy.delta, clip)
+        plan = plan_evaluation(
+            kind, dataset.n_rows, body.privacy.epsilon, body.privacy.delta, clip, classes
+        )
         curve = charge_curve(plan.event)
     except (ValueError, ArithmeticError) as exc:
         raise InfeasibleSpec("privacy", f"this evaluation cannot be accounted: {exc}") from None
@@ -156,6 +160,8 @@ def price_evaluation(
         "loss_clip": clip,
         "noise_multiplier": plan.noise_multiplier,
     }
+    if classes is not None:
+        hyper["classes"] = classes
     hyper.update(metric_stds(plan))  # the std of every released metric (before its clamp)
     plan_json: dict[str, Any] = {
         "kind": EVALUATION,
@@ -195,18 +201,21 @@ def plan_of(spec: dict[str, Any], plan_json: dict[str, Any], n: int) -> Evaluati
     hyper = plan_json["hyperparameters"]
     kind: EvaluationKind = hyper["metrics"]
     clip = hyper.get("loss_clip")
+    classes = hyper.get("classes")
     return EvaluationPlan(
         kind=kind,
         n=n,
         loss_clip=None if clip is None else float(clip),
         sensitivity=float(plan_json["sensitivity"]),
         noise_multiplier=float(hyper["noise_multiplier"]),
+        classes=None if classes is None else int(classes),
     )
 
 
 def model_scores(model: TrainedModel, X: np.ndarray) -> np.ndarray:
     """Per row, from the public model and that row only: the margin w·x (binary), the predicted
-    class index (categorical, arg max of the one-vs-rest scores) or the prediction w·x."""
+    class index (categorical: arg max of the class scores, one-vs-rest or joint — the softmax
+    and the normalised one-vs-rest scores are increasing in them) or the prediction w·x."""
     weights = weight_matrix(model.coefficients, model.intercept)
     if weights.shape[0] == 1:
         result: np.ndarray = X @ weights[0]
@@ -230,7 +239,7 @@ def evaluate_rows(
 ) -> dict[str, Any]:
     """The released metrics of ``model`` on encoded rows (``rng=None``: noise off, tests)."""
     scores = model_scores(model, X)
-    labels = true_classes(Y) if plan.kind == "categorical" else Y
+    labels = true_classes(Y) if plan.kind in WITHOUT_LOSS else Y
     return release_metrics(plan, metric_sums(plan, scores, labels), rng)
 
 

@@ -1,9 +1,11 @@
 """A released model's parameters: packed for storage, unpacked for use, and scored.
 
 The optimizer's output is one noised vector ``w`` (intercept last when the model fits one), or
-one row per class for one-vs-rest. Stored and shown (``GET /v1/models/{id}``), it is split into
-``coefficients`` (a list, or a list of lists) and ``intercept`` (a number, a list, or None).
-Everything that uses a stored model — ``/predict``, private evaluation — rebuilds the same
+one row per class: K stacked binary fits for one-vs-rest, or the joint multinomial model's
+K·d' vector reshaped to its K × d' matrix (:func:`released_weights`) — the same storage, told
+apart by the job's model spec when scored. Stored and shown (``GET /v1/models/{id}``), it is
+split into ``coefficients`` (a list, or a list of lists) and ``intercept`` (a number, a list, or
+None). Everything that uses a stored model — ``/predict``, private evaluation — rebuilds the same
 matrix with :func:`weight_matrix`; this is the one home of both directions, so they cannot
 drift apart. Nothing here reads private data: it is the released model and the caller's rows.
 """
@@ -17,6 +19,28 @@ import numpy as np
 
 from service.data.spec import LabelSpec
 from service.models.base import Loss
+from service.models.multinomial import softmax_rows
+from service.models.registry import is_joint_multiclass
+
+
+def released_weights(loss: Loss, w: np.ndarray) -> np.ndarray:
+    """The optimizer's output as stored: a joint multiclass model's flat K·d' vector as its
+    K × d' matrix (row k = class k, intercept last, as :func:`pack` expects); any other output
+    unchanged."""
+    if is_joint_multiclass(loss) and w.ndim == 1:
+        classes = int(getattr(loss, "classes"))  # noqa: B009 - the joint loss's public K
+        return w.reshape(classes, w.shape[0] // classes)
+    return w
+
+
+def class_probabilities(weights: np.ndarray, loss: Loss, X: np.ndarray) -> np.ndarray:
+    """(n, K) class probabilities of a categorical model: softmax(X Wᵀ) for the joint
+    multinomial model; for one-vs-rest, each class's binary score normalised to sum to 1."""
+    if is_joint_multiclass(loss):
+        return softmax_rows(X @ weights.T)
+    scores = np.column_stack([loss.predict_proba(w, X) for w in weights])  # type: ignore[attr-defined]
+    normalised: np.ndarray = scores / np.maximum(scores.sum(axis=1, keepdims=True), 1e-300)
+    return normalised
 
 
 def pack(w: np.ndarray, fit_intercept: bool) -> tuple[Any, Any]:
@@ -46,12 +70,11 @@ class Predictions:
 
 
 def predict(weights: np.ndarray, loss: Loss, label: LabelSpec, X: np.ndarray) -> Predictions:
-    """Predictions for encoded rows ``X``: the class of highest normalised one-vs-rest score
-    (categorical), the positive/negative label at probability 0.5 (binary), or the value
-    (regression)."""
+    """Predictions for encoded rows ``X``: the class of highest probability (categorical:
+    :func:`class_probabilities`), the positive/negative label at probability 0.5 (binary), or
+    the value (regression)."""
     if label.type == "categorical":
-        scores = np.column_stack([loss.predict_proba(w, X) for w in weights])  # type: ignore[attr-defined]
-        scores = scores / np.maximum(scores.sum(axis=1, keepdims=True), 1e-300)
+        scores = class_probabilities(weights, loss, X)
         best = scores.argmax(axis=1)
         classes = label.classes or []
         return Predictions(

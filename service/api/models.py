@@ -80,8 +80,9 @@ def predict(
         X = encoder.encode_records(body.rows)
     except (ValueError, TypeError) as exc:
         raise invalid("rows", str(exc)) from None
-    loss = build_loss(TypeAdapter(ModelSpec).validate_python(model_json))
     label = LabelSpec.model_validate(label_json)
+    classes = len(label.classes or []) or None
+    loss = build_loss(TypeAdapter(ModelSpec).validate_python(model_json), classes)
     result = released_model.predict(weight_matrix(coefficients, intercept), loss, label, X)
     found = prediction_warnings(encoder, body.rows)
     return PredictResponse(

@@ -62,8 +62,10 @@ __all__ = [
     "coefficient_anchor",
     "check_weight",
     "fit_intercept_field",
+    "fit_labels",
     "l1_field",
     "l2_field",
+    "parameter_count",
     "soft_threshold",
 ]
 
@@ -135,6 +137,26 @@ def coefficient_anchor(loss: Loss) -> CoefficientAnchor | None:
         return None
     anchor: CoefficientAnchor = method()
     return anchor
+
+
+def parameter_count(loss: Loss, width: int) -> int:
+    """The length of the parameter vector w for rows of ``width`` encoded columns: ``width`` for
+    a linear model of one weight vector, K·``width`` for a joint K-class model
+    (``multinomial_logistic_regression``, its ``parameter_count``). Optimizers size w, their
+    noise and their shape checks by this, never by the row width itself."""
+    method = getattr(loss, "parameter_count", None)
+    return int(width) if method is None else int(method(int(width)))
+
+
+def fit_labels(loss: Loss, labels: FloatArray) -> FloatArray:
+    """The labels ``loss`` takes from the reader's: unchanged, except for a joint multiclass
+    loss, which turns the (K, n) one-vs-rest matrix of a categorical label into its own form
+    (``labels_for_fit``; row-local)."""
+    method = getattr(loss, "labels_for_fit", None)
+    if method is None:
+        return labels
+    converted: FloatArray = method(labels)
+    return converted
 
 
 class RegressionLoss(Loss, Protocol):
@@ -221,6 +243,9 @@ def objective_gap_bound(loss: Loss) -> float:
     a gap of 1 made the default radius, and so T, far too small (labels in the hundreds gave
     models worse than a constant; bench/RESULTS.md, section 6). A loss without ``phi`` gets 1.
     """
+    own = getattr(loss, "zero_loss_bound", None)
+    if own is not None:  # a loss ≥ 0 that states sup ℓ(0; x, y) itself (multinomial: log K)
+        return max(1.0, float(own()))
     phi = getattr(loss, "phi", None)
     if phi is None:
         return 1.0

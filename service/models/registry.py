@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, TypeAdapter
 import service.models as package
 from service.models.base import Loss
 
-__all__ = ["ModelSpec", "build_loss", "model_names", "parse_model_spec"]
+__all__ = ["ModelSpec", "build_loss", "is_joint_multiclass", "model_names", "parse_model_spec"]
 
 
 def _discover() -> dict[type[BaseModel], Callable[[Any], Loss]]:
@@ -45,13 +45,25 @@ def parse_model_spec(payload: Any) -> BaseModel:
     return result
 
 
-def build_loss(spec: BaseModel) -> Loss:
-    """The loss (with its constants L, β, μ) that ``spec`` describes."""
+def build_loss(spec: BaseModel, classes: int | None = None) -> Loss:
+    """The loss (with its constants L, β, μ) that ``spec`` describes; ``classes``: the label's
+    public class count, which a joint multiclass loss (one with ``with_classes``) is bound to."""
     try:
         builder = _BUILDERS[type(spec)]
     except KeyError:
         raise KeyError(f"no loss registered for model spec {type(spec).__name__}") from None
-    return builder(spec)
+    loss = builder(spec)
+    bind = getattr(loss, "with_classes", None)
+    if bind is not None and classes is not None:
+        bound: Loss = bind(classes)
+        return bound
+    return loss
+
+
+def is_joint_multiclass(loss: Loss) -> bool:
+    """Whether ``loss`` fits all classes of a categorical label at once (one parameter vector
+    of K·d entries, one release) rather than one binary problem per class."""
+    return hasattr(loss, "with_classes")
 
 
 def model_names() -> list[str]:

@@ -9,6 +9,11 @@ label type. Nothing here reads data. The resolved job is an ordinary job of the 
 
 The rule (first candidate whose plan is feasible wins):
 
+0. A categorical label (K declared classes) with ``logistic_regression`` whose analyst set
+   neither ``gradient_clip`` nor l1 > 0 → one joint ``multinomial_logistic_regression`` fit
+   with ``gradient_clip`` = 1/2 (:func:`prefers_joint`), planned by the steps below over its
+   K·d' parameters; the record says ``"multiclass": "joint"`` (``"one_vs_rest"`` otherwise).
+   Evidence in "Categorical labels" below.
 1. δ = 0 (pure ε) → ``output_perturbation_gd`` (the catalog's pure ε-DP full-gradient method).
 2. δ > 0, non-convex loss → ``dp_gd`` (its PL/non-convex guarantees: Wang, Ye & Xu 2017).
 3. δ > 0, convex loss, n ≥ 10,000 and n·ε < 5,000 → ``dp_agd`` at its theory defaults
@@ -67,6 +72,35 @@ Larger ceilings (3e-3, 1e-2, none) gain another 0–1 point on synthetic rows an
 breast_cancer. Multiclass (one-vs-rest, each class at μ/√K) was measured the same way on wine,
 iris and digits (20 seeds): 1e-3 against 1e-4 −4.6 … +3.1 points on 100–120 rows (noise at
 that size), +0.4 … +2.7 on digits; scaling the formula by K changed nothing measurable.
+
+Categorical labels (step 0). One-vs-rest releases K binary fits at μ/√K each — exactly one
+release of sensitivity C·√K (C = 1/2: 0.87 at K = 3, 1.58 at K = 10); the joint clipped softmax
+releases once with L = √2·C = 0.71 whatever K (``service/models/multinomial.py``), so its noise
+is lower from K = 3 on and the gap grows with √K. Measured with public data only
+(``python -m bench multiclass``, bench/RESULTS.md: 10 seeds, δ = 1e-5, 70/30 split by seed
+2026, each feature on [−1, 1] by its range; one-vs-rest = this rule's job before step 0, i.e. with
+``gradient_clip`` = 1/2 set), test accuracy %:
+
+==========================  =====  =====  =====  =====  =====  =====  =====  =====
+data (K, training rows)      joint  ovr    joint  ovr    joint  ovr    joint  ovr
+                            ε 0.5         ε 1           ε 2           ε 5
+==========================  =====  =====  =====  =====  =====  =====  =====  =====
+iris (3, 105)                53.1   48.2   78.7   60.9   86.7   83.1   90.9   88.2
+wine (3, 124)                50.4   48.3   64.4   63.3   79.3   83.0   92.4   90.2
+digits (10, 1,257)           40.4   24.1   63.2   42.0   80.4   63.6   89.2   83.2
+synthetic (5, 14,000)        78.2   73.1   80.0   77.6   81.1   80.0   81.5   80.6
+==========================  =====  =====  =====  =====  =====  =====  =====  =====
+
+Joint is ahead in 15 of 16 cells; behind only on wine at ε = 2 (−3.7, where the 10-seed std is
+9–10 points). Without the clip (C = 1) the joint model was 0–18 points lower on iris and wine
+and 0.5–2 on digits (one-vs-rest then beat it on wine at every ε ≥ 1): the clip is what lets it
+win at K = 3. K = 2 was not measured separately: the clipped joint model's L = 0.71 equals
+one-vs-rest's C·√2 there, so the two release the same noise and the joint model is kept for
+one rule.
+``dp_agd_centred`` does not apply (the clipped loss has no derived anchor) and was 20–40 points
+below the averaged steps on digits unclipped at ε = 1, 2 (its one-shot label term at
+n·ε/K < 2,500). l2 = 3e-4 instead of the rule's 1e-3 gave digits +1.3 to +3.1 points (10 seeds)
+but iris −3.1 to +0.3 and wine −1.3 to −2.8 (20 seeds): the rule is unchanged.
 
 Regression (step 5). Everything in the Huber problem scales with the label bound B when δ does: with
 y = B·y', w = B·w' and δ = c·B, F(w) = B²·F'(w') for the same l2, and the noise, the step 1/β, the
@@ -167,7 +201,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from service.models.base import FloatArray, Loss, coefficient_anchor
+from service.models.base import FloatArray, Loss, coefficient_anchor, parameter_count
+from service.models.multinomial import MULTINOMIAL
 from service.optimizers.base import (
     InfeasibleSpec,
     PrivacyTarget,
@@ -183,8 +218,10 @@ __all__ = [
     "AutoConfig",
     "AutoParams",
     "CLIP",
+    "JOINT_MIN_CLASSES",
     "RULE",
     "choose_model_and_optimizer",
+    "prefers_joint",
     "resolve",
     "rule_l2",
 ]
@@ -201,6 +238,8 @@ L2_CEILING = 1e-3
 #: huber_regression without an analyst-set huber_delta: δ = HUBER_FRACTION · label_bound.
 HUBER_FRACTION = 0.03
 RULE = (
+    "categorical label with logistic_regression (gradient_clip and l1 unset): "
+    "multinomial_logistic_regression, one joint fit of the K classes; "
     "delta > 0 and a convex loss: dp_agd if n >= 10000 and n*epsilon < 5000, else "
     "dp_agd_centred for logistic_regression without l1 if n*epsilon/classes >= 2500, "
     "dp_agd_averaged otherwise "
@@ -213,6 +252,8 @@ RULE = (
 )
 #: n·ε/K from which dp_agd_centred replaces dp_agd_averaged (step 4; K classes one-vs-rest).
 CENTRED_N_EPSILON = 2_500
+#: From this many classes a categorical label is fitted jointly (step 0).
+JOINT_MIN_CLASSES = 2
 #: The rule's tail-averaged optimizers (step 4), whose l2 the rule sets (step 5).
 AVERAGED = ("dp_agd_centred", "dp_agd_averaged")
 FALLBACKS = ("dp_agd", "dp_gd", "noisy_sgd_bst14", "output_perturbation_gd", "noisy_sgd_scs13")
@@ -245,6 +286,19 @@ class AutoChoice:
     model: dict[str, Any]
     optimizer: str
     record: dict[str, Any]
+
+
+def prefers_joint(model: dict[str, Any], fields_set: set[str], classes: int) -> bool:
+    """Step 0 (categorical labels): fit the K classes jointly (``multinomial_logistic_regression``)
+    instead of one-vs-rest — for a ``logistic_regression`` spec whose analyst set neither
+    ``gradient_clip`` (a binary loss asked for by name: one-vs-rest it stays) nor l1 > 0 (the
+    joint optimizers have no proximal step), whenever the label has K ≥ 2 classes. Public facts
+    only: the spec and K. Evidence in the module docstring ("Categorical labels")."""
+    if classes < JOINT_MIN_CLASSES or model.get("type") != "logistic_regression":
+        return False
+    if "gradient_clip" in fields_set:
+        return False
+    return not float(model.get("l1") or 0.0)
 
 
 def preferred_optimizer(
@@ -303,16 +357,34 @@ def choose_model_and_optimizer(
 
     resolved = dict(model)
     filled: dict[str, Any] = {}
-    if model.get("type") == "logistic_regression" and "gradient_clip" not in fields_set:
+    if prefers_joint(model, fields_set, classes):
+        resolved = {
+            "type": MULTINOMIAL,
+            "l2": model.get("l2", 1e-4),
+            "l1": 0.0,
+            "fit_intercept": bool(model.get("fit_intercept", True)),
+            "gradient_clip": CLIP,
+        }
+        filled["model.type"] = MULTINOMIAL
+        filled["model.gradient_clip"] = CLIP
+    if model.get("type") == MULTINOMIAL and "gradient_clip" not in fields_set:
+        resolved["gradient_clip"] = CLIP
+        filled["model.gradient_clip"] = CLIP
+    if (
+        model.get("type") == "logistic_regression"
+        and "gradient_clip" not in fields_set
+        and resolved.get("type") == "logistic_regression"
+    ):
         resolved["gradient_clip"] = CLIP
         filled["model.gradient_clip"] = CLIP
     if model.get("type") == "huber_regression" and "huber_delta" not in fields_set:
         resolved["huber_delta"] = HUBER_FRACTION * float(model["label_bound"])
         filled["model.huber_delta"] = resolved["huber_delta"]
-    loss = build_loss(parse_model_spec(resolved))
+    loss = build_loss(parse_model_spec(resolved), classes if classes > 1 else None)
     names = candidates(convex, target, n, is_anchored(loss), classes)
     if names[0] in AVERAGED and "l2" in model and "l2" not in fields_set:
-        d = n_features + (1 if resolved.get("fit_intercept") else 0)
+        width = n_features + (1 if resolved.get("fit_intercept") else 0)
+        d = parameter_count(loss, width)  # K·width for the joint model: its noise's dimension
         # Regression: the rule at the label-normalised scale (module docstring, step 5).
         lipschitz = 1.0 if loss.task == "regression" else float(loss.lipschitz)
         resolved["l2"] = rule_l2(lipschitz, n, max(1, d), target)
@@ -331,12 +403,14 @@ def resolve(
     resolved model. Raises :class:`InfeasibleSpec` (field ``optimizer``) if none is feasible.
     Public facts only: the spec, n, the number of features, the target, the label's classes."""
     from service.models.registry import build_loss, parse_model_spec
+    from service.optimizers.one_vs_rest import check_multiclass_model
     from service.optimizers.planning import check_loss_magnitudes, plan_job
 
     loss = build_loss(model)
     # A model whose constants overflow is at fault whatever the optimizer: name its field
     # (every candidate would refuse it, and the refusal would otherwise name "optimizer").
     check_loss_magnitudes(model, loss)
+    check_multiclass_model(loss, AUTO, classes)  # a joint model on a non-categorical label
     sent = model.model_dump(mode="json")
     resolved, names, filled = choose_model_and_optimizer(
         sent, set(model.model_fields_set), bool(loss.convex), target, n, n_features, classes or 1
@@ -352,6 +426,11 @@ def resolve(
         record = {
             "chosen_by": AUTO,
             "optimizer": name,
+            "multiclass": (
+                None
+                if not classes
+                else ("joint" if resolved.get("type") == MULTINOMIAL else "one_vs_rest")
+            ),
             "filled": filled,
             "rule": RULE,
             "facts": {

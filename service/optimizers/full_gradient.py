@@ -27,7 +27,7 @@ from typing import Protocol
 
 import numpy as np
 
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, parameter_count
 from service.optimizers.base import ProgressCallback, ReleasePlan
 from service.optimizers.config import GradientStepsConfig, ShapeConfig
 from service.optimizers.inputs import Rows
@@ -76,7 +76,7 @@ class LocalGradient:
 
     @property
     def dimension(self) -> int:
-        return int(self._X.shape[1])
+        return parameter_count(self._loss, int(self._X.shape[1]))
 
     def gradient(self, w: FloatArray) -> FloatArray:
         return self._loss.gradient(w, self._X, self._y)
@@ -134,7 +134,7 @@ def partial_gradient_sum(loss: Loss, w: FloatArray, X: Rows, y: FloatArray) -> F
     ``(loss.gradient(w, X, y) − l2·w) · rows``. Zero for no rows."""
     rows = int(X.shape[0])
     if rows == 0:
-        return np.zeros(X.shape[1], dtype=np.float64)
+        return np.zeros(parameter_count(loss, int(X.shape[1])), dtype=np.float64)
     grad = np.array(loss.gradient(w, X, y), dtype=np.float64)
     if loss.l2:
         grad -= loss.l2 * w

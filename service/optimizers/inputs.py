@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import sparse
 
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, parameter_count
 
 __all__ = [
     "BLAS_BLOCK",
@@ -50,9 +50,13 @@ ROW_NORM_SLACK = 1e-6
 
 
 def _checked_shapes(loss: Loss, X: Any, y: Any, n: int, d: int) -> tuple[FloatArray, FloatArray]:
+    """Shapes, finiteness and labels as the plan assumes, or ``ValueError`` (no data values):
+    (n, width) / (n,) with ``d`` the parameter count — the row width for a linear model
+    (:func:`~service.models.base.parameter_count`) — and admissible labels
+    (``loss.check_labels`` when available)."""
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    if X.shape != (n, d):
+    if X.ndim != 2 or X.shape[0] != n or parameter_count(loss, X.shape[1]) != d:
         raise ValueError("the data's shape differs from the plan's public n and d")
     if y.shape != (n,):
         raise ValueError("labels must be a vector of n values")

@@ -27,13 +27,38 @@ from dp_accounting import dp_event
 from pydantic import BaseModel
 
 from service.models.base import Loss
+from service.models.multinomial import JOINT_OPTIMIZERS
+from service.models.registry import is_joint_multiclass
 from service.optimizers.base import InfeasibleSpec, Optimizer, PrivacyTarget, ReleasePlan
 from service.privacy.calibration import event_epsilon
 from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon, gdp_mu
 
-__all__ = ["BISECTION_STEPS", "class_plan_of", "plan_one_vs_rest"]
+__all__ = ["BISECTION_STEPS", "check_multiclass_model", "class_plan_of", "plan_one_vs_rest"]
 
 BISECTION_STEPS = 12
+
+
+def check_multiclass_model(loss: Loss, optimizer: str, classes: int | None) -> bool:
+    """Whether the job is one joint multiclass fit (True) rather than one-vs-rest or a binary
+    or regression fit (False). A joint model (``multinomial_logistic_regression``) needs a
+    categorical label and one of the optimizers whose proof carries to it
+    (``JOINT_OPTIMIZERS``); otherwise :class:`InfeasibleSpec` on ``model``. Public facts only."""
+    if not is_joint_multiclass(loss):
+        return False
+    if classes is None:
+        raise InfeasibleSpec(
+            "model",
+            f"{loss.name} needs a categorical label (its declared classes); this dataset's "
+            "label is not categorical — use logistic_regression for a binary label",
+        )
+    if optimizer not in JOINT_OPTIMIZERS and optimizer != "auto":
+        raise InfeasibleSpec(
+            "model",
+            f"{optimizer} does not support {loss.name} (its proof covers one weight vector); "
+            f"use one of {', '.join(sorted(JOINT_OPTIMIZERS))}, or logistic_regression "
+            "(one-vs-rest) with this optimizer",
+        )
+    return True
 
 
 def plan_one_vs_rest(

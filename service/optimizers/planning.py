@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from service.ledger.accounting import event_from_json, event_to_json
-from service.models.base import Loss
+from service.models.base import Loss, parameter_count
 from service.models.registry import ModelSpec, build_loss
 from service.optimizers.base import (
     InfeasibleSpec,
@@ -24,7 +24,7 @@ from service.optimizers.base import (
     as_mechanism,
 )
 from service.optimizers.limits import SAFE_MAGNITUDE
-from service.optimizers.one_vs_rest import plan_one_vs_rest
+from service.optimizers.one_vs_rest import check_multiclass_model, plan_one_vs_rest
 from service.optimizers.registry import get_optimizer
 
 __all__ = [
@@ -65,7 +65,8 @@ def plan_job(
     """Resolve and calibrate a job; raises :class:`InfeasibleSpec` naming the field at fault.
 
     With ``classes`` (a categorical label) the job is one-vs-rest over that many classes, the
-    budget composed across them (optimizers/one_vs_rest.py).
+    budget composed across them (optimizers/one_vs_rest.py) — or, for a joint multiclass model,
+    one plan over its K·d parameters (``check_multiclass_model``).
     """
     try:
         optimizer = get_optimizer(optimizer_name)
@@ -81,11 +82,14 @@ def plan_job(
         path = ".".join(str(p) for p in first.get("loc", ()))
         field = "optimizer.params" + (f".{path}" if path else "")
         raise InfeasibleSpec(field, f"{field}: {first.get('msg', 'invalid')}") from None
-    loss = build_loss(model)
+    loss = build_loss(model, classes)
     dimension = model_dimension(model, n_features)
     check_loss_magnitudes(model, loss)
+    joint = check_multiclass_model(loss, optimizer.name, classes)
     try:
-        if classes is None:
+        if joint:  # one release of K·d parameters (service/models/multinomial.py)
+            plan = optimizer.plan(params, loss, n, parameter_count(loss, dimension), target)
+        elif classes is None:
             plan = optimizer.plan(params, loss, n, dimension, target)
         else:
             plan, _ = plan_one_vs_rest(optimizer, params, loss, n, dimension, target, classes)

@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, Field
 
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, parameter_count
 from service.optimizers.base import InfeasibleSpec, ProgressCallback
 from service.optimizers.gradient_kit import check_step_size
 from service.privacy.output_perturbation import sample_release_noise
@@ -254,7 +254,7 @@ def run_sgd(
     uniform average (w_1 + … + w_T)/T when ``averaging``. ``progress(t)`` after every step;
     ``observe(t, w_{t−1}, B_t)`` before it (for tests of the per-step sensitivity).
     """
-    d = X.shape[1]
+    d = parameter_count(loss, X.shape[1])
     w: FloatArray = np.zeros(d, dtype=np.float64)
     average: FloatArray = np.zeros(d, dtype=np.float64)
     t = 0

@@ -12,8 +12,19 @@ Released vector (one Gaussian mechanism, N(0, σ² I) on every coordinate):
   Replace-one moves one row from one cell to another (c changes by e_a − e_b: L1 ≤ 2,
   L2 ≤ √2) and changes the scaled loss sum by at most 1 (both rows' terms lie in [0, 1]).
   So ‖u(S) − u(S')‖₂ ≤ √(2 + 1) = √3 =: Δ.
-- **categorical labels** (one-vs-rest models): u = (#correct, #wrong): one row moves between
-  the two (Δ = √2). (No log-loss: one-vs-rest scores are not one probability model.)
+- **categorical labels** (``multiclass``, K declared classes): u = (#correct, #wrong, c) with
+  c the (K + 1) × K confusion matrix flattened — c[a, b] counts the rows of true class a
+  predicted as b, and row K the rows whose label is none of the declared classes (never
+  correct), so every row is in exactly one cell and Σ c = n. Replace-one moves one row from
+  one cell to another (c changes by e_a − e_b or not at all: ‖·‖₂ ≤ √2) and at most from
+  correct to wrong or back (the pair changes by ±(1, −1): ‖·‖₂ ≤ √2), so
+  ‖u(S) − u(S')‖₂ ≤ √(2 + 2) = 2 =: Δ, attained by a row of class a predicted a replaced by a
+  row of class a predicted b ≠ a. The pair is a function of c, but releasing it beside c is
+  what keeps the accuracy sharp: from the pair its std is σ/(√2·n) = √2·z/n; from the
+  diagonal of c alone it would be σ'·K/√(K + 1)/n with σ' = √2·z (Δ = √2 for c alone), i.e.
+  z·√2·K/√(K + 1)/n — 1.5× worse at K = 3, 3× at K = 10. (No log-loss: one-vs-rest scores are
+  not one probability model.) Plans stored before this kind existed (``categorical``:
+  u = (#correct, #wrong), Δ = √2) are still run as they were charged.
 - **numeric labels** (regression): u = (Σ_i min((w·x_i − y_i)², B)/B), Δ = 1.
 
 Clip B (public, data-free). Rows satisfy ‖x‖₂ ≤ 1 (the loader enforces the declared bounds),
@@ -63,7 +74,8 @@ an upper bound on a clamped loss's root-mean-square error everywhere. With σ = 
 - ``accuracy_std`` = σ·‖a − (Σa/k)·1‖₂/n for the accuracy a·c/n of the hyperplane-projected
   cells: σ/n (binary, a = e_TP + e_TN; the projection halves the variance of TP + TN) and
   σ/(√2·n) (categorical, a = e_correct);
-- ``confusion_matrix_std`` (binary, each cell): σ·√(1 − 1/4) = σ·√3/2;
+- ``confusion_matrix_std`` (binary, each cell): σ·√(1 − 1/4) = σ·√3/2; multiclass, each of
+  the m = (K + 1)·K cells: σ·√(1 − 1/m);
 - ``log_loss_std`` (binary) and ``mean_squared_error_std`` (regression): B·σ/n.
 
 Warning (:func:`metric_warnings`, public facts only): a mean loss is useless when its noise is
@@ -92,6 +104,8 @@ from dp_accounting import dp_event
 from service.privacy.gdp import gaussian_steps_multiplier
 
 __all__ = [
+    "SENSITIVITY",
+    "WITHOUT_LOSS",
     "EvaluationKind",
     "EvaluationPlan",
     "accuracy_std",
@@ -107,13 +121,17 @@ __all__ = [
     "unconstrained_metrics",
 ]
 
-EvaluationKind = Literal["binary", "categorical", "regression"]
+EvaluationKind = Literal["binary", "categorical", "multiclass", "regression"]
 
 SENSITIVITY: dict[EvaluationKind, float] = {
     "binary": math.sqrt(3.0),
     "categorical": math.sqrt(2.0),
+    "multiclass": 2.0,
     "regression": 1.0,
 }
+
+#: Kinds whose release has no loss (and so no loss clip).
+WITHOUT_LOSS = frozenset({"categorical", "multiclass"})
 
 
 @dataclass(frozen=True)
@@ -125,6 +143,7 @@ class EvaluationPlan:
     loss_clip: float | None
     sensitivity: float
     noise_multiplier: float
+    classes: int | None = None  # K, for a multiclass release (public: the declared classes)
 
     @property
     def noise_scale(self) -> float:
@@ -149,20 +168,29 @@ def loss_clip_bound(kind: EvaluationKind, weight_norm: float, label_bound: float
 
 
 def plan_evaluation(
-    kind: EvaluationKind, n: int, epsilon: float, delta: float, loss_clip: float | None
+    kind: EvaluationKind,
+    n: int,
+    epsilon: float,
+    delta: float,
+    loss_clip: float | None,
+    classes: int | None = None,
 ) -> EvaluationPlan:
-    """Calibrate the release for (ε, δ); δ must be positive (Gaussian noise)."""
+    """Calibrate the release for (ε, δ); δ must be positive (Gaussian noise). ``classes``: the
+    declared K of a multiclass release."""
     if delta <= 0:
         raise ValueError("a private evaluation adds Gaussian noise and needs δ > 0")
-    if kind != "categorical" and not (loss_clip is not None and loss_clip > 0):
+    if kind not in WITHOUT_LOSS and not (loss_clip is not None and loss_clip > 0):
         raise ValueError("the loss clip must be positive")
+    if kind == "multiclass" and not (classes is not None and classes >= 2):
+        raise ValueError("a multiclass evaluation needs the label's declared classes")
     z = gaussian_steps_multiplier(1, epsilon, delta)
     return EvaluationPlan(
         kind=kind,
         n=n,
-        loss_clip=None if kind == "categorical" else loss_clip,
+        loss_clip=None if kind in WITHOUT_LOSS else loss_clip,
         sensitivity=SENSITIVITY[kind],
         noise_multiplier=z,
+        classes=classes if kind == "multiclass" else None,
     )
 
 
@@ -170,7 +198,8 @@ def metric_sums(plan: EvaluationPlan, scores: np.ndarray, y: np.ndarray) -> np.n
     """The noiseless vector u of the module docstring.
 
     ``scores``: binary — the margins w·x (positive class iff ≥ 0), ``y`` in {−1, +1};
-    categorical — the predicted class index per row, ``y`` the true index;
+    categorical / multiclass — the predicted class index per row, ``y`` the true index (−1: none
+    of the declared classes);
     regression — the predictions w·x, ``y`` the (bounded) labels.
     Each row's contribution depends on that row only.
     """
@@ -187,6 +216,13 @@ def metric_sums(plan: EvaluationPlan, scores: np.ndarray, y: np.ndarray) -> np.n
     if plan.kind == "categorical":
         correct = float(np.sum(scores == y))
         return np.array([correct, float(len(y)) - correct])
+    if plan.kind == "multiclass":
+        assert plan.classes is not None
+        k = plan.classes
+        truth = np.where(y >= 0, y, k).astype(np.int64)  # row K: no declared class
+        cells = np.bincount(truth * k + scores.astype(np.int64), minlength=(k + 1) * k)
+        correct = float(np.sum(scores == y))
+        return np.concatenate([[correct, float(len(y)) - correct], cells.astype(float)])
     assert plan.loss_clip is not None
     errors = np.minimum((scores - y) ** 2, plan.loss_clip)
     return np.array([float(errors.sum()) / plan.loss_clip])
@@ -235,10 +271,27 @@ def unconstrained_metrics(plan: EvaluationPlan, noised: np.ndarray) -> dict[str,
         return _binary_metrics(
             (tp + tn) / n, plan.loss_clip * float(noised[4]) / n, (tp, fn, fp, tn)
         )
-    if plan.kind == "categorical":
-        return {"accuracy": float(noised[0] - (float(noised.sum()) - n) / 2.0) / n}
+    if plan.kind in WITHOUT_LOSS:
+        pair = noised[:2]
+        out: dict[str, object] = {"accuracy": float(pair[0] - (float(pair.sum()) - n) / 2.0) / n}
+        if plan.kind == "multiclass":
+            cells = noised[2:]
+            out.update(_matrix_metrics(plan, cells - (float(cells.sum()) - n) / cells.size))
+        return out
     assert plan.loss_clip is not None
     return {"mean_squared_error": plan.loss_clip * float(noised[0]) / n}
+
+
+def _matrix_metrics(plan: EvaluationPlan, cells: np.ndarray) -> dict[str, object]:
+    """The released fields of a multiclass confusion matrix ((K + 1)·K cells, row K: rows of no
+    declared class): ``confusion_matrix`` (K × K, rows true class, columns predicted, in the
+    label's declared order) and ``undeclared_label_predictions`` (row K)."""
+    assert plan.classes is not None
+    matrix = np.asarray(cells, dtype=float).reshape(plan.classes + 1, plan.classes)
+    return {
+        "confusion_matrix": matrix[:-1].tolist(),
+        "undeclared_label_predictions": matrix[-1].tolist(),
+    }
 
 
 def _binary_metrics(
@@ -272,9 +325,12 @@ def feasible_metrics(plan: EvaluationPlan, noised: np.ndarray) -> dict[str, obje
             min(max(loss, 0.0), plan.loss_clip),
             (tp, fn, fp, tn),
         )
-    if plan.kind == "categorical":
-        correct = float(project_to_simplex(noised, n)[0])
-        return {"accuracy": min(max(correct / n, 0.0), 1.0)}
+    if plan.kind in WITHOUT_LOSS:
+        correct = float(project_to_simplex(noised[:2], n)[0])
+        out: dict[str, object] = {"accuracy": min(max(correct / n, 0.0), 1.0)}
+        if plan.kind == "multiclass":
+            out.update(_matrix_metrics(plan, project_to_simplex(noised[2:], n)))
+        return out
     assert plan.loss_clip is not None
     error = plan.loss_clip * float(noised[0]) / n
     return {"mean_squared_error": min(max(error, 0.0), plan.loss_clip)}
@@ -295,7 +351,7 @@ def accuracy_std(plan: EvaluationPlan) -> float:
     binary labels: the projection halves the variance of TP + TN; σ/(√2 n) for categorical)."""
     if plan.kind == "regression":
         raise ValueError("regression evaluations release no accuracy")
-    k = 4 if plan.kind == "binary" else 2
+    k = 4 if plan.kind == "binary" else 2  # categorical, multiclass: the (correct, wrong) pair
     # a = (e_TP + e_TN) for binary, e_correct for categorical; projected: a − (Σa/k)·1.
     a = np.zeros(k)
     if plan.kind == "binary":
@@ -309,7 +365,8 @@ def accuracy_std(plan: EvaluationPlan) -> float:
 def metric_stds(plan: EvaluationPlan) -> dict[str, float]:
     """The noise standard deviation of every released metric's stage-1 estimate (module
     docstring), keyed ``<metric>_std``: accuracy σ/n or σ/(√2 n); each confusion-matrix cell
-    σ·√3/2; log-loss and mean squared error B·σ/n. Public: from the plan only."""
+    σ·√3/2 (binary) or σ·√(1 − 1/m) (multiclass, m cells); log-loss and mean squared error
+    B·σ/n. Public: from the plan only."""
     sigma, n = plan.noise_scale, float(plan.n)
     if plan.kind == "regression":
         assert plan.loss_clip is not None
@@ -319,6 +376,10 @@ def metric_stds(plan: EvaluationPlan) -> dict[str, float]:
         assert plan.loss_clip is not None
         stds["log_loss_std"] = plan.loss_clip * sigma / n
         stds["confusion_matrix_std"] = sigma * math.sqrt(3.0) / 2.0
+    if plan.kind == "multiclass":
+        assert plan.classes is not None
+        cells = (plan.classes + 1) * plan.classes
+        stds["confusion_matrix_std"] = sigma * math.sqrt(1.0 - 1.0 / cells)
     return stds
 
 
@@ -327,7 +388,7 @@ def metric_warnings(plan: EvaluationPlan, label_bound: float | None, epsilon: fl
     quarter of R = min(B, the trivial model's loss bound: log 2, or b² for squared error) —
     its ±2-std interval spans [0, R] — or, against b², at least b²/100 (a declared label bound
     is rarely filled). Uses public facts only (B, b, n, σ, ε)."""
-    if plan.kind == "categorical":
+    if plan.kind in WITHOUT_LOSS:
         return []
     assert plan.loss_clip is not None
     clip = plan.loss_clip

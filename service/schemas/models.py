@@ -117,7 +117,9 @@ class EvaluationOut(BaseModel):
     metrics: dict[str, Any] | None = Field(
         default=None,
         description="When succeeded: noised accuracy, log_loss and confusion_matrix (binary), "
-        "accuracy (categorical) or mean_squared_error (regression).",
+        "accuracy, confusion_matrix (K × K: rows true class, columns predicted, in the label's "
+        "declared order) and undeclared_label_predictions (categorical) or mean_squared_error "
+        "(regression).",
     )
     error: str | None = None
     refunded: bool = Field(

@@ -49,7 +49,7 @@ from service.data.partitions import RowWindow, WindowSource, split_rows
 from service.data.reader import read_encoded
 from service.data.sources import SourceError, reopen_source
 from service.data.spec import LabelSpec
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, fit_labels, parameter_count
 from service.optimizers.full_gradient import (
     GradientOracle,
     PartitionMissing,
@@ -145,6 +145,7 @@ def load_partition(
     if read.file_fingerprints and not windowed.files_unchanged(read.file_fingerprints):
         raise SourceError("source changed while the job was reading it")
     _return_free_memory()
+    Y = fit_labels(loss, Y)  # a joint multiclass loss takes class indices (row-local)
     _check_rows(loss, X, Y, window.rows, read.dimension)
     with _STORE_LOCK:
         _STORE[key] = (X, Y)
@@ -294,7 +295,8 @@ class _Partitions:
                 raise WorkerLost("a worker holding a partition was lost") from None
             return _actor_results(self.client, calls, [a for a, _ in self.placed])
 
-        return SummedGradient(self.loss, self.n, self.dimension, len(self.placed), sums)
+        parameters = parameter_count(self.loss, self.dimension)
+        return SummedGradient(self.loss, self.n, parameters, len(self.placed), sums)
 
 
 def _check_alive(client: Any, addresses: Sequence[str]) -> None:

@@ -87,7 +87,7 @@ from service.db.session import session_factory
 from service.evaluation import evaluate_and_store, is_evaluation
 from service.ids import new_id
 from service.ledger.admission import cancel_or_refund_unread
-from service.models.base import Loss
+from service.models.base import Loss, fit_labels
 from service.models.registry import ModelSpec, build_loss
 from service.optimizers.base import JobCancelled, ReleasePlan
 from service.optimizers.full_gradient import GradientOracle
@@ -96,7 +96,7 @@ from service.optimizers.one_vs_rest import class_plan_of
 from service.optimizers.planning import plan_from_json
 from service.optimizers.registry import get_optimizer
 from service.registration import location_open
-from service.released_model import pack
+from service.released_model import pack, released_weights
 from service.settings import Settings
 from service.workers.data_parallel import (
     PartitionRead,
@@ -181,7 +181,7 @@ class JobRecord:
             features=TypeAdapter(list[Feature]).validate_python(self.features),
             fit_intercept=bool(getattr(model_spec, "fit_intercept", False)),
         )
-        return encoder, build_loss(model_spec)
+        return encoder, build_loss(model_spec, self.classes)
 
 
 def _read_job(sessions: sessionmaker[Session], job_id: str, attempt: int) -> JobRecord | str:
@@ -362,6 +362,7 @@ def _fit_and_store(
         w = _fit_partitioned(
             f"{job_id}-{attempt}", read, plan, spec, loss, progress, unchanged, classes
         )
+        w = released_weights(loss, w)
         return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
     label_bound = getattr(loss, "label_bound", None)
 
@@ -382,6 +383,7 @@ def _fit_and_store(
     # The schema's public column layout travels with the rows: it alone (with n and d) shapes
     # the optimizers' computation, never the values (service/optimizers/inputs.py).
     X = laid_out(X, encoder_layout(encoder))
+    Y = fit_labels(loss, Y)  # a joint multiclass loss takes class indices (row-local)
 
     plan = plan_from_json(plan_json)
     optimizer = get_optimizer(spec["optimizer"]["name"])
@@ -400,6 +402,7 @@ def _fit_and_store(
             ]
         )
     del X, Y
+    w = released_weights(loss, w)
     return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
 
 

@@ -101,8 +101,13 @@ def test_an_auto_job_is_the_chosen_optimizers_ordinary_job(epsilon: float) -> No
 
 def test_multiclass_and_regression_resolve() -> None:
     categorical = DatasetFacts(**{**FACTS.__dict__, "label_type": "categorical", "classes": 3})
-    priced = price_job(categorical, body(LOGISTIC))
-    assert priced.spec["optimizer"]["name"] == "dp_agd_centred"
+    priced = price_job(categorical, body(LOGISTIC))  # the K classes fitted jointly
+    assert priced.spec["model"]["type"] == "multinomial_logistic_regression"
+    assert priced.spec["optimizer"]["name"] == "dp_agd_averaged"  # clipped: no anchor
+    assert priced.plan_json["auto"]["multiclass"] == "joint"
+    binary_loss = price_job(categorical, body({**LOGISTIC, "gradient_clip": 0.5}))
+    assert binary_loss.spec["optimizer"]["name"] == "dp_agd_centred"  # one-vs-rest, as before
+    assert binary_loss.plan_json["auto"]["multiclass"] == "one_vs_rest"
     numeric = DatasetFacts(**{**FACTS.__dict__, "label_type": "numeric"})
     priced = price_job(numeric, body({"type": "huber_regression", "label_bound": 2.0}))
     assert priced.spec["optimizer"]["name"] == "dp_agd_averaged"

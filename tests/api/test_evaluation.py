@@ -317,7 +317,7 @@ def test_evaluation_refusals_name_the_field(api: dict[str, Any]) -> None:
 
 
 def test_loss_clip_is_refused_where_it_would_be_ignored_or_meaningless(api: dict[str, Any]) -> None:
-    """A categorical label's evaluation releases accuracy only: a declared ``loss_clip`` was
+    """A categorical label's evaluation releases counts only: a declared ``loss_clip`` was
     accepted and silently ignored; it is a 422 on ``loss_clip`` before any charge. A subnormal
     clip (below the smallest normal float64) is refused by the schema: the plan's stated
     ``log_loss_std`` = B·σ/n would underflow."""
@@ -334,7 +334,7 @@ def test_loss_clip_is_refused_where_it_would_be_ignored_or_meaningless(api: dict
         refused = call(api, "ann", "POST", path, request)
         assert refused.status_code == 422, refused.text
         assert refused.json()["field"] == "loss_clip"
-        assert "accuracy only" in refused.json()["detail"]
+        assert "no loss" in refused.json()["detail"]
     without = {k: v for k, v in request.items() if k != "loss_clip"}
     estimate = call(api, "ann", "POST", f"/v1/models/{model_id}/evaluate/estimate", without)
     assert estimate.status_code == 200, estimate.text

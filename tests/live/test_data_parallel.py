@@ -743,3 +743,62 @@ def test_external_cluster_on_postgresql_runs_a_partitioned_job(
         )
     finally:
         server.stop()
+
+
+# --------------------------------------------------------------------------------------------
+# A joint multiclass model over partitions (issue 24)
+# --------------------------------------------------------------------------------------------
+
+CATEGORICAL = LabelSpec(column="label", type="categorical", classes=["yes", "no", "maybe"])
+
+
+def _joint_loss() -> Any:
+    from service.models.multinomial import MultinomialLoss
+
+    return MultinomialLoss(l2=0.01, classes=3, gradient_clip=0.5)
+
+
+def _joint_plan(read: PartitionRead) -> ReleasePlan:
+    from service.models.base import parameter_count
+
+    loss = _joint_loss()
+    d = parameter_count(loss, read.dimension)
+    return DPGD().plan(DPGDParams(iterations=15), loss, read.n, d, PrivacyTarget(1.0, 1e-6))
+
+
+def _drive_joint(read: PartitionRead, seed: int) -> np.ndarray:
+    """Inside a worker task: the joint model's data-parallel fit, as the runner drives it."""
+    loss = _joint_loss()
+    plan = _joint_plan(read)
+    rng = np.random.default_rng(seed)
+    return fit_partitioned(
+        f"joint-{seed}",
+        read,
+        loss,
+        lambda oracle_for: DPGD().fit_oracle(plan, loss, oracle_for(None), rng, lambda t: None),
+        after_load=lambda: None,
+        max_rounds=1,
+    )
+
+
+def test_a_joint_multiclass_fit_over_partitions_equals_the_single_process_one(
+    cluster: Client, folder: tuple[Path, int]
+) -> None:
+    """Each worker turns its partition's one-vs-rest labels into class indices
+    (``fit_labels``) and the summed oracle answers over K·d' parameters: the same noised
+    model as one process with the same noise."""
+    from dataclasses import replace
+
+    from service.models.base import fit_labels
+
+    read = replace(_read(folder), label=CATEGORICAL.model_dump(mode="json"))
+    loss = _joint_loss()
+    plan = _joint_plan(read)
+    source = local_source(folder[0] / "folder", "parquet")
+    X, Y = read_encoded(source, _encoder(), CATEGORICAL, None)
+    labels = fit_labels(loss, Y)
+    assert set(np.unique(labels)) == {0.0, 1.0}  # "maybe" is declared, never present
+    single = DPGD().fit(plan, loss, X, labels, np.random.default_rng(7), lambda t: None)
+    assert single.shape == (3 * read.dimension,)
+    parallel = cluster.submit(_drive_joint, read, 7, pure=False).result()
+    assert np.allclose(parallel, single, rtol=1e-9, atol=1e-12), (parallel, single)

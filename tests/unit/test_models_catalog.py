@@ -91,6 +91,10 @@ EXAMPLES: dict[str, dict[str, object]] = {
     "huber_regression": {"type": "huber_regression", "label_bound": 10.0, "huber_delta": 2.0},
     "sigmoid_classifier": {"type": "sigmoid_classifier", "l2": 0.5, "fit_intercept": False},
     "cauchy_regression": {"type": "cauchy_regression", "label_bound": 1.0, "cauchy_scale": 0.5},
+    "multinomial_logistic_regression": {
+        "type": "multinomial_logistic_regression",
+        "gradient_clip": 0.5,
+    },
 }
 
 
@@ -593,5 +597,6 @@ def test_each_module_binds_spec_and_build() -> None:
         "HuberRegressionSpec",
         "HuberSVMSpec",
         "LogisticRegressionSpec",
+        "MultinomialLogisticSpec",
         "SigmoidClassifierSpec",
     }

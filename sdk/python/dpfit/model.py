@@ -14,8 +14,10 @@ huber_svm              clip((1 + z)/2, 0, 1) (not a        positive iff score �
 regressions            —                                   z
 =====================  ==================================  ==========================
 
-A categorical label is one-vs-rest: one coefficient row per class, the class scores normalised
-to sum to 1, the prediction is the class of the largest.
+A categorical label has one coefficient row per class. ``multinomial_logistic_regression``
+(the joint softmax model) scores softmax(z) over the classes' z = w_k·x; every other model is
+one-vs-rest, its per-class scores (as above) normalised to sum to 1. The prediction is the class
+of the largest.
 """
 
 from __future__ import annotations
@@ -34,13 +36,24 @@ from dpfit.errors import warn_about_rows
 if TYPE_CHECKING:
     from dpfit.client import Client, Estimate, Evaluation
 
-__all__ = ["REGRESSION_MODELS", "Model"]
+__all__ = ["JOINT_MULTICLASS_MODELS", "REGRESSION_MODELS", "Model"]
 
 FloatArray = NDArray[np.float64]
 
 #: Model types whose label is a number (the others are classifiers).
 REGRESSION_MODELS = frozenset({"huber_regression", "cauchy_regression"})
 _HINGE_SCORES = frozenset({"huber_svm"})
+#: Model types fitted jointly over a categorical label's classes (scored by a softmax).
+JOINT_MULTICLASS_MODELS = frozenset({"multinomial_logistic_regression"})
+
+
+def _softmax(z: FloatArray) -> FloatArray:
+    """Row-wise softmax, overflow-free (the service: exp of scipy's log_softmax; ~1 ulp apart)."""
+    shifted = z - z.max(axis=1, keepdims=True)
+    e = np.exp(shifted)
+    out: FloatArray = e / e.sum(axis=1, keepdims=True)
+    return out
+
 
 try:  # the service scores with scipy's expit; the numpy formula agrees to ~1 ulp
     from scipy.special import expit as _expit
@@ -185,6 +198,8 @@ class Model:
             raise TypeError(f"{self.type} is a regression model: it has no predict_proba")
         X = self.encode(rows)
         weights = self.weights()
+        if self.is_multiclass and self.type in JOINT_MULTICLASS_MODELS:
+            return _softmax(X @ weights.T)
         if self.is_multiclass:
             scores = np.column_stack([self._scores(X @ w) for w in weights])
             return scores / np.maximum(scores.sum(axis=1, keepdims=True), 1e-300)

@@ -6,7 +6,11 @@ have ``intercept_ = 0`` and ``coef_`` = the released weights); the estimator is
 
 - binary ``logistic_regression`` / ``sigmoid_classifier``: ``LogisticRegression``;
 - binary ``huber_svm``: ``LinearSVC`` (no ``predict_proba`` in scikit-learn; ``Model`` has one);
-- categorical labels: :class:`OneVsRestLinear` over one binary estimator per class, whose
+- ``multinomial_logistic_regression`` (categorical labels, fitted jointly): a multinomial
+  ``LogisticRegression`` whose ``coef_`` is the K × d weight matrix (scikit-learn scores it by
+  the softmax of the K decision values, as the service does); with two classes, scikit-learn's
+  binary form ``coef_ = w_1 − w_0`` (σ(z_1 − z_0) is the two-class softmax);
+- other models on categorical labels: :class:`OneVsRestLinear` over one binary estimator per class, whose
   ``predict_proba`` normalises the per-class scores and ``predict`` takes the best — as the
   service does (scikit-learn's ``OneVsRestClassifier`` predicts from the raw decision values);
 - ``huber_regression``: ``HuberRegressor``; ``cauchy_regression``: ``LinearRegression`` (the
@@ -28,7 +32,7 @@ from sklearn.svm import LinearSVC
 
 from dpfit.encoding import PublicEncoding, to_records
 from dpfit.errors import warn_about_rows
-from dpfit.model import Model
+from dpfit.model import JOINT_MULTICLASS_MODELS, Model
 
 __all__ = ["OneVsRestLinear", "PublicEncodingTransformer", "to_sklearn"]
 
@@ -122,6 +126,19 @@ def _binary(kind: str, weights: np.ndarray, classes: list[Any]) -> Any:
     return estimator
 
 
+def _multinomial(weights: np.ndarray, classes: list[Any]) -> LogisticRegression:
+    """A multinomial ``LogisticRegression`` holding the released K × d matrix."""
+    estimator = LogisticRegression(fit_intercept=False)
+    matrix = np.asarray(weights, dtype=np.float64)
+    estimator.coef_ = matrix if len(classes) > 2 else (matrix[1] - matrix[0]).reshape(1, -1)
+    estimator.intercept_ = np.zeros(estimator.coef_.shape[0])
+    labels = np.empty(len(classes), dtype=object)
+    labels[:] = classes
+    estimator.classes_ = labels
+    estimator.n_features_in_ = matrix.shape[1]
+    return estimator
+
+
 def _regressor(kind: str, weights: np.ndarray) -> Any:
     estimator = (
         HuberRegressor(fit_intercept=False) if kind == "huber_regression" else LinearRegression(fit_intercept=False)
@@ -140,6 +157,9 @@ def to_sklearn(model: Model) -> Pipeline:
     weights = model.weights()
     if model.is_regression:
         estimator: Any = _regressor(model.type, weights[0])
+    elif model.is_multiclass and model.type in JOINT_MULTICLASS_MODELS:
+        assert model.classes is not None
+        estimator = _multinomial(weights, list(model.classes))
     elif model.is_multiclass:
         assert model.classes is not None
         estimator = OneVsRestLinear(

@@ -56,6 +56,7 @@ from .model_out import ModelOut
 from .model_out_encoding import ModelOutEncoding
 from .model_out_model import ModelOutModel
 from .model_privacy import ModelPrivacy
+from .multinomial_logistic_spec import MultinomialLogisticSpec
 from .numeric_feature import NumericFeature
 from .optimizer_choice import OptimizerChoice
 from .optimizer_choice_params import OptimizerChoiceParams
@@ -133,6 +134,7 @@ __all__ = (
     "ModelOutEncoding",
     "ModelOutModel",
     "ModelPrivacy",
+    "MultinomialLogisticSpec",
     "NumericFeature",
     "OptimizerChoice",
     "OptimizerChoiceParams",

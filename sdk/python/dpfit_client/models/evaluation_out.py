@@ -34,7 +34,8 @@ class EvaluationOut:
             plan (EvaluationOutPlan): Public release plan: Gaussian noise σ per released sum, sensitivity, clip.
             created_at (datetime.datetime):
             metrics (EvaluationOutMetricsType0 | None | Unset): When succeeded: noised accuracy, log_loss and
-                confusion_matrix (binary), accuracy (categorical) or mean_squared_error (regression).
+                confusion_matrix (binary), accuracy, confusion_matrix (K × K: rows true class, columns predicted, in the label's
+                declared order) and undeclared_label_predictions (categorical) or mean_squared_error (regression).
             error (None | str | Unset):
             refunded (bool | Unset): Whether its charge was refunded (e.g. cancelled before a worker read the data), as GET
                 /v1/jobs/{id} says. Default: False.

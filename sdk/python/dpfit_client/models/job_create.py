@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..models.huber_svm_spec import HuberSVMSpec
     from ..models.job_privacy import JobPrivacy
     from ..models.logistic_regression_spec import LogisticRegressionSpec
+    from ..models.multinomial_logistic_spec import MultinomialLogisticSpec
     from ..models.optimizer_choice import OptimizerChoice
     from ..models.sigmoid_classifier_spec import SigmoidClassifierSpec
 
@@ -26,13 +27,20 @@ class JobCreate:
     Attributes:
         dataset_id (str):
         model (CauchyRegressionSpec | HuberRegressionSpec | HuberSVMSpec | LogisticRegressionSpec |
-            SigmoidClassifierSpec):
+            MultinomialLogisticSpec | SigmoidClassifierSpec):
         privacy (JobPrivacy):
         optimizer (OptimizerChoice | Unset):
     """
 
     dataset_id: str
-    model: CauchyRegressionSpec | HuberRegressionSpec | HuberSVMSpec | LogisticRegressionSpec | SigmoidClassifierSpec
+    model: (
+        CauchyRegressionSpec
+        | HuberRegressionSpec
+        | HuberSVMSpec
+        | LogisticRegressionSpec
+        | MultinomialLogisticSpec
+        | SigmoidClassifierSpec
+    )
     privacy: JobPrivacy
     optimizer: OptimizerChoice | Unset = UNSET
 
@@ -41,6 +49,7 @@ class JobCreate:
         from ..models.huber_regression_spec import HuberRegressionSpec  # noqa: PLC0415
         from ..models.huber_svm_spec import HuberSVMSpec  # noqa: PLC0415
         from ..models.logistic_regression_spec import LogisticRegressionSpec  # noqa: PLC0415
+        from ..models.multinomial_logistic_spec import MultinomialLogisticSpec  # noqa: PLC0415
 
         dataset_id = self.dataset_id
 
@@ -52,6 +61,8 @@ class JobCreate:
         elif isinstance(self.model, HuberSVMSpec):
             model = self.model.to_dict()
         elif isinstance(self.model, LogisticRegressionSpec):
+            model = self.model.to_dict()
+        elif isinstance(self.model, MultinomialLogisticSpec):
             model = self.model.to_dict()
         else:
             model = self.model.to_dict()
@@ -83,6 +94,7 @@ class JobCreate:
         from ..models.huber_svm_spec import HuberSVMSpec  # noqa: PLC0415
         from ..models.job_privacy import JobPrivacy  # noqa: PLC0415
         from ..models.logistic_regression_spec import LogisticRegressionSpec  # noqa: PLC0415
+        from ..models.multinomial_logistic_spec import MultinomialLogisticSpec  # noqa: PLC0415
         from ..models.optimizer_choice import OptimizerChoice  # noqa: PLC0415
         from ..models.sigmoid_classifier_spec import SigmoidClassifierSpec  # noqa: PLC0415
 
@@ -91,7 +103,14 @@ class JobCreate:
 
         def _parse_model(
             data: object,
-        ) -> CauchyRegressionSpec | HuberRegressionSpec | HuberSVMSpec | LogisticRegressionSpec | SigmoidClassifierSpec:
+        ) -> (
+            CauchyRegressionSpec
+            | HuberRegressionSpec
+            | HuberSVMSpec
+            | LogisticRegressionSpec
+            | MultinomialLogisticSpec
+            | SigmoidClassifierSpec
+        ):
             try:
                 if not isinstance(data, dict):
                     raise TypeError()
@@ -124,11 +143,19 @@ class JobCreate:
                 return model_type_3
             except (TypeError, ValueError, AttributeError, KeyError):
                 pass
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                model_type_4 = MultinomialLogisticSpec.from_dict(data)
+
+                return model_type_4
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
             if not isinstance(data, dict):
                 raise TypeError()
-            model_type_4 = SigmoidClassifierSpec.from_dict(data)
+            model_type_5 = SigmoidClassifierSpec.from_dict(data)
 
-            return model_type_4
+            return model_type_5
 
         model = _parse_model(d.pop("model"))
 

@@ -1,0 +1,153 @@
+"""A categorical label through the whole service (in-process app, the worker's runner inline):
+``auto`` fits the classes jointly and records it, the worker stores a K × d' model, ``/predict``
+scores it by the softmax (the client's local scores equal it), a private evaluation releases
+accuracy and a K × K confusion matrix, and every optimizer outside the joint model's list is
+refused on ``model`` before any charge."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from dpfit.model import Model
+
+from service.models.multinomial import JOINT_OPTIMIZERS
+from service.workers.runner import run_job
+from tests.support.inprocess import bearer, in_process_app
+from tests.support.walkthrough import COPIES, PREDICT_ROWS, credit_dataset
+
+CLASSES = ["HS", "Bachelors", "Masters", "PhD"]
+
+
+@pytest.fixture
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    data_root = tmp_path / "data"
+    data_root.mkdir()
+    monkeypatch.setenv("DPFIT_DATA_ROOTS", f"{data_root}:{COPIES}")
+    url = f"sqlite:///{tmp_path / 'dpfit.db'}"
+    with in_process_app(url, data_root) as (client, admin):
+        keys = {}
+        for name, role in [("olivia", "owner"), ("ann", "analyst")]:
+            made = client.post("/v1/keys", json={"name": name, "role": role}, headers=bearer(admin))
+            keys[name] = made.json()["key"]
+        yield {"client": client, "keys": keys, "url": url}
+
+
+def _education_dataset(api: dict[str, Any]) -> str:
+    """The example credit data with its ``education`` column as a 4-class label."""
+    body = credit_dataset(epsilon=100.0)
+    body["features"] = [f for f in body["features"] if f["name"] != "education"]
+    body["label"] = {"column": "education", "type": "categorical", "classes": CLASSES}
+    owner = bearer(api["keys"]["olivia"])
+    made = api["client"].post("/v1/datasets", json=body, headers=owner)
+    assert made.status_code == 201, made.text
+    dsid = str(made.json()["id"])
+    api["client"].post(f"/v1/datasets/{dsid}/grants", json={"principal": "ann"}, headers=owner)
+    return dsid
+
+
+def _call(api: dict[str, Any], method: str, path: str, body: Any = None) -> Any:
+    return api["client"].request(method, path, json=body, headers=bearer(api["keys"]["ann"]))
+
+
+def test_auto_fits_the_classes_jointly_through_the_service(api: dict[str, Any]) -> None:
+    dsid = _education_dataset(api)
+    request = {
+        "dataset_id": dsid,
+        "model": {"type": "logistic_regression"},
+        "privacy": {"epsilon": 2.0, "delta": 1e-6},
+    }
+    accepted = _call(api, "POST", "/v1/jobs", request)
+    assert accepted.status_code == 202, accepted.text
+    job = accepted.json()
+    assert job["model"]["type"] == "multinomial_logistic_regression"
+    assert job["plan"]["auto"]["multiclass"] == "joint"
+    assert job["optimizer"]["name"] in JOINT_OPTIMIZERS
+    assert "one_vs_rest" not in job["plan"]["hyperparameters"]
+    assert run_job(job["id"], 1, api["url"]) == "succeeded"
+    model_id = _call(api, "GET", f"/v1/jobs/{job['id']}").json()["model_id"]
+    body = _call(api, "GET", f"/v1/models/{model_id}").json()
+    assert np.asarray(body["coefficients"]).shape == (4, 2 + 3)  # age, hours, sector one-hot
+    assert len(body["intercept"]) == 4 and body["classes"] == CLASSES
+
+    rows = [{k: v for k, v in r.items() if k != "education"} for r in PREDICT_ROWS]
+    served = _call(api, "POST", f"/v1/models/{model_id}/predict", {"rows": rows}).json()
+    local = Model.from_json(body)
+    assert list(local.predict(rows)) == served["predictions"]
+    np.testing.assert_allclose(
+        local.predict_proba(rows).max(axis=1), served["probabilities"], rtol=0, atol=1e-12
+    )
+
+    evaluation = {"dataset_id": dsid, "privacy": {"epsilon": 50.0, "delta": 1e-6}}
+    queued = _call(api, "POST", f"/v1/models/{model_id}/evaluate", evaluation)
+    assert queued.status_code == 202, queued.text
+    assert queued.json()["plan"]["sensitivity"] == pytest.approx(2.0)
+    assert run_job(queued.json()["id"], 1, api["url"]) == "succeeded"
+    done = _call(api, "GET", f"/v1/models/{model_id}/evaluations/{queued.json()['id']}").json()
+    metrics = done["metrics"]
+    matrix = np.asarray(metrics["confusion_matrix"])
+    assert matrix.shape == (4, 4) and np.all(matrix >= 0)
+    assert matrix.sum() + sum(metrics["undeclared_label_predictions"]) == pytest.approx(4000)
+    assert 0.0 <= metrics["accuracy"] <= 1.0
+    assert "confusion_matrix_std" in done["plan"]["hyperparameters"]
+
+
+@pytest.mark.parametrize("optimizer", ["dp_svrg", "rrpsgd", "noisy_sgd_bst14", "private_tuning"])
+def test_other_optimizers_refuse_the_joint_model_before_any_charge(
+    api: dict[str, Any], optimizer: str
+) -> None:
+    dsid = _education_dataset(api)
+    request = {
+        "dataset_id": dsid,
+        "model": {"type": "multinomial_logistic_regression"},
+        "optimizer": {"name": optimizer},
+        "privacy": {"epsilon": 1.0, "delta": 1e-6},
+    }
+    refused = _call(api, "POST", "/v1/jobs", request)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["field"] == "model"
+    assert _call(api, "GET", f"/v1/datasets/{dsid}/budget").json()["jobs_charged"] == 0
+
+
+def test_the_joint_model_on_a_binary_label_is_refused_on_model(api: dict[str, Any]) -> None:
+    owner = bearer(api["keys"]["olivia"])
+    dsid = api["client"].post("/v1/datasets", json=credit_dataset(), headers=owner).json()["id"]
+    api["client"].post(f"/v1/datasets/{dsid}/grants", json={"principal": "ann"}, headers=owner)
+    for optimizer in (None, "dp_agd"):
+        request: dict[str, Any] = {
+            "dataset_id": dsid,
+            "model": {"type": "multinomial_logistic_regression"},
+            "privacy": {"epsilon": 1.0, "delta": 1e-6},
+        }
+        if optimizer:
+            request["optimizer"] = {"name": optimizer}
+        refused = _call(api, "POST", "/v1/jobs", request)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["field"] == "model"
+
+
+def test_the_recorded_joint_spec_replans_the_same_job() -> None:
+    """Re-sending an auto job's stored model and optimizer on a categorical label prices the
+    very same plan and charge (the joint model's objective gap, log K, included)."""
+    from service.schemas import JobCreate
+    from service.submission import DatasetFacts, price_job
+
+    facts = DatasetFacts(
+        id="ds_x", n_rows=1257, n_features=64, delta=1e-5,
+        label_type="categorical", classes=10, retired=False,
+    )  # fmt: skip
+
+    def body(**extra: Any) -> JobCreate:
+        return JobCreate.model_validate(
+            {"dataset_id": "ds_x", "privacy": {"epsilon": 1.0, "delta": 1e-5}} | extra
+        )
+
+    auto = price_job(facts, body(model={"type": "logistic_regression"}))
+    assert auto.plan_json["hyperparameters"]["objective_gap"] == pytest.approx(np.log(10))
+    again = price_job(facts, body(model=auto.spec["model"], optimizer=auto.spec["optimizer"]))
+    plan = dict(auto.plan_json)
+    plan.pop("auto")
+    assert again.plan_json == plan and again.charge == auto.charge
