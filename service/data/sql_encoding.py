@@ -54,6 +54,7 @@ mode (the reader decodes them in Python; there is no row-local SQL equivalent wo
 
 from __future__ import annotations
 
+import decimal
 import math
 import re
 import sys
@@ -82,9 +83,11 @@ FLOAT8 = postgresql.DOUBLE_PRECISION()
 
 #: Smallest magnitude that rounds to ±inf in float64 (the midpoint between DBL_MAX and 2¹⁰²⁴;
 #: a tie rounds to even, i.e. to 2¹⁰²⁴).
-_OVERFLOW = "179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497792"
+_OVERFLOW = str(2**1024 - 2**970)
 #: Largest magnitude that rounds to ±0 (half the smallest subnormal, 2⁻¹⁰⁷⁵; a tie rounds to 0).
-_UNDERFLOW = "2.4703282292062327208828439643411068618252990130716238221279284125033775363510437593264991818081799618989828234772285886546332835517796989819938739800539093906315035659515570226392290858392449105184435931802849936536152500319370457678249219365623669863658480757001585769269903706311928279558551332927834338409351978015531246597263579574622766465272827220056374006485499977096599470454020828166226237857393450736339007967761930577506740176324673600968951340535537458516661134223766678604162159680461914467291840300530057530849048765391711386591646239524912623653881879636239373280423891018672348497668235089863388587925628302755995657524455507255189313690836254779186948667994968324049705821028513185451396213837722826145437693412532098591327667236328125e-324"
+with decimal.localcontext() as _exact:
+    _exact.prec = 2000
+    _UNDERFLOW = str(decimal.Decimal(math.ldexp(1.0, -1074)) / 2)
 _ASCII_WS = " \t\n\r\f\v"
 #: Python's ``str.strip()`` removes exactly the characters whose ``isspace()`` is true.
 _PYTHON_WS = "".join(chr(i) for i in range(sys.maxunicode + 1) if chr(i).isspace())
@@ -199,8 +202,14 @@ def _decimal_number(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
     signed_zero = sa.case((column < 0, sa.literal("-0", sa.Text)), else_=sa.literal("0", sa.Text))
     return sa.case(
         (sa.cast(column, sa.Text) == "NaN", sa.null()),
-        (magnitude >= sa.cast(sa.literal(_OVERFLOW, sa.Text), sa.Numeric), sa.cast(signed_inf, FLOAT8)),
-        (magnitude <= sa.cast(sa.literal(_UNDERFLOW, sa.Text), sa.Numeric), sa.cast(signed_zero, FLOAT8)),
+        (
+            magnitude >= sa.cast(sa.literal(_OVERFLOW, sa.Text), sa.Numeric),
+            sa.cast(signed_inf, FLOAT8),
+        ),
+        (
+            magnitude <= sa.cast(sa.literal(_UNDERFLOW, sa.Text), sa.Numeric),
+            sa.cast(signed_zero, FLOAT8),
+        ),
         else_=sa.cast(column, FLOAT8),
     )
 
@@ -211,7 +220,9 @@ def _float_value(column: sa.ColumnElement[Any], family: str) -> sa.ColumnElement
         return sa.cast(column, FLOAT8)
     if family == "float":
         as_double = sa.cast(column, FLOAT8)
-        return sa.case((as_double == sa.cast(sa.literal("NaN", sa.Text), FLOAT8), sa.null()), else_=as_double)
+        return sa.case(
+            (as_double == sa.cast(sa.literal("NaN", sa.Text), FLOAT8), sa.null()), else_=as_double
+        )
     if family == "decimal":
         return _decimal_number(column)
     if family == "bool":
@@ -263,7 +274,9 @@ def _unit_interval(value: sa.ColumnElement[Any], low: float, high: float) -> sa.
         (offset < width * sa.literal(_TINY_RATIO, FLOAT8), sa.literal(-1.0, FLOAT8)),
         else_=(offset / width) * sa.literal(2.0, FLOAT8) - sa.literal(1.0, FLOAT8),
     )
-    bounded = sa.func.least(sa.func.greatest(mapped, sa.literal(-1.0, FLOAT8)), sa.literal(1.0, FLOAT8))
+    bounded = sa.func.least(
+        sa.func.greatest(mapped, sa.literal(-1.0, FLOAT8)), sa.literal(1.0, FLOAT8)
+    )
     return sa.case((value.is_(sa.null()), sa.literal(0.0, FLOAT8)), else_=bounded)
 
 
@@ -321,9 +334,7 @@ def _key_matches(column: sa.ColumnElement[Any], family: str, key: str) -> sa.Col
     conditions: list[sa.ColumnElement[bool]] = []
     word = {"1": "true", "0": "false"}.get(key)
     if word is not None:
-        conditions.append(
-            sa.and_(_regex(stripped, "^[A-Za-z]+$"), sa.func.lower(stripped) == word)
-        )
+        conditions.append(sa.and_(_regex(stripped, "^[A-Za-z]+$"), sa.func.lower(stripped) == word))
     pattern = _integer_pattern(key)
     if pattern is not None:
         conditions.append(_regex(stripped, pattern))
@@ -331,7 +342,9 @@ def _key_matches(column: sa.ColumnElement[Any], family: str, key: str) -> sa.Col
         decimal_only = sa.and_(
             _regex(stripped, _DECIMAL_RE), sa.not_(_regex(stripped, _INTEGER_RE))
         )
-        conditions.append(sa.and_(decimal_only, _text_number(stripped) == sa.literal(value, FLOAT8)))
+        conditions.append(
+            sa.and_(decimal_only, _text_number(stripped) == sa.literal(value, FLOAT8))
+        )
     plain = key.lower() not in ("true", "false") and pattern is None and _key_is_plain(key)
     if plain:
         conditions.append(stripped == sa.literal(key, sa.Text))
@@ -419,5 +432,7 @@ def norm_clipped(x: Sequence[sa.ColumnElement[Any]]) -> list[sa.ColumnElement[An
     squared = sum((entry * entry for entry in x), sa.literal(0.0, FLOAT8))
     shrink = sa.literal(1.0 - 4.0 * sys.float_info.epsilon, FLOAT8)
     root = sa.func.sqrt(squared, type_=FLOAT8)
-    factor = sa.case((squared > sa.literal(1.0, FLOAT8), shrink / root), else_=sa.literal(1.0, FLOAT8))
+    factor = sa.case(
+        (squared > sa.literal(1.0, FLOAT8), shrink / root), else_=sa.literal(1.0, FLOAT8)
+    )
     return [entry * factor for entry in x]

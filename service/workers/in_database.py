@@ -161,8 +161,12 @@ def encoded_select(
     columns = compile_rows(source.table, source.families(), encoder, label, label_bound)
     d = len(columns.x)
     names = [f"x{j}" for j in range(d)]
-    keys = [source.table.c[c].label(f"k{i}") for i, c in enumerate(source.order_by)] if ordered else []
-    scaled = sa.select(*(e.label(f"e{j}") for j, e in enumerate(columns.x)), columns.y.label("y"), *keys)
+    keys = (
+        [source.table.c[c].label(f"k{i}") for i, c in enumerate(source.order_by)] if ordered else []
+    )
+    scaled = sa.select(
+        *(e.label(f"e{j}") for j, e in enumerate(columns.x)), columns.y.label("y"), *keys
+    )
     inner = scaled.select_from(source.table).subquery("encoded")
     clipped = norm_clipped([inner.c[f"e{j}"] for j in range(d)])
     labelled = (c.label(name) for c, name in zip(clipped, names, strict=True))
@@ -214,13 +218,17 @@ class InDatabaseGradient:
 
 
 def _gradient_query(loss: LogisticLoss, d: int) -> sa.TextClause | sa.Select[Any]:
-    rows = sa.table(_TEMP_TABLE, *(sa.column(f"x{j}", FLOAT8) for j in range(d)), sa.column("y", FLOAT8))
+    rows = sa.table(
+        _TEMP_TABLE, *(sa.column(f"x{j}", FLOAT8) for j in range(d)), sa.column("y", FLOAT8)
+    )
     margin = sum(
         (rows.c[f"x{j}"] * sa.bindparam(f"w{j}", type_=FLOAT8) for j in range(d)),
         sa.literal(0.0, FLOAT8),
     )
     y = rows.c.y
-    slope = (sa.literal(1.0, FLOAT8) + sa.func.tanh(margin * y * sa.literal(-0.5, FLOAT8))) * sa.literal(0.5, FLOAT8)
+    slope = (
+        sa.literal(1.0, FLOAT8) + sa.func.tanh(margin * y * sa.literal(-0.5, FLOAT8))
+    ) * sa.literal(0.5, FLOAT8)
     clip = loss.gradient_clip
     if clip is not None and clip < 1.0:
         slope = sa.func.least(slope, sa.literal(float(clip), FLOAT8))

@@ -28,17 +28,91 @@ pytestmark = pytest.mark.postgres
 # not a number (signs, exponents, blanks, huge and tiny magnitudes, commas, hex, Unicode digits),
 # out-of-range values, category spellings and unknown categories.
 TEXT_NUMBERS = [
-    "1", " 2.5 ", "-3e2", "+.5", "5.", "1e309", "-1e-400", "1e-320", "0x1", "1,000", "١٢٣", "True",
-    "n/a", "NaN", "inf", "", "   ", None, "0000123.4500e-0002", "9" * 50, "1" + "0" * 400,
-    "0." + "0" * 330 + "17", "1e99", "12345678901234567890123456789012345678901e-300",
-    "\t7\n", "1e-2", "-0", "+0.0e+00", "2.4703282292062328e-324", "1.7976931348623158e308",
+    "1",
+    " 2.5 ",
+    "-3e2",
+    "+.5",
+    "5.",
+    "1e309",
+    "-1e-400",
+    "1e-320",
+    "0x1",
+    "1,000",
+    "١٢٣",
+    "True",
+    "n/a",
+    "NaN",
+    "inf",
+    "",
+    "   ",
+    None,
+    "0000123.4500e-0002",
+    "9" * 50,
+    "1" + "0" * 400,
+    "0." + "0" * 330 + "17",
+    "1e99",
+    "12345678901234567890123456789012345678901e-300",
+    "\t7\n",
+    "1e-2",
+    "-0",
+    "+0.0e+00",
+    "2.4703282292062328e-324",
+    "1.7976931348623158e308",
 ]
 CATEGORY_TEXT = [
-    "a", " a ", "A", "\u00a0a\u2003", "TRUE", "false", "yes", "003", "+3", "-0", "3.0", "3e0",
-    "2.50", "2.5", "1e999", "-inf", "inf", "", None, "b", "nan", "x y", "0.1", "1e-1",
+    "a",
+    " a ",
+    "A",
+    "\u00a0a\u2003",
+    "TRUE",
+    "false",
+    "yes",
+    "003",
+    "+3",
+    "-0",
+    "3.0",
+    "3e0",
+    "2.50",
+    "2.5",
+    "1e999",
+    "-inf",
+    "inf",
+    "",
+    None,
+    "b",
+    "nan",
+    "x y",
+    "0.1",
+    "1e-1",
 ]
-FLOATS = [0.5, float("nan"), float("inf"), float("-inf"), None, -7.0, 1e300, -1e-300, 3.0, 2.5, 0.1, 42.0]
-DECIMALS = ["12.25", "NaN", "1e300", "-1e-400", "0.1", None, "3", "2.5", "1e400", "-2e308", "0", "7.5"]
+FLOATS = [
+    0.5,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    None,
+    -7.0,
+    1e300,
+    -1e-300,
+    3.0,
+    2.5,
+    0.1,
+    42.0,
+]
+DECIMALS = [
+    "12.25",
+    "NaN",
+    "1e300",
+    "-1e-400",
+    "0.1",
+    None,
+    "3",
+    "2.5",
+    "1e400",
+    "-2e308",
+    "0",
+    "7.5",
+]
 INTS = [30, None, -7, 9223372036854775807, 0, 3, -3, 12, 1, 2, 100, -100]
 BOOLS = [True, None, False, True, False, None, True, True, False, True, False, True]
 
@@ -50,7 +124,10 @@ def warehouse() -> Iterator[str]:
 
 def _settings(url: str) -> Settings:
     return Settings(
-        database_url="sqlite://", data_roots=(), workers=1, dask_scheduler=None,
+        database_url="sqlite://",
+        data_roots=(),
+        workers=1,
+        dask_scheduler=None,
         sql_connections={"wh": url},
     )
 
@@ -65,7 +142,9 @@ def _table(url: str, name: str, rows: list[tuple[object, ...]], columns: str) ->
     engine.dispose()
 
 
-def _sql_rows(source, encoder: Encoder, label: LabelSpec, bound: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _sql_rows(
+    source, encoder: Encoder, label: LabelSpec, bound: float | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     select, names = encoded_select(source, encoder, label, bound, ordered=True)
     with source.connect() as conn:
         conn.exec_driver_sql(PARSE_FUNCTION_SQL)
@@ -109,17 +188,42 @@ def test_spans_postgresql_cannot_compute_are_refused(warehouse: str) -> None:
 def test_typed_and_text_cells_encode_as_the_reader(warehouse: str) -> None:
     n = len(FLOATS)
     rows = [
-        (i, INTS[i], FLOATS[i], DECIMALS[i], BOOLS[i], CATEGORY_TEXT[i], CATEGORY_TEXT[i + n], INTS[i])
+        (
+            i,
+            INTS[i],
+            FLOATS[i],
+            DECIMALS[i],
+            BOOLS[i],
+            CATEGORY_TEXT[i],
+            CATEGORY_TEXT[i + n],
+            INTS[i],
+        )
         for i in range(n)
     ]
     _table(
-        warehouse, "typed",
+        warehouse,
+        "typed",
         rows,
         "id integer PRIMARY KEY, i bigint, f double precision, d numeric, b boolean, "
         "c1 text, c2 text, lab bigint",
     )
     source = open_sql_source("sql://wh/typed", _settings(warehouse))
-    categories = ["a", "A", "1", "0", "3", "2.5", "inf", "-inf", "yes", "b", "nan", "x y", "0.1", "-0"]
+    categories = [
+        "a",
+        "A",
+        "1",
+        "0",
+        "3",
+        "2.5",
+        "inf",
+        "-inf",
+        "yes",
+        "b",
+        "nan",
+        "x y",
+        "0.1",
+        "-0",
+    ]
     numeric_features = [
         NumericFeature(name="i", min=-50, max=50),
         NumericFeature(name="f", min=-10, max=10),
@@ -157,11 +261,13 @@ def _random_table(url: str, name: str, n: int, seed: int) -> None:
     kind = rng.choice(["x", "y", "z", "w"], n)
     score = 0.05 * (age - 40) + 0.04 * (hours - 40) + (kind == "x") * 1.0
     positive = (score + rng.logistic(size=n)) > 0
-    rows = [
-        (i, int(age[i]), float(hours[i]), str(kind[i]), bool(positive[i]))
-        for i in range(n)
-    ]
-    _table(url, name, rows, "id integer PRIMARY KEY, age integer, hours double precision, kind text, y boolean")
+    rows = [(i, int(age[i]), float(hours[i]), str(kind[i]), bool(positive[i])) for i in range(n)]
+    _table(
+        url,
+        name,
+        rows,
+        "id integer PRIMARY KEY, age integer, hours double precision, kind text, y boolean",
+    )
 
 
 def _schema() -> tuple[Encoder, LabelSpec]:
@@ -185,11 +291,15 @@ def test_gradient_aggregate_equals_numpy(warehouse: str) -> None:
     for clip in (None, 0.5):
         loss = LogisticLoss(l2=1e-3, gradient_clip=clip)
         local = LocalGradient(loss, X, y)
-        with encoded_rows(source, encoder, label, None, n=3000, fingerprint=source.fingerprint()) as conn:
+        with encoded_rows(
+            source, encoder, label, None, n=3000, fingerprint=source.fingerprint()
+        ) as conn:
             oracle = InDatabaseGradient(conn, loss, 3000, encoder.dimension)
             for _ in range(5):
                 w = rng.normal(size=encoder.dimension) * 3
-                np.testing.assert_allclose(oracle.gradient(w), local.gradient(w), rtol=1e-11, atol=1e-14)
+                np.testing.assert_allclose(
+                    oracle.gradient(w), local.gradient(w), rtol=1e-11, atol=1e-14
+                )
 
 
 def test_changed_table_is_refused_and_temp_table_is_gone(warehouse: str) -> None:
@@ -197,13 +307,17 @@ def test_changed_table_is_refused_and_temp_table_is_gone(warehouse: str) -> None
     source = open_sql_source("sql://wh/changing", _settings(warehouse))
     encoder, label = _schema()
     registered = source.fingerprint()
-    with pytest.raises(SourceError):
-        with encoded_rows(source, encoder, label, None, n=199, fingerprint=registered):
-            pass
+    with (
+        pytest.raises(SourceError),
+        encoded_rows(source, encoder, label, None, n=199, fingerprint=registered),
+    ):
+        pass
     engine = sa.create_engine(warehouse)
     with engine.begin() as conn:
         conn.exec_driver_sql("UPDATE changing SET hours = hours + 1 WHERE id = 7")
     engine.dispose()
-    with pytest.raises(SourceError):
-        with encoded_rows(source, encoder, label, None, n=200, fingerprint=registered):
-            pass
+    with (
+        pytest.raises(SourceError),
+        encoded_rows(source, encoder, label, None, n=200, fingerprint=registered),
+    ):
+        pass
