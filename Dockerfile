@@ -23,5 +23,8 @@ RUN pip install --no-cache-dir -e . -e ./sdk/python
 USER dpfit
 VOLUME ["/data"]
 EXPOSE 8000
+# Healthy once /healthz answers 2xx (the slim image has no curl: Python's urllib; a non-2xx or
+# no answer exits 1). The start period covers the migrations and the Dask cluster's start.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]
 # `dpfit serve` runs the Alembic migrations before it starts serving.
 CMD ["dpfit", "serve", "--host", "0.0.0.0", "--port", "8000"]

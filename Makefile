@@ -17,12 +17,17 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 # The service and the Python client (`dpfit` + the generated `dpfit_client`): the CLI's HTTP
-# commands (dpfit datasets|jobs|models|budget) use the client.
-$(VENV)/.installed: pyproject.toml sdk/python/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e . -e sdk/python
+# commands (dpfit datasets|jobs|models|budget) use the client. The client is installed NOT
+# editable, with its `sklearn` extra (Model.to_sklearn() in the README's snippet): an editable
+# install is found after the script's own folder, so a script run beside a clone named `dpfit`
+# would import that folder instead. Reinstalled when the client's sources change.
+CLIENT_SOURCES := sdk/python/pyproject.toml $(shell find sdk/python/dpfit sdk/python/dpfit_client -name '*.py' 2>/dev/null)
+$(VENV)/.installed: pyproject.toml $(CLIENT_SOURCES) | $(BIN)/python
+	$(BIN)/pip install --quiet -e . './sdk/python[sklearn]'
 	touch $@
 
-# The dev install: the service, the generated + hand-written client, and the test tools.
+# The dev install: the service, the generated + hand-written client (editable here, so `make sdk`
+# and edits to the client are what the tests import), and the test tools.
 $(VENV)/.installed-dev: pyproject.toml sdk/python/pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]' -e sdk/python
 	touch $@

@@ -11,8 +11,10 @@ from bench import (
     auto,
     auto_alternatives,
     catalog,
+    fairness,
     head_to_head,
     load,
+    neighbours,
     paper_wu,
     paper_zhang,
     reader,
@@ -26,11 +28,13 @@ SUITES: dict[str, ModuleType] = {
     "auto-alternatives": auto_alternatives,
     "service": service_overhead,
     "load": load,
+    "fairness": fairness,
     "paper-zhang": paper_zhang,
     "paper-wu": paper_wu,
     "head-to-head": head_to_head,
     "scaling": scaling,
     "reader": reader,
+    "neighbours": neighbours,
 }
 
 

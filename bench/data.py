@@ -45,6 +45,7 @@ from service.data.encoding import Encoder
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 from service.models.registry import parse_model_spec
 from service.optimizers.base import PrivacyTarget
+from service.optimizers.inputs import encoder_layout, laid_out
 from service.optimizers.planning import JobPlan, plan_job
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -173,7 +174,9 @@ def load_adult() -> Dataset:
     """Adult train (32,561) / test (16,281), encoded with public bounds by the service's Encoder."""
     encoder = Encoder(features=ADULT_FEATURES, fit_intercept=True)
     train, test = read_adult_frame("train"), read_adult_frame("test")
-    X = encoder.encode(train)
+    # The schema's public column layout travels with the rows, as in the worker (runner.py):
+    # the optimizers' fits then take the worker's code path.
+    X = laid_out(encoder.encode(train), encoder_layout(encoder))
     y = encoder.encode_labels(train, ADULT_LABEL)
     Xt = encoder.encode(test)
     yt = encoder.encode_labels(test, ADULT_LABEL)

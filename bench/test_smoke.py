@@ -52,3 +52,21 @@ def test_auto_alternatives_smoke_prints_a_table(
     out = capsys.readouterr().out
     assert "| objective perturbation, l2 1e-4 (optimistic) | yes |" in out, out
     assert (tmp_path / "smoke" / "auto-alternatives.md").is_file()
+
+
+def test_neighbours_smoke_prints_a_table(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
+    assert main(["neighbours", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\|.*\|\n\|(-+\|)+\n\|", out, flags=re.MULTILINE), out
+    assert "| density pair | row 0 over 25 % |" in out, out
+    assert (tmp_path / "smoke" / "neighbours.json").is_file()
+
+
+def test_fairness_smoke_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fairness", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert "| default (slots − 1 per principal) |" in out, out
+    assert re.search(r"^\|.*\|\n\|(-+\|)+\n\|", out, flags=re.MULTILINE), out

@@ -24,7 +24,8 @@ import math
 import pickle
 import re
 import sys
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,15 +89,23 @@ def add_http_commands(sub: Any) -> None:
 
     datasets = sub.add_parser(
         "datasets",
-        help="list, show, register datasets; grant, list and revoke grants",
+        help="list, show, register and withdraw datasets; grant, list and revoke grants",
         parents=[group],
     )
     ds = datasets.add_subparsers(dest="action", required=True)
     leaf(ds, "list", "datasets you own or were granted")
     leaf(ds, "show", "one dataset").add_argument("dataset")
-    leaf(ds, "register", "register a dataset from a YAML or JSON spec (owners)").add_argument(
-        "spec", type=Path, help="the body of POST /v1/datasets as YAML or JSON"
+    p = leaf(ds, "register", "register a dataset from a YAML or JSON spec (owners)")
+    p.add_argument("spec", type=Path, help="the body of POST /v1/datasets as YAML or JSON")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate only: show the validation report and whether it would register, "
+        "create nothing (exit 4 if it would be refused)",
     )
+    leaf(
+        ds, "withdraw", "withdraw a dataset no job was ever submitted on (owners, admins)"
+    ).add_argument("dataset")
     p = leaf(ds, "grant", "let an analyst submit jobs on a dataset (owners)")
     p.add_argument("dataset")
     p.add_argument("principal")
@@ -326,9 +335,8 @@ def _dataset_text(d: dict[str, Any]) -> str:
 
 def _validation_lines(report: Any) -> list[str]:
     """The registration's validation report (owners and admins see it): every non-zero count of
-    the label column and of each feature, or that there were none. A common slip it shows: YAML
-    reads unquoted ``yes``/``no`` as booleans, so every label is then outside the declared
-    values."""
+    the label column and of each feature, or that there were none. A common slip it shows: a
+    typo in a declared label value or category (``outside_declared``, ``unknown_category``)."""
     if not isinstance(report, dict):
         return []
     rows = report.get("rows")
@@ -377,19 +385,108 @@ SpecLoader.yaml_implicit_resolvers = {
 }
 
 
+# YAML 1.1 (PyYAML) reads unquoted yes/no/on/off (and their capitalised forms) as booleans, so
+# `positive: yes` declared the label value True and every "yes" cell fell outside it. In the
+# values a cell is compared with — the label's positive/negative/classes and the categorical
+# features' categories — a plain scalar that YAML 1.1 alone makes a boolean is read as the text
+# typed; true/false stay booleans (JSON and YAML 1.2 agree on them).
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_STR_TAG = "tag:yaml.org,2002:str"
+_TYPED_AS_TEXT = ("positive", "negative", "classes", "categories")
+
+
+def _value_nodes(node: yaml.Node | None) -> Iterator[yaml.ScalarNode]:
+    """The scalar nodes of the label's positive/negative/classes and each feature's categories
+    in a spec document's node tree (other nodes are left as YAML reads them)."""
+    if not isinstance(node, yaml.MappingNode):
+        return
+    for key, value in node.value:
+        if not isinstance(key, yaml.ScalarNode):
+            continue
+        if key.value == "label":
+            yield from _label_values(value)
+        elif key.value == "features" and isinstance(value, yaml.SequenceNode):
+            for feature in value.value:
+                yield from _label_values(feature)
+
+
+def _label_values(node: yaml.Node) -> Iterator[yaml.ScalarNode]:
+    if not isinstance(node, yaml.MappingNode):
+        return
+    for key, value in node.value:
+        if not (isinstance(key, yaml.ScalarNode) and key.value in _TYPED_AS_TEXT):
+            continue
+        items = value.value if isinstance(value, yaml.SequenceNode) else [value]
+        yield from (item for item in items if isinstance(item, yaml.ScalarNode))
+
+
+def _typed_text(node: yaml.ScalarNode) -> bool:
+    """A plain (unquoted) scalar resolved as a boolean from a YAML 1.1-only word."""
+    return (
+        node.tag == _BOOL_TAG and node.style is None and node.value.lower() not in ("true", "false")
+    )
+
+
 def load_spec(text: str) -> Any:
-    """A spec file's document (YAML, so JSON too), with :class:`SpecLoader`."""
-    return yaml.load(text, Loader=SpecLoader)  # noqa: S506 - a SafeLoader subclass
+    """A spec file's document (YAML, so JSON too), with :class:`SpecLoader`; in label values
+    and categories, ``yes``/``no``/``on``/``off`` stay the text typed (see above)."""
+    loader = SpecLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        for scalar in _value_nodes(node):
+            if _typed_text(scalar):
+                scalar.tag = _STR_TAG
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _read_spec(path: Path) -> dict[str, Any]:
+    try:
+        spec = load_spec(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"cannot read {path}: {type(exc).__name__}") from None
+    if not isinstance(spec, dict):
+        raise UsageError(f"{path} must hold a mapping (the body of POST /v1/datasets)")
+    return spec
 
 
 def datasets_register(client: Any, args: argparse.Namespace) -> int:
-    try:
-        spec = load_spec(args.spec.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"cannot read {args.spec}: {type(exc).__name__}") from None
-    if not isinstance(spec, dict):
-        raise UsageError(f"{args.spec} must hold a mapping (the body of POST /v1/datasets)")
+    spec = _read_spec(args.spec)
+    if getattr(args, "dry_run", False):
+        return _show_check(args, client.validate_dataset(spec))
     return _show(args, client.register_dataset(spec), _dataset_text)
+
+
+def _check_text(check: dict[str, Any]) -> str:
+    refusal = check.get("refusal") or {}
+    verdict = (
+        "would register: yes (dry run, nothing created)"
+        if check.get("would_register")
+        else f"would register: no — {refusal.get('field')}: {refusal.get('detail')}"
+    )
+    lines = [
+        verdict,
+        f"rows: {check.get('n_rows')}",
+        f"encoded features: {check.get('n_features')}",
+    ]
+    return "\n".join(lines + _validation_lines(check.get("validation")))
+
+
+def _show_check(args: argparse.Namespace, check: dict[str, Any]) -> int:
+    """The dry run's report; exit 4 (invalid) when the registration would be refused."""
+    _show(args, check, _check_text)
+    return EXIT_OK if check.get("would_register") else EXIT_INVALID
+
+
+def datasets_withdraw(client: Any, args: argparse.Namespace) -> int:
+    return _show(
+        args,
+        client.withdraw_dataset(args.dataset),
+        lambda w: f"withdrawn: {w['dataset_id']} ({w['name']}); its source may be registered again",
+    )
 
 
 def datasets_grant(client: Any, args: argparse.Namespace) -> int:
@@ -649,10 +746,16 @@ def models_predict(client: Any, args: argparse.Namespace) -> int:
     rows = _read_rows(args.rows)
     if not rows:
         raise UsageError(f"{args.rows} has no rows")
-    if args.local:
-        answer = _predict_locally(client, args.model, rows)
-    else:
-        answer = client.predict(args.model, rows)
+    import dpfit
+
+    with warnings.catch_warnings():  # shown below, from the answer, once
+        warnings.simplefilter("ignore", dpfit.PredictionWarning)
+        if args.local:
+            answer = _predict_locally(client, args.model, rows)
+        else:
+            answer = client.predict(args.model, rows)
+    if args.output != "json":
+        _print_prediction_warnings(answer)
     probabilities = answer.get("probabilities")
     return _show(
         args,
@@ -665,6 +768,17 @@ def models_predict(client: Any, args: argparse.Namespace) -> int:
             ["ROW", "PREDICTION", "SCORE"],
         ),
     )
+
+
+def _print_prediction_warnings(answer: dict[str, Any]) -> None:
+    """The answer's ``warnings`` on stderr (the table stays on stdout), one line each: the row
+    (0-based, as in the ROW column), the column, what the encoding did."""
+    listed = answer.get("warnings") or []
+    total = int(answer.get("warnings_total") or len(listed))
+    for w in listed:
+        sys.stderr.write(f"warning: row {w['row']} {w['column']}: {w['message']}\n")
+    if total > len(listed):
+        sys.stderr.write(f"warning: … and {total - len(listed)} more (--output json lists them)\n")
 
 
 def _predict_locally(client: Any, model_id: str, rows: list[dict[str, str]]) -> dict[str, Any]:
@@ -688,6 +802,8 @@ def _predict_locally(client: Any, model_id: str, rows: list[dict[str, str]]) -> 
             proba = model.predict_proba(rows)
             best = proba.max(axis=1) if model.is_multiclass else proba[:, 1]
             answer["probabilities"] = [float(v) for v in best]
+        answer["warnings"] = model.prediction_warnings(rows)
+        answer["warnings_total"] = len(answer["warnings"])
     except (ValueError, TypeError, ArithmeticError) as exc:
         problem = {"title": "Invalid rows", "field": "rows", "detail": str(exc)}
         raise dpfit.InvalidSpec(
@@ -834,6 +950,7 @@ _HANDLERS: dict[tuple[str, str | None], Callable[[Any, argparse.Namespace], int]
     ("datasets", "list"): datasets_list,
     ("datasets", "show"): datasets_show,
     ("datasets", "register"): datasets_register,
+    ("datasets", "withdraw"): datasets_withdraw,
     ("datasets", "grant"): datasets_grant,
     ("datasets", "grants"): datasets_grants,
     ("datasets", "revoke"): datasets_revoke,

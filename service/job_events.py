@@ -12,6 +12,9 @@ Fields: job_id, dataset_id, principal (the analyst's name), optimizer, model, at
 (``jobs.error`` is shown to the job's analyst only), a data value, a dataset location or a key.
 
 Guarantees and limits:
+- Every run of a job logs ``job.started`` with its own ``attempt`` (a run re-dispatched after
+  an outage or a lost worker holds the next one, service/job_status.py) and ``run`` (the
+  job's runs so far).
 - Each transition is logged once per process. A job that passes through several states between
   two polls gets every event whose timestamp is set (accepted, started, finished), in order.
 - Jobs already present at startup log only their later transitions.
@@ -49,6 +52,7 @@ class JobEventLog:
 
     sessions: sessionmaker[Session]
     seen: dict[str, str] = field(default_factory=dict)  # job id → last status logged
+    runs: dict[str, int] = field(default_factory=dict)  # job id → runs when last logged
     watermark: datetime | None = None
     last_charge_id: int = 0
     _warned_at: float = 0.0
@@ -56,8 +60,9 @@ class JobEventLog:
     def prime(self) -> None:
         """Remember what exists now without logging it."""
         with self.sessions() as session:
-            for job_id, status in session.execute(select(Job.id, Job.status)):
+            for job_id, status, runs in session.execute(select(Job.id, Job.status, Job.runs)):
                 self.seen[job_id] = status
+                self.runs[job_id] = runs
             self.watermark = session.scalar(select(func.max(Job.created_at)))
             self.last_charge_id = session.scalar(select(func.max(Charge.id))) or 0
 
@@ -102,13 +107,17 @@ class JobEventLog:
 
     def _transitions(self, job: Job) -> None:
         before = self.seen.get(job.id)
-        if before == job.status:
+        runs_before = self.runs.get(job.id, 0)
+        if before == job.status and runs_before == job.runs:
             return
         ids = _job_fields(job)
         if before is None:
             _log("job.accepted", **ids, status="queued", at=_iso(job.created_at))
-        if before in (None, "queued") and job.started_at is not None:
-            _log("job.started", **ids, status="running", at=_iso(job.started_at))
+        first_start = before in (None, "queued") and job.started_at is not None and not runs_before
+        if first_start:
+            _log("job.started", **ids, status="running", run=job.runs, at=_iso(job.started_at))
+        elif job.runs > runs_before:  # a later run (its start time is when it was seen)
+            _log("job.started", **ids, status="running", run=job.runs, at=None)
         if job.status in TERMINAL:
             duration = (
                 round((job.finished_at - job.started_at).total_seconds(), 3)
@@ -123,6 +132,7 @@ class JobEventLog:
                 at=_iso(job.finished_at),
             )
         self.seen[job.id] = job.status
+        self.runs[job.id] = job.runs
 
     def _forget_old(self) -> None:
         """Bound memory: past 10,000 remembered jobs, forget 5,000 finished ones (a forgotten
@@ -130,6 +140,7 @@ class JobEventLog:
         if len(self.seen) > 10_000:
             for job_id in [j for j, s in self.seen.items() if s in TERMINAL][:5_000]:
                 del self.seen[job_id]
+                self.runs.pop(job_id, None)
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -8,26 +8,40 @@ Guarantees
   the *whole* source with the worker's own row-local reader
   (:func:`service.data.reader.validate_source`). Whatever refuses the source (unreadable,
   too short, strict mode) refuses it here, before any dataset row or budget exists.
-- **One budget per data.** A dataset claims its source's canonical location and its content
-  fingerprint (:class:`~service.db.models.SourceClaim`, primary key = the claim). Claims are
-  never deleted, also not when a dataset is retired, so the same location, or the same content
-  under another path, never backs a second dataset: the service never hands out a second budget
-  for the same data. A location nested in a registered one (a file of a registered Parquet
-  folder or ``s3://`` prefix), or holding one, is the same data too. A Parquet folder (local or
-  an ``s3://`` prefix) also claims the content of *each member file*
-  (:func:`member_claims`): a member's fingerprint is the plain SHA-256 of its bytes, computed
-  exactly as a single file's, so the same bytes give the same key whether they are registered
-  as a file or inside a folder. A file copied out of a registered folder, a folder holding a
-  subset of a registered folder's files, or a folder holding a registered file (or a
-  registered folder's member) is refused in either order. The claims are inserted in
-  the dataset's own transaction (which re-checks nesting under a PostgreSQL advisory lock;
-  SQLite transactions are serial), so of concurrent registrations of one source exactly one
-  commits; the others get :class:`SourceAlreadyRegistered`. Limit: equality is byte equality
-  (per source kind) — a modified copy (one row changed, re-encoded, re-ordered, another format)
-  is new data. Registration is a trust boundary for owners. Folders registered before their
-  per-file fingerprints were stored (``Dataset.file_fingerprints`` NULL, alembic revision 0009)
-  hold no member claims (revision 0012 backfills the others); they keep their location, nesting
-  and whole-content claims.
+- **One budget per data, per owner.** A dataset claims its source's canonical location and its
+  content fingerprint (:class:`~service.db.models.SourceClaim`, primary key = the claim). A
+  *location* claim is global: the same path, object key or table never backs a second dataset,
+  whoever registers it, and a location nested in a registered one (a file of a registered
+  Parquet folder or ``s3://`` prefix), or holding one, is the same data too. A *content* claim
+  is scoped to the owner (:func:`owned_content_claim`): the same content under another path
+  never backs a second dataset of the same owner, so an owner never gets a second budget for
+  her own data. A Parquet folder (local or an ``s3://`` prefix) also claims the content of
+  *each member file* (:func:`member_claims`): a member's fingerprint is the plain SHA-256 of
+  its bytes, computed exactly as a single file's, so the same bytes give the same key whether
+  they are registered as a file or inside a folder. A file copied out of one's own registered
+  folder, a folder holding a subset of one's registered folder's files, or a folder holding
+  one's registered file is refused in either order. The claims are inserted in the dataset's
+  own transaction (which re-checks nesting under a PostgreSQL advisory lock; SQLite
+  transactions are serial), so of concurrent registrations of one source exactly one commits;
+  the others get :class:`SourceAlreadyRegistered`. Limit: equality is byte equality (per
+  source kind) — a modified copy (one row changed, re-encoded, re-ordered, another format) is
+  new data. Folders registered before their per-file fingerprints were stored
+  (``Dataset.file_fingerprints`` NULL, alembic revision 0009) hold no member claims.
+- **Registration is no oracle on other owners' data** (issue 22). Content equality is checked
+  only against the registrant's own datasets: whether another owner registered the same bytes
+  changes nothing in the answer, its status, its body or the work done before it (the claims
+  of every registration are the same rows, whatever other owners hold). Were it otherwise, an
+  owner who knows n − 1 rows of another owner's table could register each candidate for the
+  last row in her own database and read that row off the one answer that is a 409. What a 409
+  tells another owner is only that the *location* she named (a path, key or table she can
+  already reach) is registered. A content duplicate across owners registers; each content
+  claim keeps the unscoped content key (``SourceClaim.content``), so admins see the datasets
+  that share content (:func:`cross_owner_duplicates`, the ``duplicates`` field of their dataset
+  view) and decide about the budgets (e.g. retire one).
+- **Withdrawal forgives a mistake that cost nothing.** An owner (or an admin) may withdraw a
+  dataset on which no job was ever submitted (:func:`withdraw_dataset`): its row, grants and
+  claims go, a :class:`~service.db.models.DatasetWithdrawal` record stays for admins. Once any
+  job was charged, the ledger is append-only and the dataset stays (:class:`DatasetHasCharges`).
 - **Scoped roots.** ``DPFIT_DATA_ROOTS`` entries may be scoped to owners
   (:attr:`Settings.root_owners`). An owner resolves URIs only inside the roots open to them, and
   a location inside a root scoped to others is refused with the same message as any location
@@ -43,19 +57,29 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlsplit
 
-from sqlalchemy import or_, select, text
+from sqlalchemy import delete, or_, select, text
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from service.data.encoding import Encoder
 from service.data.source import Source
-from service.data.sources import SourceError, open_source
-from service.db.models import Dataset, SourceClaim, utcnow
+from service.data.sources import SourceError, open_source, reopen_source
+from service.db.models import (
+    Charge,
+    Dataset,
+    DatasetWithdrawal,
+    Grant,
+    Job,
+    LedgerTotal,
+    Principal,
+    SourceClaim,
+    utcnow,
+)
 from service.errors import DatasetNotFound
 from service.ids import new_id
 from service.ledger.admission import lock_dataset
@@ -87,15 +111,37 @@ class RegistrationRefused(Exception):
 
 
 class SourceAlreadyRegistered(Exception):
-    """The source's location or content, or the content of one of its files, already backs a
-    dataset (one budget per data).
+    """The source's location (or a location nesting with it) already backs a dataset, or its
+    content, or the content of one of its files, already backs one of the caller's own datasets
+    (one budget per data).
 
     ``existing_id`` is that dataset's id when the caller owns it or is an admin, else ``None``
-    (others learn that the data is registered, not by which dataset)."""
+    (another owner learns only that the location she named is registered, not by which
+    dataset; content is never compared across owners)."""
 
     def __init__(self, existing_id: str | None) -> None:
         super().__init__(existing_id or "")
         self.existing_id = existing_id
+
+
+class DatasetHasCharges(Exception):
+    """The dataset cannot be withdrawn: a job was submitted on it, so the ledger holds its
+    charge (append-only) and the budget it spent is final."""
+
+    def __init__(self, dataset_id: str) -> None:
+        super().__init__(dataset_id)
+        self.dataset_id = dataset_id
+
+
+class SourceNotOpen(Exception):
+    """The dataset's source lies outside the data roots (or SQL connections) open to its owner
+    on this server, so no worker could read it: refused before anything is charged. Says
+    nothing about the data (the check reads only the server's configuration and the stored
+    location, never the source)."""
+
+    def __init__(self, dataset_id: str) -> None:
+        super().__init__(dataset_id)
+        self.dataset_id = dataset_id
 
 
 class DatasetRetired(Exception):
@@ -107,7 +153,7 @@ class DatasetRetired(Exception):
 
 
 # --------------------------------------------------------------------------------------------
-# Claims (alembic revisions 0005 and 0012 compute the same keys for existing datasets)
+# Claims (alembic revisions 0005, 0012 and 0013 compute the same keys for existing datasets)
 # --------------------------------------------------------------------------------------------
 
 
@@ -126,8 +172,16 @@ def _fingerprints(source: Source) -> tuple[str, dict[str, str] | None]:
 
 
 def content_claim(fingerprint: str) -> str:
-    """The claim key of a content fingerprint (``Source.fingerprint()``)."""
+    """The unscoped content key of a fingerprint (``Source.fingerprint()``): what
+    ``SourceClaim.content`` holds, the same for every owner (admins compare it)."""
     return "content:" + hashlib.sha256(fingerprint.encode()).hexdigest()
+
+
+def owned_content_claim(owner: str, content_key: str) -> str:
+    """The claim key of ``content_key`` (:func:`content_claim`) held by ``owner``'s dataset:
+    unique per owner and content, so a registration learns whether *its owner* already holds
+    that content and nothing about other owners (owner names are permanent, never re-used)."""
+    return "owned:" + hashlib.sha256(f"{owner}\0{content_key}".encode()).hexdigest()
 
 
 def member_claims(file_fingerprints: Mapping[str, str] | None) -> list[str]:
@@ -192,6 +246,58 @@ def nested_with(session: Session, location: str) -> Dataset | None:
 
 def _conflicting(session: Session, location: str, keys: list[str]) -> Dataset | None:
     return claimed_by(session, keys) or nested_with(session, location)
+
+
+@dataclass(frozen=True)
+class Claims:
+    """What a registration claims: its location (global) and its contents (the whole source's
+    and each member file's unscoped keys, distinct, scoped to ``owner`` when stored)."""
+
+    owner: str
+    location: str
+    contents: tuple[str, ...]
+
+    @staticmethod
+    def of(owner: str, location: str, fingerprint: str, files: Mapping[str, str] | None) -> Claims:
+        contents = dict.fromkeys([content_claim(fingerprint), *member_claims(files)])
+        return Claims(owner, location, tuple(contents))
+
+    @property
+    def keys(self) -> list[str]:
+        """The primary keys a conflicting dataset would hold: the location's and the owner's
+        content keys — never another owner's."""
+        return [location_claim(self.location)] + [
+            owned_content_claim(self.owner, c) for c in self.contents
+        ]
+
+    def rows(self, dataset_id: str) -> list[SourceClaim]:
+        location = SourceClaim(key=location_claim(self.location), dataset_id=dataset_id)
+        return [location] + [
+            SourceClaim(key=owned_content_claim(self.owner, c), dataset_id=dataset_id, content=c)
+            for c in self.contents
+        ]
+
+
+def cross_owner_duplicates(session: Session, dataset_ids: list[str]) -> dict[str, list[str]]:
+    """For admins: each of ``dataset_ids`` → the other datasets holding the same content (the
+    whole source's or a member file's), oldest first. Only datasets of other owners can share
+    content (one owner's second registration of it is refused), so these are the duplicates
+    registration let through without telling anyone; an admin decides about their budgets."""
+    if not dataset_ids:
+        return {}
+    mine, theirs = aliased(SourceClaim), aliased(SourceClaim)
+    rows = session.execute(
+        select(mine.dataset_id, theirs.dataset_id)
+        .join(theirs, theirs.content == mine.content)
+        .join(Dataset, Dataset.id == theirs.dataset_id)
+        .where(mine.dataset_id.in_(dataset_ids), theirs.dataset_id != mine.dataset_id)
+        .order_by(mine.dataset_id, Dataset.created_at, Dataset.id)
+    ).all()
+    found: dict[str, list[str]] = {}
+    for dataset_id, other in rows:
+        if other not in found.setdefault(dataset_id, []):
+            found[dataset_id].append(other)
+    return found
 
 
 # Registrations take this PostgreSQL advisory lock in their inserting transaction, so the
@@ -296,21 +402,38 @@ def _file_uri_path(text: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def register_dataset(
-    *,
-    sessions: sessionmaker[Session],
-    principal: Actor,
-    body: DatasetCreate,
-    settings: Settings,
-) -> Dataset:
-    """Register ``body``'s source for ``principal`` (an owner or admin) and return the new row.
+@dataclass(frozen=True)
+class Prepared:
+    """A source opened, counted, fingerprinted, checked against the claims and validated:
+    everything a registration decides before it writes."""
 
-    Raises :class:`RegistrationRefused` (422) or :class:`SourceAlreadyRegistered` (409).
-    Order: open (roots), columns, ``n`` and fingerprints (the whole source's and, for a Parquet
+    source: Source
+    n_rows: int
+    fingerprint: str
+    file_fingerprints: dict[str, str] | None
+    claims: Claims
+    report: ValidationReport
+    refusal: RegistrationRefused | None  # the label rule / strict mode's answer, if it refuses
+
+
+@dataclass(frozen=True)
+class RegistrationCheck:
+    """What ``POST /v1/datasets/validate`` answers: the validation report a registration of the
+    body would store and whether it would register (``refusal``: why not)."""
+
+    n_rows: int
+    n_features: int
+    report: ValidationReport
+    refusal: RegistrationRefused | None
+
+
+def _prepare(
+    sessions: sessionmaker[Session], principal: Actor, body: DatasetCreate, settings: Settings
+) -> Prepared:
+    """Open (roots), columns, ``n`` and fingerprints (the whole source's and, for a Parquet
     folder, each member's), the claim check (cheap, so a duplicate is refused before the whole
-    source is parsed), validation of the whole source, strict mode, then one transaction
-    inserting the dataset and all its claims (location, content, members' contents).
-    """
+    source is parsed), validation of the whole source, then the label rule (its refusal is
+    returned, not raised, so a dry run can show it beside the report)."""
     source = _open(body, settings, principal)
     try:
         columns = set(source.columns())
@@ -325,18 +448,9 @@ def register_dataset(
     if n_rows < 2:
         raise RegistrationRefused("source.uri", "the source must have at least 2 rows")
     check_distinct_members(file_fingerprints)
-    # Distinct keys (the location's and the whole content's may coincide with a member's).
-    claims = list(
-        dict.fromkeys(
-            [
-                location_claim(source.location),
-                content_claim(fingerprint),
-                *member_claims(file_fingerprints),
-            ]
-        )
-    )
+    claims = Claims.of(principal.name, source.location, fingerprint, file_fingerprints)
     with sessions() as session:
-        existing = _conflicting(session, source.location, claims)
+        existing = _conflicting(session, source.location, claims.keys)
         if existing is not None:
             raise _already_registered(principal, existing)
 
@@ -353,9 +467,55 @@ def register_dataset(
         raise RegistrationRefused(
             "source.uri", "the source changed while it was being registered; try again"
         )
-    if body.strict:
-        check_strict(body, report)
+    return Prepared(
+        source=source,
+        n_rows=n_rows,
+        fingerprint=fingerprint,
+        file_fingerprints=file_fingerprints,
+        claims=claims,
+        report=report,
+        refusal=label_refusal(body, report),
+    )
 
+
+def check_registration(
+    *,
+    sessions: sessionmaker[Session],
+    principal: Actor,
+    body: DatasetCreate,
+    settings: Settings,
+) -> RegistrationCheck:
+    """A dry run of :func:`register_dataset`: the same checks in the same order and the same
+    validation report, nothing written. Raises what registration raises before the report
+    (:class:`RegistrationRefused`, :class:`SourceAlreadyRegistered`); the label rule's or
+    strict mode's refusal comes back in :attr:`RegistrationCheck.refusal` with the report."""
+    prepared = _prepare(sessions, principal, body, settings)
+    return RegistrationCheck(
+        n_rows=prepared.n_rows,
+        n_features=Encoder(features=body.features, fit_intercept=False).n_features,
+        report=prepared.report,
+        refusal=prepared.refusal,
+    )
+
+
+def register_dataset(
+    *,
+    sessions: sessionmaker[Session],
+    principal: Actor,
+    body: DatasetCreate,
+    settings: Settings,
+) -> Dataset:
+    """Register ``body``'s source for ``principal`` (an owner or admin) and return the new row.
+
+    Raises :class:`RegistrationRefused` (422) or :class:`SourceAlreadyRegistered` (409).
+    Order (:func:`_prepare`): open (roots), columns, ``n`` and fingerprints, the claim check,
+    validation of the whole source, the label rule (:func:`label_refusal`), then one
+    transaction inserting the dataset and all its claims (location, the owner's contents).
+    """
+    prepared = _prepare(sessions, principal, body, settings)
+    if prepared.refusal is not None:
+        raise prepared.refusal
+    source, claims = prepared.source, prepared.claims
     dataset = Dataset(
         id=new_id("ds"),
         name=body.name,
@@ -363,30 +523,30 @@ def register_dataset(
         source_uri=body.source.uri,
         source_path=source.location,
         source_format=source.format,
-        fingerprint=fingerprint,
-        file_fingerprints=file_fingerprints,
+        fingerprint=prepared.fingerprint,
+        file_fingerprints=prepared.file_fingerprints,
         label=body.label.model_dump(mode="json"),
         features=[f.model_dump(mode="json") for f in body.features],
-        n_rows=n_rows,
+        n_rows=prepared.n_rows,
         n_features=Encoder(features=body.features, fit_intercept=False).n_features,
         epsilon=body.budget.epsilon,
         delta=body.budget.delta,
-        validation=report.to_json(),
+        validation=prepared.report.to_json(),
         created_at=utcnow(),
     )
     try:
         with sessions.begin() as session:
             _serialise_registrations(session)
-            existing = _conflicting(session, source.location, claims)
+            existing = _conflicting(session, source.location, claims.keys)
             if existing is not None:
                 raise _already_registered(principal, existing)
             session.add(dataset)
             session.flush()
-            session.add_all(SourceClaim(key=key, dataset_id=dataset.id) for key in claims)
+            session.add_all(claims.rows(dataset.id))
     except IntegrityError:
-        # A concurrent registration of the same location or content committed first.
+        # A concurrent registration of the same location or (the owner's) content committed.
         with sessions() as session:
-            existing = claimed_by(session, claims)
+            existing = claimed_by(session, claims.keys)
         raise (
             _already_registered(principal, existing)
             if existing is not None
@@ -412,6 +572,65 @@ def _check_columns(body: DatasetCreate, columns: set[str]) -> None:
             raise RegistrationRefused(f"features.{i}.name", f"column {name!r} is listed twice")
 
 
+MOSTLY_OUTSIDE = 0.5
+"""The label rule's threshold: a share of the non-empty label cells strictly above it that are
+outside the declared values (or, for a numeric label, not numbers) refuses the registration
+unless ``strict`` is false."""
+
+
+def label_refusal(body: DatasetCreate, report: ValidationReport) -> RegistrationRefused | None:
+    """What the body's ``strict`` setting says about the validated source (``None``: register).
+
+    - ``strict: false`` — nothing is refused; the counts are in the report.
+    - ``strict`` omitted (the default) — **the label rule**: refused when *most* labels are
+      wrong, i.e. when more than :data:`MOSTLY_OUTSIDE` (half) of the label cells that are not
+      empty are outside the declared values (binary: neither ``positive`` nor ``negative``;
+      categorical: none of ``classes``), or for a numeric label are not numbers. That is the
+      mark of a declaration that does not describe the column (a typo in the value YAML reads
+      as a boolean, ``positive: yes``, or the wrong column), which would otherwise register and
+      lock the source's only budget to a dataset whose jobs learn nothing. Empty cells are not
+      counted either way (they are missing labels, not wrong ones).
+    - ``strict: true`` — :func:`check_strict`: refused on any label outside the declared values
+      and any non-number in a numeric feature or label.
+
+    The message gives counts from the report (the owner's own data, shown to the owner only)
+    and names the label field at fault."""
+    if body.strict is False:
+        return None
+    if body.strict:
+        try:
+            check_strict(body, report)
+        except RegistrationRefused as refusal:
+            return refusal
+        return None
+    counts = report_counts(report)
+    label = counts["label"]
+    present = counts["rows"] - label["missing"]
+    wrong = label["unparseable"] if body.label.type == "numeric" else label["outside_declared"]
+    if present <= 0 or wrong <= MOSTLY_OUTSIDE * present:
+        return None
+    if body.label.type == "numeric":
+        return RegistrationRefused(
+            "label.column",
+            f"{wrong} of {present} non-empty label cells are not numbers: is this the label "
+            'column? Send "strict": false to register it anyway',
+        )
+    field, declared = _declared_label(body)
+    return RegistrationRefused(
+        field,
+        f"{wrong} of {present} non-empty labels are none of {declared}: most labels would "
+        "belong to no declared class (a typo, or YAML reading yes/no as booleans?). Fix the "
+        "declared values, check with `dpfit datasets register --dry-run`, or send "
+        '"strict": false to register it anyway',
+    )
+
+
+def _declared_label(body: DatasetCreate) -> tuple[str, str]:
+    if body.label.type == "categorical":
+        return "label.classes", "the declared classes"
+    return "label.positive", "the declared positive and negative values"
+
+
 def check_strict(body: DatasetCreate, report: ValidationReport) -> None:
     """Strict mode: refuse label values outside the declared set (binary/categorical), and
     non-empty cells that are not numbers in a numeric feature or a numeric label.
@@ -427,14 +646,9 @@ def check_strict(body: DatasetCreate, report: ValidationReport) -> None:
                 f"strict: {label['unparseable']} of {rows} label cells are not numbers",
             )
     elif label["outside_declared"] > 0:
-        declared = (
-            "the declared classes"
-            if body.label.type == "categorical"
-            else "the declared positive and negative values"
-        )
+        field, declared = _declared_label(body)
         raise RegistrationRefused(
-            "label.classes" if body.label.type == "categorical" else "label.positive",
-            f"strict: {label['outside_declared']} of {rows} labels are none of {declared}",
+            field, f"strict: {label['outside_declared']} of {rows} labels are none of {declared}"
         )
     for i, feature in enumerate(body.features):
         if not isinstance(feature, NumericFeature):
@@ -498,3 +712,120 @@ def ensure_not_retired(session: Session, dataset_id: str) -> None:
     retired_at = session.scalar(select(Dataset.retired_at).where(Dataset.id == dataset_id))
     if retired_at is not None:
         raise DatasetRetired(dataset_id)
+
+
+# --------------------------------------------------------------------------------------------
+# Withdrawal
+# --------------------------------------------------------------------------------------------
+
+
+def withdraw_dataset(
+    *, sessions: sessionmaker[Session], principal: Actor, dataset_id: str
+) -> DatasetWithdrawal:
+    """Withdraw a dataset on which no job was ever submitted: its owner's (or an admin's)
+    way back from a registration mistake (a wrong label value, the wrong column, the wrong
+    budget) that would otherwise lock the source's only budget.
+
+    Under the dataset row lock that admission takes (so no job is admitted meanwhile, and one
+    admitted before makes this refuse): if any job or ledger row names the dataset, raises
+    :class:`DatasetHasCharges` (the ledger is append-only and the budget spent is final — an
+    admin may retire it instead). Otherwise deletes its claims (location and content: the
+    source may be registered again, corrected), its grants, its ledger totals and the dataset
+    row, and records a :class:`~service.db.models.DatasetWithdrawal` for admins — all in one
+    transaction. :class:`DatasetNotFound` for anyone but its owner and admins."""
+    with sessions.begin() as session:
+        dataset = lock_dataset(session, dataset_id)
+        if dataset is None or not (principal.is_admin or dataset.owner == principal.name):
+            raise DatasetNotFound(dataset_id)
+        job = session.scalar(select(Job.id).where(Job.dataset_id == dataset_id).limit(1))
+        charge = session.scalar(select(Charge.id).where(Charge.dataset_id == dataset_id).limit(1))
+        if job is not None or charge is not None:
+            raise DatasetHasCharges(dataset_id)
+        record = DatasetWithdrawal(
+            dataset_id=dataset.id,
+            name=dataset.name,
+            owner=dataset.owner,
+            source_uri=dataset.source_uri,
+            source_path=dataset.source_path,
+            fingerprint=dataset.fingerprint,
+            n_rows=dataset.n_rows,
+            epsilon=dataset.epsilon,
+            delta=dataset.delta,
+            registered_at=dataset.created_at,
+            withdrawn_by=principal.name,
+            withdrawn_at=utcnow(),
+        )
+        for table in (SourceClaim, Grant, LedgerTotal):
+            session.execute(delete(table).where(table.dataset_id == dataset_id))
+        session.delete(dataset)
+        session.add(record)
+    return record
+
+
+def list_withdrawals(session: Session) -> list[DatasetWithdrawal]:
+    """Every withdrawal, oldest first (the admins' audit view)."""
+    order = (DatasetWithdrawal.withdrawn_at, DatasetWithdrawal.id)
+    return list(session.scalars(select(DatasetWithdrawal).order_by(*order)))
+
+
+# --------------------------------------------------------------------------------------------
+# Is the source still open? (estimate and submission, before anything is charged)
+# --------------------------------------------------------------------------------------------
+
+
+class _Owner:
+    """A dataset's owner as an :class:`Actor` (name and admin flag from ``principals``)."""
+
+    def __init__(self, name: str, is_admin: bool) -> None:
+        self._name, self._admin = name, is_admin
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def is_admin(self) -> bool:
+        return self._admin
+
+
+def location_open(settings: Settings, source_format: str, location: str) -> bool:
+    """Whether a registered ``location`` lies in the data roots (or SQL connections) of
+    ``settings`` — the check a worker's :func:`~service.data.sources.reopen_source` makes
+    (called here, not re-implemented), without reading the source: a local path or ``s3://``
+    key must lie inside a configured root; a ``sql://`` table's connection must be configured
+    (asking the database whether the table exists is left to the worker)."""
+    if source_format == "sql" or location.startswith("sql://"):
+        from service.data.sql_source import parse_sql_uri
+
+        try:
+            return parse_sql_uri(location).connection in settings.sql_connections
+        except SourceError:
+            return False
+    try:
+        reopen_source(source_format, location, settings)
+    except (SourceError, OSError, ValueError):
+        return False
+    return True
+
+
+def source_open_to_owner(session: Session, dataset: Dataset, settings: Settings) -> bool:
+    """Whether ``dataset``'s stored location lies in the roots open to its owner on this server
+    (:func:`settings_for`; a root scoped to other owners does not count, admins may use every
+    root). Reads the configuration and the ``principals`` row, never the source."""
+    role = session.scalar(select(Principal.role).where(Principal.name == dataset.owner))
+    owner = _Owner(dataset.owner, role == "admin")
+    return location_open(
+        settings_for(settings, owner), dataset.source_format, dataset.source_path
+    ) and not _inside_foreign_root(settings, dataset.source_path, owner)
+
+
+def ensure_source_open(session: Session, dataset_id: str, settings: Settings | None) -> None:
+    """Raise :class:`SourceNotOpen` if the dataset's source lies outside the roots open to its
+    owner (:func:`source_open_to_owner`). Job estimates and submissions call it before
+    anything is charged: every job on such a dataset would fail (refunded) at the worker's
+    roots check. ``settings`` None (a caller without the app's settings): nothing is checked."""
+    if settings is None:
+        return
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is not None and not source_open_to_owner(session, dataset, settings):
+        raise SourceNotOpen(dataset_id)

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from service.cpu_quota import available_cpus
+
 DEFAULT_HOME = Path("var")
 
 
@@ -27,7 +29,9 @@ class Settings:
     - ``DPFIT_SQL_CONNECTIONS``: a JSON object naming the operator's databases that tables may
       be registered from, name → SQLAlchemy URL (``{"warehouse": "postgresql+psycopg://…"}``);
       default none. The URLs (credentials) are never shown: not in ``repr``, a response or a log.
-    - ``DPFIT_WORKERS``: worker processes of the embedded Dask LocalCluster; default = cores.
+    - ``DPFIT_WORKERS``: worker processes of the embedded Dask LocalCluster; default = the CPUs
+      this process may use: its affinity and its cgroup's CPU quota (a container's ``--cpus``),
+      not the host's cores (service/cpu_quota.py).
     - ``DPFIT_DASK_SCHEDULER``: address of an external Dask scheduler (then no LocalCluster).
     - ``DPFIT_MAX_ATTEMPTS``: runs of one job (a worker starting it) before a restart marks it
       failed (default 3); dispatches that no worker started don't count.
@@ -61,6 +65,19 @@ class Settings:
       10; 0 keeps the API's priority): fits yield the CPU to requests
       (service/workers/priority.py). An external cluster's operator starts ``dask worker``
       under ``nice`` instead.
+    - ``DPFIT_MAX_RUNNING_PER_PRINCIPAL``: jobs of one principal that may hold a worker at once
+      (default: all worker slots but one, at least 1 — so another principal's job finds a free
+      slot while one principal's long jobs run); the dispatcher holds the rest back and
+      releases jobs least-running-principal first (service/workers/fair_queue.py).
+    - ``DPFIT_MAX_ACTIVE_PER_PRINCIPAL``: queued + running jobs one principal may have (default
+      50); a submission over it is refused with 429 and ``Retry-After`` before anything is
+      charged.
+    - ``DPFIT_JOB_TIME_LIMIT``: wall-clock seconds a job's run may take once a worker claimed it
+      (default 3600; public, fixed before any row is read). A run over it stops and fails, its
+      charge standing (service/workers/runner.py).
+    - ``DPFIT_RECONCILE_INTERVAL``: seconds between two passes of the reconciler that
+      re-dispatches accepted jobs no live worker task holds (after a database outage), without
+      a restart (default 2; 0 turns it off). service/workers/reconciler.py.
     """
 
     database_url: str
@@ -85,6 +102,10 @@ class Settings:
     data_parallel_min_rows: int | None = None
     api_workers: int = 1
     worker_nice: int = 10
+    max_running_per_principal: int | None = None
+    max_active_per_principal: int = 50
+    job_time_limit_s: float = 3600.0
+    reconcile_interval_s: float = 2.0
     # Set by the supervisor for its API processes: it recovers jobs and logs job events itself.
     supervised: bool = False
 
@@ -97,7 +118,7 @@ class Settings:
         entries = [p for _, p in scoped]
         roots = tuple(Path(p).expanduser().resolve() for p in entries if not _is_s3(p))
         object_roots = tuple(_s3_root(p) for p in entries if _is_s3(p))
-        workers = int(env.get("DPFIT_WORKERS") or (os.cpu_count() or 1))
+        workers = int(env.get("DPFIT_WORKERS") or available_cpus())
         connections = _sql_connections(env.get("DPFIT_SQL_CONNECTIONS") or "")
         return Settings(
             database_url=database_url,
@@ -124,7 +145,17 @@ class Settings:
             api_workers=max(1, int(env.get("DPFIT_API_WORKERS") or 1)),
             worker_nice=min(19, max(0, int(env.get("DPFIT_WORKER_NICE") or 10))),
             supervised=env.get(SUPERVISED_ENV) == "1",
+            max_running_per_principal=_positive_int(env, "DPFIT_MAX_RUNNING_PER_PRINCIPAL"),
+            max_active_per_principal=_positive_int(env, "DPFIT_MAX_ACTIVE_PER_PRINCIPAL") or 50,
+            job_time_limit_s=_positive_float(env, "DPFIT_JOB_TIME_LIMIT", 3600.0),
+            reconcile_interval_s=_positive_float(env, "DPFIT_RECONCILE_INTERVAL", 2.0, zero=True),
         )
+
+    def running_per_principal(self, slots: int) -> int:
+        """Worker slots one principal may hold of ``slots``: the setting, else all but one."""
+        if self.max_running_per_principal is not None:
+            return self.max_running_per_principal
+        return max(1, slots - 1)
 
 
 SUPERVISED_ENV = "DPFIT_SUPERVISED"
@@ -271,6 +302,32 @@ def _optional_int(raw: str | None) -> int | None:
     except ValueError:
         raise SettingsError("DPFIT_DATA_PARALLEL_MIN_ROWS must be an integer") from None
     return max(0, value)
+
+
+def _positive_int(env: dict[str, str], name: str) -> int | None:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a positive integer") from None
+    if value < 1:
+        raise SettingsError(f"{name} must be a positive integer")
+    return value
+
+
+def _positive_float(env: dict[str, str], name: str, default: float, zero: bool = False) -> float:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number of seconds") from None
+    if not (value > 0 or (zero and value == 0)) or value != value or value == float("inf"):
+        raise SettingsError(f"{name} must be a positive number of seconds")
+    return value
 
 
 def _optional_path(raw: str | None) -> Path | None:

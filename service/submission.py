@@ -4,7 +4,13 @@
 functions; routes only translate HTTP. Everything here raises domain errors, mapped to
 problem+json in one place (service/api/errors.py):
 :class:`~service.optimizers.base.InfeasibleSpec` (field at fault), ``BudgetExceeded``,
-``IdempotencyConflict``, ``DatasetRetired``, ``DatasetNotFound``, ``ConcurrentChange``.
+``IdempotencyConflict``, ``DatasetRetired``, ``SourceNotOpen``, ``DatasetNotFound``,
+``ConcurrentChange``.
+
+Given the app's settings, both also refuse a dataset whose source lies outside the data roots
+open to its owner (:func:`service.registration.ensure_source_open`, ``SourceNotOpen``): every
+job on it would fail at the worker's roots check, so the estimate says so and the submission
+charges nothing.
 
 Guarantee: :func:`estimate_job` and :func:`submit_job` price a request with the same
 :func:`price_job` (the plan is deterministic in the public spec) and decide with the same
@@ -26,7 +32,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.data.partitions import choose_layout
+from service.data.partitions import choose_layout, worker_memory_limit
 from service.data.sql_encoding import InDatabaseUnsupported
 from service.db.models import Dataset, Grant, Job
 from service.errors import ConcurrentChange, DatasetNotFound
@@ -48,7 +54,11 @@ from service.optimizers.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.planning import JobPlan, plan_job, plan_to_json
 from service.optimizers.registry import get_optimizer
 from service.privacy.gdp import parallel_mu
-from service.registration import DatasetRetired, ensure_not_retired
+from service.registration import (
+    DatasetRetired,
+    ensure_not_retired,
+    ensure_source_open,
+)
 from service.schemas import JobCreate, OptimizerChoice
 from service.settings import Settings
 from service.workers.dispatch import Dispatcher
@@ -241,19 +251,25 @@ def _resolve_auto(
 def check_fits_cluster(
     facts: DatasetFacts, dimension: int, optimizer: str, settings: Settings | None = None
 ) -> None:
-    """Refuse, before any charge, a job whose encoded rows cannot fit in the cluster's workers
-    as the operator declared them (``DPFIT_WORKERS`` × ``DPFIT_WORKER_MEMORY``): spread over
-    all workers for the data-parallel full-gradient optimizers, in one worker for the others.
-    From public facts only (n, the encoded dimension, the label's classes). No memory limit
-    declared: nothing to check. Raises :class:`InfeasibleSpec` on ``dataset_id``."""
+    """Refuse, before any charge, a job whose planned worker memory cannot fit the cluster's
+    workers (``DPFIT_WORKERS`` × each worker's limit: ``DPFIT_WORKER_MEMORY``, or the embedded
+    cluster's default share of the machine, :func:`~service.data.partitions.
+    worker_memory_limit`): spread over all workers for the data-parallel full-gradient
+    optimizers, in one worker for the others. The plan (:func:`~service.data.partitions.
+    choose_layout`) is priced from public facts only — n, the encoded dimension, the label's
+    classes, the declared columns read, the optimizer — never from a cell, so neighbouring
+    datasets are refused or admitted alike. An external cluster whose limit was not stated:
+    nothing to check here (the runner checks the live workers before reading). Raises
+    :class:`InfeasibleSpec` on ``dataset_id``."""
     settings = settings or Settings.from_env()
-    if not settings.worker_memory:
+    limit = worker_memory_limit(settings)
+    if not limit:
         return
     layout = choose_layout(
         facts.n_rows,
         dimension,
         facts.classes,
-        [settings.worker_memory] * settings.workers,
+        [limit] * settings.workers,
         data_parallel=hasattr(get_optimizer(optimizer), "fit_oracle"),
         min_rows=settings.data_parallel_min_rows,
         columns=facts.columns,
@@ -262,7 +278,7 @@ def check_fits_cluster(
         raise InfeasibleSpec(
             "dataset_id",
             f"{layout.reason} ({settings.workers} worker(s) of "
-            f"{settings.worker_memory // (1 << 20)} MiB); nothing was charged",
+            f"{limit // (1 << 20)} MiB); nothing was charged",
         )
 
 
@@ -293,8 +309,16 @@ def accounting_kind(budget: privacy_filter.Budget, charge: JobCharge) -> str:
     return "gaussian" if charge.mu is not None else "renyi"
 
 
-def estimate_job(session: Session, dataset: Dataset, principal: str, priced: Priced) -> Estimate:
-    """Price ``priced`` against the dataset's live ledger without writing anything."""
+def estimate_job(
+    session: Session,
+    dataset: Dataset,
+    principal: str,
+    priced: Priced,
+    settings: Settings | None = None,
+) -> Estimate:
+    """Price ``priced`` against the dataset's live ledger without writing anything. Raises
+    ``SourceNotOpen`` (given ``settings``) as a submission would."""
+    ensure_source_open(session, dataset.id, settings)
     budget = budget_of(dataset)
     cost = priced.charge.cost
     try:
@@ -324,10 +348,13 @@ def submit_job(
     idempotency_key: str | None,
     body_hash: str,
     needs_grant: bool = False,
+    settings: Settings | None = None,
 ) -> tuple[Job, bool]:
     """Admit the priced job atomically (ledger/admission.py) and return it with True — or the
     earlier job of the same Idempotency-Key with False (nothing charged). Must run inside
-    ``session.begin()``; the caller commits, then dispatches a new job.
+    ``session.begin()``; the caller commits, then dispatches a new job. Given ``settings``, a
+    new job on a dataset whose source is not open to its owner is refused (``SourceNotOpen``)
+    and its transaction rolled back: nothing is charged.
 
     ``needs_grant`` (the caller is an analyst): the grant is checked again under admission's
     dataset lock, which a revocation takes too — a job checked before a revocation committed is
@@ -349,6 +376,9 @@ def submit_job(
     admitted = admit_job(session, dataset_id, job, priced.charge)
     if admitted.id != job.id:
         return admitted, False
+    # Under admission's lock, before the commit: a refusal rolls the charge back (nothing is
+    # charged); a replay of an admitted job is answered as before.
+    ensure_source_open(session, dataset_id, settings)
     ensure_not_retired(session, dataset_id)  # under admission's lock: races safely with retire
     if needs_grant and not _granted(session, dataset_id, principal):
         raise DatasetNotFound(dataset_id, "dataset_id")  # revoked meanwhile
@@ -372,6 +402,7 @@ def submit_and_dispatch(
     view: Callable[[Session, Job], View],
     same_kind: Callable[[Job], bool] = lambda _: True,
     needs_grant: bool = False,
+    settings: Settings | None = None,
 ) -> tuple[View, bool]:
     """Admit the job in one transaction, then dispatch it if it is new.
 
@@ -394,6 +425,7 @@ def submit_and_dispatch(
                 idempotency_key=idempotency_key,
                 body_hash=body_hash,
                 needs_grant=needs_grant,
+                settings=settings,
             )
             if not same_kind(admitted):
                 raise IdempotencyConflict(idempotency_key or "")

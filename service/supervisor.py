@@ -8,18 +8,19 @@ One API process is bound by Python's GIL to about one core. With ``DPFIT_API_WOR
   job-event log — each exactly once, before any API process accepts a request. Recovery in every
   API process would dispatch the same queued job N times;
 - **N API processes** (uvicorn's workers, sharing one listening socket): each serves HTTP and
-  dispatches the jobs it admits to the supervisor's cluster as a Dask *client* over the same
-  mutual TLS (the ``client`` certificate of the service's TLS set, as for an external
-  scheduler), and skips recovery and the event log (``DPFIT_SUPERVISED=1`` in their
-  environment).
+  admits jobs, and skips recovery and the event log (``DPFIT_SUPERVISED=1`` in their
+  environment). They dispatch nothing themselves
+  (:class:`service.workers.dispatch.SupervisorDispatches`): the supervisor's reconciler is the
+  one dispatcher of the service, so its fair queue and per-principal limits see every job
+  (a job waits at most ``DPFIT_RECONCILE_INTERVAL`` before the supervisor sees it).
 
 What holds across processes is what held within one: admission is one database transaction
 (the dataset row lock on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite), so N processes admit
 exactly what one would; a job runs once because its worker task claims it in the database.
 
-Limits, stated: a job whose Dask task errors outside the runner is marked failed by the done
-callback of the API process that dispatched it — if that process died first, the job stays
-``running`` until the next start's recovery.
+A job whose Dask task errors outside the runner is marked failed by the done callback of the
+dispatching process; if that write fails too, the reconciler re-dispatches the job
+(service/workers/reconciler.py) without a restart.
 
 ``/metrics`` is whole whichever process answers a scrape: the supervisor gives the API
 processes a fresh directory for prometheus-client's multiprocess mode (removed when it stops),
@@ -41,22 +42,50 @@ from service.api.metrics import MULTIPROCESS_DIR_ENV
 from service.job_events import JobEventThread
 from service.settings import SUPERVISED_ENV, Settings
 from service.workers.dispatch import Dispatcher, recover_unfinished
+from service.workers.reconciler import Reconciler
 
 logger = logging.getLogger("dpfit.supervisor")
 
 
+class ServiceThreads:
+    """The job-event log and (for a dispatcher that tracks its jobs) the reconciler."""
+
+    def __init__(self, job_events: JobEventThread, reconciler: Reconciler | None) -> None:
+        self.job_events = job_events
+        self.reconciler = reconciler
+
+    def stop(self) -> None:
+        if self.reconciler is not None:
+            self.reconciler.stop()
+        self.job_events.stop()
+
+
 def start_once_per_service(
-    sessions: sessionmaker[Session], dispatcher: Dispatcher, max_attempts: int
-) -> JobEventThread:
+    sessions: sessionmaker[Session],
+    dispatcher: Dispatcher,
+    max_attempts: int,
+    settings: Settings | None = None,
+    *,
+    admits: bool = True,
+) -> ServiceThreads:
     """What one process of the service does, before any request: re-dispatch the jobs a
-    previous run left unfinished, then start the job-event log (returned; the caller stops it).
-    The single API process does it itself; with several, only the supervisor."""
+    previous run left unfinished, then start the job-event log and the reconciler (returned;
+    the caller stops them). The single API process does it itself; with several, only the
+    supervisor (``admits=False``: it admits no job, so a queued job needs no grace).
+
+    The reconciler runs when ``settings.reconcile_interval_s`` > 0 and the dispatcher tracks
+    its jobs (``tracked``/``refresh``; test dispatchers that run nothing do not)."""
     recovered = recover_unfinished(sessions, dispatcher, max_attempts)
     if recovered:
         logger.warning("re-dispatched %d unfinished job(s)", len(recovered))
     job_events = JobEventThread(sessions)
     job_events.start()
-    return job_events
+    interval = (settings or Settings.from_env()).reconcile_interval_s
+    reconciler = None
+    if interval > 0 and hasattr(dispatcher, "tracked") and hasattr(dispatcher, "refresh"):
+        reconciler = Reconciler(sessions, dispatcher, max_attempts, interval, grace=admits)  # type: ignore[arg-type]
+        reconciler.start()
+    return ServiceThreads(job_events, reconciler)
 
 
 def serve_with_workers(settings: Settings, host: str, port: int) -> None:
@@ -82,7 +111,9 @@ def serve_with_workers(settings: Settings, host: str, port: int) -> None:
     job_events = None
     metrics_dir = tempfile.mkdtemp(prefix="dpfit-metrics-")
     try:
-        job_events = start_once_per_service(sessions, dispatcher, settings.max_attempts)
+        job_events = start_once_per_service(
+            sessions, dispatcher, settings.max_attempts, settings, admits=False
+        )
         os.environ["DPFIT_DASK_SCHEDULER"] = address
         os.environ[SUPERVISED_ENV] = "1"
         os.environ[MULTIPROCESS_DIR_ENV] = metrics_dir

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
 from service import __version__
-from service.api import catalog, datasets, docs, jobs, keys, metrics, models
+from service.api import catalog, datasets, docs, jobs, keys, me, metrics, models
 from service.api.errors import install_error_handlers
 from service.api.middleware import BodyLimit, RequestContext, SafeTarget
 from service.api.ui import install_ui
@@ -22,7 +22,7 @@ from service.logging_setup import configure_logging
 from service.schemas import Problem
 from service.settings import Settings
 from service.supervisor import start_once_per_service
-from service.workers.dispatch import DaskDispatcher, Dispatcher
+from service.workers.dispatch import DaskDispatcher, Dispatcher, SupervisorDispatches
 
 DispatcherFactory = Callable[[Settings, sessionmaker[Session]], Dispatcher]
 
@@ -56,7 +56,9 @@ def create_app(
     """Build the app. Starting it (lifespan) connects the database and the workers and
     re-dispatches jobs that were accepted but not finished."""
     settings = settings or Settings.from_env()
-    factory: DispatcherFactory = dispatcher_factory or DaskDispatcher
+    # Under the supervisor, its reconciler is the one dispatcher (fair across all processes).
+    default: DispatcherFactory = SupervisorDispatches if settings.supervised else DaskDispatcher
+    factory: DispatcherFactory = dispatcher_factory or default
     configure_logging("text" if settings.log_format == "text" else "json")
 
     @asynccontextmanager
@@ -71,7 +73,7 @@ def create_app(
         job_events = None
         if not settings.supervised:  # else the supervisor does it (service/supervisor.py)
             job_events = start_once_per_service(
-                app.state.sessions, app.state.dispatcher, settings.max_attempts
+                app.state.sessions, app.state.dispatcher, settings.max_attempts, settings
             )
         # RequestContext writes one access line per request (route template, no query string).
         logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
@@ -114,7 +116,7 @@ def create_app(
     app.add_middleware(SafeTarget)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestContext)
-    for module in (datasets, jobs, models, keys, catalog, docs, metrics):
+    for module in (datasets, jobs, models, keys, me, catalog, docs, metrics):
         app.include_router(module.router)
     install_ui(app)
     _serve_problem_json_schema(app)

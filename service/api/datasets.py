@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from service.api.access import (
     is_owner,
@@ -15,10 +16,10 @@ from service.api.access import (
     visible_dataset_and_grant,
 )
 from service.api.auth import Principal
-from service.api.deps import AnyRole, AppSettings, Owner, Sessions
+from service.api.deps import Admin, AnyRole, AppSettings, Owner, Sessions
 from service.api.errors import ProblemError, invalid, not_found
 from service.api.pagination import PageParams, finish_page, paginate
-from service.db.models import Charge, Dataset, Grant, utcnow
+from service.db.models import Charge, Dataset, DatasetWithdrawal, Grant, utcnow
 from service.grants import GrantNotFound, list_grants, revoke_grant, with_spend
 from service.ledger import filter as privacy_filter
 from service.ledger.accounting import ORDERS
@@ -28,7 +29,17 @@ from service.ledger.history import budget_history
 from service.ledger.standing import standing
 from service.ledger.totals import curve_to_json
 from service.principals import NotAnAnalyst, require_analyst
-from service.registration import register_dataset, retire_dataset, stored_report_counts
+from service.registration import (
+    DatasetHasCharges,
+    check_registration,
+    cross_owner_duplicates,
+    list_withdrawals,
+    register_dataset,
+    report_counts,
+    retire_dataset,
+    stored_report_counts,
+    withdraw_dataset,
+)
 from service.schemas import (
     BudgetHistoryOut,
     BudgetHistoryPoint,
@@ -43,11 +54,21 @@ from service.schemas import (
     LedgerOut,
     ValidationOut,
 )
+from service.schemas.common import PrivacyOut
+from service.schemas.datasets import (
+    DatasetValidationOut,
+    DatasetWithdrawalOut,
+    RegistrationRefusalOut,
+)
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
 
-def dataset_out(dataset: Dataset, principal: Principal) -> DatasetOut:
+def dataset_out(
+    dataset: Dataset, principal: Principal, duplicates: dict[str, list[str]] | None = None
+) -> DatasetOut:
+    """The dataset as ``principal`` may see it. ``duplicates`` (admins: from
+    :func:`~service.registration.cross_owner_duplicates`) fills the admin-only field."""
     owner_view = is_owner(principal, dataset)
     return DatasetOut.model_validate(
         {
@@ -66,7 +87,34 @@ def dataset_out(dataset: Dataset, principal: Principal) -> DatasetOut:
             "validation": validation_out(dataset.validation) if owner_view else None,
             "created_at": dataset.created_at,
             "retired_at": dataset.retired_at,
+            "duplicates": (duplicates or {}).get(dataset.id, [])
+            if principal.is_admin and duplicates is not None
+            else None,
         }
+    )
+
+
+def admin_view(
+    session: Session, principal: Principal, datasets: list[Dataset]
+) -> dict[str, list[str]] | None:
+    """Cross-owner duplicates of ``datasets`` for an admin; ``None`` (not computed, not shown)
+    for everyone else."""
+    if not principal.is_admin:
+        return None
+    return cross_owner_duplicates(session, [d.id for d in datasets])
+
+
+def withdrawal_out(record: DatasetWithdrawal) -> DatasetWithdrawalOut:
+    return DatasetWithdrawalOut(
+        dataset_id=record.dataset_id,
+        name=record.name,
+        owner=record.owner,
+        source_uri=record.source_uri,
+        n_rows=record.n_rows,
+        budget=PrivacyOut(epsilon=record.epsilon, delta=record.delta),
+        registered_at=record.registered_at,
+        withdrawn_by=record.withdrawn_by,
+        withdrawn_at=record.withdrawn_at,
     )
 
 
@@ -86,23 +134,95 @@ def create_dataset(
     budget.
 
     Parses the whole source with the workers' reader and answers with the validation report
-    (shown to the owner and admins only); ``strict`` refuses label values outside the declared
-    set and non-numbers in numeric columns. A source whose location or content already backs a
-    dataset is refused with 409 (one budget per data; the existing id is named only to its owner
-    and admins). n and the fingerprint are fixed here; a job on a changed source fails.
+    (shown to the owner and admins only). `strict` decides what the report refuses (422 naming
+    the field): by default a source most of whose non-empty labels are outside the declared
+    values; `true`: any such label and any non-number in a numeric column; `false`: nothing.
+    A source whose location (or a folder holding it, or a file inside it) already backs a
+    dataset, or whose content already backs one of the caller's own datasets, is refused with
+    409 (one budget per data; the existing id is named only to its owner and admins). Content
+    is never compared with other owners' datasets: an equal copy registers, and admins see it
+    in `duplicates`. n and the fingerprint are fixed here; a job on a changed source fails.
+    Try a body first with `POST /v1/datasets/validate`.
     """
     dataset = register_dataset(sessions=sessions, principal=principal, body=body, settings=settings)
-    return dataset_out(dataset, principal)
+    if not principal.is_admin:
+        return dataset_out(dataset, principal)
+    with sessions() as session:
+        return dataset_out(dataset, principal, admin_view(session, principal, [dataset]))
+
+
+@router.post(
+    "/validate",
+    response_model=DatasetValidationOut,
+    summary="Validate a registration without creating anything (dry run)",
+)
+def validate_dataset(
+    body: DatasetCreate, principal: Owner, sessions: Sessions, settings: AppSettings
+) -> DatasetValidationOut:
+    """Run every check of `POST /v1/datasets` on the body — roots, columns, one budget per
+    data, the whole source parsed with the workers' reader — and answer with the validation
+    report and whether the registration would succeed, creating nothing. What registration
+    refuses before the report is refused here the same way (422, 409); the label rule's or
+    strict mode's refusal comes back in `refusal`, beside the report it was read from."""
+    check = check_registration(sessions=sessions, principal=principal, body=body, settings=settings)
+    refusal = check.refusal
+    return DatasetValidationOut(
+        would_register=refusal is None,
+        refusal=None
+        if refusal is None
+        else RegistrationRefusalOut(field=refusal.field, detail=refusal.message),
+        n_rows=check.n_rows,
+        n_features=check.n_features,
+        validation=ValidationOut.model_validate(report_counts(check.report)),
+    )
+
+
+@router.get(
+    "/withdrawals",
+    response_model=list[DatasetWithdrawalOut],
+    summary="Withdrawn datasets (admins)",
+)
+def get_withdrawals(principal: Admin, sessions: Sessions) -> list[DatasetWithdrawalOut]:
+    """Every dataset withdrawn with `DELETE /v1/datasets/{id}`, oldest first: what it was,
+    who withdrew it, when. Admins only."""
+    with sessions() as session:
+        return [withdrawal_out(r) for r in list_withdrawals(session)]
+
+
+@router.delete(
+    "/{dataset_id}",
+    response_model=DatasetWithdrawalOut,
+    summary="Withdraw a dataset that has no charges",
+)
+def withdraw(dataset_id: str, principal: Owner, sessions: Sessions) -> DatasetWithdrawalOut:
+    """Withdraw a dataset on which no job was ever submitted — the way back from a registration
+    mistake. The dataset, its grants and its claims are removed (the source may be registered
+    again, corrected); a record stays for admins (`GET /v1/datasets/withdrawals`). The
+    dataset's owner and admins (other owners: 404; analysts: 403). Once any job was submitted
+    (and so charged) on it, 409: the ledger is append-only and its budget stays (an admin may
+    retire it)."""
+    try:
+        record = withdraw_dataset(sessions=sessions, principal=principal, dataset_id=dataset_id)
+    except DatasetHasCharges:
+        raise ProblemError(
+            409,
+            "Dataset has charges",
+            f"Dataset {dataset_id!r} cannot be withdrawn: jobs were submitted on it, so its "
+            "ledger holds their charges (append-only) and its budget stays. An admin may "
+            "retire it (POST /v1/datasets/{id}/retire) so that no further job is admitted.",
+            "dataset_id",
+        ) from None
+    return withdrawal_out(record)
 
 
 @router.post("/{dataset_id}/retire", response_model=DatasetOut, summary="Retire a dataset (admins)")
 def retire(dataset_id: str, principal: AnyRole, sessions: Sessions) -> DatasetOut:
     """Retire a dataset: no job is admitted on it afterwards and its budget is final. Its source
-    (location and content) can never be registered again. Admins only (404 for everyone else);
-    idempotent."""
-    return dataset_out(
-        retire_dataset(sessions=sessions, principal=principal, dataset_id=dataset_id), principal
-    )
+    (location and content) can never be registered again by its owner. Admins only (404 for
+    everyone else); idempotent."""
+    dataset = retire_dataset(sessions=sessions, principal=principal, dataset_id=dataset_id)
+    with sessions() as session:
+        return dataset_out(dataset, principal, admin_view(session, principal, [dataset]))
 
 
 @router.get("", response_model=list[DatasetOut], summary="List visible datasets")
@@ -121,13 +241,15 @@ def list_datasets(
             query = query.where(visible)
         rows = session.scalars(paginate(query, page, Dataset.created_at, Dataset.id)).all()
         rows = finish_page(rows, page, request, response, key=lambda d: (d.created_at, d.id))
-        return [dataset_out(d, principal) for d in rows]
+        duplicates = admin_view(session, principal, list(rows))
+        return [dataset_out(d, principal, duplicates) for d in rows]
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut, summary="Get a dataset")
 def get_dataset(dataset_id: str, principal: AnyRole, sessions: Sessions) -> DatasetOut:
     with sessions() as session:
-        return dataset_out(visible_dataset(session, principal, dataset_id), principal)
+        dataset = visible_dataset(session, principal, dataset_id)
+        return dataset_out(dataset, principal, admin_view(session, principal, [dataset]))
 
 
 @router.post(

@@ -231,6 +231,7 @@ def install_registration_handlers(app: FastAPI) -> None:
         DatasetRetired,
         RegistrationRefused,
         SourceAlreadyRegistered,
+        SourceNotOpen,
     )
 
     @app.exception_handler(RegistrationRefused)
@@ -239,13 +240,14 @@ def install_registration_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(SourceAlreadyRegistered)
     async def _registered(_: Request, exc: SourceAlreadyRegistered) -> JSONResponse:
-        if exc.existing_id is None:
-            detail = "This data (its location, a folder holding it or a file inside it, or its "
-            detail += "content) is already registered as a dataset."
+        if exc.existing_id is None:  # another owner's location: content is never compared
+            detail = "This location (the path, object key or table, a folder holding it or a "
+            detail += "file inside it) is already registered as a dataset."
             return problem_response(409, "Already registered", detail, "source.uri")
         detail = (
-            "This data (its location, a folder holding it or a file inside it, or its content) "
-            f"is already registered as dataset {exc.existing_id!r}; one source has one budget."
+            "This data (its location, a folder holding it or a file inside it, or its content "
+            f"among your datasets) is already registered as dataset {exc.existing_id!r}; one "
+            "source has one budget."
         )
         return problem_response(
             409, "Already registered", detail, "source.uri", dataset_id=exc.existing_id
@@ -255,6 +257,16 @@ def install_registration_handlers(app: FastAPI) -> None:
     async def _retired(_: Request, exc: DatasetRetired) -> JSONResponse:
         detail = f"Dataset {exc.dataset_id!r} is retired: its budget is final, no job is admitted."
         return problem_response(409, "Dataset retired", detail, "dataset_id")
+
+    @app.exception_handler(SourceNotOpen)
+    async def _not_open(_: Request, exc: SourceNotOpen) -> JSONResponse:
+        detail = (
+            f"The source of dataset {exc.dataset_id!r} lies outside the data roots open to its "
+            "owner on this server (DPFIT_DATA_ROOTS / DPFIT_SQL_CONNECTIONS no longer hold it), "
+            "so no worker may read it; nothing was charged. The data is not said to have "
+            "changed: the server's operator must re-open the root that holds it."
+        )
+        return problem_response(409, "Source not open", detail, "dataset_id")
 
 
 def install_domain_handlers(app: FastAPI) -> None:

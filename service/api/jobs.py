@@ -5,16 +5,17 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.responses import JSONResponse
 from sqlalchemy import Exists, bindparam, exists, select
 from sqlalchemy.orm import Session
 
 from service import job_status
 from service.api.access import shown_job, visible_dataset, visible_job
 from service.api.deps import AnyRole, AppDispatcher, AppSettings, Sessions
-from service.api.errors import ProblemError
+from service.api.errors import ProblemError, problem_response
 from service.api.pagination import PageParams, finish_page, paginate
 from service.db.models import Charge, Job
-from service.ledger.admission import budget_of, cancel_or_refund_unread
+from service.ledger.admission import budget_of, cancel_or_refund_unread, find_idempotent
 from service.schemas import JobCreate, JobEstimateOut, JobOut, JobStatus, PrivacyOut
 from service.submission import (
     DatasetFacts,
@@ -80,7 +81,7 @@ def estimate(
     with sessions() as session:
         dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
         priced = price_job(DatasetFacts.of(dataset), body, settings)
-        answer = estimate_job(session, dataset, principal.name, priced)
+        answer = estimate_job(session, dataset, principal.name, priced, settings)
         budget = budget_of(dataset)
     plan = priced.planned.plan
     return JobEstimateOut(
@@ -130,6 +131,14 @@ def create_job(
         facts = DatasetFacts.of(
             visible_dataset(session, principal, body.dataset_id, field="dataset_id")
         )
+        replay = idempotency_key and find_idempotent(session, principal.name, idempotency_key)
+        try:  # before planning, pricing or any charge; a replay is answered as before
+            if not replay:
+                job_status.check_active_limit(
+                    session, principal.name, settings.max_active_per_principal
+                )
+        except job_status.TooManyActiveJobs as exc:
+            return _too_many(exc)  # type: ignore[return-value]
     out, is_new = submit_and_dispatch(
         sessions,
         dispatcher,
@@ -140,10 +149,23 @@ def create_job(
         body_hash=request_hash(body),
         view=job_out,
         needs_grant=principal.role == "analyst",
+        settings=settings,
     )
     if not is_new:
         response.headers["Idempotent-Replayed"] = "true"
     return out
+
+
+def _too_many(exc: job_status.TooManyActiveJobs) -> JSONResponse:
+    """429 problem+json with ``Retry-After``: nothing was planned or charged."""
+    answer = problem_response(
+        429,
+        "Too many active jobs",
+        f"{exc}; wait for one to finish (DPFIT_MAX_ACTIVE_PER_PRINCIPAL). Nothing was charged.",
+        limit=exc.limit,
+    )
+    answer.headers["Retry-After"] = str(exc.RETRY_AFTER_S)
+    return answer
 
 
 @router.get("", response_model=list[JobOut], summary="List your jobs")

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from service import released_model
 from service.api.access import visible_dataset, visible_job, visible_model
-from service.api.deps import AnyRole, AppDispatcher, Sessions
+from service.api.deps import AnyRole, AppDispatcher, AppSettings, Sessions
 from service.api.errors import invalid, not_found
 from service.api.jobs import was_refunded
 from service.data.encoding import Encoder
@@ -23,12 +23,14 @@ from service.db.models import Evaluation, Job
 from service.evaluation import PricedEvaluation, is_evaluation, price_evaluation
 from service.ledger.admission import budget_of
 from service.models.registry import ModelSpec, build_loss
+from service.prediction_warnings import prediction_warnings
 from service.released_model import weight_matrix
 from service.schemas import (
     EvaluationCreate,
     EvaluationOut,
     JobEstimateOut,
     ModelOut,
+    PredictionWarningOut,
     PredictRequest,
     PredictResponse,
     PrivacyOut,
@@ -81,7 +83,13 @@ def predict(
     loss = build_loss(TypeAdapter(ModelSpec).validate_python(model_json))
     label = LabelSpec.model_validate(label_json)
     result = released_model.predict(weight_matrix(coefficients, intercept), loss, label, X)
-    return PredictResponse(predictions=result.predictions, probabilities=result.probabilities)
+    found = prediction_warnings(encoder, body.rows)
+    return PredictResponse(
+        predictions=result.predictions,
+        probabilities=result.probabilities,
+        warnings=[PredictionWarningOut.model_validate(vars(w)) for w in found.listed],
+        warnings_total=found.total,
+    )
 
 
 # --- private evaluation (service/evaluation.py) -------------------------------------------------
@@ -119,14 +127,18 @@ def _evaluation_out(session: Session, job: Job) -> EvaluationOut:
     summary="Price a private evaluation without submitting it",
 )
 def estimate_evaluation(
-    model_id: str, body: EvaluationCreate, principal: AnyRole, sessions: Sessions
+    model_id: str,
+    body: EvaluationCreate,
+    principal: AnyRole,
+    sessions: Sessions,
+    settings: AppSettings,
 ) -> JobEstimateOut:
     """Plan and price the body of `POST /v1/models/{id}/evaluate` exactly as a submission
     would; charges nothing, writes nothing."""
     priced = _priced_evaluation(sessions, principal, model_id, body)
     with sessions() as session:
         dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
-        answer = estimate_job(session, dataset, principal.name, priced)
+        answer = estimate_job(session, dataset, principal.name, priced, settings)
         budget = budget_of(dataset)
     return JobEstimateOut(
         dataset_id=body.dataset_id,
@@ -161,6 +173,7 @@ def evaluate(
     principal: AnyRole,
     sessions: Sessions,
     dispatcher: AppDispatcher,
+    settings: AppSettings,
     response: Response,
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", max_length=200, pattern=r"^[\x21-\x7e]+$")
@@ -184,6 +197,7 @@ def evaluate(
         view=_evaluation_out,
         same_kind=lambda job: is_evaluation(job.spec),
         needs_grant=principal.role == "analyst",
+        settings=settings,
     )
     if not is_new:
         response.headers["Idempotent-Replayed"] = "true"

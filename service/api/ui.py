@@ -1,4 +1,5 @@
-"""The dashboard: ``GET /ui`` (one HTML page) and the ``/ui/static`` files it loads.
+"""The dashboard: ``GET /ui`` (one HTML page), the ``/ui/static`` files it loads, and ``GET /``
+(a redirect to ``/ui``).
 
 The page is a small single-page app (service/ui/static/) that calls the same HTTP API as every
 other client with the API key the user typed, kept in the browser's ``sessionStorage`` only (never
@@ -17,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, RedirectResponse
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
@@ -46,6 +47,12 @@ SECURITY_HEADERS = {
 }
 
 router = APIRouter(include_in_schema=False)
+
+
+@router.get("/")
+async def root() -> RedirectResponse:
+    """The service's root sends a browser to the dashboard (``/ui``); the API is under ``/v1``."""
+    return RedirectResponse("/ui", status_code=307)
 
 
 @router.get("/ui")

@@ -25,14 +25,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 
 from service.data.source import Source, SourceFormat
 
+if TYPE_CHECKING:
+    from service.settings import Settings
+
 __all__ = [
     "DATA_FRACTION",
+    "MACHINE_SHARE",
+    "PAUSE_FRACTION",
+    "TERMINATE_FRACTION",
     "READER_BLOCK_BYTES",
     "READER_BYTES",
     "READER_BYTES_PER_COLUMN",
@@ -42,11 +48,13 @@ __all__ = [
     "RowWindow",
     "WindowSource",
     "choose_layout",
+    "default_worker_memory",
     "encoded_bytes",
     "reader_bytes",
     "split_rows",
     "spread_fits",
     "usable_bytes",
+    "worker_memory_limit",
     "worker_overhead",
 ]
 
@@ -59,7 +67,8 @@ WORKER_PROCESS_BYTES = 256 << 20
 #: page per source column (≈ 1.3 MiB per column with Arrow's default 1 MiB pages: 51–55 MiB for
 #: 41 columns, measured), plus one 2 MiB block (``data_parallel.PARTITION_BLOCK_BYTES``); a CSV
 #: or SQL source holds one block. Parquet files with many more columns or much larger pages need
-#: more: that is public metadata the owner controls (README, "Growing to a cluster").
+#: more: that is public metadata the owner controls
+#: (docs/reference/cluster.md#growing-to-a-cluster-of-many-machines-data-parallel-jobs).
 READER_BYTES = 64 << 20
 #: Arrow's Parquet reader per source column read (one data page and one dictionary page at its
 #: default 1 MiB pages: 1.3 MiB measured), plus the 2 MiB read block: a source with many
@@ -68,13 +77,61 @@ READER_BYTES_PER_COLUMN = 1363 << 10
 READER_BLOCK_BYTES = 2 << 20
 #: While steps run: a gradient's temporaries, about three float64 vectors per row held.
 STEP_BYTES_PER_ROW = 24
-#: The memory fraction at which a worker pauses (the embedded cluster sets Dask's
-#: ``distributed.worker.memory.pause`` to it; external workers must too, README). A paused worker
-#: runs nothing, so job data must stay below it.
+#: The memory fraction a job's planned peak may reach (:func:`usable_bytes`): the process, the
+#: reader or the steps' temporaries, and the rows, all from public sizes. It sits
+#: :data:`PAUSE_FRACTION` − DATA_FRACTION (5 % of the limit: 45 MiB of a 900 MiB worker) below the
+#: pause threshold — headroom for what the estimate cannot see (allocator fragmentation, Arrow's
+#: pool); the estimate itself came within 1 MiB of the largest measured peak (bench/RESULTS.md).
 DATA_FRACTION = 0.9
+#: Dask's ``distributed.worker.memory.pause`` for the embedded cluster (cluster.py; external
+#: workers set ``DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE`` to it, docs/reference/cluster.md).
+#: A paused worker starts no new task, but answers its actors' calls (a data-parallel job's
+#: steps), so a pause is back-pressure: the driver waits (service/workers/data_parallel.py),
+#: never fails.
+PAUSE_FRACTION = 0.95
+#: Dask's ``distributed.worker.memory.terminate``: the nanny restarts a worker above it (a lost
+#: worker: the data-parallel fit restarts on the workers alive). Above the pause threshold.
+TERMINATE_FRACTION = 0.98
 #: A job runs in one process only if its rows take at most this share of what a worker can
-#: hold: the single-process path may copy the rows once (sparse copies, rescaled rows).
+#: hold: the single-process path copies the rows once — the optimizers' checked rows
+#: (``optimizers.inputs.checked_data``: every row divided by max(‖x‖, 1)) or the full-gradient
+#: loops' ``GradientRows``, whose dense and one-hot parts never take more bytes than the dense
+#: cells they hold (``inputs.SPARSE_MIN_WIDTH``) — whatever the values.
 SINGLE_PROCESS_SHARE = 0.5
+
+
+#: Without ``DPFIT_WORKER_MEMORY`` the embedded cluster's workers share this fraction of the
+#: machine's memory (its cgroup limit in a container), in equal limits: the rest is for the API
+#: process, the scheduler, the nannies and the operating system. Issue 23: a worker without a
+#: limit grew without bound on a hostile file.
+MACHINE_SHARE = 0.75
+
+
+def machine_memory() -> int:
+    """The machine's memory in bytes, or its cgroup limit when lower (Dask's own figure)."""
+    from distributed.system import MEMORY_LIMIT
+
+    return int(MEMORY_LIMIT)
+
+
+def default_worker_memory(workers: int, total: int | None = None) -> int:
+    """Each of ``workers`` workers' share of :data:`MACHINE_SHARE` of ``total`` bytes (the
+    machine's memory by default), rounded down to a MiB."""
+    total = machine_memory() if total is None else total
+    share = int(MACHINE_SHARE * total) // max(1, workers)
+    return max(1 << 20, share >> 20 << 20)
+
+
+def worker_memory_limit(settings: Settings) -> int | None:
+    """Each worker's memory limit as admission and the embedded cluster use it:
+    ``DPFIT_WORKER_MEMORY`` when set; else, for the embedded cluster, the machine's default
+    (:func:`default_worker_memory`); else (an external cluster whose limit the operator did not
+    state) ``None``: admission cannot check and the runner checks the live workers' limits."""
+    if settings.worker_memory:
+        return settings.worker_memory
+    if settings.dask_scheduler:
+        return None
+    return default_worker_memory(settings.workers)
 
 
 @dataclass(frozen=True)
@@ -126,8 +183,9 @@ def worker_overhead(rows: int, columns: int | None = None) -> int:
 
 def usable_bytes(memory_limit: int, rows: int, columns: int | None = None) -> int:
     """Bytes of job data a worker with ``memory_limit`` may hold when that data is ``rows`` rows
-    read from ``columns`` source columns: below Dask's pause threshold (:data:`DATA_FRACTION`),
-    beside :func:`worker_overhead`."""
+    read from ``columns`` source columns: up to :data:`DATA_FRACTION` of the limit (with
+    headroom below Dask's pause threshold, :data:`PAUSE_FRACTION`), beside
+    :func:`worker_overhead`. Public sizes only: never a cell's content."""
     return max(0, int(DATA_FRACTION * memory_limit) - worker_overhead(rows, columns))
 
 

@@ -107,17 +107,46 @@ class Dataset(Base):
 class SourceClaim(Base):
     """One budget per data: a claim on a source's location or content, held by one dataset.
 
-    ``key`` is ``"location:<sha256 of the canonical location>"`` or ``"content:<sha256 of the
-    fingerprint>"``. Claims are never deleted (a retired dataset keeps its claims), so the
-    primary key makes a second registration of the same location or content impossible, also
-    under concurrent registrations.
+    ``key`` is ``"location:<sha256 of the canonical location>"`` — global: a path, an object
+    key or a table backs one dataset, whoever registers it — or, for content,
+    ``"owned:<sha256 of the owner and the content key>"``: scoped to the dataset's owner, so
+    the primary key makes one owner's second registration of the same content impossible (also
+    under concurrent registrations) while another owner's registration of those bytes learns
+    nothing (alembic revision 0013). ``content`` holds the unscoped content key
+    (``"content:<sha256 of the fingerprint>"``; NULL on location claims): admins see the
+    datasets of different owners that share it. Claims are never deleted while their dataset
+    exists (a retired dataset keeps them); withdrawing a dataset that was never charged
+    releases them.
     """
 
     __tablename__ = "source_claims"
 
     key: Mapped[str] = mapped_column(String(80), primary_key=True)
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    content: Mapped[str | None] = mapped_column(String(80), index=True, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class DatasetWithdrawal(Base):
+    """A dataset its owner (or an admin) withdrew before anything was charged on it (``DELETE
+    /v1/datasets/{id}``): the dataset row, its grants and its claims are gone; this record of
+    what it was, who withdrew it and when stays, for admins (alembic revision 0013)."""
+
+    __tablename__ = "dataset_withdrawals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dataset_id: Mapped[str] = mapped_column(String(40))
+    name: Mapped[str] = mapped_column(String(200))
+    owner: Mapped[str] = mapped_column(String(200), index=True)
+    source_uri: Mapped[str] = mapped_column(Text)
+    source_path: Mapped[str] = mapped_column(Text)
+    fingerprint: Mapped[str] = mapped_column(String(80))
+    n_rows: Mapped[int] = mapped_column(Integer)
+    epsilon: Mapped[float] = mapped_column(Float)
+    delta: Mapped[float] = mapped_column(Float)
+    registered_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    withdrawn_by: Mapped[str] = mapped_column(String(200))
+    withdrawn_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class Grant(Base):

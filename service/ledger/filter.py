@@ -54,8 +54,9 @@ split of δ_B is the price of letting the two accountants share one budget, and 
 split — nowhere else. The naive "compose f-DP curves until the budget" filter is not valid in
 general and is not built here: the Gaussian part relies on GDP's sum-of-squares filter only.
 
-Measured at (ε_B, δ_B) = (3, 1e-5) with jobs of (0.5, 1e-6) (README, "The budget"): 32 of the 33
-Gaussian jobs exact composition allows (23 with the old 13-order RDP filter), 27 subsampled
+Measured at (ε_B, δ_B) = (3, 1e-5) with jobs of (0.5, 1e-6)
+(docs/reference/privacy.md#the-privacy-model-in-plain-words, "The budget"): 32 of the 33 Gaussian
+jobs exact composition allows (23 with the old 13-order RDP filter), 27 subsampled
 jobs (28 before) and 24 alternating ones (25 before). The 0.7 share was chosen so that both
 targets hold: 0.8 admits no more Gaussian jobs (32) and only 25/23 of the others, 0.9 admits
 33 Gaussian but 23/21 of the others, 0.5 gives 31 Gaussian. Floating-point slack in the

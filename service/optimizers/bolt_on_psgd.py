@@ -58,8 +58,9 @@ Consequences (what the closed forms give):
 
   **independent of the number of passes**, and equal to it for the last iterate when every
   pass ends in the 1/(μt) regime (m > t₀; otherwise the passes that end before t₀ contribute
-  less). Checking the batch form (README, "Optimizers"): the mini-batch does *not* divide this bound
-  by b, contrary to Wu et al. §3.2.3's "factor b improvement for all our sensitivity bounds" —
+  less). Checking the batch form (docs/reference/optimizers.md#optimizers): the mini-batch
+  does *not* divide this bound by b, contrary to Wu et al. §3.2.3's "factor b improvement for
+  all our sensitivity bounds" —
   with t counting mini-batch updates the steps are b times larger per row, which cancels the
   1/b (the tests exhibit a pair at 2L/(μn) > 2L/(μnb)). With averaging, early (large) steps
   enter the average, so Δ grows by about (1 + ln(T/t₀)/k) — computed exactly, never assumed.

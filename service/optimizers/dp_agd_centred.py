@@ -87,7 +87,7 @@ from service.optimizers.accelerated_kit import (
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallback, ReleasePlan
 from service.optimizers.config import GradientStepsConfig
 from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
-from service.optimizers.inputs import checked_data, gradient_rows
+from service.optimizers.inputs import checked_rows
 from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.gdp import event_mu, gdp_delta, gdp_mu
 
@@ -254,8 +254,8 @@ class DPAGDCentred:
     ) -> FloatArray:
         """Run the plan on the private rows (checked as every full-gradient fit)."""
         config = self._checked_config(plan, loss)
-        rows, labels = checked_data(loss, X, y, config.n, config.d)
-        oracle = LocalGradient(loss, gradient_rows(rows), np.asarray(labels, dtype=np.float64))
+        rows, labels = checked_rows(loss, X, y, config.n, config.d)
+        oracle = LocalGradient(loss, rows, labels)
         return self._run(plan, config, loss, oracle, rng, progress)
 
     def fit_oracle(

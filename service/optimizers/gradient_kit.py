@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 from service.models.base import FloatArray, Loss
 from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
 from service.optimizers.config import ShapeConfig
-from service.optimizers.inputs import Rows, checked_data, gradient_rows
+from service.optimizers.inputs import Rows, checked_rows
 from service.optimizers.limits import SAFE_MAGNITUDE
 from service.privacy.gdp import gaussian_steps_multiplier
 from service.privacy.target import check_target
@@ -240,13 +240,15 @@ def gaussian_steps_plan(
 def full_gradient_inputs(
     plan: ReleasePlan, loss: Loss, X: FloatArray, y: FloatArray
 ) -> tuple[Rows, FloatArray]:
-    """The rows (sparse where that is cheaper) and float labels a full-gradient ``fit`` runs on,
-    after checking them against the plan's public n, d, the row-norm / label assumptions, and
-    that the plan's per-step sensitivity covers this loss (``ValueError``, no data values)."""
+    """The rows and float labels a full-gradient ``fit`` runs on, after checking them against
+    the plan's public n, d, the row-norm / label assumptions, and that the plan's per-step
+    sensitivity covers this loss (``ValueError``, no data values). The rows are
+    :class:`~service.optimizers.inputs.GradientRows` under the public layout ``X`` carries
+    (:func:`~service.optimizers.inputs.checked_rows`): the same representation and the same
+    kernel calls for every dataset of the schema."""
     shape = ShapeConfig.from_hyperparameters(plan.hyperparameters)
     check_plan_covers(plan, loss)
-    X, y = checked_data(loss, X, y, shape.n, shape.d)
-    return gradient_rows(X), np.asarray(y, dtype=np.float64)
+    return checked_rows(loss, X, y, shape.n, shape.d)
 
 
 def check_plan_covers(plan: ReleasePlan, loss: Loss) -> None:

@@ -66,7 +66,7 @@ from service.optimizers.base import (
 )
 from service.optimizers.config import GradientStepsConfig, PlanConfig
 from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
-from service.optimizers.inputs import Rows, checked_data, gradient_rows
+from service.optimizers.inputs import Rows, checked_rows
 from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.output_perturbation import (
     calibrate_release,
@@ -340,8 +340,8 @@ class OutputPerturbationGD:
         this loss — the assumptions the privacy proof rests on.
         """
         step, iterations, n, d = _checked_plan(plan, loss)
-        X, y = checked_data(loss, X, y, n, d)
-        w = gradient_descent(loss, gradient_rows(X), y, step, iterations, progress)
+        rows, y = checked_rows(loss, X, y, n, d)
+        w = gradient_descent(loss, rows, y, step, iterations, progress)
         w += sample_release_noise(plan.mechanism, d, plan.noise_scale, rng)
         return w
 

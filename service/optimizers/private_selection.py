@@ -338,7 +338,7 @@ class PrivateSelection:
         here but ``weights`` is private)."""
         config = SelectionConfig.from_hyperparameters(plan.hyperparameters)
         n, d = config.n, config.d
-        X = np.asarray(X, dtype=np.float64)
+        X = np.asanyarray(X, dtype=np.float64)  # keeps the rows' public layout (inputs.py)
         y = np.asarray(y, dtype=np.float64)
         if X.shape != (n, d) or y.shape != (n,):
             raise ValueError("the data's shape differs from the plan's public n and d")

@@ -472,7 +472,7 @@ class PrivateTuning:
         candidates = list(config.candidates)
         if len(candidates) != len(sizes) or sum(sizes) + holdout_size != n:
             raise ValueError("the plan's part sizes are inconsistent")
-        X = np.asarray(X, dtype=np.float64)
+        X = np.asanyarray(X, dtype=np.float64)  # keeps the rows' public layout (inputs.py)
         y = np.asarray(y, dtype=np.float64)
         if X.shape != (n, d) or y.shape != (n,):
             raise ValueError("the data's shape differs from the plan's public n and d")

@@ -50,12 +50,14 @@ from service.schemas.keys import (
     KeyCreate,
     KeyCreated,
     KeyOut,
+    WhoAmI,
 )
 from service.schemas.models import (
     EvaluationCreate,
     EvaluationOut,
     ModelOut,
     ModelPrivacy,
+    PredictionWarningOut,
     PredictRequest,
     PredictResponse,
 )
@@ -88,6 +90,7 @@ __all__ = [
     "KeyCreate",
     "KeyCreated",
     "KeyOut",
+    "WhoAmI",
     "LabelSpec",
     "LabelValidation",
     "LedgerOut",
@@ -98,6 +101,7 @@ __all__ = [
     "NumericFeature",
     "OptimizerChoice",
     "OptimizerInfo",
+    "PredictionWarningOut",
     "PredictRequest",
     "PredictResponse",
     "PrivacyBudget",

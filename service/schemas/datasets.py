@@ -175,11 +175,14 @@ class DatasetCreate(Strict):
         AfterValidator(finite_feature_values),
     ] = Field(min_length=1)
     budget: PrivacyBudget
-    strict: bool = Field(
-        default=False,
-        description="Refuse the source (422, naming the field) when label values lie outside "
-        "the declared set or a numeric feature has non-empty cells that are not numbers. "
-        "Without it the source is registered and the counts are in `validation`.",
+    strict: bool | None = Field(
+        default=None,
+        description="How the validation report decides. Omitted (the default): refuse the "
+        "source (422 naming the label field) when most labels are wrong — more than half of "
+        "the non-empty label cells outside the declared values (for a numeric label: not "
+        "numbers). true: refuse on any label outside the declared values and any non-empty "
+        "cell that is not a number in a numeric feature or label. false: refuse nothing; the "
+        "counts are in `validation`.",
     )
 
 
@@ -237,6 +240,52 @@ class DatasetOut(BaseModel):
     retired_at: datetime | None = Field(
         default=None, description="Set when an admin retired the dataset: no job is admitted."
     )
+    duplicates: list[str] | None = Field(
+        default=None,
+        description="Admins only (null for everyone else): the ids of other datasets — of "
+        "other owners — holding the same content (the whole source's or a member file's). "
+        "Registration compares content only within one owner's datasets, so that it tells no "
+        "owner anything about another's data; admins decide about such budgets (e.g. retire "
+        "one).",
+    )
+
+
+class RegistrationRefusalOut(BaseModel):
+    """Why a registration of the body would be refused after validation (the label rule or
+    strict mode): the field at fault and the message a registration would answer with 422."""
+
+    field: str
+    detail: str
+
+
+class DatasetValidationOut(BaseModel):
+    """A dry run of `POST /v1/datasets`: what registering the body would do, nothing created."""
+
+    would_register: bool = Field(
+        description="Whether `POST /v1/datasets` with this body would register now (201)."
+    )
+    refusal: RegistrationRefusalOut | None = Field(
+        default=None, description="Why it would be refused (422), when it would."
+    )
+    n_rows: int
+    n_features: int
+    validation: ValidationOut
+
+
+class DatasetWithdrawalOut(BaseModel):
+    """A dataset withdrawn by its owner or an admin before anything was charged on it: the
+    dataset is gone (its claims released: the source may be registered again); this record
+    stays for admins."""
+
+    dataset_id: str
+    name: str
+    owner: str
+    source_uri: str
+    n_rows: int
+    budget: PrivacyOut = Field(description="The budget it was registered with (never used).")
+    registered_at: datetime
+    withdrawn_by: str
+    withdrawn_at: datetime
 
 
 class GrantCreate(Strict):

@@ -35,6 +35,13 @@ class KeyOut(BaseModel):
     revoked_at: datetime | None
 
 
+class WhoAmI(BaseModel):
+    """The principal a key belongs to (``GET /v1/me``): what the caller may already know."""
+
+    name: str = Field(description="The principal's permanent name.")
+    role: Role
+
+
 class KeyCreated(BaseModel):
     id: str
     name: str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -50,6 +50,13 @@ class PredictRequest(Strict):
     rows: list[dict[str, Any]] = Field(min_length=1, max_length=100_000)
 
 
+class PredictionWarningOut(BaseModel):
+    row: int = Field(description="0-based index of the row in the request.")
+    column: str = Field(description="The feature column.")
+    kind: Literal["unknown_category", "out_of_bounds", "missing"]
+    message: str = Field(description="What was done to the value.")
+
+
 class PredictResponse(BaseModel):
     predictions: list[LabelValue] = Field(
         description="Classification: the dataset's label values; regression: w·x."
@@ -57,6 +64,16 @@ class PredictResponse(BaseModel):
     probabilities: list[float] | None = Field(
         description="Binary: the model's score for the positive class; multiclass: the "
         "normalised one-vs-rest score of the predicted class; regression: null."
+    )
+    warnings: list[PredictionWarningOut] = Field(
+        default_factory=list,
+        description="Cells of your rows whose encoding changed their meaning, row by row: a "
+        "value that is not a declared category (scored as none of them), a number outside the "
+        "declared [min, max] (clipped), a missing or unconvertible value (scored as missing). "
+        "Computed from your rows and the public schema only. At most 1000 are listed.",
+    )
+    warnings_total: int = Field(
+        default=0, description="How many warnings there are (more than listed past 1000)."
     )
 
 

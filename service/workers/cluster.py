@@ -14,7 +14,7 @@ Every listener (scheduler, nannies, workers) binds to ``settings.dask_host`` (de
 
 For an external cluster, ``dask scheduler``/``dask worker`` take ``--preload
 service.workers.cluster``: :func:`dask_setup` closes the HTTP server those commands started
-(README, "Security of the worker cluster").
+(docs/reference/cluster.md#security-of-the-worker-cluster).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from distributed import Nanny, Scheduler, SpecCluster, Worker
 
+from service.data.partitions import PAUSE_FRACTION, TERMINATE_FRACTION, worker_memory_limit
 from service.workers.priority import lower_priority
 
 if TYPE_CHECKING:
@@ -53,11 +54,24 @@ class ClosedWorker(Worker):
         """Start nothing: the worker serves Dask's TLS protocol only."""
 
 
+class ThresholdNanny(Nanny):
+    """A nanny that restarts its worker above ``partitions.TERMINATE_FRACTION`` of its memory
+    limit. The nanny reads ``distributed.worker.memory.terminate`` from *its own* process's
+    configuration (the API process; Dask's default 0.95), not from the ``config`` it passes to
+    its worker — at 0.95 it would restart a worker at the very threshold where it pauses."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.memory_manager.memory_terminate_fraction = TERMINATE_FRACTION
+
+
 def start_cluster(settings: Settings, security: Security) -> SpecCluster:
     """A ``SpecCluster`` shaped like ``LocalCluster(processes=True, threads_per_worker=1)``:
     one ``ClosedScheduler`` in this process, ``settings.workers`` nannies (in this process) each
     running one ``ClosedWorker`` process at nice ``settings.worker_nice``, every listener
-    ``tls://`` on ``settings.dask_host``."""
+    ``tls://`` on ``settings.dask_host``. Each worker's memory limit is
+    :func:`worker_memory_limit` (``DPFIT_WORKER_MEMORY``, else the machine's share), with Dask's
+    pause and terminate thresholds at ``partitions.PAUSE_FRACTION`` / ``TERMINATE_FRACTION``."""
     host = settings.dask_host
     scheduler = {
         "cls": ClosedScheduler,
@@ -71,7 +85,7 @@ def start_cluster(settings: Settings, security: Security) -> SpecCluster:
         },
     }
     worker = {
-        "cls": Nanny,
+        "cls": ThresholdNanny,
         "options": {
             "worker_class": ClosedWorker,
             "host": host,
@@ -79,10 +93,14 @@ def start_cluster(settings: Settings, security: Security) -> SpecCluster:
             "security": security,
             "nthreads": 1,
             "nice": settings.worker_nice,
-            "memory_limit": settings.worker_memory or 0,
-            # Rows of data-parallel jobs live outside Dask's managed memory; a paused worker
-            # would stall their steps, so pause late (partitions.DATA_FRACTION stays below).
-            "config": {"distributed.worker.memory.pause": 0.9},
+            "memory_limit": worker_memory_limit(settings) or 0,
+            # Rows of data-parallel jobs live outside Dask's managed memory. Jobs are planned to
+            # peak at partitions.DATA_FRACTION of the limit, 5 % below the pause; a paused
+            # worker still answers its actors (the steps), and the driver waits for it.
+            "config": {
+                "distributed.worker.memory.pause": PAUSE_FRACTION,
+                "distributed.worker.memory.terminate": TERMINATE_FRACTION,
+            },
             # Arrow on malloc, which Dask's MALLOC_TRIM_THRESHOLD_ makes hand freed memory back:
             # a worker that read a partition keeps ≈ 25 MiB less (bench/RESULTS.md, section 5).
             "env": {"ARROW_DEFAULT_MEMORY_POOL": "system"},

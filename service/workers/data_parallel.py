@@ -20,14 +20,18 @@ seceded thread — never the API process):
    (:func:`release_partitions`) and releases the actors.
 
 Faults. A missing answer never becomes a partial sum: every partition's future must finish, and
-an error in any of them fails the step. If a worker holding a partition leaves the cluster
+an error in any of them fails the step. A *paused* worker (Dask's memory pause,
+``partitions.PAUSE_FRACTION``) is back-pressure, never a failure: it still answers its actors'
+calls, and the driver waits for it. If a worker holding a partition leaves the cluster
 (killed, out of memory), the driver notices within :data:`POLL_S` and starts the fit again from
 the start on the workers then alive (new windows, reloaded rows, fresh noise from the same
 generator), at most ``max_rounds`` times; then the job fails. Only the final run's output is ever
 released; the job's charge stands in every case (its data was read).
 
-Memory. The placement gives every worker one equal window; the runner refused the job before
-any read if the smallest worker's share does not fit (``partitions.choose_layout``).
+Memory. The placement gives every worker one equal window; admission refused the job before any
+charge, and the runner before any read, if the smallest worker's share does not fit with its
+planned peak at ``partitions.DATA_FRACTION`` of the limit — 5 % below Dask's pause threshold
+(``partitions.choose_layout``; public sizes only).
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from service.optimizers.full_gradient import (
     SummedGradient,
     partial_gradient_sum,
 )
-from service.optimizers.inputs import ROW_NORM_SLACK
+from service.optimizers.inputs import row_divisors
 from service.settings import Settings
 
 __all__ = [
@@ -73,6 +77,9 @@ logger = logging.getLogger("dpfit.worker")
 
 #: How often the driver checks that the workers holding its partitions are alive while waiting.
 POLL_S = 1.0
+#: How long the driver waits for the release of a job's rows before returning (a paused worker
+#: runs the release task when it resumes; the actors' release calls are answered at once).
+RELEASE_WAIT_S = 30.0
 #: Bytes of float64 cells per block when a worker reads its window (the single-process reader
 #: uses 16 MiB). A block's cost is paid several times over at the read's peak — Arrow's decoded
 #: batch and the encoder's temporaries, on top of the rows already read — and a worker holding a
@@ -95,7 +102,8 @@ class WorkerLost(RuntimeError):
 
 
 class WorkerPaused(RuntimeError):
-    """A worker holding a partition is paused (over its memory threshold): the job fails."""
+    """Kept for callers that caught it: a paused worker no longer fails a job (it is waited for,
+    :func:`_check_alive`)."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +154,8 @@ def load_partition(
 
 def _check_rows(loss: Loss, X: FloatArray, Y: FloatArray, rows: int, dimension: int) -> None:
     """The checks of ``optimizers.inputs.checked_data`` on one partition, in place: shape,
-    finite, ‖x‖₂ ≤ 1 (rows above it by rounding only are rescaled to ≤ 1), admissible labels."""
+    finite, ‖x‖₂ ≤ 1 (every row divided by max(‖x‖, 1): rows above the bound by rounding only
+    are rescaled to ≤ 1), admissible labels."""
     if X.shape != (rows, dimension) or Y.shape[-1] != rows:
         raise ValueError("the data's shape differs from the plan's public n and d")
     if not bool(np.all(np.isfinite(Y))):
@@ -155,12 +164,9 @@ def _check_rows(loss: Loss, X: FloatArray, Y: FloatArray, rows: int, dimension: 
         block = X[start : start + CHECK_BLOCK_ROWS]
         if not bool(np.all(np.isfinite(block))):
             raise ValueError("rows and labels must be finite")
-        norms = np.sqrt(np.einsum("ij,ij->i", block, block))
-        over = norms > 1.0
-        if bool(np.any(over)):
-            if bool(np.any(norms > 1.0 + ROW_NORM_SLACK)):
-                raise ValueError("rows must satisfy ‖x‖₂ ≤ 1 (the loader enforces the bound)")
-            block[over] /= norms[over][:, None]
+        # every row divided by max(‖x‖, 1) — 1.0 unless rounding put it above the bound — so the
+        # work never depends on a value (optimizers.inputs.row_divisors)
+        block /= row_divisors(block)[:, None]
     check_labels = getattr(loss, "check_labels", None)
     for labels in np.atleast_2d(Y):
         if check_labels is not None:
@@ -292,14 +298,17 @@ class _Partitions:
 
 
 def _check_alive(client: Any, addresses: Sequence[str]) -> None:
-    """:class:`WorkerLost` if a worker in ``addresses`` left the cluster;
-    :class:`WorkerPaused` if one is paused (over its memory pause threshold: it would answer
-    nothing more)."""
+    """:class:`WorkerLost` if a worker in ``addresses`` left the cluster. A *paused* worker (over
+    Dask's pause threshold, ``partitions.PAUSE_FRACTION``) is not an error: it still answers its
+    actors' calls — the steps — and runs queued tasks once its memory falls below the threshold,
+    so the driver keeps waiting (back-pressure; logged, counts only). Jobs are planned with
+    headroom below the threshold (``partitions.DATA_FRACTION``), so a pause is rare."""
     workers = client.scheduler_info()["workers"]
     if not set(addresses) <= set(workers):
         raise WorkerLost("a worker holding a partition left the cluster")
-    if any(workers[a].get("status") == "paused" for a in addresses):
-        raise WorkerPaused("a worker holding a partition ran out of memory (paused)")
+    paused = sum(1 for a in addresses if workers[a].get("status") == "paused")
+    if paused:
+        logger.info("%d worker(s) of a data-parallel job paused: waiting", paused)
 
 
 def _actor_results(client: Any, calls: Sequence[Any], addresses: Sequence[str]) -> list[Any]:
@@ -367,6 +376,7 @@ def fit_partitioned(
             windows = split_rows(read.n, len(addresses))
             prefix = f"{job_prefix}-r{round_}-"
             holders: list[Any] = []
+            actors: list[Any] = []
             try:
                 holders = [
                     client.submit(
@@ -400,15 +410,33 @@ def fit_partitioned(
             except WorkerLost:
                 logger.warning("%s: a worker left during round %d; restarting", job_prefix, round_)
             finally:
-                _release_everywhere(client, addresses, job_prefix)
+                _release_everywhere(client, addresses, job_prefix, actors)
                 client.cancel(holders)
     raise WorkerLost("workers were lost in every round of the job")
 
 
-def _release_everywhere(client: Any, addresses: Sequence[str], job_prefix: str) -> None:
+def _release_everywhere(
+    client: Any, addresses: Sequence[str], job_prefix: str, actors: Sequence[Any] = ()
+) -> None:
     """Drop the job's rows on every worker that may hold them (best effort: a dead worker's
-    memory is gone with it)."""
+    memory is gone with it). First through the partitions' actors — a call a paused worker
+    still answers, and the one that frees its memory —, then a release task on every live
+    worker (rows of a round whose actors were never returned); a paused worker runs that task
+    once it resumes, so it is waited for at most :data:`RELEASE_WAIT_S`, never indefinitely."""
+    from distributed import wait
+
     try:
+        calls = []
+        for actor in actors:
+            try:
+                calls.append(actor.release())
+            except RuntimeError:  # its worker was lost: nothing held there any more
+                continue
+        for call in calls:
+            try:
+                call.result(timeout=RELEASE_WAIT_S)
+            except Exception:  # noqa: BLE001 - a lost or slow worker: the task below retries
+                continue
         live = set(client.scheduler_info()["workers"])
         futures = [
             client.submit(
@@ -421,6 +449,9 @@ def _release_everywhere(client: Any, addresses: Sequence[str], job_prefix: str) 
             for a in addresses
             if a in live
         ]
-        _wait_all(client, futures, [a for a in addresses if a in live])
+        try:
+            wait(futures, timeout=RELEASE_WAIT_S)
+        except TimeoutError:
+            logger.info("%s: a release waits for a paused worker", job_prefix)
     except Exception as exc:  # noqa: BLE001 - cleanup must not mask the job's outcome
         logger.warning("%s: releasing partitions failed: %s", job_prefix, type(exc).__name__)

@@ -6,12 +6,17 @@ One job is one Dask task running numpy in-process on a worker
 *processes* (:mod:`service.workers.cluster`); ``DPFIT_DASK_SCHEDULER`` points at an external
 scheduler instead. Either way every Dask connection is mutual TLS
 (:mod:`service.workers.security`).
+
+The dispatcher hands Dask no more jobs than the cluster has worker slots, chosen fairly across
+principals (:mod:`service.workers.fair_queue`); the others wait in this process, ``queued``.
+With several API processes only the supervisor dispatches (:class:`SupervisorDispatches`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from datetime import datetime
 from typing import Protocol
 
 from sqlalchemy import select
@@ -20,7 +25,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from service import job_status
 from service.db.models import Job
 from service.settings import Settings
+from service.workers.db_retry import with_retry
 from service.workers.engines import WorkerEngines
+from service.workers.fair_queue import FairQueue, Ticket
 from service.workers.row_cache import RowCache
 
 logger = logging.getLogger("dpfit.dispatch")
@@ -41,8 +48,38 @@ class Dispatcher(Protocol):
     def describe(self) -> str: ...
 
 
+class Tracking(Protocol):
+    """A dispatcher that knows which jobs it holds: the reconciler re-dispatches the others
+    (service/workers/reconciler.py). A dispatcher without ``tracked`` gets no reconciler."""
+
+    def tracked(self) -> set[str]: ...
+
+    def refresh(self) -> None: ...
+
+
+class SupervisorDispatches:
+    """The dispatcher of an API process under the supervisor (``DPFIT_API_WORKERS`` > 1): it
+    submits nothing. The admitted job stays ``queued`` in the database and the supervisor's
+    reconciler, the one dispatcher of the service, releases it through its fair queue within
+    ``DPFIT_RECONCILE_INTERVAL`` — so the per-principal limits hold across all API processes."""
+
+    def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
+        self._settings = settings
+
+    def submit(self, job_id: str, attempt: int) -> None:
+        """Nothing: the supervisor dispatches queued jobs."""
+
+    def close(self) -> None:
+        pass
+
+    def describe(self) -> str:
+        return "external scheduler (the supervisor's cluster; the supervisor dispatches)"
+
+
 class DaskDispatcher:
-    """Submits ``run_job`` tasks to a Dask cluster and watches their futures."""
+    """Submits ``run_job`` tasks to a Dask cluster, as many as it has worker slots, fairly
+    across principals (:class:`~service.workers.fair_queue.FairQueue`), and watches their
+    futures: a finished task frees its slot for the next job."""
 
     def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
         from distributed import Client
@@ -68,6 +105,27 @@ class DaskDispatcher:
         self._client.run(_warm_up)
         self._futures: dict[str, object] = {}
         self._lock = threading.Lock()
+        slots = self._slots()
+        self._queue = FairQueue(slots, settings.running_per_principal(slots))
+
+    def _slots(self) -> int:
+        """Worker threads of the cluster (at least 1)."""
+        try:
+            workers = self._client.scheduler_info().get("workers", {})
+            return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
+        except Exception:  # noqa: BLE001 - the scheduler is momentarily unreachable
+            return max(1, self._settings.workers)
+
+    def refresh(self) -> None:
+        """Re-read the cluster's size (workers may come and go on an external scheduler)."""
+        slots = self._slots()
+        with self._lock:
+            released = self._queue.resize(slots, self._settings.running_per_principal(slots))
+        self._release(released)
+
+    def tracked(self) -> set[str]:
+        with self._lock:
+            return self._queue.tracked()
 
     def describe(self) -> str:
         workers = len(self._client.scheduler_info().get("workers", {}))
@@ -75,27 +133,49 @@ class DaskDispatcher:
         return f"{kind} with {workers} worker(s)"
 
     def submit(self, job_id: str, attempt: int) -> None:
+        """Queue the job's ``attempt``; it goes to Dask when the fair queue releases it."""
+        # A short retry: this runs in the admitting request; past it the reconciler dispatches.
+        principal = with_retry(
+            lambda: _principal_of(self._sessions, job_id), budget_s=5, what="dispatch lookup"
+        )
+        if principal is None:
+            return
+        with self._lock:
+            released = self._queue.add(Ticket(job_id, attempt, principal))
+        self._release(released)
+
+    def _release(self, tickets: list[Ticket]) -> None:
         from service.workers.runner import run_job
 
-        future = self._client.submit(
-            run_job,
-            job_id,
-            attempt,
-            self._settings.database_url,
-            key=f"dpfit-{job_id}-{attempt}",
-            pure=False,
-            retries=0,
-        )
-        with self._lock:
-            self._futures[future.key] = future
-        future.add_done_callback(self._done)
+        for ticket in tickets:
+            try:
+                future = self._client.submit(
+                    run_job,
+                    ticket.job_id,
+                    ticket.attempt,
+                    self._settings.database_url,
+                    key=f"dpfit-{ticket.job_id}-{ticket.attempt}",
+                    pure=False,
+                    retries=0,
+                )
+            except Exception as exc:  # noqa: BLE001 - the reconciler dispatches it again
+                logger.error("dispatch of %s failed: %s", ticket.job_id, type(exc).__name__)
+                with self._lock:
+                    later = self._queue.done(ticket.job_id, ticket.attempt)
+                self._release(later)
+                continue
+            with self._lock:
+                self._futures[future.key] = future
+            future.add_done_callback(self._done)
 
     def _done(self, future: object) -> None:
         key = getattr(future, "key", "")
+        job_id, attempt = _parse_key(str(key))
         with self._lock:
             self._futures.pop(key, None)
+            released = self._queue.done(job_id, attempt)
+        self._release(released)
         if getattr(future, "status", "") == "error":
-            job_id, attempt = _parse_key(str(key))
             logger.error("job %s attempt %d: worker task error", job_id, attempt)
             try:
                 mark_interrupted_failed(self._sessions, job_id, attempt)
@@ -121,21 +201,40 @@ def _parse_key(key: str) -> tuple[str, int]:
     return job_id, int(attempt or 0)
 
 
+def _principal_of(sessions: sessionmaker[Session], job_id: str) -> str | None:
+    with sessions() as session:
+        return session.scalar(select(Job.principal).where(Job.id == job_id))
+
+
 def mark_interrupted_failed(sessions: sessionmaker[Session], job_id: str, attempt: int) -> None:
     """A task died outside the runner (e.g. its worker was killed): fail it, keep the charge
-    unless no worker ever read the data (then refund). The job's error says which happened."""
+    unless no worker ever read the data (then refund). The job's error says which happened.
+    Retried through a database outage (:mod:`service.workers.db_retry`)."""
     from service.ledger.admission import cancel_or_refund_unread
 
-    with sessions.begin() as session:
-        if cancel_or_refund_unread(session, job_id, "failed", INTERRUPTED_UNREAD):
-            return
-        job_status.end_run(session, job_id, attempt, "failed", RECOVERY_FAILED)
+    def write() -> None:
+        with sessions.begin() as session:
+            if cancel_or_refund_unread(session, job_id, "failed", INTERRUPTED_UNREAD):
+                return
+            job_status.end_run(session, job_id, attempt, "failed", RECOVERY_FAILED)
+
+    with_retry(write, what="marking an interrupted job")
 
 
 def recover_unfinished(
-    sessions: sessionmaker[Session], dispatcher: Dispatcher, max_attempts: int
+    sessions: sessionmaker[Session],
+    dispatcher: Dispatcher,
+    max_attempts: int,
+    *,
+    skip: set[str] | frozenset[str] = frozenset(),
+    accepted_before: datetime | None = None,
 ) -> list[str]:
-    """Re-dispatch every accepted job that has not finished (after a restart).
+    """Re-dispatch every accepted job that has not finished (after a restart), except ``skip``.
+
+    The one recovery path, for a start and for the reconciler
+    (:mod:`service.workers.reconciler`), which passes the jobs its dispatcher still holds as
+    ``skip`` and, as ``accepted_before``, a moment before which a job must have been admitted
+    (so a job this process admitted and is about to dispatch is not taken for an orphan).
 
     The retry limit counts runs (``jobs.runs``: claims by a worker), not dispatches: a job is
     re-dispatched however many restarts it waited through without running — a job no worker
@@ -144,16 +243,19 @@ def recover_unfinished(
     """
     redispatched: list[tuple[str, int]] = []
     exhausted: list[tuple[str, int]] = []
+    query = select(Job).where(Job.status.in_(job_status.ACTIVE)).order_by(Job.created_at)
+    if accepted_before is not None:
+        query = query.where(Job.created_at < accepted_before)
     with sessions.begin() as session:
-        jobs = session.scalars(
-            select(Job).where(Job.status.in_(job_status.ACTIVE)).order_by(Job.created_at)
-        ).all()
-        for job in jobs:
+        for job in session.scalars(query).all():
+            if job.id in skip:
+                continue
             if job.runs >= max_attempts:
                 exhausted.append((job.id, job.attempt))
                 continue
-            job.attempt += 1
-            redispatched.append((job.id, job.attempt))
+            attempt = job_status.redispatch(session, job.id, job.attempt)
+            if attempt is not None:
+                redispatched.append((job.id, attempt))
     for job_id, attempt in exhausted:
         mark_interrupted_failed(sessions, job_id, attempt)
     for job_id, attempt in redispatched:

@@ -7,7 +7,9 @@ unique ``job_id`` means only the first finished result is stored and released.
 
 Order of events, which the refund rule depends on (docs/privacy-model.md#failures-and-refunds):
 1. reopen the source from the dataset row (``reopen_source``) and pre-check its fingerprint — a
-   changed source fails the job *with* a refund: no row of the registered dataset was used;
+   changed source fails the job *with* a refund: no row of the registered dataset was used; a
+   source whose root this server no longer opens fails the same way, saying so
+   (``SOURCE_NOT_OPEN``, not "changed": the submission refuses this case before any charge);
 2. claim: ``queued|running → running`` and ``data_read_at`` set, in one committed UPDATE,
    before any row is read; from here on the charge stays;
 3. read and encode with the row-local reader (:func:`service.data.reader.read_encoded`: every
@@ -34,6 +36,23 @@ overflow, so this should never happen — but a NaN model must never be released
 
 Nothing computed from the rows is written anywhere but the noised model: errors are fixed
 messages and logs carry exception *types* only.
+
+**Wall-clock limit.** A run may take ``DPFIT_JOB_TIME_LIMIT`` seconds (default 3600) from its
+claim; the progress reporter checks the clock at every step and stops a run past it: the job
+ends ``failed`` with :data:`TIMED_OUT` and its charge *stands* — the worker has read the data
+(docs/privacy-model.md#failures-and-refunds). The limit is public and fixed before any row is
+read (the operator's setting, read by the worker before the claim). Whether a run reaches it
+depends on what a run's duration depends on: public sizes (n, the dimension, the planned
+steps, all fixed before the data is read: the code path is the same for every dataset of those
+sizes) and the machine's load — not on the content of any row. So the stop releases nothing
+about the data beyond the duration channel docs/privacy-model.md already documents; an
+analyst can predict it from the public spec and reruns a smaller spec. The clock is checked
+between steps: a single step (or the read) longer than the limit ends at its end.
+
+**Database outages.** Every read and status write of a run is retried with back-off through a
+connection failure (:mod:`service.workers.db_retry`; each is a conditional UPDATE, so a retry of
+an applied write changes nothing); a run whose writes fail past the retry budget ends, and the
+reconciler (service/workers/reconciler.py) dispatches the job again.
 """
 
 from __future__ import annotations
@@ -73,9 +92,11 @@ from service.models.base import Loss
 from service.models.registry import ModelSpec, build_loss
 from service.optimizers.base import JobCancelled, ReleasePlan
 from service.optimizers.full_gradient import GradientOracle
+from service.optimizers.inputs import encoder_layout, laid_out
 from service.optimizers.one_vs_rest import class_plan_of
 from service.optimizers.planning import plan_from_json
 from service.optimizers.registry import get_optimizer
+from service.registration import location_open
 from service.released_model import pack
 from service.settings import Settings
 from service.workers.data_parallel import (
@@ -84,6 +105,7 @@ from service.workers.data_parallel import (
     fit_partitioned,
     own_memory,
 )
+from service.workers.db_retry import with_retry
 from service.workers.engines import job_engine
 from service.workers.in_database import InDatabaseGradient, encoded_rows
 from service.workers.row_cache import Rows, cached_rows, row_key
@@ -91,16 +113,29 @@ from service.workers.row_cache import Rows, cached_rows, row_key
 logger = logging.getLogger("dpfit.worker")
 
 PROGRESS_INTERVAL_S = 0.25
+TIMED_OUT = (
+    "The job ran longer than the service's wall-clock limit per job (DPFIT_JOB_TIME_LIMIT) and "
+    "was stopped; its charge stands. Submit fewer steps or a smaller job."
+)
 FAILED_READING = "The job failed while reading or fitting the data; its charge stands."
 SOURCE_CHANGED = (
     "The dataset's data changed since it was registered (fingerprint mismatch). Restore the "
     "data as registered: changed data is new data, and its location keeps its one budget, so "
     "new data needs a new location (file, folder or table)."
 )
+SOURCE_NOT_OPEN = (
+    "The dataset's source lies outside the data roots this server may read (DPFIT_DATA_ROOTS, "
+    "or DPFIT_SQL_CONNECTIONS for a table, no longer holds it): nothing was read and the charge "
+    "was refunded. The data is not known to have changed; the operator must re-open its root."
+)
 
 
 class NonFiniteModel(Exception):
     """A fit produced a non-finite coefficient; the model is not stored (no value attached)."""
+
+
+class JobTimedOut(Exception):
+    """A run passed the wall-clock limit (``DPFIT_JOB_TIME_LIMIT``); carries no value."""
 
 
 def run_job(job_id: str, attempt: int, database_url: str) -> str:
@@ -155,42 +190,67 @@ class JobRecord:
         return encoder, build_loss(model_spec)
 
 
-def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
+def _read_job(sessions: sessionmaker[Session], job_id: str, attempt: int) -> JobRecord | str:
+    """The job's record, or its status (``missing``) when this attempt has nothing to do."""
     with sessions() as session:
         job = session.get(Job, job_id)
         if job is None or job.attempt != attempt or job.status not in job_status.ACTIVE:
             return job.status if job is not None else "missing"
         dataset = session.get(Dataset, job.dataset_id)
         assert dataset is not None
-        record = JobRecord.of(job, dataset)
+        return JobRecord.of(job, dataset)
+
+
+def _refund_unread(sessions: sessionmaker[Session], job_id: str, error: str) -> bool:
+    def write() -> bool:
+        with sessions.begin() as session:
+            return cancel_or_refund_unread(session, job_id, "failed", error)
+
+    return with_retry(write, what="refunding an unread job")
+
+
+def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
+    found = with_retry(lambda: _read_job(sessions, job_id, attempt), what="reading a job")
+    if isinstance(found, str):
+        return found
+    record = found
     registered_fingerprint = record.fingerprint
 
     settings = _settings()
+    if settings is not None and not location_open(
+        settings, record.source_format, record.source_path
+    ):  # a closed root is not a changed source (submission refuses this before a charge)
+        with sessions.begin() as session:
+            if cancel_or_refund_unread(session, job_id, "failed", SOURCE_NOT_OPEN):
+                return "failed"
+        return _mark_failed(sessions, job_id, attempt, SOURCE_NOT_OPEN)
     source = None if settings is None else _reopen(record, settings)
     if settings is None or source is None or not _source_unchanged(source, registered_fingerprint):
-        with sessions.begin() as session:
-            if cancel_or_refund_unread(session, job_id, "failed", SOURCE_CHANGED):
-                return "failed"
+        if _refund_unread(sessions, job_id, SOURCE_CHANGED):
+            return "failed"
         return _mark_failed(sessions, job_id, attempt, SOURCE_CHANGED)
 
     layout = Layout("single", 0) if record.execution == "in_database" else _layout(record, settings)
     if layout.kind == "infeasible":
         # Before the claim: nothing was read, so the charge is refunded.
         message = f"{layout.reason}; nothing was read and the charge was refunded."
-        with sessions.begin() as session:
-            if cancel_or_refund_unread(session, job_id, "failed", message):
-                return "failed"
+        if _refund_unread(sessions, job_id, message):
+            return "failed"
         return _mark_failed(sessions, job_id, attempt, message)
 
-    if not _claim(sessions, job_id, attempt):
-        with sessions() as session:
-            job = session.get(Job, job_id)
-            return job.status if job is not None else "missing"
+    held = _claim(sessions, job_id, attempt)
+    if held is None:
+        return _current_status(sessions, job_id)
+    attempt = held  # a re-run of a lost dispatch holds the next attempt (job_status.claim)
+    deadline = time.monotonic() + settings.job_time_limit_s  # public, fixed before the read
 
     try:
-        return _fit_and_store(sessions, job_id, attempt, source, record, layout)
+        return _fit_and_store(sessions, job_id, attempt, source, record, layout, deadline)
     except JobCancelled:
         return _finish(sessions, job_id, attempt, "cancelled", None)
+    except JobTimedOut:
+        logger.warning("job %s attempt %d passed the wall-clock limit", job_id, attempt)
+        return _mark_failed(sessions, job_id, attempt, TIMED_OUT)
     except Exception as exc:  # noqa: BLE001 - any failure after reading keeps the charge
         logger.error("job %s attempt %d failed: %s", job_id, attempt, type(exc).__name__)
         changed = _fingerprint_differs(source, registered_fingerprint)
@@ -230,10 +290,15 @@ def _fingerprint_differs(source: Source, registered: str) -> bool:
         return False
 
 
-def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> bool:
-    """queued|running → running (one more run, data_read_at set), iff this attempt is current."""
-    with sessions.begin() as session:
-        return job_status.claim(session, job_id, attempt)
+def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> int | None:
+    """queued → running (one more run, data_read_at set), iff this attempt is current; returns
+    the attempt the run holds (:func:`service.job_status.claim`)."""
+
+    def write() -> int | None:
+        with sessions.begin() as session:
+            return job_status.claim(session, job_id, attempt)
+
+    return with_retry(write, what="claiming a job")
 
 
 def _layout(record: JobRecord, settings: Settings) -> Layout:
@@ -270,6 +335,7 @@ def _fit_and_store(
     source: Source,
     record: JobRecord,
     layout: Layout | None = None,
+    deadline: float | None = None,
 ) -> str:
     registered_fingerprint = record.fingerprint
     if is_evaluation(record.spec):  # a private evaluation job (service/evaluation.py)
@@ -304,7 +370,7 @@ def _fit_and_store(
                 raise SourceError("source changed while the job was reading it")
 
         plan = plan_from_json(plan_json)
-        progress = _ProgressReporter(sessions, job_id, attempt, plan)
+        progress = _ProgressReporter(sessions, job_id, attempt, plan, deadline)
         w = _fit_partitioned(
             f"{job_id}-{attempt}", read, plan, spec, loss, progress, unchanged, classes
         )
@@ -325,10 +391,14 @@ def _fit_and_store(
         label_bound,
     )
     X, Y = cached_rows(key, read)  # the rows of the registered bytes (service/workers/row_cache)
+    # The schema's public column layout travels with the rows: it alone (with n and d) shapes
+    # the optimizers' computation, never the values (service/optimizers/inputs.py).
+    X = laid_out(X, encoder_layout(encoder))
 
     plan = plan_from_json(plan_json)
     optimizer = get_optimizer(spec["optimizer"]["name"])
-    progress = _ProgressReporter(sessions, job_id, attempt, plan)
+    progress = _ProgressReporter(sessions, job_id, attempt, plan, deadline)
+    progress.check_clock()  # the read counts towards the limit
     rng = np.random.default_rng()  # OS entropy; never logged or returned
     class_plan = class_plan_of(plan)
     if class_plan is None:
@@ -421,28 +491,44 @@ def _offset(progress: _ProgressReporter, done: int) -> Callable[[int], None]:
 class _ProgressReporter:
     """Writes ``progress_step`` at most every PROGRESS_INTERVAL_S and checks for cancellation
     (not at the last step: :func:`service.job_status.succeed` writes it, and refuses a job
-    whose cancellation was requested)."""
+    whose cancellation was requested), and at every step the wall-clock ``deadline``
+    (``time.monotonic()`` value; None: no limit), raising :class:`JobTimedOut` past it."""
 
     def __init__(
-        self, sessions: sessionmaker[Session], job_id: str, attempt: int, plan: ReleasePlan
+        self,
+        sessions: sessionmaker[Session],
+        job_id: str,
+        attempt: int,
+        plan: ReleasePlan,
+        deadline: float | None = None,
     ) -> None:
         self._sessions = sessions
         self._job_id = job_id
         self._attempt = attempt
         self._total = plan.total_steps
         self._last = 0.0
+        self._deadline = deadline
+
+    def check_clock(self) -> None:
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise JobTimedOut()
 
     def __call__(self, step: int) -> None:
+        self.check_clock()
         if step >= self._total:
             return  # storing the model writes the last step and honours a cancellation
         now = time.monotonic()
         if now - self._last < PROGRESS_INTERVAL_S:
             return
         self._last = now
-        with self._sessions.begin() as session:
-            cancelled = job_status.write_progress(
-                session, self._job_id, self._attempt, min(step, self._total)
-            )
+
+        def write() -> bool:
+            with self._sessions.begin() as session:
+                return job_status.write_progress(
+                    session, self._job_id, self._attempt, min(step, self._total)
+                )
+
+        cancelled = with_retry(write, what="writing progress")
         if cancelled:
             raise JobCancelled(self._job_id)
 
@@ -470,35 +556,39 @@ def _store_model(
         mechanism=plan.mechanism, noise_scale=plan.noise_scale, sensitivity=plan.sensitivity
     )
     model_id = new_id("mdl")
-    try:
-        with sessions() as session:
-            job = session.get(Job, job_id)
-            assert job is not None
-            stored = job_status.succeed(
-                session, job_id, attempt, progress=plan.total_steps, model_id=model_id
-            )
-            if not stored:
-                session.rollback()
-                return _current_status(sessions, job_id)
-            session.add(
-                TrainedModel(
-                    id=model_id,
-                    job_id=job_id,
-                    dataset_id=job.dataset_id,
-                    principal=job.principal,
-                    model_spec=dict(spec["model"]),  # type: ignore[arg-type]
-                    coefficients=coefficients,
-                    intercept=intercept,
-                    feature_names=list(encoder.feature_names),
-                    encoder=encoder.to_dict(),
-                    label=label.model_dump(mode="json"),
-                    privacy=privacy,
+
+    def write() -> str:  # one transaction, retried as a whole through an outage
+        try:
+            with sessions() as session:
+                job = session.get(Job, job_id)
+                assert job is not None
+                stored = job_status.succeed(
+                    session, job_id, attempt, progress=plan.total_steps, model_id=model_id
                 )
-            )
-            session.commit()
-    except IntegrityError:
-        return _current_status(sessions, job_id)
-    return "succeeded"
+                if not stored:
+                    session.rollback()
+                    return _current_status(sessions, job_id)
+                session.add(
+                    TrainedModel(
+                        id=model_id,
+                        job_id=job_id,
+                        dataset_id=job.dataset_id,
+                        principal=job.principal,
+                        model_spec=dict(spec["model"]),  # type: ignore[arg-type]
+                        coefficients=coefficients,
+                        intercept=intercept,
+                        feature_names=list(encoder.feature_names),
+                        encoder=encoder.to_dict(),
+                        label=label.model_dump(mode="json"),
+                        privacy=privacy,
+                    )
+                )
+                session.commit()
+        except IntegrityError:
+            return _current_status(sessions, job_id)
+        return "succeeded"
+
+    return with_retry(write, what="storing a model")
 
 
 def _finish(
@@ -508,8 +598,11 @@ def _finish(
     status: job_status.Ending,
     error: str | None,
 ) -> str:
-    with sessions.begin() as session:
-        job_status.end_run(session, job_id, attempt, status, error)
+    def write() -> None:
+        with sessions.begin() as session:
+            job_status.end_run(session, job_id, attempt, status, error)
+
+    with_retry(write, what="ending a run")
     return _current_status(sessions, job_id)
 
 
@@ -518,6 +611,8 @@ def _mark_failed(sessions: sessionmaker[Session], job_id: str, attempt: int, err
 
 
 def _current_status(sessions: sessionmaker[Session], job_id: str) -> str:
-    with sessions() as session:
-        status = session.scalar(select(Job.status).where(Job.id == job_id))
-    return status or "missing"
+    def read() -> str:
+        with sessions() as session:
+            return session.scalar(select(Job.status).where(Job.id == job_id)) or "missing"
+
+    return with_retry(read, what="reading a job's status")

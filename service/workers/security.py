@@ -19,8 +19,8 @@ Where the certificates come from:
 - **External scheduler**: the operator gives the CA, certificate and key the service presents
   (``DPFIT_DASK_TLS_CA``/``_CERT``/``_KEY``), or points ``DPFIT_DASK_TLS_DIR`` at a set made with
   ``python -m service.workers.security DIR`` and starts ``dask scheduler``/``dask worker`` with
-  the same directory's files (README, "Security of the worker cluster"). The address must be
-  ``tls://``.
+  the same directory's files (docs/reference/cluster.md#security-of-the-worker-cluster). The
+  address must be ``tls://``.
 
 Guarantees: the returned :class:`distributed.security.Security` has ``require_encryption=True``
 and a certificate for every role it is used in. The service refuses to start

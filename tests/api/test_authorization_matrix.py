@@ -55,6 +55,8 @@ EXPECTED: dict[str, tuple[int, ...]] = {
     "GET /redoc":                                      ALL_200,
     "GET /v1/optimizers":                              ALL_200,
     "GET /ui":                                         ALL_200,
+    "GET /":                                           ALL_200,
+    "GET /v1/me":                                      (200, 200, 200, 200, 200, 401, 401),
     "MOUNT /ui/static":                                ALL_200,
     "GET /metrics":                                    (200, 403, 403, 403, 403, 401, 401),
     "POST /v1/keys":                                   (201, 403, 403, 403, 403, 401, 401),
@@ -67,6 +69,9 @@ EXPECTED: dict[str, tuple[int, ...]] = {
     "GET /v1/datasets/{dataset_id}/grants":            (200, 200, 404, 403, 403, 401, 401),
     "POST /v1/datasets/{dataset_id}/grants/{grantee}/revoke": (200, 200, 404, 403, 403, 401, 401),
     "POST /v1/datasets/{dataset_id}/retire":           (200, 404, 404, 404, 404, 401, 401),
+    "POST /v1/datasets/validate":                      (200, 200, 200, 403, 403, 401, 401),
+    "GET /v1/datasets/withdrawals":                    (200, 403, 403, 403, 403, 401, 401),
+    "DELETE /v1/datasets/{dataset_id}":                (200, 200, 404, 403, 403, 401, 401),
     "GET /v1/datasets/{dataset_id}/budget":            (200, 200, 404, 200, 404, 401, 401),
     "GET /v1/datasets/{dataset_id}/budget/history":    (200, 200, 404, 200, 404, 401, 401),
     "GET /v1/datasets/{dataset_id}/ledger":            (200, 200, 404, 403, 403, 401, 401),
@@ -147,6 +152,8 @@ REQUESTS: dict[str, Callable[[World], Request]] = {
     "GET /redoc": lambda w: ("GET", "/redoc", None),
     "GET /v1/optimizers": lambda w: ("GET", "/v1/optimizers", None),
     "GET /ui": lambda w: ("GET", "/ui", None),
+    "GET /": lambda w: ("GET", "/", None),
+    "GET /v1/me": lambda w: ("GET", "/v1/me", None),
     "MOUNT /ui/static": lambda w: ("GET", "/ui/static/app.js", None),
     "GET /metrics": lambda w: ("GET", "/metrics", None),
     "POST /v1/keys": lambda w: (
@@ -188,6 +195,17 @@ REQUESTS: dict[str, Callable[[World], Request]] = {
     "POST /v1/datasets/{dataset_id}/retire": lambda w: (
         "POST",
         f"/v1/datasets/{w.register()}/retire",
+        None,
+    ),
+    "POST /v1/datasets/validate": lambda w: (
+        "POST",
+        "/v1/datasets/validate",
+        credit_dataset(uri=w.fresh_csv()),
+    ),
+    "GET /v1/datasets/withdrawals": lambda w: ("GET", "/v1/datasets/withdrawals", None),
+    "DELETE /v1/datasets/{dataset_id}": lambda w: (
+        "DELETE",
+        f"/v1/datasets/{w.register()}",
         None,
     ),
     "GET /v1/datasets/{dataset_id}/budget": lambda w: (

@@ -206,6 +206,17 @@ def test_the_whole_story_from_the_cli(
     local = as_analyst.json("models", "predict", model_id, str(rows), "--local")
     assert served["predictions"] == local["predictions"] and len(served["predictions"]) == 3
     np.testing.assert_allclose(local["probabilities"], served["probabilities"], rtol=0, atol=1e-12)
+    # the third row's empty age and undeclared education are warned of, served and local alike
+    assert served["warnings"] == local["warnings"]
+    assert [(w["row"], w["column"], w["kind"]) for w in served["warnings"]] == [
+        (2, "age", "missing"),
+        (2, "education", "unknown_category"),
+    ]
+    for local_flag in ((), ("--local",)):
+        code, out, err = as_analyst("models", "predict", model_id, str(rows), *local_flag)
+        assert code == EXIT_OK and "PREDICTION" in out
+        assert "warning: row 2 education: 'none' is not a declared category" in err, err
+        assert err.count("warning:") == 2 and "PredictionWarning" not in err
     exported = tmp_path / "model.pkl"
     as_analyst.json("models", "export", model_id, "--format", "sklearn", "--file", str(exported))
     pipeline = pickle.loads(exported.read_bytes())
@@ -508,11 +519,16 @@ def test_auto_evaluation_bom_rows_and_history_from_the_cli(
         )
         assert code == EXIT_INVALID and json.loads(out)["field"] == "rows"
 
-    # the YAML slip of unquoted yes/no (booleans): registered, and the report shows it
+    # label values that match no label (booleans here): refused naming the field (most labels
+    # would be outside the declared values); the dry run shows the report and creates nothing
     slipped = credit_dataset()
     slipped["label"].update(positive=True, negative=False)
-    code, out, err = as_owner("datasets", "register", str(write_spec(tmp_path, slipped)))
-    assert code == EXIT_OK and "validation: cells the encoding changed:" in out, err
+    spec = write_spec(tmp_path, slipped)
+    code, out, err = as_owner("datasets", "register", str(spec))
+    assert code == EXIT_INVALID and "label.positive" in err, err
+    code, out, err = as_owner("datasets", "register", str(spec), "--dry-run")
+    assert code == EXIT_INVALID and "would register: no" in out, err
+    assert "validation: cells the encoding changed:" in out, out
     assert re.search(r"label income: outside_declared (\d+)/\1", out), out
 
     # a header naming a column twice: refused (a CSV reader would keep the last silently)

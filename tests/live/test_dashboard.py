@@ -11,6 +11,15 @@ coefficients chart with one bar per released coefficient; and that the browser m
 any other origin (Chrome's performance log: every ``Network.requestWillBeSent``). Swagger UI and
 ReDoc render with no outside request too. Screenshots of each view go to ``DPFIT_SCREENSHOTS``
 (default: the test's tmp dir).
+
+A dashboard owners can act on (issue 26 item 5), at 900 and 1400 px viewports: the validation
+report on the owner's card (a label typo shows loudly); the ledger's ε added at δ_B per row with
+the running total (the column sums to ε spent); a burn-down by charge order that keeps a burst of
+15 jobs readable, with round ticks and a tooltip per point (job, analyst, ε); dataset names
+beside ids; a failed job's reason; the view labelled by the key's role (admin, owner, analyst);
+``/`` → ``/ui``; a sign-in card that says where keys come from. Layout is checked on bounding
+rectangles (``layout_problems``): nothing wider than the viewport, no table or cell whose content
+is cut, no chart overlapping its facts, no two tick labels overlapping, the key elements visible.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from typing import Any
 import pytest
 
 from tests.support.live import LiveServer
-from tests.support.walkthrough import credit_dataset, logistic_job
+from tests.support.walkthrough import COPIES, credit_dataset, fresh_credit_copy, logistic_job
 
 CHROMIUM = Path(os.environ.get("DPFIT_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("DPFIT_CHROMEDRIVER", "/usr/bin/chromedriver"))
@@ -288,3 +297,332 @@ def test_api_docs_render_offline(
     wait_until(browser, f"document.querySelector('{marker}') !== null", f"{page} rendered")
     browser.save_screenshot(str(shots / f"{page.strip('/')}.png"))
     assert_same_origin(requested_urls(browser), sqlite_server)
+
+
+# --- a dashboard owners can act on (issue 26 item 5) -------------------------------------------
+
+VIEWPORTS = (900, 1400)
+BURST = 15
+
+#: Everything on the page that must be visible and must fit, as a list of problems (empty: fine).
+LAYOUT_PROBLEMS = r"""
+const problems = [];
+const W = window.innerWidth;
+const box = (e) => e.getBoundingClientRect();
+const shown = (e) => { const r = box(e); return r.width > 0 && r.height > 0; };
+const name = (e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') +
+  (e.className && typeof e.className === 'string' ? '.' + e.className.split(' ').join('.') : '');
+const overlap = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 &&
+  a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
+if (document.documentElement.scrollWidth > W + 1)
+  problems.push(`the page is ${document.documentElement.scrollWidth}px wide in a ${W}px viewport`);
+for (const sel of arguments[0]) {
+  const found = [...document.querySelectorAll(sel)];
+  if (!found.length) { problems.push(`${sel}: not on the page`); continue; }
+  for (const e of found) {
+    if (!shown(e)) problems.push(`${sel}: not visible`);
+    const r = box(e);
+    if (r.left < -0.5 || r.right > W + 0.5)
+      problems.push(`${sel}: ${r.left}..${r.right} outside 0..${W}`);
+  }
+}
+for (const t of document.querySelectorAll('table.grid')) {
+  if (!shown(t)) continue;
+  const holder = t.parentElement;
+  if (t.scrollWidth > holder.clientWidth + 1 || box(t).right > box(holder).right + 1)
+    problems.push(`${name(t)} is cut: ${t.scrollWidth}px in ${holder.clientWidth}px`);
+  for (const cell of t.querySelectorAll('td, th')) {
+    if (cell.scrollWidth > cell.clientWidth + 1)
+      problems.push(`${name(t)}: a cell is cut: ${JSON.stringify(cell.textContent.slice(0, 40))}`);
+  }
+}
+for (const card of document.querySelectorAll('.dataset-body, .model-layout')) {
+  const [a, b] = card.children;
+  if (a && b && shown(a) && shown(b) && overlap(box(a), box(b)))
+    problems.push(`${name(card)}: ${name(a)} overlaps ${name(b)}`);
+}
+for (const svg of document.querySelectorAll('svg.burn-down')) {
+  for (const cls of ['x-tick', 'y-tick']) {
+    const labels = [...svg.querySelectorAll('text.' + cls)].map(box);
+    for (let i = 1; i < labels.length; i += 1)
+      if (overlap(labels[i - 1], labels[i])) problems.push(`burn-down ${cls} labels overlap`);
+  }
+}
+return problems;
+"""
+
+
+def set_viewport(driver: Any, width: int, height: int = 1100) -> None:
+    """The page's viewport exactly ``width`` CSS pixels wide (not the window's outer size)."""
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+    )
+
+
+def layout_problems(driver: Any, must_show: list[str]) -> list[str]:
+    problems: list[str] = driver.execute_script(LAYOUT_PROBLEMS, must_show)
+    return problems
+
+
+def screenshot(driver: Any, path: Path, width: int) -> None:
+    """A screenshot of the viewport, checked to be that wide and not blank."""
+    driver.save_screenshot(str(path))
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(data[16:20], "big") == width  # the IHDR width
+    assert len(data) > 10_000, f"{path.name} looks blank"
+
+
+def fresh_copy() -> Path:
+    """A fresh copy of the example data under COPIES (a data root of every live server)."""
+    return COPIES / fresh_credit_copy()
+
+
+@pytest.fixture(scope="module")
+def burst(sqlite_server: LiveServer) -> dict[str, Any]:
+    """An owner with three datasets: one with a burst of 15 charges in a few seconds, one with a
+    label typo (registered with strict off), and one whose file changed after registration (its
+    job fails, refunded). The analyst ran them all."""
+    owner = sqlite_server.key("burst-olivia", "owner")
+    analyst = sqlite_server.key("burst-ann", "analyst")
+    with sqlite_server.client(owner) as client:
+        body = credit_dataset(epsilon=20.0)
+        body["name"] = "credit-burst"
+        response = client.post("/v1/datasets", json=body)
+        assert response.status_code == 201, response.text
+        busy = response.json()["id"]
+        typo = credit_dataset(epsilon=3.0)
+        typo["name"] = "credit-typo"
+        typo["label"]["positive"] = ">50k"  # the data says >50K
+        typo["strict"] = False
+        response = client.post("/v1/datasets", json=typo)
+        assert response.status_code == 201, response.text
+        broken = response.json()["id"]
+        changed_path = fresh_copy()
+        changing = credit_dataset(epsilon=3.0, uri=changed_path.name)
+        changing["name"] = "credit-changed"
+        response = client.post("/v1/datasets", json=changing)
+        assert response.status_code == 201, response.text
+        changed = response.json()["id"]
+        for dataset_id in (busy, broken, changed):
+            grants = f"/v1/datasets/{dataset_id}/grants"
+            grant = client.post(grants, json={"principal": "burst-ann"})
+            assert grant.status_code == 201, grant.text
+    changed_path.write_text(changed_path.read_text() + "30,40,HS,public,<=50K,\n")
+    with sqlite_server.client(analyst) as client:
+        jobs = []
+        for i in range(BURST):
+            job = logistic_job(busy, epsilon=0.1 + 0.02 * i)
+            response = client.post("/v1/jobs", json=job)
+            assert response.status_code == 202, response.text
+            jobs.append(response.json()["id"])
+        response = client.post("/v1/jobs", json=logistic_job(changed, epsilon=0.5))
+        assert response.status_code == 202, response.text
+        failing = response.json()["id"]
+    failed = wait_job(sqlite_server, analyst, failing)
+    assert failed["status"] == "failed" and failed["refunded"], failed
+    for job_id in jobs:
+        wait_job(sqlite_server, analyst, job_id)
+    return {
+        "owner": owner,
+        "analyst": analyst,
+        "busy": busy,
+        "broken": broken,
+        "changed": changed,
+        "failed": failed,
+        "jobs": jobs,
+    }
+
+
+def card(dataset_id: str) -> str:
+    return f"article.dataset[data-dataset='{dataset_id}']"
+
+
+def nice(step: float) -> bool:
+    """1, 2, 2.5 or 5 times a power of ten."""
+    import math
+
+    mantissa = step / 10 ** math.floor(math.log10(step))
+    return any(abs(mantissa - m) < 1e-6 for m in (1, 2, 2.5, 5, 10))
+
+
+def ledger_column(driver: Any, dataset_id: str, cls: str) -> list[float]:
+    cells = driver.find_elements("css selector", f"{card(dataset_id)} table.ledger tbody td.{cls}")
+    return [float(c.text.replace("−", "-").replace("+", "")) for c in cells]
+
+
+@pytest.mark.parametrize("width", VIEWPORTS)
+def test_owner_page_shows_validation_ledger_and_a_readable_burst(
+    browser: Any, sqlite_server: LiveServer, burst: dict[str, Any], shots: Path, width: int
+) -> None:
+    set_viewport(browser, width)
+    requested_urls(browser)
+    sign_in(browser, sqlite_server, burst["owner"])
+    assert browser.execute_script("return document.body.dataset.view") == "owner"
+    assert browser.find_element("id", "who").text == "burst-olivia · owner view"
+    busy = card(burst["busy"])
+    wait_until(browser, f'document.querySelector("{busy} svg.burn-down path.spent")', "chart")
+
+    # The validation report: loud for the label typo, calm for the clean data.
+    typo = browser.find_element("css selector", f"{card(burst['broken'])} .validation")
+    assert "bad" in typo.get_attribute("class").split()
+    assert "outside the declared values" in typo.text and "of 4000 labels" in typo.text
+    clean = browser.find_element("css selector", f"{busy} .validation")
+    assert "ok" in clean.get_attribute("class").split() and "4000 rows" in clean.text
+
+    # The ledger: per row the ε it added at δ_B, and the running total; they agree with the API.
+    with sqlite_server.client(burst["owner"]) as client:
+        budget = client.get(f"/v1/datasets/{burst['busy']}/budget").json()
+        history = client.get(f"/v1/datasets/{burst['busy']}/budget/history").json()
+    added = ledger_column(browser, burst["busy"], "added")
+    running = ledger_column(browser, burst["busy"], "running")
+    assert len(added) == len(running) == BURST
+    assert running == pytest.approx([p["epsilon_spent"] for p in history["points"]], abs=1e-3)
+    assert running[-1] == pytest.approx(budget["epsilon_spent"], abs=1e-3)
+    assert sum(added) == pytest.approx(running[-1], abs=6e-4 * BURST)  # 3 decimals shown
+    requested = sum(0.1 + 0.02 * i for i in range(BURST))
+    assert requested > 2 * running[-1]  # what the old ε column summed to: not the spend
+    # a refund row after the failed job, its ε added negative (nothing stays charged)
+    changed_added = ledger_column(browser, burst["changed"], "added")
+    assert len(changed_added) == 2 and changed_added[0] > 0
+    assert changed_added[1] == pytest.approx(-changed_added[0], abs=1e-3)
+
+    # The burn-down: one point per ledger row, spread by charge order (a burst of 15 jobs within
+    # seconds is not one vertical line), round ticks, a tooltip per point.
+    xs = browser.execute_script(
+        f'return [...document.querySelectorAll("{busy} svg.burn-down circle.point")]'
+        ".map((c) => c.getBoundingClientRect().x)"
+    )
+    assert len(xs) == BURST
+    gaps = [b - a for a, b in zip(xs, xs[1:], strict=False)]
+    assert min(gaps) > 15, gaps  # CSS px between consecutive points
+    y_ticks = [
+        float(t.text)
+        for t in browser.find_elements("css selector", f"{busy} svg.burn-down text.y-tick")
+    ]
+    steps = {round(b - a, 9) for a, b in zip(y_ticks, y_ticks[1:], strict=False)}
+    assert y_ticks[0] == 0 and len(steps) == 1 and nice(steps.pop()), y_ticks
+    titles = browser.execute_script(
+        f'return [...document.querySelectorAll("{busy} svg.burn-down g.mark")]'
+        ".map((g) => g.querySelector('title').textContent)"
+    )
+    assert len(titles) == BURST
+    for job_id, title in zip(burst["jobs"], titles, strict=True):
+        assert f"job {job_id}" in title and "analyst burst-ann" in title and "ε added" in title
+
+    must_show = [
+        "#who",
+        f"{busy} svg.burn-down",
+        f"{busy} .facts",
+        f"{busy} table.ledger",
+        f"{card(burst['broken'])} .validation",
+        f"{busy} table.grants",
+    ]
+    assert layout_problems(browser, must_show) == []
+    screenshot(browser, shots / f"owner-{width}.png", width)
+    assert_same_origin(requested_urls(browser), sqlite_server)
+
+
+@pytest.mark.parametrize("width", VIEWPORTS)
+def test_analyst_sees_names_failure_reasons_and_every_column(
+    browser: Any, sqlite_server: LiveServer, burst: dict[str, Any], shots: Path, width: int
+) -> None:
+    set_viewport(browser, width)
+    requested_urls(browser)
+    sign_in(browser, sqlite_server, burst["analyst"])
+    assert browser.execute_script("return document.body.dataset.view") == "analyst"
+    assert browser.find_element("id", "who").text == "burst-ann · analyst view"
+    failed = browser.find_element("css selector", f"tr[data-job='{burst['failed']['id']}']")
+    assert failed.get_attribute("data-status") == "failed"
+    reason = failed.find_element("css selector", "td.status .reason").text
+    assert reason == burst["failed"]["error"] and "changed since it was registered" in reason
+    dataset_cell = failed.find_element("css selector", "td.dataset-name").text
+    assert "credit-changed" in dataset_cell and burst["changed"] in dataset_cell
+    done = browser.find_element("css selector", f"tr[data-job='{burst['jobs'][-1]}']")
+    assert "credit-burst" in done.find_element("css selector", "td.dataset-name").text
+    wait_until(browser, "document.getElementById('model-chart').dataset.model", "the model chart")
+    last_column = "#jobs-table thead th:last-child"
+    must_show = [
+        "#who",
+        "#jobs-table",
+        last_column,
+        "#jobs-table td.model-id button",
+        "#granted-table",
+        "#model-chart svg.coefficients",
+        "#model-privacy",
+    ]
+    assert layout_problems(browser, must_show) == []
+    screenshot(browser, shots / f"analyst-{width}.png", width)
+    assert_same_origin(requested_urls(browser), sqlite_server)
+
+
+def test_admin_page_says_admin_and_shows_every_dataset(
+    browser: Any, sqlite_server: LiveServer, burst: dict[str, Any], shots: Path
+) -> None:
+    admin = sqlite_server.key("admin", "admin")
+    set_viewport(browser, 1400)
+    sign_in(browser, sqlite_server, admin)
+    assert browser.execute_script("return document.body.dataset.view") == "admin"
+    assert browser.find_element("id", "who").text == "admin · admin view"
+    assert browser.find_element("id", "owned-title").text == "All datasets"
+    for dataset_id in (burst["busy"], burst["broken"], burst["changed"]):
+        owner = browser.find_element("css selector", f"{card(dataset_id)} .facts").text
+        assert "burst-olivia" in owner
+    screenshot(browser, shots / "admin-1400.png", 1400)
+
+
+def test_root_redirects_and_the_sign_in_card_says_where_keys_come_from(
+    browser: Any, sqlite_server: LiveServer, shots: Path
+) -> None:
+    set_viewport(browser, 900)
+    browser.get(f"{sqlite_server.base_url}/")
+    wait_until(browser, "document.getElementById('sign-in') !== null", "the sign-in form")
+    assert browser.current_url == f"{sqlite_server.base_url}/ui"
+    text = browser.find_element("id", "key-source").text
+    assert "dpfit keys create --role admin --name admin" in text and "docker exec" in text
+    assert layout_problems(browser, ["#sign-in-view", "#key-source", "#api-key"]) == []
+    screenshot(browser, shots / "sign-in-900.png", 900)
+
+
+def test_the_layout_check_sees_what_it_is_for(browser: Any, sqlite_server: LiveServer) -> None:
+    """At 900 px the old jobs table cut its last column; the check reports such a table, a
+    page wider than the viewport, overlapping tick labels and a missing element."""
+    set_viewport(browser, 900)
+    browser.get(f"{sqlite_server.base_url}/ui")
+    wait_until(browser, "document.getElementById('sign-in') !== null", "the sign-in form")
+    assert layout_problems(browser, ["#sign-in-view"]) == []
+    browser.execute_script(
+        """
+        const holder = document.createElement('div');
+        holder.className = 'scroll';
+        const table = document.createElement('table');
+        table.className = 'grid';
+        const row = table.insertRow();
+        for (let i = 0; i < 9; i += 1) {
+          const cell = row.insertCell();
+          cell.textContent = 'mdl_0123456789abcdef0123';
+          cell.style.whiteSpace = 'nowrap';
+        }
+        holder.append(table);
+        document.querySelector('main').append(holder);
+        const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+        svg.setAttribute('class', 'burn-down');
+        svg.setAttribute('width', '200');
+        svg.setAttribute('height', '50');
+        for (const x of [10, 14]) {
+          const t = document.createElementNS('http://www.w3.org/2000/svg', 'text');
+          t.setAttribute('class', 'x-tick'); t.setAttribute('x', x); t.setAttribute('y', 20);
+          t.textContent = '0.81'; svg.append(t);
+        }
+        document.querySelector('main').append(svg);
+        const wide = document.createElement('div');
+        wide.style.width = '1200px'; wide.style.height = '4px';
+        document.querySelector('main').append(wide);
+        """
+    )
+    problems = layout_problems(browser, ["#sign-in-view", "#no-such-element"])
+    assert any("is cut" in p for p in problems), problems
+    assert any("px wide in a 900px viewport" in p for p in problems), problems
+    assert any("x-tick labels overlap" in p for p in problems), problems
+    assert any("#no-such-element: not on the page" in p for p in problems), problems

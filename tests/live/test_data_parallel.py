@@ -578,10 +578,48 @@ def test_embedded_cluster_partitions_a_job_too_big_for_one_worker_and_refuses_on
         server.stop()
 
 
+def _worker_memory_settings(dask_worker: Any) -> tuple[int, float]:
+    """(memory limit, pause fraction) of the worker ``client.run`` passes."""
+    return (
+        int(dask_worker.memory_manager.memory_limit or 0),
+        float(dask_worker.memory_manager.memory_pause_fraction),
+    )
+
+
+def _nanny_terminate_fraction(dask_worker: Any) -> float:
+    """The terminate fraction of the worker's nanny (``client.run(..., nanny=True)``)."""
+    return float(dask_worker.memory_manager.memory_terminate_fraction)
+
+
+def test_embedded_workers_are_limited_by_default_with_headroom_below_the_pause(
+    tmp_path: Path,
+) -> None:
+    """Issue 23: without DPFIT_WORKER_MEMORY the workers had no limit. Now each gets its share of
+    the machine's memory (partitions.default_worker_memory — what admission checks against), and
+    Dask pauses at PAUSE_FRACTION (jobs are planned to peak 5 % below) and restarts at
+    TERMINATE_FRACTION."""
+    from service.data.partitions import PAUSE_FRACTION, TERMINATE_FRACTION, default_worker_memory
+
+    server = _server(f"sqlite:///{tmp_path / 'dpfit.db'}", [], tmp_path, {}, workers=2)
+    try:
+        address = _scheduler_address(server)
+        with Client(
+            address, security=_security(tmp_path / "dask-tls"), timeout=CONNECT_TIMEOUT
+        ) as client:
+            seen = client.run(_worker_memory_settings)
+            nannies = client.run(_nanny_terminate_fraction, nanny=True)
+        assert len(seen) == 2 and len(nannies) == 2
+        assert set(seen.values()) == {(default_worker_memory(2), PAUSE_FRACTION)}
+        assert set(nannies.values()) == {TERMINATE_FRACTION}
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def two_worker_cluster(tmp_path: Path, folder: tuple[Path, int]) -> Iterator[str]:
     """`dask scheduler` + `dask worker --nworkers 2 --memory-limit 600MiB` on loopback, mutual
-    TLS with a set made by `python -m service.workers.security` (as the README says)."""
+    TLS with a set made by `python -m service.workers.security` (as docs/reference/cluster.md
+    says)."""
     from tests.support.dask_net import tls_args as _tls_args
 
     subprocess.run(
@@ -598,7 +636,8 @@ def two_worker_cluster(tmp_path: Path, folder: tuple[Path, int]) -> Iterator[str
         "start_new_session": True,
         "cwd": tmp_path,
         # Workers run the jobs: they read the data roots and the partitioning threshold from
-        # their own environment (README, "Growing to a cluster of many machines").
+        # their own environment
+        # (docs/reference/cluster.md#growing-to-a-cluster-of-many-machines-data-parallel-jobs).
         "env": dict(
             os.environ, DPFIT_DATA_ROOTS=str(folder[0]), DPFIT_DATA_PARALLEL_MIN_ROWS="1000"
         ),

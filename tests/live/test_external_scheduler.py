@@ -1,6 +1,6 @@
 """DPFIT_DASK_SCHEDULER: the service dispatches to an external Dask scheduler and its workers
 (here started as separate `dask scheduler` / `dask worker` processes on loopback), exactly as the
-README's "Security of the worker cluster" says: mutual TLS with a set made by
+docs/reference/cluster.md#security-of-the-worker-cluster says: mutual TLS with a set made by
 `python -m service.workers.security DIR`, `--preload service.workers.cluster` (no HTTP server)."""
 
 from __future__ import annotations

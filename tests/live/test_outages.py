@@ -168,9 +168,7 @@ def _claimed(sessions: Any, job_id: str) -> None:
         session.execute(
             update(Job)
             .where(Job.id == job_id)
-            .values(
-                status="running", runs=Job.runs + 1, data_read_at=utcnow(), started_at=utcnow()
-            )
+            .values(status="running", runs=Job.runs + 1, data_read_at=utcnow(), started_at=utcnow())
         )
 
 
@@ -187,7 +185,8 @@ def test_queued_jobs_survive_any_number_of_restarts(queued_jobs: Any) -> None:
         j["status"] == "queued" and j["error"] is None for j in never_started
     )
     once = client.get(f"/v1/jobs/{ran_once}", headers=analyst).json()
-    assert once["status"] == "running" and once["error"] is None  # one run < 3: re-dispatched
+    # One run < 3: re-dispatched — queued again, waiting for a worker (job_status.redispatch).
+    assert once["status"] == "queued" and once["error"] is None
     thrice = client.get(f"/v1/jobs/{ran_thrice}", headers=analyst).json()
     assert thrice["status"] == "failed" and thrice["error"] == RECOVERY_FAILED
     assert thrice["refunded"] is False  # the data was read: the charge stands, as it says
@@ -202,3 +201,85 @@ def test_a_task_lost_before_reading_is_refunded_and_says_so(queued_jobs: Any) ->
     with sessions() as session:
         kinds = session.scalars(select(Charge.kind).where(Charge.job_id == job_ids[1])).all()
     assert sorted(kinds) == ["charge", "refund"]
+
+
+# --- recovery without a restart (issue 23, item 5) --------------------------------------------
+
+
+def _set_connections(admin_engine: Any, name: str, allowed: bool) -> None:
+    """Open or close the database to new connections; closing also ends every open one."""
+    with admin_engine.connect() as conn:
+        conn.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {str(allowed).lower()}'))
+        if not allowed:
+            conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = :name AND pid <> pg_backend_pid()"
+                ),
+                {"name": name},
+            )
+
+
+@pytest.mark.postgres
+def test_every_accepted_job_ends_after_an_outage_without_a_restart(
+    private_postgres_database: str, tmp_path: Path
+) -> None:
+    """PostgreSQL refuses every connection of the service for 8 s while one job runs and the
+    others wait: every accepted job still reaches a final state, each charged once, and the
+    server was never restarted (before: the running job and those starting during the outage
+    stayed running/queued, charged, until a restart)."""
+    import time
+
+    name = make_url(private_postgres_database).database
+    assert name is not None
+    server = start_server(
+        private_postgres_database,
+        data_roots=[EXAMPLES, tmp_path],
+        home=tmp_path,
+        extra_env={"DPFIT_RECONCILE_INTERVAL": "1"},
+    )
+    admin_engine = create_engine(_postgres_admin_url(), isolation_level="AUTOCOMMIT")
+    try:
+        owner = server.client(server.key("owner", "owner"))
+        analyst = server.client(server.key("analyst", "analyst"))
+        from tests.support.walkthrough import write_large_credit
+
+        uri = write_large_credit(tmp_path, 100_000)
+        dataset = owner.post("/v1/datasets", json=credit_dataset(epsilon=50.0, uri=uri))
+        assert dataset.status_code == 201, dataset.text
+        dataset_id = dataset.json()["id"]
+        owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": "analyst"})
+        body = logistic_job(dataset_id, epsilon=0.5, iterations=300)
+        accepted = [analyst.post("/v1/jobs", json=body) for _ in range(6)]
+        assert all(r.status_code == 202 for r in accepted), [r.text for r in accepted]
+        job_ids = [r.json()["id"] for r in accepted]
+        deadline = time.monotonic() + 120
+        while analyst.get(f"/v1/jobs/{job_ids[0]}").json()["status"] != "running":
+            assert time.monotonic() < deadline, "the first job never started"
+            time.sleep(0.05)
+
+        _set_connections(admin_engine, name, allowed=False)
+        time.sleep(8)
+        _set_connections(admin_engine, name, allowed=True)
+
+        deadline = time.monotonic() + 300
+        statuses: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            statuses = {i: analyst.get(f"/v1/jobs/{i}").json().get("status") for i in job_ids}
+            if all(s in ("succeeded", "failed", "cancelled") for s in statuses.values()):
+                break
+            time.sleep(0.5)
+        assert all(s in ("succeeded", "failed", "cancelled") for s in statuses.values()), statuses
+        assert server.process is not None and server.process.poll() is None  # never restarted
+        engine = create_engine(private_postgres_database)
+        try:
+            with engine.connect() as conn:
+                kinds = conn.execute(select(Charge.job_id, Charge.kind)).all()
+        finally:
+            engine.dispose()
+        charged = [job_id for job_id, kind in kinds if kind == "charge"]
+        assert sorted(charged) == sorted(job_ids)  # each accepted job charged exactly once
+    finally:
+        server.stop()
+        _set_connections(admin_engine, name, allowed=True)
+        admin_engine.dispose()

@@ -97,10 +97,14 @@ def test_readme_sdk_snippet_is_short() -> None:
 
 
 def test_readme_names_every_environment_variable() -> None:
+    """The configuration reference (the README's "where to go next" links it) names every
+    variable the settings read."""
     readme = (ROOT / "README.md").read_text()
+    assert "](docs/reference/configuration.md)" in readme
+    reference = (ROOT / "docs" / "reference" / "configuration.md").read_text()
     settings = (ROOT / "service" / "settings.py").read_text()
     for name in set(re.findall(r"DPFIT_[A-Z_]+", settings)):
-        assert name in readme, f"{name} is not documented in the README"
+        assert name in reference, f"{name} is not documented in docs/reference/configuration.md"
 
 
 def test_ci_runs_the_readme_test_command() -> None:
@@ -110,10 +114,39 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
 
 
+def test_readme_is_a_one_page_start() -> None:
+    """A newcomer's page (issue 26 item 8): short, the two commands, how long `make test` takes,
+    how to reset the demo, the first key (also in Docker), and a link to the reference."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) < 16_000, "the README is a first page: the reference is in docs/"
+    assert "make serve" in readme and "make test" in readme
+    assert re.search(r"`make test`\*\* takes long: about \*\*\d+–\d+ minutes", readme)
+    assert "`make clean`** resets the demo" in readme
+    assert "dpfit keys create --role admin" in readme
+    assert re.search(r"docker exec \S+ dpfit keys create", readme)
+    assert "](docs/README.md)" in readme
+
+
+def test_readme_own_data_line_keeps_the_examples_root() -> None:
+    """`DPFIT_DATA_ROOTS=/path make serve` dropped `examples` (the walkthrough's data): the
+    README's line keeps it, joined by the separator the settings split on."""
+    from service.settings import Settings
+
+    readme = (ROOT / "README.md").read_text()
+    lines = re.findall(r"`(DPFIT_DATA_ROOTS=\S+) make serve`", readme)
+    assert lines, "the README has no own-data line"
+    for line in lines:
+        value = line.split("=", 1)[1]
+        roots = Settings.from_env({"DPFIT_DATA_ROOTS": value.replace("/path/to/your/data", "/tmp")})
+        assert Path("examples").resolve() in roots.data_roots, line
+
+
 def test_readme_lists_every_optimizer_and_model() -> None:
+    """The optimizer reference (linked from the README) names every optimizer and model."""
     from service.models.registry import model_names
     from service.optimizers.registry import optimizer_names
 
-    readme = (ROOT / "README.md").read_text()
+    assert "](docs/reference/optimizers.md)" in (ROOT / "README.md").read_text()
+    reference = (ROOT / "docs" / "reference" / "optimizers.md").read_text()
     for name in [*optimizer_names(), *model_names()]:
-        assert f"`{name}`" in readme, f"{name} is missing from the README"
+        assert f"`{name}`" in reference, f"{name} is missing from docs/reference/optimizers.md"

@@ -31,13 +31,15 @@ CREDIT_FEATURES: list[dict[str, Any]] = [
 CREDIT_LABEL = {"column": "income", "positive": ">50K", "negative": "<=50K"}
 
 
-def readme_block(marker: str, language: str) -> str:
+def readme_block(marker: str, language: str, document: str = "README.md") -> str:
     """The code block of ``language`` between ``<!-- marker:start -->`` and ``<!-- marker:end -->``
-    in the README (the blocks the tests run verbatim)."""
-    readme = (EXAMPLES.parent / "README.md").read_text()
-    block = readme.split(f"<!-- {marker}:start -->")[1].split(f"<!-- {marker}:end -->")[0]
+    in ``document`` (a path from the repository root; default the README): the blocks the tests
+    run verbatim."""
+    text = (EXAMPLES.parent / document).read_text()
+    assert f"<!-- {marker}:start -->" in text, f"{document}'s {marker} block is missing"
+    block = text.split(f"<!-- {marker}:start -->")[1].split(f"<!-- {marker}:end -->")[0]
     match = re.search(rf"```{language}\n(.*?)```", block, re.S)
-    assert match, f"the README's {marker} block is missing"
+    assert match, f"{document}'s {marker} block is missing"
     return match.group(1)
 
 

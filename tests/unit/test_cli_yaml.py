@@ -22,7 +22,7 @@ from tests.support.walkthrough import readme_block
 
 
 def readme_spec() -> str:
-    return readme_block("cli-spec", "yaml")
+    return readme_block("cli-spec", "yaml", "docs/reference/cli.md")
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 - No file of the repository (outside ``.git`` and ``.venv``) cites the design notes that used to
   live outside it (the "DESIGN" + "§N" references, or a path into the parent's shared folder).
-- Every relative link in ``docs/*.md`` and ``README.md`` names an existing file and, when it has
+- Every relative link in ``docs/**/*.md`` and ``README.md`` names an existing file and, when it has
   a ``#fragment``, a heading of that file (GitHub's anchor rule); so does every
   ``docs/<page>.md#<section>`` pointer in a comment or docstring under ``service/``, ``tests/``
   and ``bench/``.
@@ -26,7 +26,7 @@ OUTSIDE_REFERENCE = re.compile(
     rb"DESIGN" + rb"\s*" + "§".encode() + rb"|\.\./" + rb"shared\b", re.IGNORECASE
 )
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
-POINTER = re.compile(r"\bdocs/([A-Za-z0-9_-]+\.md)#([A-Za-z0-9_-]+)")
+POINTER = re.compile(r"\bdocs/((?:reference/)?[A-Za-z0-9_-]+\.md)#([A-Za-z0-9_-]+)")
 FENCE = re.compile(r"^(```|~~~)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
@@ -120,7 +120,7 @@ def test_no_file_refers_to_the_design_notes_outside_the_repository() -> None:
 
 
 def test_every_relative_link_of_the_documents_resolves() -> None:
-    sources = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    sources = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     problems = []
     for source in sources:
         for target in LINK.findall(outside_text(source.read_text(encoding="utf-8"))):
@@ -162,6 +162,11 @@ def test_the_checks_catch_what_they_are_for(tmp_path: Path) -> None:
     assert OUTSIDE_REFERENCE.search(("see DESIGN\n   " + "§1").encode())
     assert OUTSIDE_REFERENCE.search(("../" + "shared/DESIGN.md").encode())
     assert not OUTSIDE_REFERENCE.search(b"docs/ledger.md#the-z-convention")
+    pointers = "see " + "docs/" + "reference/cli.md#the-command-line and " + "docs/" + "ledger.md#x"
+    assert POINTER.findall(pointers) == [
+        ("reference/cli.md", "the-command-line"),
+        ("ledger.md", "x"),
+    ]
 
 
 #: The math core (docs/architecture.md#the-import-rule-of-the-math-core) and what it never imports.

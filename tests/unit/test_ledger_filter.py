@@ -211,7 +211,8 @@ def test_refund_of_an_infinite_curve_leaves_no_nan() -> None:
 
 
 def test_mixed_and_subsampled_workloads_keep_their_capacity() -> None:
-    """Rényi-only jobs lose at most a sliver to the δ split (numbers in the README)."""
+    """Rényi-only jobs lose at most a sliver to the δ split (numbers in
+    docs/reference/benchmarks.md)."""
     budget = f.Budget(epsilon=3.0, delta=1e-5)
     z = calibrate_noise_multiplier(
         lambda m: dp_event.SelfComposedDpEvent(

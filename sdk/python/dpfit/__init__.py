@@ -21,6 +21,7 @@ from dpfit.errors import (
     InvalidSpec,
     JobFailed,
     NotFound,
+    PredictionWarning,
 )
 from dpfit.model import Model
 
@@ -39,5 +40,6 @@ __all__ = [
     "JobFailed",
     "Model",
     "NotFound",
+    "PredictionWarning",
     "PublicEncoding",
 ]

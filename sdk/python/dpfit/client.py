@@ -25,7 +25,13 @@ from urllib.parse import quote
 
 import httpx
 
-from dpfit.errors import ConnectionFailed, DpfitError, JobFailed, raise_for_problem
+from dpfit.errors import (
+    ConnectionFailed,
+    DpfitError,
+    JobFailed,
+    raise_for_problem,
+    warn_about_rows,
+)
 from dpfit.model import Model, records
 
 __all__ = ["DEFAULT_URL", "Client", "Estimate", "Evaluation", "Job"]
@@ -393,6 +399,18 @@ class Client:
         whose ``dataset_id`` names the existing dataset (to its owner)."""
         return dict(self._json("POST", "/v1/datasets", json=dict(spec), retry=False))
 
+    def validate_dataset(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """A dry run of :meth:`register_dataset` (owners): the validation report and whether the
+        registration would succeed (``would_register``; ``refusal``: the field and why not).
+        Creates nothing; what registration refuses before validating raises as it would."""
+        return dict(self._json("POST", "/v1/datasets/validate", json=dict(spec), retry=True))
+
+    def withdraw_dataset(self, dataset_id: str) -> dict[str, Any]:
+        """Withdraw a dataset on which no job was ever submitted (its owner or an admin): it is
+        removed and its source may be registered again. Raises :class:`Conflict` once a job was
+        charged on it."""
+        return dict(self._json("DELETE", f"/v1/datasets/{dataset_id}", retry=False))
+
     def grant(self, dataset_id: str, principal: str, epsilon_cap: float | None = None) -> dict[str, Any]:
         """Let analyst ``principal`` submit jobs on the dataset (owners; idempotent)."""
         body: dict[str, Any] = {"principal": principal}
@@ -526,9 +544,13 @@ class Client:
 
     def predict(self, model_id: str, rows: Any) -> dict[str, Any]:
         """The service's own prediction (``POST /v1/models/{id}/predict``) for ``rows``;
-        :meth:`Model.predict` computes the same locally."""
+        :meth:`Model.predict` computes the same locally. The answer's ``warnings`` (values the
+        encoding changed: undeclared categories, numbers outside the bounds, missing values)
+        are also issued as one :class:`dpfit.PredictionWarning`."""
         body = {"rows": records(rows)}
-        return dict(self._json("POST", f"/v1/models/{model_id}/predict", json=body, retry=True))
+        answer = dict(self._json("POST", f"/v1/models/{model_id}/predict", json=body, retry=True))
+        warn_about_rows(list(answer.get("warnings") or []), answer.get("warnings_total"))
+        return answer
 
     # --- private evaluation -------------------------------------------------------------------
 

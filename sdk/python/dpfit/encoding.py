@@ -22,6 +22,7 @@ the service's are computed from the same values. Equality is tested against a li
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import re
@@ -257,6 +258,66 @@ class PublicEncoding:
             out[:, position] = 1.0
         out *= self.scale
         return _clip_rows_to_unit_norm(out)
+
+
+    def warnings(self, records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The cells of ``records`` whose encoding changes their meaning — what the service's
+        ``POST /v1/models/{id}/predict`` lists as ``warnings`` (its ``service/
+        prediction_warnings.py``): ``{"row", "column", "kind", "message"}`` with ``kind`` one of
+        ``unknown_category`` (not a declared category: scored as none of them),
+        ``out_of_bounds`` (outside the declared ``[min, max]``: clipped) and ``missing`` (no
+        value or one that does not convert). In row order, then declared feature order."""
+        found: list[dict[str, Any]] = []
+        for feature in self.features:
+            name = feature["name"]
+            for row, record in enumerate(records):
+                value = record.get(name)
+                if feature.get("type") == "categorical":
+                    message = self._category_warning(feature, value)
+                else:
+                    message = _number_warning(feature, value)
+                if message is not None:
+                    kind, text = message
+                    found.append({"row": row, "column": name, "kind": kind, "message": text})
+        found.sort(key=lambda w: int(w["row"]))
+        return found
+
+    def _category_warning(self, feature: Mapping[str, Any], value: Any) -> tuple[str, str] | None:
+        key = category_key(value)
+        if key is None:
+            what = "null" if value is None else repr(value)
+            return "missing", f"{what}: scored as missing (none of the declared categories)"
+        if key in self._lookups[feature["name"]]:
+            return None
+        message = f"{value!r} is not a declared category: scored as none of them"
+        hint = _closest(str(value), [str(c) for c in feature["categories"]])
+        if hint is not None:
+            message += f" (did you mean {hint!r}?)"
+        return "unknown_category", message
+
+
+def _number_warning(feature: Mapping[str, Any], value: Any) -> tuple[str, str] | None:
+    low, high = float(feature["min"]), float(feature["max"])
+    number = numeric_value(value)
+    if math.isnan(number):
+        what = "null" if value is None else f"{value!r} is not a number"
+        return "missing", f"{what}: scored as missing (the midpoint of [{low:g}, {high:g}])"
+    if number < low:
+        return "out_of_bounds", f"{value!r} is below the declared min {low:g}: clipped to {low:g}"
+    if number > high:
+        return "out_of_bounds", f"{value!r} is above the declared max {high:g}: clipped to {high:g}"
+    return None
+
+
+def _closest(value: str, categories: list[str]) -> str | None:
+    """The declared category ``value`` most likely meant (same text up to case and space, else
+    the closest by difflib), as the service's hint."""
+    folded = value.strip().casefold()
+    for category in categories:
+        if category.strip().casefold() == folded:
+            return category
+    matches = difflib.get_close_matches(value, categories, n=1, cutoff=0.75)
+    return matches[0] if matches else None
 
 
 def _unit_interval(raw: FloatArray, low: float, high: float) -> FloatArray:

@@ -20,7 +20,9 @@ __all__ = [
     "InvalidSpec",
     "JobFailed",
     "NotFound",
+    "PredictionWarning",
     "raise_for_problem",
+    "warn_about_rows",
 ]
 
 
@@ -51,6 +53,52 @@ class DpfitError(Exception):
         where = f" [{self.field}]" if self.field else ""
         prefix = f"{self.status} " if self.status else ""
         return f"{prefix}{self.title or type(self).__name__}{where}: {self.detail}"
+
+
+class PredictionWarning(UserWarning):
+    """Rows given to a prediction held values the model's public encoding changed: a value that
+    is not a declared category (scored as none of them), a number outside the declared bounds
+    (clipped), a missing value. ``warnings`` lists them as the service does: ``{"row",
+    "column", "kind", "message"}``."""
+
+    def __init__(self, message: str, warnings: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.warnings = warnings
+
+
+#: At most this many warnings are quoted in one :class:`PredictionWarning`'s message.
+QUOTED_WARNINGS = 5
+
+
+def warn_about_rows(found: list[dict[str, Any]], total: int | None = None) -> None:
+    """Issue one :class:`PredictionWarning` for ``found`` (nothing when empty), attributed to the
+    first caller outside this package."""
+    if not found:
+        return
+    import warnings
+
+    total = len(found) if total is None else total
+    quoted = "; ".join(
+        f"row {w['row']} {w['column']}: {w['message']}" for w in found[:QUOTED_WARNINGS]
+    )
+    more = f"; … {total - QUOTED_WARNINGS} more" if total > QUOTED_WARNINGS else ""
+    message = (
+        f"{total} cell(s) of the rows changed meaning when encoded: {quoted}{more} "
+        "(the warnings attribute of this warning lists them)"
+    )
+    warnings.warn(PredictionWarning(message, found), stacklevel=_outside_this_package())
+
+
+def _outside_this_package() -> int:
+    """The ``stacklevel`` of the first frame whose code is not in the dpfit package."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == package:
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
 
 
 class InvalidSpec(DpfitError):

@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from dpfit.encoding import PublicEncoding, Rows, to_records
+from dpfit.errors import warn_about_rows
 
 if TYPE_CHECKING:
     from dpfit.client import Client, Estimate, Evaluation
@@ -148,8 +149,20 @@ class Model:
     # --- prediction ---------------------------------------------------------------------------
 
     def encode(self, rows: Rows) -> FloatArray:
-        """The rows through the model's public encoding (what the coefficients apply to)."""
-        return self.encoding.encode(rows)
+        """The rows through the model's public encoding (what the coefficients apply to).
+
+        A value the encoding changes — not a declared category, outside the declared bounds,
+        missing — issues one :class:`dpfit.PredictionWarning` (as the service's ``warnings``);
+        :meth:`prediction_warnings` lists them without scoring."""
+        as_records = to_records(rows)
+        X = self.encoding.encode_records(as_records)
+        warn_about_rows(self.encoding.warnings(as_records))
+        return X
+
+    def prediction_warnings(self, rows: Rows) -> list[dict[str, Any]]:
+        """What ``POST /v1/models/{id}/predict`` would list as ``warnings`` for ``rows``:
+        ``{"row", "column", "kind", "message"}`` per cell whose encoding changes its meaning."""
+        return self.encoding.warnings(to_records(rows))
 
     def decision_function(self, rows: Rows) -> FloatArray:
         """``w·x`` per row (``(n,)``), or per row and class (``(n, classes)``) for multiclass."""

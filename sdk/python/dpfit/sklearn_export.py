@@ -26,7 +26,8 @@ from sklearn.linear_model import HuberRegressor, LinearRegression, LogisticRegre
 from sklearn.pipeline import Pipeline
 from sklearn.svm import LinearSVC
 
-from dpfit.encoding import PublicEncoding
+from dpfit.encoding import PublicEncoding, to_records
+from dpfit.errors import warn_about_rows
 from dpfit.model import Model
 
 __all__ = ["OneVsRestLinear", "PublicEncodingTransformer", "to_sklearn"]
@@ -42,7 +43,14 @@ class PublicEncodingTransformer(TransformerMixin, BaseEstimator):  # type: ignor
         return self
 
     def transform(self, X: Any) -> np.ndarray:
-        return PublicEncoding(self.encoding or {}).encode(X)
+        """The encoded matrix; values the encoding changes (undeclared categories, numbers
+        outside the bounds, missing values) issue one :class:`dpfit.PredictionWarning`, as
+        :meth:`dpfit.Model.predict` does."""
+        encoding = PublicEncoding(self.encoding or {})
+        rows = to_records(X)
+        encoded = encoding.encode_records(rows)
+        warn_about_rows(encoding.warnings(rows))
+        return encoded
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         encoding = PublicEncoding(self.encoding or {})

@@ -1,7 +1,11 @@
 // dpfit dashboard: sign in with an API key, then show what that key may see.
-// Owners: their datasets with a budget burn-down, the ledger, the grants (revocable). Analysts: granted budgets, their
-// jobs with live progress, a model's coefficients and privacy accounting. Everything comes from
-// the public HTTP API of this origin; all text is inserted with textContent.
+// Who: GET /v1/me (name and role: the view is labelled admin, owner or analyst by it).
+// Owners (and admins, for every dataset): each dataset with its validation report, a budget
+// burn-down by charge order, the ledger with each row's ε added at δ_B and the running total,
+// and the grants (revocable). Everyone with jobs: the jobs with live progress, the dataset's
+// name beside its id, a failed job's reason, and a model's coefficients and privacy accounting.
+// Analysts: the granted budgets. Everything comes from the public HTTP API of this origin; all
+// text is inserted with textContent.
 
 import { ApiError, forgetKey, get, getAll, getAllOf, post, storedKey, storeKey } from "./api.js";
 import { burnDownChart, coefficientChart } from "./charts.js";
@@ -10,6 +14,7 @@ const $ = (id) => document.getElementById(id);
 const ACTIVE = new Set(["queued", "running"]);
 const POLL_ACTIVE_MS = 1500;
 const POLL_IDLE_MS = 10000;
+const VIEW_LABELS = { admin: "admin view", owner: "owner view", analyst: "analyst view" };
 
 let timer = null;
 let shownModel = null;
@@ -29,13 +34,30 @@ function node(tag, attrs = {}, ...children) {
 function num(x, digits = 3) {
   if (x === null || x === undefined) return "—";
   if (!Number.isFinite(x)) return "∞";
+  if (x !== 0 && Math.abs(x) < 1e-3) return Number(x).toExponential(digits - 1);
   return Number(x).toPrecision(digits);
+}
+
+function signed(x) {
+  if (!Number.isFinite(x)) return "—";
+  const text = Math.abs(x) < 5e-4 ? "0.000" : Math.abs(x).toFixed(3);
+  return x < 0 ? `−${text}` : `+${text}`;
+}
+
+function utc(iso) {
+  return iso.slice(0, 19).replace("T", " ");
 }
 
 function showError(where, error) {
   const target = $(where);
   target.textContent = error instanceof ApiError ? error.message : "The service did not answer.";
   target.hidden = false;
+}
+
+// A name with its id in small type under it (ids are what the API and the CLI take).
+function named(name, id) {
+  return [node("span", { class: "name" }, name ?? id), node("br"),
+    node("span", { class: "mono hint" }, id)];
 }
 
 // ---- sign in / out ------------------------------------------------------------------------
@@ -46,7 +68,7 @@ async function signIn(event) {
   $("api-key").value = "";
   $("sign-in-error").hidden = true;
   try {
-    await get("/v1/datasets?limit=1", key);
+    await get("/v1/me", key);
   } catch (error) {
     showError("sign-in-error", error);
     return;
@@ -64,8 +86,9 @@ function signOut() {
   $("dashboard").hidden = true;
   $("session").hidden = true;
   $("sign-in-view").hidden = false;
-  for (const id of ["owned-datasets"]) $(id).replaceChildren();
+  $("owned-datasets").replaceChildren();
   $("model-section").hidden = true;
+  delete document.body.dataset.view;
 }
 
 async function enter() {
@@ -83,17 +106,22 @@ async function refresh() {
   $("dashboard-error").hidden = true;
   let active = false;
   try {
-    const [datasets, jobs] = await Promise.all([getAll("/v1/datasets"), getAll("/v1/jobs")]);
-    const owned = datasets.filter((d) => d.fingerprint !== null && d.fingerprint !== undefined);
+    const [me, datasets, jobs] = await Promise.all([
+      get("/v1/me"), getAll("/v1/datasets"), getAll("/v1/jobs"),
+    ]);
+    const { name, role } = me.body;
+    const owned = datasets.filter((d) => role === "admin" || d.owner === name);
     const granted = datasets.filter((d) => !owned.includes(d));
-    await renderOwned(owned);
+    const names = new Map(datasets.map((d) => [d.id, d.name]));
+    await renderOwned(owned, role);
     await renderGranted(granted);
-    renderJobs(jobs);
+    renderJobs(jobs, names);
     active = jobs.some((j) => ACTIVE.has(j.status));
     const empty = owned.length === 0 && granted.length === 0 && jobs.length === 0;
     $("empty-note").hidden = !empty;
-    $("who").textContent = owned.length ? "owner view" : "analyst view";
-    document.body.dataset.view = owned.length ? "owner" : "analyst";
+    $("who").textContent = `${name} · ${VIEW_LABELS[role] ?? role}`;
+    document.body.dataset.view = role;
+    $("owned-title").textContent = role === "admin" ? "All datasets" : "Your datasets";
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) {
       signOut();
@@ -106,55 +134,124 @@ async function refresh() {
   timer = setTimeout(refresh, active ? POLL_ACTIVE_MS : POLL_IDLE_MS);
 }
 
-async function renderOwned(datasets) {
+async function renderOwned(datasets, role) {
   $("owned-section").hidden = datasets.length === 0;
-  const cards = await Promise.all(datasets.map(ownedCard));
+  const cards = await Promise.all(datasets.map((d) => ownedCard(d, role)));
   $("owned-datasets").replaceChildren(...cards);
 }
 
-async function ownedCard(d) {
+// The ledger's rows with the burn-down's figures: the history has one point per ledger row
+// (oldest first, the dataset's ε spent at δ_B after it); a row's "ε added" is how much it moved
+// that total, so the column sums to ε spent — unlike each job's requested ε, which composition
+// does not simply add up.
+function ledgerRows(charges, points) {
+  const byRow = new Map(points.map((p, i) => [`${p.kind}:${p.job_id}`, i]));
+  return charges.map((c, i) => {
+    const at = byRow.get(`${c.kind}:${c.job_id}`) ?? i;
+    const after = points[at]?.epsilon_spent ?? NaN;
+    const before = at > 0 ? points[at - 1].epsilon_spent : 0;
+    return { ...c, order: at + 1, spentAfter: after, added: after - before };
+  });
+}
+
+async function ownedCard(d, role) {
   const base = `/v1/datasets/${encodeURIComponent(d.id)}`;
-  const [budget, history, ledgerAll, grants] = await Promise.all([
+  const [budget, history, ledger, grants] = await Promise.all([
     get(`${base}/budget`), get(`${base}/budget/history`),
     getAllOf(`${base}/ledger?limit=1000`, "charges"), getAll(`${base}/grants`),
   ]);
-  const ledger = { body: ledgerAll };
   const b = budget.body;
+  const rows = ledgerRows(ledger.charges, history.body.points);
   const chart = node("div", { class: "chart", "data-dataset": d.id });
-  chart.append(burnDownChart(history.body.points, history.body.epsilon, d.created_at));
+  chart.append(burnDownChart(rows, history.body.epsilon));
   const facts = node("dl", { class: "facts" },
+    node("dt", {}, "owner"), node("dd", {}, d.owner),
     node("dt", {}, "rows"), node("dd", {}, d.n_rows),
     node("dt", {}, "ε_B, δ_B"), node("dd", {}, `${num(b.epsilon)}, ${num(b.delta, 2)}`),
     node("dt", {}, "ε spent"), node("dd", { class: "eps-spent" }, num(b.epsilon_spent)),
     node("dt", {}, "ε remaining"), node("dd", {}, num(b.epsilon_remaining)),
     node("dt", {}, "jobs charged"), node("dd", {}, b.jobs_charged),
-    node("dt", {}, "ledger consistent"), node("dd", {}, ledger.body.consistent ? "yes" : "NO"),
+    node("dt", {}, "ledger consistent"), node("dd", {}, ledger.consistent ? "yes" : "NO"),
   );
-  const rows = ledger.body.charges.map((c) => node("tr", {},
-    node("td", { class: "mono" }, c.created_at.slice(0, 19).replace("T", " ")),
-    node("td", {}, c.kind),
-    node("td", { class: "mono" }, c.job_id),
-    node("td", {}, c.principal),
-    node("td", { class: "num" }, num(c.epsilon)),
-    node("td", { class: "num" }, num(c.delta, 2)),
-  ));
-  const analysts = [...new Set(ledger.body.charges.map((c) => c.principal))];
-  const table = node("table", { class: "grid ledger" },
-    node("thead", {}, node("tr", {}, ...["time (UTC)", "kind", "job", "analyst", "ε", "δ"]
-      .map((h) => node("th", {}, h)))),
-    node("tbody", {}, ...rows));
+  const analysts = [...new Set(ledger.charges.map((c) => c.principal))];
   return node("article", { class: "dataset", "data-dataset": d.id },
     node("div", { class: "dataset-head" },
       node("h3", {}, d.name), node("span", { class: "mono hint" }, d.id)),
+    validationReport(d),
     node("div", { class: "dataset-body" }, chart, facts),
     node("h3", {}, "Grants"),
     grantsTable(d, grants),
     node("h3", {}, "Ledger"),
-    rows.length ? table : node("p", { class: "hint" }, "No charges yet."),
+    rows.length ? ledgerTable(rows, b) : node("p", { class: "hint" }, "No charges yet."),
     node("p", { class: "hint" }, analysts.length
       ? `Analysts who spent from this budget: ${analysts.join(", ")}`
       : "No analyst has spent from this budget yet."),
   );
+}
+
+function ledgerTable(rows, b) {
+  const body = rows.map((c) => node("tr", { "data-job": c.job_id, "data-kind": c.kind },
+    node("td", { class: "num" }, c.order),
+    node("td", { class: "mono" }, utc(c.created_at)),
+    node("td", {}, c.kind),
+    node("td", { class: "mono" }, c.job_id),
+    node("td", {}, c.principal),
+    node("td", { class: "num added" }, signed(c.added)),
+    node("td", { class: "num running" }, num(c.spentAfter)),
+    node("td", { class: "num requested" }, `${num(c.epsilon)}, ${num(c.delta, 2)}`),
+  ));
+  return node("div", { class: "scroll" },
+    node("table", { class: "grid ledger" },
+      node("thead", {}, node("tr", {}, ...["#", "time (UTC)", "kind", "job", "analyst",
+        "ε added at δ_B", "ε spent (total)", "requested ε, δ"].map((h) => node("th", {}, h)))),
+      node("tbody", {}, ...body),
+      node("tfoot", {}, node("tr", {},
+        node("td", { colSpan: 5 }, "ε spent at δ_B now"),
+        node("td", { class: "num" }, ""),
+        node("td", { class: "num" }, num(b.epsilon_spent)),
+        node("td", { class: "hint" }, `of ε_B = ${num(b.epsilon)}`)))));
+}
+
+// The registration's validation report (owners and admins only): how the service's reader saw
+// every cell. Labels outside the declared values are the slip that costs a budget for a useless
+// model (every such row is encoded as negative / no class), so they are said first and loudly.
+function validationReport(d) {
+  const v = d.validation;
+  const box = node("section", { class: "validation" });
+  if (!v) {
+    box.append(node("p", { class: "hint" }, "No validation report (registered before reports existed)."));
+    return box;
+  }
+  const lbl = v.label;
+  const warnings = [];
+  if (lbl.outside_declared > 0) {
+    warnings.push(`${lbl.outside_declared} of ${v.rows} labels in “${lbl.column}” are outside the `
+      + "declared values: they are encoded as negative / no class. Check the declared label values.");
+  }
+  if (lbl.missing > 0) warnings.push(`${lbl.missing} of ${v.rows} labels are missing.`);
+  if (lbl.unparseable > 0) warnings.push(`${lbl.unparseable} of ${v.rows} numeric labels are not numbers.`);
+  const featureRows = v.features.filter((f) =>
+    f.missing || f.unparseable || f.out_of_bounds || f.unknown_category);
+  box.classList.add(warnings.length ? "bad" : featureRows.length ? "note" : "ok");
+  box.append(node("h4", {}, "Validation report"),
+    node("p", { class: "summary" }, warnings.length
+      ? `⚠ ${warnings[0]}`
+      : featureRows.length
+        ? `${v.rows} rows; labels as declared; some feature cells are encoded as missing, clipped or unknown (below).`
+        : `${v.rows} rows; every label and feature cell as declared.`));
+  for (const w of warnings.slice(1)) box.append(node("p", { class: "summary" }, `⚠ ${w}`));
+  if (featureRows.length) {
+    box.append(node("div", { class: "scroll" }, node("table", { class: "grid validation-table" },
+      node("thead", {}, node("tr", {}, ...["column", "missing", "unparseable", "out of bounds (clipped)",
+        "unknown category"].map((h) => node("th", {}, h)))),
+      node("tbody", {}, ...featureRows.map((f) => node("tr", { "data-column": f.name },
+        node("td", {}, f.name),
+        node("td", { class: "num" }, f.missing),
+        node("td", { class: "num" }, f.unparseable),
+        node("td", { class: "num" }, f.out_of_bounds),
+        node("td", { class: "num" }, f.unknown_category)))))));
+  }
+  return box;
 }
 
 // Who may submit jobs on the dataset. Revoking takes two clicks (the first asks to confirm);
@@ -166,16 +263,16 @@ function grantsTable(d, grants) {
     button.addEventListener("click", () => revokeGrant(d, g.principal, button));
     return node("tr", { "data-principal": g.principal },
       node("td", {}, g.principal),
-      node("td", { class: "mono" }, g.created_at.slice(0, 19).replace("T", " ")),
+      node("td", { class: "mono" }, utc(g.created_at)),
       node("td", { class: "num" }, g.epsilon_cap === null ? "none" : num(g.epsilon_cap)),
       node("td", { class: "num" }, num(g.epsilon_spent)),
       node("td", {}, button),
     );
   });
-  return node("table", { class: "grid grants" },
+  return node("div", { class: "scroll" }, node("table", { class: "grid grants" },
     node("thead", {}, node("tr", {}, ...["analyst", "granted (UTC)", "ε cap", "ε spent", ""]
       .map((h) => node("th", {}, h)))),
-    node("tbody", {}, ...rows));
+    node("tbody", {}, ...rows)));
 }
 
 async function revokeGrant(d, principal, button) {
@@ -200,7 +297,7 @@ async function renderGranted(datasets) {
   const rows = datasets.map((d, i) => {
     const b = budgets[i].body;
     return node("tr", { "data-dataset": d.id },
-      node("td", {}, d.name, node("br"), node("span", { class: "mono hint" }, d.id)),
+      node("td", {}, ...named(d.name, d.id)),
       node("td", { class: "num" }, d.n_rows),
       node("td", { class: "num" }, num(b.epsilon)),
       node("td", { class: "num" }, num(b.delta, 2)),
@@ -213,34 +310,41 @@ async function renderGranted(datasets) {
   $("granted-table").tBodies[0].replaceChildren(...rows);
 }
 
-function renderJobs(jobs) {
+function statusCell(j) {
+  const cell = node("td", { class: `status status-${j.status}` },
+    j.refunded ? `${j.status} (refunded)` : j.status);
+  if (j.error && (j.status === "failed" || j.status === "cancelled")) {
+    cell.append(node("div", { class: "reason" }, j.error));
+  }
+  return cell;
+}
+
+function renderJobs(jobs, names) {
   $("jobs-section").hidden = jobs.length === 0;
-  const signature = JSON.stringify(jobs.map((j) => [j.id, j.status, j.progress.step]));
+  const signature = JSON.stringify(jobs.map((j) => [j.id, j.status, j.progress.step, names.get(j.dataset_id)]));
   if (signature === lastJobsSignature) return;
   lastJobsSignature = signature;
   const rows = [...jobs].reverse().map((j) => {
     const bar = node("progress", { max: j.progress.total || 1, value: j.progress.step });
-    const modelCell = node("td", {});
+    const modelCell = node("td", { class: "model-id" });
     if (j.model_id) {
       const button = node("button", { class: "link mono", type: "button" }, j.model_id);
-      button.addEventListener("click", () => showModel(j.model_id));
+      button.addEventListener("click", () => showModel(j.model_id, names.get(j.dataset_id)));
       modelCell.append(button);
     }
     return node("tr", { "data-job": j.id, "data-status": j.status },
       node("td", { class: "mono" }, j.id),
-      node("td", { class: "mono" }, j.dataset_id),
-      node("td", {}, j.model.type || ""),
-      node("td", {}, j.optimizer.name),
-      node("td", { class: "num" }, num(j.privacy.epsilon)),
-      node("td", { class: "num" }, num(j.privacy.delta, 2)),
-      node("td", { class: `status-${j.status}` }, j.refunded ? `${j.status} (refunded)` : j.status),
-      node("td", {}, bar, ` ${j.progress.step}/${j.progress.total}`),
+      node("td", { class: "dataset-name" }, ...named(names.get(j.dataset_id), j.dataset_id)),
+      node("td", {}, j.model.type || "", node("br"), node("span", { class: "hint" }, j.optimizer.name)),
+      node("td", { class: "num" }, `${num(j.privacy.epsilon)}, ${num(j.privacy.delta, 2)}`),
+      statusCell(j),
+      node("td", { class: "progress" }, bar, node("span", { class: "hint" }, ` ${j.progress.step}/${j.progress.total}`)),
       modelCell,
     );
   });
   $("jobs-table").tBodies[0].replaceChildren(...rows);
   const newest = jobs.filter((j) => j.model_id).pop();
-  if (newest && shownModel === null) showModel(newest.model_id);
+  if (newest && shownModel === null) showModel(newest.model_id, names.get(newest.dataset_id));
 }
 
 function coefficientRows(m) {
@@ -258,7 +362,7 @@ function coefficientRows(m) {
   return rows;
 }
 
-async function showModel(modelId) {
+async function showModel(modelId, datasetName) {
   try {
     const { body: m } = await get(`/v1/models/${encodeURIComponent(modelId)}`);
     shownModel = modelId;
@@ -268,13 +372,14 @@ async function showModel(modelId) {
     const p = m.privacy;
     $("model-privacy").replaceChildren(
       node("dt", {}, "model"), node("dd", {}, m.model.type || ""),
+      node("dt", {}, "dataset"), node("dd", {}, ...named(datasetName, m.dataset_id)),
       node("dt", {}, "job"), node("dd", { class: "mono" }, m.job_id),
       node("dt", {}, "ε"), node("dd", {}, num(p.epsilon)),
       node("dt", {}, "δ"), node("dd", {}, num(p.delta, 2)),
       node("dt", {}, "mechanism"), node("dd", {}, p.mechanism),
       node("dt", {}, "noise scale"), node("dd", {}, num(p.noise_scale, 4)),
       node("dt", {}, "sensitivity"), node("dd", {}, num(p.sensitivity, 4)),
-      node("dt", {}, "released"), node("dd", {}, m.created_at.slice(0, 19).replace("T", " ")),
+      node("dt", {}, "released"), node("dd", {}, utc(m.created_at)),
     );
     $("model-section").hidden = false;
   } catch (error) {

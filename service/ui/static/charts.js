@@ -19,43 +19,61 @@ function fmt(x) {
   return x.toPrecision(2);
 }
 
-function shortTime(date) {
-  return date.toISOString().slice(11, 19);
+// A "nice" step (1, 2, 2.5 or 5 × 10^k) giving at most `maxTicks` intervals over [0, span].
+export function niceStep(span, maxTicks) {
+  if (!(span > 0)) return 1;
+  const raw = span / maxTicks;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  for (const m of [1, 2, 2.5, 5, 10]) {
+    if (m * power >= raw) return m * power;
+  }
+  return 10 * power;
 }
 
-// Budget burn-down: ε spent (step line) over time against the dataset's ε_B (dashed line).
-// points: [{at: ISO string, epsilon_spent: number}], oldest first.
-export function burnDownChart(points, epsilonBudget, created) {
-  const W = 560, H = 240, L = 52, R = 16, T = 14, B = 34;
+// Tick values 0, step, 2·step, … up to the first one ≥ top.
+export function ticks(top, maxTicks) {
+  const step = niceStep(top, maxTicks);
+  const count = Math.max(1, Math.ceil(top / step - 1e-9));
+  return Array.from({ length: count + 1 }, (_, i) => Number((i * step).toPrecision(12)));
+}
+
+function tickLabel(v) {
+  return Number(v.toPrecision(6)).toString();
+}
+
+// Budget burn-down by charge order: ε spent at δ_B (a step line) after every ledger row, the
+// x axis counting rows (a burst of jobs in one second stays readable), against ε_B (dashed).
+// rows: [{order, kind, job_id, principal, added, spentAfter, created_at}], oldest first. Each
+// point carries a tooltip (an SVG <title>): the row, its job, analyst, ε added and the total.
+export function burnDownChart(rows, epsilonBudget) {
+  const W = 560, H = 256, L = 48, R = 18, T = 24, B = 40;
   const svg = el("svg", {
     viewBox: `0 0 ${W} ${H}`, role: "img", class: "burn-down",
-    "aria-label": `ε spent over time against ε_B = ${fmt(epsilonBudget)}`,
+    "aria-label": `ε spent after each charge against ε_B = ${fmt(epsilonBudget)}`,
   });
-  const start = { t: new Date(created).getTime(), y: 0 };
-  const series = [start, ...points.map((p) => ({
-    t: new Date(p.at).getTime(),
-    y: Number.isFinite(p.epsilon_spent) ? p.epsilon_spent : epsilonBudget,
-  }))];
-  const now = Math.max(Date.now(), series[series.length - 1].t);
-  series.push({ t: now, y: series[series.length - 1].y });
-  const t0 = series[0].t, t1 = Math.max(now, t0 + 1000);
-  const ymax = Math.max(epsilonBudget, ...series.map((p) => p.y)) * 1.08 || 1;
-  const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
+  const n = rows.length;
+  const values = rows.map((r) => (Number.isFinite(r.spentAfter) ? r.spentAfter : epsilonBudget));
+  const yTicks = ticks(Math.max(epsilonBudget, ...values, 1e-9), 5);
+  const ymax = yTicks[yTicks.length - 1];
+  const xStep = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000].find((s) => n / s <= 8) ?? Math.ceil(n / 8);
+  const xTicks = Array.from({ length: Math.ceil(Math.max(n, 1) / xStep) + 1 }, (_, i) => i * xStep);
+  const xmax = xTicks[xTicks.length - 1];
+  const x = (i) => L + (i / xmax) * (W - L - R);
   const y = (v) => T + (1 - v / ymax) * (H - T - B);
 
-  for (let i = 0; i <= 4; i += 1) {
-    const v = (ymax * i) / 4;
+  for (const v of yTicks) {
     svg.append(el("line", { class: "gridline", x1: L, x2: W - R, y1: y(v), y2: y(v) }));
-    svg.append(el("text", { class: "label", x: L - 6, y: y(v) + 4, "text-anchor": "end" }, fmt(v)));
+    svg.append(el("text", { class: "label y-tick", x: L - 6, y: y(v) + 4, "text-anchor": "end" }, tickLabel(v)));
+  }
+  for (const i of xTicks) {
+    svg.append(el("line", { class: "tick", x1: x(i), x2: x(i), y1: H - B, y2: H - B + 4 }));
+    svg.append(el("text", { class: "label x-tick", x: x(i), y: H - B + 16, "text-anchor": "middle" }, String(i)));
   }
   svg.append(el("line", { class: "axis", x1: L, x2: L, y1: T, y2: H - B }));
   svg.append(el("line", { class: "axis", x1: L, x2: W - R, y1: H - B, y2: H - B }));
-  for (const [t, anchor] of [[t0, "start"], [(t0 + t1) / 2, "middle"], [t1, "end"]]) {
-    svg.append(el("text", { class: "label", x: x(t), y: H - B + 16, "text-anchor": anchor },
-      shortTime(new Date(t))));
-  }
-  svg.append(el("text", { class: "label", x: 12, y: T + 8 }, "ε"));
-  svg.append(el("text", { class: "label", x: W - R, y: H - 4, "text-anchor": "end" }, "time (UTC)"));
+  svg.append(el("text", { class: "label", x: 4, y: 11 }, "ε spent"));
+  svg.append(el("text", { class: "label", x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle" },
+    "ledger rows (charges and refunds), in order"));
 
   svg.append(el("line", {
     class: "budget", x1: L, x2: W - R, y1: y(epsilonBudget), y2: y(epsilonBudget),
@@ -64,16 +82,20 @@ export function burnDownChart(points, epsilonBudget, created) {
     class: "label", x: W - R - 4, y: y(epsilonBudget) - 6, "text-anchor": "end",
   }, `ε_B = ${fmt(epsilonBudget)}`));
 
-  let path = `M ${x(series[0].t)} ${y(series[0].y)}`;
-  for (let i = 1; i < series.length; i += 1) {
-    path += ` H ${x(series[i].t)} V ${y(series[i].y)}`;
-  }
-  const area = `${path} V ${y(0)} H ${x(series[0].t)} Z`;
+  let path = `M ${x(0)} ${y(0)}`;
+  values.forEach((v, i) => { path += ` H ${x(i + 1)} V ${y(v)}`; });
+  const area = `${path} V ${y(0)} H ${x(0)} Z`;
   svg.append(el("path", { class: "spent-area", d: area }));
   svg.append(el("path", { class: "spent", d: path }));
-  for (const p of series.slice(1, -1)) {
-    svg.append(el("circle", { class: "point", cx: x(p.t), cy: y(p.y), r: 3.5 }));
-  }
+  rows.forEach((r, i) => {
+    const tip = `#${r.order} ${r.kind} · job ${r.job_id} · analyst ${r.principal} · `
+      + `ε added ${fmt(r.added)} at δ_B · ε spent ${fmt(values[i])} · ${r.created_at.slice(0, 19).replace("T", " ")} UTC`;
+    const group = el("g", { class: "mark", "data-job": r.job_id, "data-kind": r.kind });
+    group.append(el("circle", { class: "hit", cx: x(i + 1), cy: y(values[i]), r: 9 }));
+    group.append(el("circle", { class: r.kind === "refund" ? "point refund" : "point", cx: x(i + 1), cy: y(values[i]), r: 3.5 }));
+    group.append(el("title", {}, tip));
+    svg.append(group);
+  });
   return svg;
 }
 

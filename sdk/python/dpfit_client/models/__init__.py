@@ -15,6 +15,8 @@ from .dataset_source import DatasetSource
 from .dataset_source_format_type_0 import DatasetSourceFormatType0
 from .dataset_source_out import DatasetSourceOut
 from .dataset_source_out_format import DatasetSourceOutFormat
+from .dataset_validation_out import DatasetValidationOut
+from .dataset_withdrawal_out import DatasetWithdrawalOut
 from .evaluation_create import EvaluationCreate
 from .evaluation_out import EvaluationOut
 from .evaluation_out_metrics_type_0 import EvaluationOutMetricsType0
@@ -62,12 +64,17 @@ from .optimizer_info_params import OptimizerInfoParams
 from .predict_request import PredictRequest
 from .predict_request_rows_item import PredictRequestRowsItem
 from .predict_response import PredictResponse
+from .prediction_warning_out import PredictionWarningOut
+from .prediction_warning_out_kind import PredictionWarningOutKind
 from .privacy_budget import PrivacyBudget
 from .privacy_out import PrivacyOut
 from .problem import Problem
 from .progress import Progress
+from .registration_refusal_out import RegistrationRefusalOut
 from .sigmoid_classifier_spec import SigmoidClassifierSpec
 from .validation_out import ValidationOut
+from .who_am_i import WhoAmI
+from .who_am_i_role import WhoAmIRole
 
 __all__ = (
     "BudgetHistoryOut",
@@ -85,6 +92,8 @@ __all__ = (
     "DatasetSourceFormatType0",
     "DatasetSourceOut",
     "DatasetSourceOutFormat",
+    "DatasetValidationOut",
+    "DatasetWithdrawalOut",
     "EvaluationCreate",
     "EvaluationOut",
     "EvaluationOutMetricsType0",
@@ -129,6 +138,8 @@ __all__ = (
     "OptimizerChoiceParams",
     "OptimizerInfo",
     "OptimizerInfoParams",
+    "PredictionWarningOut",
+    "PredictionWarningOutKind",
     "PredictRequest",
     "PredictRequestRowsItem",
     "PredictResponse",
@@ -136,6 +147,9 @@ __all__ = (
     "PrivacyOut",
     "Problem",
     "Progress",
+    "RegistrationRefusalOut",
     "SigmoidClassifierSpec",
     "ValidationOut",
+    "WhoAmI",
+    "WhoAmIRole",
 )

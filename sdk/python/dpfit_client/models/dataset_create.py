@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 
@@ -31,9 +31,11 @@ class DatasetCreate:
             clipped to the model's declared public ``label_bound`` when a job reads them.
         features (list[CategoricalFeature | NumericFeature]):
         budget (PrivacyBudget):
-        strict (bool | Unset): Refuse the source (422, naming the field) when label values lie outside the declared set
-            or a numeric feature has non-empty cells that are not numbers. Without it the source is registered and the
-            counts are in `validation`. Default: False.
+        strict (bool | None | Unset): How the validation report decides. Omitted (the default): refuse the source (422
+            naming the label field) when most labels are wrong — more than half of the non-empty label cells outside the
+            declared values (for a numeric label: not numbers). true: refuse on any label outside the declared values and
+            any non-empty cell that is not a number in a numeric feature or label. false: refuse nothing; the counts are in
+            `validation`.
     """
 
     name: str
@@ -41,7 +43,7 @@ class DatasetCreate:
     label: LabelSpec
     features: list[CategoricalFeature | NumericFeature]
     budget: PrivacyBudget
-    strict: bool | Unset = False
+    strict: bool | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.numeric_feature import NumericFeature  # noqa: PLC0415
@@ -64,7 +66,11 @@ class DatasetCreate:
 
         budget = self.budget.to_dict()
 
-        strict = self.strict
+        strict: bool | None | Unset
+        if isinstance(self.strict, Unset):
+            strict = UNSET
+        else:
+            strict = self.strict
 
         field_dict: dict[str, Any] = {}
 
@@ -122,7 +128,14 @@ class DatasetCreate:
 
         budget = PrivacyBudget.from_dict(d.pop("budget"))
 
-        strict = d.pop("strict", UNSET)
+        def _parse_strict(data: object) -> bool | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(bool | None | Unset, data)
+
+        strict = _parse_strict(d.pop("strict", UNSET))
 
         dataset_create = cls(
             name=name,

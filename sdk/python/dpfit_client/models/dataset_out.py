@@ -44,6 +44,10 @@ class DatasetOut:
         validation (None | Unset | ValidationOut): The validation report of the registration. Shown to the owner and
             admins only (null for others, and for datasets registered before reports existed).
         retired_at (datetime.datetime | None | Unset): Set when an admin retired the dataset: no job is admitted.
+        duplicates (list[str] | None | Unset): Admins only (null for everyone else): the ids of other datasets — of
+            other owners — holding the same content (the whole source's or a member file's). Registration compares content
+            only within one owner's datasets, so that it tells no owner anything about another's data; admins decide about
+            such budgets (e.g. retire one).
     """
 
     id: str
@@ -59,6 +63,7 @@ class DatasetOut:
     source: DatasetSourceOut | None | Unset = UNSET
     validation: None | Unset | ValidationOut = UNSET
     retired_at: datetime.datetime | None | Unset = UNSET
+    duplicates: list[str] | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -122,6 +127,15 @@ class DatasetOut:
         else:
             retired_at = self.retired_at
 
+        duplicates: list[str] | None | Unset
+        if isinstance(self.duplicates, Unset):
+            duplicates = UNSET
+        elif isinstance(self.duplicates, list):
+            duplicates = self.duplicates
+
+        else:
+            duplicates = self.duplicates
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -145,6 +159,8 @@ class DatasetOut:
             field_dict["validation"] = validation
         if retired_at is not UNSET:
             field_dict["retired_at"] = retired_at
+        if duplicates is not UNSET:
+            field_dict["duplicates"] = duplicates
 
         return field_dict
 
@@ -257,6 +273,23 @@ class DatasetOut:
 
         retired_at = _parse_retired_at(d.pop("retired_at", UNSET))
 
+        def _parse_duplicates(data: object) -> list[str] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                duplicates_type_0 = cast(list[str], data)
+
+                return duplicates_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[str] | None | Unset, data)
+
+        duplicates = _parse_duplicates(d.pop("duplicates", UNSET))
+
         dataset_out = cls(
             id=id,
             name=name,
@@ -271,6 +304,7 @@ class DatasetOut:
             source=source,
             validation=validation,
             retired_at=retired_at,
+            duplicates=duplicates,
         )
 
         dataset_out.additional_properties = d

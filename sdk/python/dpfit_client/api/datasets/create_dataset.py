@@ -99,10 +99,15 @@ def sync_detailed(
     budget.
 
     Parses the whole source with the workers' reader and answers with the validation report
-    (shown to the owner and admins only); ``strict`` refuses label values outside the declared
-    set and non-numbers in numeric columns. A source whose location or content already backs a
-    dataset is refused with 409 (one budget per data; the existing id is named only to its owner
-    and admins). n and the fingerprint are fixed here; a job on a changed source fails.
+    (shown to the owner and admins only). `strict` decides what the report refuses (422 naming
+    the field): by default a source most of whose non-empty labels are outside the declared
+    values; `true`: any such label and any non-number in a numeric column; `false`: nothing.
+    A source whose location (or a folder holding it, or a file inside it) already backs a
+    dataset, or whose content already backs one of the caller's own datasets, is refused with
+    409 (one budget per data; the existing id is named only to its owner and admins). Content
+    is never compared with other owners' datasets: an equal copy registers, and admins see it
+    in `duplicates`. n and the fingerprint are fixed here; a job on a changed source fails.
+    Try a body first with `POST /v1/datasets/validate`.
 
     Args:
         body (DatasetCreate):
@@ -137,10 +142,15 @@ def sync(
     budget.
 
     Parses the whole source with the workers' reader and answers with the validation report
-    (shown to the owner and admins only); ``strict`` refuses label values outside the declared
-    set and non-numbers in numeric columns. A source whose location or content already backs a
-    dataset is refused with 409 (one budget per data; the existing id is named only to its owner
-    and admins). n and the fingerprint are fixed here; a job on a changed source fails.
+    (shown to the owner and admins only). `strict` decides what the report refuses (422 naming
+    the field): by default a source most of whose non-empty labels are outside the declared
+    values; `true`: any such label and any non-number in a numeric column; `false`: nothing.
+    A source whose location (or a folder holding it, or a file inside it) already backs a
+    dataset, or whose content already backs one of the caller's own datasets, is refused with
+    409 (one budget per data; the existing id is named only to its owner and admins). Content
+    is never compared with other owners' datasets: an equal copy registers, and admins see it
+    in `duplicates`. n and the fingerprint are fixed here; a job on a changed source fails.
+    Try a body first with `POST /v1/datasets/validate`.
 
     Args:
         body (DatasetCreate):
@@ -170,10 +180,15 @@ async def asyncio_detailed(
     budget.
 
     Parses the whole source with the workers' reader and answers with the validation report
-    (shown to the owner and admins only); ``strict`` refuses label values outside the declared
-    set and non-numbers in numeric columns. A source whose location or content already backs a
-    dataset is refused with 409 (one budget per data; the existing id is named only to its owner
-    and admins). n and the fingerprint are fixed here; a job on a changed source fails.
+    (shown to the owner and admins only). `strict` decides what the report refuses (422 naming
+    the field): by default a source most of whose non-empty labels are outside the declared
+    values; `true`: any such label and any non-number in a numeric column; `false`: nothing.
+    A source whose location (or a folder holding it, or a file inside it) already backs a
+    dataset, or whose content already backs one of the caller's own datasets, is refused with
+    409 (one budget per data; the existing id is named only to its owner and admins). Content
+    is never compared with other owners' datasets: an equal copy registers, and admins see it
+    in `duplicates`. n and the fingerprint are fixed here; a job on a changed source fails.
+    Try a body first with `POST /v1/datasets/validate`.
 
     Args:
         body (DatasetCreate):
@@ -206,10 +221,15 @@ async def asyncio(
     budget.
 
     Parses the whole source with the workers' reader and answers with the validation report
-    (shown to the owner and admins only); ``strict`` refuses label values outside the declared
-    set and non-numbers in numeric columns. A source whose location or content already backs a
-    dataset is refused with 409 (one budget per data; the existing id is named only to its owner
-    and admins). n and the fingerprint are fixed here; a job on a changed source fails.
+    (shown to the owner and admins only). `strict` decides what the report refuses (422 naming
+    the field): by default a source most of whose non-empty labels are outside the declared
+    values; `true`: any such label and any non-number in a numeric column; `false`: nothing.
+    A source whose location (or a folder holding it, or a file inside it) already backs a
+    dataset, or whose content already backs one of the caller's own datasets, is refused with
+    409 (one budget per data; the existing id is named only to its owner and admins). Content
+    is never compared with other owners' datasets: an equal copy registers, and admins see it
+    in `duplicates`. n and the fingerprint are fixed here; a job on a changed source fails.
+    Try a body first with `POST /v1/datasets/validate`.
 
     Args:
         body (DatasetCreate):

@@ -91,8 +91,8 @@ def sync_detailed(
     """Retire a dataset (admins)
 
      Retire a dataset: no job is admitted on it afterwards and its budget is final. Its source
-    (location and content) can never be registered again. Admins only (404 for everyone else);
-    idempotent.
+    (location and content) can never be registered again by its owner. Admins only (404 for
+    everyone else); idempotent.
 
     Args:
         dataset_id (str):
@@ -124,8 +124,8 @@ def sync(
     """Retire a dataset (admins)
 
      Retire a dataset: no job is admitted on it afterwards and its budget is final. Its source
-    (location and content) can never be registered again. Admins only (404 for everyone else);
-    idempotent.
+    (location and content) can never be registered again by its owner. Admins only (404 for
+    everyone else); idempotent.
 
     Args:
         dataset_id (str):
@@ -152,8 +152,8 @@ async def asyncio_detailed(
     """Retire a dataset (admins)
 
      Retire a dataset: no job is admitted on it afterwards and its budget is final. Its source
-    (location and content) can never be registered again. Admins only (404 for everyone else);
-    idempotent.
+    (location and content) can never be registered again by its owner. Admins only (404 for
+    everyone else); idempotent.
 
     Args:
         dataset_id (str):
@@ -183,8 +183,8 @@ async def asyncio(
     """Retire a dataset (admins)
 
      Retire a dataset: no job is admitted on it afterwards and its budget is final. Its source
-    (location and content) can never be registered again. Admins only (404 for everyone else);
-    idempotent.
+    (location and content) can never be registered again by its owner. Admins only (404 for
+    everyone else); idempotent.
 
     Args:
         dataset_id (str):

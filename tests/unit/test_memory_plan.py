@@ -1,0 +1,148 @@
+"""A job's worker memory is planned from public sizes, with headroom below Dask's pause threshold
+(issue 22 item 3, issue 23 item 6).
+
+- the estimate grows with every public size (n, the encoded width, the label's classes, the
+  columns read) and shrinks with the workers' memory: a smaller job never fails where a larger
+  one fits;
+- it is a function of those sizes only — neighbouring datasets (same n, same schema) get the
+  same answer whatever their cells;
+- the planned peak stays 5 % of the limit below the pause threshold, which stays below the
+  terminate threshold; the issue's 6·10⁶ × 40 job on 4 workers of 900 MiB is planned
+  data-parallel within that headroom;
+- without ``DPFIT_WORKER_MEMORY`` the embedded cluster's workers are limited to a share of the
+  machine (they were unlimited), and admission checks against that limit.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+
+import pytest
+
+from service.data import partitions
+from service.data.partitions import (
+    DATA_FRACTION,
+    MACHINE_SHARE,
+    PAUSE_FRACTION,
+    TERMINATE_FRACTION,
+    choose_layout,
+    default_worker_memory,
+    encoded_bytes,
+    usable_bytes,
+    worker_memory_limit,
+    worker_overhead,
+)
+from service.optimizers.base import InfeasibleSpec
+from service.settings import Settings
+from service.submission import DatasetFacts, check_fits_cluster
+
+MIB = 1 << 20
+
+
+def _feasible(n: int, d: int, classes: int | None, memory: int, workers: int, dp: bool) -> bool:
+    layout = choose_layout(
+        n, d, classes, [memory] * workers, data_parallel=dp, min_rows=None, columns=d
+    )
+    return layout.kind != "infeasible"
+
+
+def test_the_estimate_is_monotone_in_every_public_size() -> None:
+    sizes = [10**3, 10**5, 10**6, 5 * 10**6, 2 * 10**7]
+    widths = [2, 41, 200]
+    memories = [512 * MIB, 900 * MIB, 4096 * MIB]
+    for n, d, classes in itertools.product(sizes, widths, [None, 3]):
+        assert encoded_bytes(n, d, classes) < encoded_bytes(2 * n, d, classes)
+        assert encoded_bytes(n, d, classes) < encoded_bytes(n, d + 1, classes)
+        assert encoded_bytes(n, d, None) <= encoded_bytes(n, d, 3)
+        assert worker_overhead(n, d) <= worker_overhead(2 * n, d)
+        assert worker_overhead(n, d) <= worker_overhead(n, 4 * d)
+        for memory in memories:
+            assert usable_bytes(memory, n, d) <= usable_bytes(2 * memory, n, d)
+            assert usable_bytes(memory, 2 * n, d) <= usable_bytes(memory, n, d)
+    # feasibility: whatever fits, every smaller job fits too (more workers and memory help)
+    for n, d, memory, workers, dp in itertools.product(
+        sizes, widths, memories, [1, 2, 4], [True, False]
+    ):
+        if _feasible(n, d, None, memory, workers, dp):
+            assert _feasible(n // 2, d, None, memory, workers, dp)
+            assert _feasible(n, max(1, d // 2), None, memory, workers, dp)
+            assert _feasible(n, d, None, 2 * memory, workers, dp)
+            if dp:
+                assert _feasible(n, d, None, memory, 2 * workers, dp)
+
+
+def test_the_estimate_takes_public_sizes_only() -> None:
+    """Nothing the estimate reads can hold a cell: its inputs are n, the width, the label's
+    classes, the columns read, the optimizer and the memory limits — the same for neighbours."""
+    for function in (choose_layout, encoded_bytes, usable_bytes, worker_overhead):
+        parameters = set(inspect.signature(function).parameters)
+        assert parameters <= {
+            "n",
+            "dimension",
+            "classes",
+            "worker_memory",
+            "data_parallel",
+            "min_rows",
+            "columns",
+            "memory_limit",
+            "rows",
+        }, function
+    base = DatasetFacts("ds_a", 10**6, 40, 1e-5, "binary", None, False, columns=41)
+    neighbour = DatasetFacts("ds_b", 10**6, 40, 1e-5, "binary", None, False, columns=41)
+    settings = Settings.from_env(
+        {"DPFIT_DATA_ROOTS": ".", "DPFIT_WORKERS": "1", "DPFIT_WORKER_MEMORY": "700MiB"}
+    )
+    outcomes = []
+    for facts in (base, neighbour):
+        try:
+            check_fits_cluster(facts, 41, "noisy_sgd_bst14", settings)
+            outcomes.append("admitted")
+        except InfeasibleSpec as exc:
+            outcomes.append(exc.message.replace(facts.id, ""))
+    assert outcomes[0] == outcomes[1] != "admitted"
+
+
+def test_planned_peak_has_headroom_below_the_pause() -> None:
+    assert PAUSE_FRACTION - DATA_FRACTION >= 0.05 - 1e-12
+    assert PAUSE_FRACTION < TERMINATE_FRACTION < 1.0
+    # issue 23's job: 6e6 rows × 40 numeric features (+ intercept), one label, 41 columns read,
+    # 4 workers of 900 MiB
+    n, d, workers, limit = 6 * 10**6, 41, 4, 900 * MIB
+    layout = choose_layout(
+        n, d, None, [limit] * workers, data_parallel=True, min_rows=None, columns=41
+    )
+    assert layout.kind == "partitioned" and layout.parts == 4
+    rows = n // workers
+    peak = encoded_bytes(rows, d, None) + worker_overhead(rows, 41)
+    assert peak <= DATA_FRACTION * limit < PAUSE_FRACTION * limit
+    assert PAUSE_FRACTION * limit - peak >= 50 * MIB  # measured peaks: 766–801 MiB
+
+
+def test_workers_are_limited_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(partitions, "machine_memory", lambda: 16 * 1024 * MIB)
+    assert default_worker_memory(4) == int(MACHINE_SHARE * 16 * 1024 * MIB) // 4
+    assert default_worker_memory(3) % MIB == 0
+    embedded = Settings.from_env({"DPFIT_DATA_ROOTS": ".", "DPFIT_WORKERS": "4"})
+    assert worker_memory_limit(embedded) == 3 * 1024 * MIB
+    stated = Settings.from_env(
+        {"DPFIT_DATA_ROOTS": ".", "DPFIT_WORKERS": "4", "DPFIT_WORKER_MEMORY": "900MiB"}
+    )
+    assert worker_memory_limit(stated) == 900 * MIB
+    external = Settings.from_env(
+        {"DPFIT_DATA_ROOTS": ".", "DPFIT_DASK_SCHEDULER": "tls://10.0.0.1:8786"}
+    )
+    assert worker_memory_limit(external) is None
+
+
+def test_admission_checks_the_default_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, with DPFIT_WORKER_MEMORY unset nothing was checked: a job too large for the
+    machine was admitted, charged, and failed (or took the machine down)."""
+    monkeypatch.setattr(partitions, "machine_memory", lambda: 2 * 1024 * MIB)
+    settings = Settings.from_env({"DPFIT_DATA_ROOTS": ".", "DPFIT_WORKERS": "2"})
+    facts = DatasetFacts("ds_x", 4 * 10**6, 40, 1e-5, "binary", None, False, columns=41)
+    with pytest.raises(InfeasibleSpec) as refused:
+        check_fits_cluster(facts, 41, "dp_gd", settings)
+    assert refused.value.field == "dataset_id" and "768 MiB" in refused.value.message
+    small = DatasetFacts("ds_y", 10**5, 40, 1e-5, "binary", None, False, columns=41)
+    check_fits_cluster(small, 41, "dp_gd", settings)
