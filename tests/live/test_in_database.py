@@ -321,3 +321,131 @@ def test_changed_table_is_refused_and_temp_table_is_gone(warehouse: str) -> None
         encoded_rows(source, encoder, label, None, n=200, fingerprint=registered),
     ):
         pass
+
+
+def test_a_fit_through_the_database_equals_the_worker_path(warehouse: str) -> None:
+    """Same plan, same seed: fit_oracle over the database's aggregates = fit_oracle over the
+    reader's rows, to summation rounding (the noise is drawn in the worker either way)."""
+    from service.optimizers.base import PrivacyTarget
+    from service.optimizers.registry import get_optimizer
+
+    _random_table(warehouse, "same_fit", 2000, 5)
+    source = open_sql_source("sql://wh/same_fit", _settings(warehouse))
+    encoder, label = _schema()
+    X, y = read_encoded(source, encoder, label, None)
+    loss = LogisticLoss(l2=1e-3, gradient_clip=0.5)
+    for name in ("dp_agd", "output_perturbation_gd", "dp_agd_centred"):
+        optimizer = get_optimizer(name)
+        params = optimizer.Params.model_validate({})
+        plan = optimizer.plan(params, loss, 2000, encoder.dimension, PrivacyTarget(1.0, 1e-6))
+        local = optimizer.fit_oracle(
+            plan, loss, LocalGradient(loss, X, y), np.random.default_rng(9), lambda _: None
+        )
+        with encoded_rows(
+            source, encoder, label, None, n=2000, fingerprint=source.fingerprint()
+        ) as conn:
+            oracle = InDatabaseGradient(conn, loss, 2000, encoder.dimension)
+            inside = optimizer.fit_oracle(
+                plan, loss, oracle, np.random.default_rng(9), lambda _: None
+            )
+        np.testing.assert_allclose(inside, local, rtol=1e-8, atol=1e-10)
+
+
+def _wait(client, job_id: str, timeout: float = 240.0) -> dict:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return job
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} did not finish")
+
+
+def test_an_in_database_dataset_end_to_end(warehouse: str, tmp_path) -> None:
+    """Through the API: the owner registers a table with "execution": "in_database"; analysts
+    see it; jobs that cannot run in the database are refused before any charge (422 naming the
+    field); `auto` runs there and releases a model that predicts."""
+    import json
+
+    from tests.support.fixtures import EXAMPLES
+    from tests.support.live import start_server
+    from tests.support.walkthrough import credit_dataset
+
+    _random_table(warehouse, "in_db", 4000, 11)
+    server = start_server(
+        f"sqlite:///{tmp_path / 'dpfit.db'}",
+        data_roots=[EXAMPLES],
+        home=tmp_path,
+        extra_env={"DPFIT_SQL_CONNECTIONS": json.dumps({"wh": warehouse})},
+    )
+    try:
+        owner = server.client(server.key("indb-owner", "owner"))
+        analyst = server.client(server.key("indb-analyst", "analyst"))
+        body = {
+            "name": "in-db",
+            "source": {"uri": "sql://wh/in_db"},
+            "label": {"column": "y", "type": "binary", "positive": "true", "negative": "false"},
+            "features": [
+                {"name": "age", "type": "numeric", "min": 17, "max": 90},
+                {"name": "hours", "type": "numeric", "min": 0, "max": 99},
+                {"name": "kind", "type": "categorical", "categories": ["x", "y", "z"]},
+            ],
+            "budget": {"epsilon": 3.0, "delta": 1e-5},
+            "execution": "in_database",
+        }
+        created = owner.post("/v1/datasets", json=body)
+        assert created.status_code == 201, created.text
+        dataset = created.json()
+        assert dataset["execution"] == "in_database"
+        # a file cannot be fitted inside a database
+        csv = owner.post("/v1/datasets", json={**credit_dataset(), "execution": "in_database"})
+        assert csv.status_code == 422, csv.text
+        assert csv.json()["field"] == "execution"
+        assert (
+            owner.post(
+                f"/v1/datasets/{dataset['id']}/grants", json={"principal": "indb-analyst"}
+            ).status_code
+            == 201
+        )
+        spent_before = owner.get(f"/v1/datasets/{dataset['id']}/budget").json()
+        sgd = {
+            "dataset_id": dataset["id"],
+            "model": {"type": "logistic_regression", "l2": 0.01, "fit_intercept": True},
+            "optimizer": {"name": "noisy_sgd_scs13", "params": {}},
+            "privacy": {"epsilon": 0.5, "delta": 1e-6},
+        }
+        refused = analyst.post("/v1/jobs", json=sgd)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["field"] == "optimizer.name"
+        huber = {
+            **sgd,
+            "model": {"type": "huber_svm", "l2": 0.01},
+            "optimizer": {"name": "dp_gd", "params": {}},
+        }
+        refused = analyst.post("/v1/jobs", json=huber)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["field"] == "model"
+        assert owner.get(f"/v1/datasets/{dataset['id']}/budget").json() == spent_before
+        auto = {
+            "dataset_id": dataset["id"],
+            "model": {"type": "logistic_regression"},
+            "optimizer": {"name": "auto"},
+            "privacy": {"epsilon": 1.0, "delta": 1e-6},
+        }
+        job = analyst.post("/v1/jobs", json=auto)
+        assert job.status_code == 202, job.text
+        done = _wait(analyst, job.json()["id"])
+        assert done["status"] == "succeeded", done
+        rows = [{"age": 60, "hours": 70, "kind": "x"}, {"age": 20, "hours": 10, "kind": "z"}]
+        predicted = analyst.post(f"/v1/models/{done['model_id']}/predict", json={"rows": rows})
+        assert predicted.status_code == 200, predicted.text
+        evaluation = analyst.post(
+            f"/v1/models/{done['model_id']}/evaluate",
+            json={"dataset_id": dataset["id"], "privacy": {"epsilon": 0.1, "delta": 1e-6}},
+        )
+        assert evaluation.status_code == 422, evaluation.text  # it would read the rows out
+        assert evaluation.json()["field"] == "dataset_id"
+    finally:
+        server.stop()
