@@ -110,6 +110,12 @@ def price_evaluation(
     :class:`InfeasibleSpec` naming the field, or :class:`DatasetRetired`."""
     if dataset.retired_at is not None:
         raise DatasetRetired(dataset.id)
+    if (dataset.execution or "workers") == "in_database":
+        raise InfeasibleSpec(
+            "dataset_id",
+            "this dataset's rows never leave its database, and private evaluation reads them in "
+            "a worker: evaluate on a holdout registered for the workers",
+        )
     if list(dataset.features) != list(model.encoder.get("features", [])) or dict(
         dataset.label
     ) != dict(model.label):

@@ -447,6 +447,8 @@ def _prepare(
         raise RegistrationRefused("source.uri", "the source could not be read") from None
     if n_rows < 2:
         raise RegistrationRefused("source.uri", "the source must have at least 2 rows")
+    if body.execution == "in_database":
+        check_in_database_source(source, body)
     check_distinct_members(file_fingerprints)
     claims = Claims.of(principal.name, source.location, fingerprint, file_fingerprints)
     with sessions() as session:
@@ -532,6 +534,7 @@ def register_dataset(
         epsilon=body.budget.epsilon,
         delta=body.budget.delta,
         validation=prepared.report.to_json(),
+        execution=body.execution,
         created_at=utcnow(),
     )
     try:
@@ -553,6 +556,26 @@ def register_dataset(
             else SourceAlreadyRegistered(None)
         ) from None
     return dataset
+
+
+def check_in_database_source(source: Source, body: DatasetCreate) -> None:
+    """``"execution": "in_database"`` needs a PostgreSQL table whose declared columns and
+    label compile to SQL (:mod:`service.data.sql_encoding`) and a binary label; refused with
+    422 naming the field otherwise. Reads no row (compiling looks at the schema only)."""
+    from service.data.sql_encoding import InDatabaseUnsupported, compile_rows
+    from service.data.sql_source import SqlSource
+
+    if not isinstance(source, SqlSource) or source.dialect != "postgresql":
+        raise RegistrationRefused(
+            "execution", "in-database execution needs a PostgreSQL table (sql://connection/table)"
+        )
+    if body.label.type != "binary":
+        raise RegistrationRefused("execution", "in-database execution supports binary labels")
+    encoder = Encoder(features=body.features, fit_intercept=True)
+    try:
+        compile_rows(source.table, source.families(), encoder, body.label)
+    except InDatabaseUnsupported as exc:
+        raise RegistrationRefused(exc.field, str(exc)) from None
 
 
 def _check_columns(body: DatasetCreate, columns: set[str]) -> None:

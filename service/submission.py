@@ -33,6 +33,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.data.partitions import choose_layout, worker_memory_limit
+from service.data.sql_encoding import InDatabaseUnsupported
 from service.db.models import Dataset, Grant, Job
 from service.errors import ConcurrentChange, DatasetNotFound
 from service.ids import new_id
@@ -61,6 +62,7 @@ from service.registration import (
 from service.schemas import JobCreate, OptimizerChoice
 from service.settings import Settings
 from service.workers.dispatch import Dispatcher
+from service.workers.in_database import check_in_database
 
 __all__ = [
     "DatasetFacts",
@@ -92,6 +94,9 @@ class DatasetFacts:
     retired: bool
     # Source columns a job reads: the declared features and the label (reader memory).
     columns: int | None = None
+    # "workers" or "in_database" (the owner's choice at registration: rows never leave the
+    # database; only full-gradient logistic jobs run there).
+    execution: str = "workers"
 
     @staticmethod
     def of(dataset: Dataset) -> DatasetFacts:
@@ -106,6 +111,7 @@ class DatasetFacts:
             classes=classes,
             retired=dataset.retired_at is not None,
             columns=len(dataset.features) + 1,
+            execution=str(getattr(dataset, "execution", None) or "workers"),
         )
 
 
@@ -157,6 +163,8 @@ def price_job(facts: DatasetFacts, body: JobCreate, settings: Settings | None = 
         )
     target = PrivacyTarget(epsilon=body.privacy.epsilon, delta=body.privacy.delta)
     body, auto_record = _resolve_auto(facts, body, target)
+    if facts.execution == "in_database":
+        _check_in_database(facts, body)
     try:
         planned = plan_job(
             body.model,
@@ -174,7 +182,8 @@ def price_job(facts: DatasetFacts, body: JobCreate, settings: Settings | None = 
         raise InfeasibleSpec(
             "optimizer.params", f"this job cannot be planned or accounted: {exc}"
         ) from None
-    check_fits_cluster(facts, planned.dimension, body.optimizer.name, settings)
+    if facts.execution != "in_database":  # in the database the worker holds d-vectors only
+        check_fits_cluster(facts, planned.dimension, body.optimizer.name, settings)
     plan = planned.plan
     plan_json = plan_to_json(plan)
     if auto_record is not None:
@@ -190,6 +199,15 @@ def price_job(facts: DatasetFacts, body: JobCreate, settings: Settings | None = 
     spec = body.model_dump(mode="json")
     spec["optimizer"]["params"] = recorded_params(planned.params, plan.hyperparameters)
     return PricedJob(planned=planned, charge=charge, spec=spec, plan_json=plan_json)
+
+
+def _check_in_database(facts: DatasetFacts, body: JobCreate) -> None:
+    """A job on an in-database dataset must run there (model, optimizer, label): refused with
+    422 naming the field otherwise, before anything is charged."""
+    try:
+        check_in_database(body.model.type, get_optimizer(body.optimizer.name), facts.label_type)
+    except InDatabaseUnsupported as exc:
+        raise InfeasibleSpec(exc.field, str(exc)) from None
 
 
 def recorded_params(params: BaseModel, hyperparameters: Mapping[str, Any]) -> dict[str, Any]:

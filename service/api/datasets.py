@@ -85,6 +85,7 @@ def dataset_out(
             if owner_view
             else None,
             "validation": validation_out(dataset.validation) if owner_view else None,
+            "execution": dataset.execution or "workers",
             "created_at": dataset.created_at,
             "retired_at": dataset.retired_at,
             "duplicates": (duplicates or {}).get(dataset.id, [])

@@ -282,6 +282,37 @@ class SqlSource:
         """The Arrow type :meth:`iter_batches` gives ``column``."""
         return _ARROW_TYPES[self._families[column]]
 
+    @property
+    def table(self) -> sa.TableClause:
+        """The table as a quoted SQLAlchemy clause (for queries compiled elsewhere: the
+        in-database encoding, :mod:`service.data.sql_encoding`)."""
+        return self._table
+
+    @property
+    def dialect(self) -> str:
+        """The database's dialect name (``postgresql``, ``sqlite`` …)."""
+        return self._engine.dialect.name
+
+    def families(self) -> dict[str, Family]:
+        """Each column's SQL family (how its cells convert)."""
+        return dict(self._families)
+
+    def connect(self) -> Connection:
+        """A new connection to the table's database (the caller closes it). Database errors
+        while connecting become a generic :class:`SourceError`."""
+        with _guarded(self._ref, "connect"):
+            return self._engine.connect()
+
+    def fingerprint_on(self, conn: Connection) -> str:
+        """:meth:`fingerprint` read through ``conn`` (so it sees that connection's snapshot)."""
+        digest = hashlib.sha256(self._header())
+        with _guarded(self._ref, "fingerprint the table"):
+            if conn.dialect.name == "postgresql":
+                self._digest_postgresql(conn, digest)
+            else:
+                self._digest_generic(conn, digest)
+        return f"sha256:{digest.hexdigest()}"
+
     def count_rows(self) -> int:
         query = sa.select(sa.func.count()).select_from(self._table)
         with _guarded(self._ref, "count the rows"), self._engine.connect() as conn:

@@ -102,6 +102,9 @@ class Dataset(Base):
     file_fingerprints: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
     # Set once by an admin (POST /v1/datasets/{id}/retire): no job is admitted afterwards.
     retired_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # "workers" (the workers read the rows) or "in_database" (a PostgreSQL table whose rows
+    # never leave its database: service/workers/in_database.py). Fixed at registration.
+    execution: Mapped[str] = mapped_column(String(16), default="workers", server_default="workers")
 
 
 class SourceClaim(Base):

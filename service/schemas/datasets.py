@@ -175,6 +175,15 @@ class DatasetCreate(Strict):
         AfterValidator(finite_feature_values),
     ] = Field(min_length=1)
     budget: PrivacyBudget
+    execution: Literal["workers", "in_database"] = Field(
+        default="workers",
+        description="Where jobs on this dataset compute. `workers` (the default): the service's "
+        "workers read the rows. `in_database` (PostgreSQL tables only): the rows never leave "
+        "the owner's database — each job encodes them there (the public encoding compiled to "
+        "SQL) and only d-sized aggregates and iterates leave it; the noise is added by the "
+        "worker. A governance choice of the owner that analysts cannot override; jobs are then "
+        "limited to full-gradient optimizers on logistic regression with a binary label.",
+    )
     strict: bool | None = Field(
         default=None,
         description="How the validation report decides. Omitted (the default): refuse the "
@@ -235,6 +244,11 @@ class DatasetOut(BaseModel):
         default=None,
         description="The validation report of the registration. Shown to the owner and admins "
         "only (null for others, and for datasets registered before reports existed).",
+    )
+    execution: Literal["workers", "in_database"] = Field(
+        default="workers",
+        description="Where jobs compute: `workers` (the service reads the rows) or "
+        "`in_database` (the rows never leave the owner's PostgreSQL database).",
     )
     created_at: datetime
     retired_at: datetime | None = Field(

@@ -82,6 +82,7 @@ from service.data.reader import read_encoded
 from service.data.source import Source
 from service.data.sources import SourceError, reopen_source
 from service.data.spec import Feature, LabelSpec
+from service.data.sql_source import SqlSource
 from service.db.models import Dataset, Job, TrainedModel
 from service.db.session import session_factory
 from service.evaluation import evaluate_and_store, is_evaluation
@@ -106,6 +107,7 @@ from service.workers.data_parallel import (
 )
 from service.workers.db_retry import with_retry
 from service.workers.engines import job_engine
+from service.workers.in_database import InDatabaseGradient, encoded_rows
 from service.workers.row_cache import Rows, cached_rows, row_key
 
 logger = logging.getLogger("dpfit.worker")
@@ -156,10 +158,14 @@ class JobRecord:
     label: dict[str, Any]
     features: list[Any]
     n_rows: int
+    # "workers" (rows are read by the worker) or "in_database" (only aggregates leave the
+    # owner's PostgreSQL: service/workers/in_database.py)
+    execution: str = "workers"
 
     @staticmethod
     def of(job: Job, dataset: Dataset) -> JobRecord:
         return JobRecord(
+            execution=str(getattr(dataset, "execution", None) or "workers"),
             spec=dict(job.spec),
             plan=dict(job.plan),
             source_format=dataset.source_format,
@@ -224,7 +230,7 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
             return "failed"
         return _mark_failed(sessions, job_id, attempt, SOURCE_CHANGED)
 
-    layout = _layout(record, settings)
+    layout = Layout("single", 0) if record.execution == "in_database" else _layout(record, settings)
     if layout.kind == "infeasible":
         # Before the claim: nothing was read, so the charge is refunded.
         message = f"{layout.reason}; nothing was read and the charge was refunded."
@@ -338,6 +344,12 @@ def _fit_and_store(
     file_fingerprints = record.file_fingerprints
     label = LabelSpec.model_validate(record.label)
     encoder, loss = record.encoder_and_loss()
+    if record.execution == "in_database":
+        if not isinstance(source, SqlSource):
+            raise SourceError("an in-database dataset must be a SQL table")
+        w = _fit_in_database(sessions, job_id, attempt, source, record, encoder, loss, label)
+        plan = plan_from_json(plan_json)
+        return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
     if layout is not None and layout.kind == "partitioned":
         read = PartitionRead(
             source_format=record.source_format,
@@ -404,6 +416,32 @@ def _fit_and_store(
     del X, Y
     w = released_weights(loss, w)
     return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
+
+
+def _fit_in_database(
+    sessions: sessionmaker[Session],
+    job_id: str,
+    attempt: int,
+    source: SqlSource,
+    record: JobRecord,
+    encoder: Encoder,
+    loss: Loss,
+    label: LabelSpec,
+) -> np.ndarray:
+    """The fit of a dataset whose rows never leave its PostgreSQL database: the encoded rows in
+    ``pg_temp`` (one snapshot, checked against the fingerprint and n), the optimizer's
+    ``fit_oracle`` on one aggregate query per gradient, the noise drawn here
+    (:mod:`service.workers.in_database`). Pricing admitted only what runs there."""
+    plan = plan_from_json(record.plan)
+    optimizer = get_optimizer(record.spec["optimizer"]["name"])
+    progress = _ProgressReporter(sessions, job_id, attempt, plan)
+    rng = np.random.default_rng()  # OS entropy; never logged or returned
+    bound = getattr(loss, "label_bound", None)
+    with encoded_rows(
+        source, encoder, label, bound, n=record.n_rows, fingerprint=record.fingerprint
+    ) as conn:
+        oracle = InDatabaseGradient(conn, loss, record.n_rows, encoder.dimension)
+        return np.asarray(optimizer.fit_oracle(plan, loss, oracle, rng, progress))
 
 
 def _fit_partitioned(
