@@ -95,6 +95,7 @@ from numpy.typing import NDArray
 
 __all__ = [
     "BASE_MAX_SIGMA2",
+    "as_secure",
     "CHUNK_WORDS",
     "COMPOSE_M",
     "DiscreteGaussianPlan",
@@ -115,6 +116,7 @@ COMPOSE_M = 1 << 26
 COMPOSE_SIGMA_B2 = 1 << 56
 
 _I64_MAX = (1 << 63) - 1
+_POOL_MAX = 1 << 16
 _TWO_M64 = 2.0**-64
 #: Relative and absolute margins of the floating-point decision (module docstring, "Lazy
 #: comparisons"): the float values of e^{−γ} are within 2^-48(1 + γ) relative and 1e-300
@@ -152,7 +154,9 @@ def _fixed_exp_neg_frac(f: Fraction, bits: int) -> tuple[int, int]:
             below, above = (total - term, total) if k % 2 == 1 else (total, total + term)
             break
         total = total - term if k % 2 == 1 else total + term
-    return (below.numerator << bits) // below.denominator, -((-above.numerator << bits) // above.denominator)
+    lo = (below.numerator << bits) // below.denominator
+    hi = -((-above.numerator << bits) // above.denominator)
+    return lo, hi
 
 
 def _exp_bounds(gamma: Fraction, prec: int) -> tuple[int, int, int]:
@@ -191,7 +195,8 @@ class DiscreteGaussianPlan:
 def plan_discrete_gaussian(sigma2: Fraction | int) -> DiscreteGaussianPlan:
     """The exact sampler for N_Z(0, S²) with S² ≥ ``sigma2`` (module docstring, "Large σ").
 
-    ``sigma2`` ≤ 2^60 is drawn by one CKS sampler exactly (S² = σ², η = 0). Larger: S² = m²σ_A² + σ_B² with σ_A² = ⌈(σ² − σ_B²)/m²⌉, recursively."""
+    ``sigma2`` ≤ 2^60 is drawn by one CKS sampler exactly (S² = σ², η = 0). Larger:
+    S² = m²σ_A² + σ_B² with σ_A² = ⌈(σ² − σ_B²)/m²⌉, recursively."""
     s2 = Fraction(sigma2)
     if s2 <= 0:
         raise ValueError("sigma2 must be > 0")
@@ -207,6 +212,17 @@ def plan_discrete_gaussian(sigma2: Fraction | int) -> DiscreteGaussianPlan:
     return DiscreteGaussianPlan(((m, sb2), *inner.levels), inner.base, m * m * sa2 + sb2, eta)
 
 
+def as_secure(rng: SecureRandom | np.random.Generator) -> SecureRandom:
+    """``rng`` itself, or — for unit tests that still pass ``np.random.default_rng(seed)`` — a
+    deterministic :class:`SecureRandom` reading that generator's bytes (exact samplers, but the
+    bits are not secret: the worker never passes a Generator, runner.py builds a SecureRandom)."""
+    if isinstance(rng, SecureRandom):
+        return rng
+    if isinstance(rng, np.random.Generator):
+        return SecureRandom(rng.bytes)
+    raise TypeError("rng must be a SecureRandom")
+
+
 class SecureRandom:
     """Random variates whose every bit comes from ``os.urandom`` (module docstring).
 
@@ -217,6 +233,7 @@ class SecureRandom:
         self._seeded = source is not None
         self._buffer: NDArray[np.uint8] = np.empty(0, dtype=np.uint8)
         self._pos = 0
+        self._pools: dict[tuple[int, int, int], tuple[np.ndarray, int, int]] = {}
 
     # --- construction -------------------------------------------------------------------------
 
@@ -399,11 +416,15 @@ class SecureRandom:
             u[1] += 64
 
     def _lazy_less_than_exp(
-        self, words: NDArray[np.uint64], gamma: NDArray[np.float64], exact: Callable[[int], Fraction]
+        self,
+        words: NDArray[np.uint64],
+        gamma: NDArray[np.float64],
+        exact: Callable[[int], Fraction],
     ) -> BoolArray:
         """[U_i < e^{−γ_i}] per lane, U_i's leading 64 bits ``words[i]``; ``gamma`` is a float
         value of γ_i with |γ_f − γ| ≤ 2^-48(1 + γ) (module docstring, "Lazy comparisons"),
         ``exact(i)`` the exact γ_i for the undecided lanes."""
+        gamma = np.minimum(gamma, 1e300)  # e^{−γ} is 0 in float from γ ≈ 745 on: bound unchanged
         e = np.exp(-gamma)
         rel = _REL_MARGIN * (1.0 + gamma)
         p_lo = e * (1.0 - rel) - _ABS_MARGIN
@@ -432,6 +453,14 @@ class SecureRandom:
         return self._lazy_less_than_exp(
             self.words(num_a.size), gamma, lambda i: Fraction(int(num_a[i]), int(den_a[i]))
         )
+
+    def bernoulli_exp_fraction(self, gamma: Fraction) -> bool:
+        """One Bernoulli(exp(−γ)) for an exact rational γ ≥ 0 of any size (lazy comparison;
+        float(γ) is correctly rounded, within the float path's error budget)."""
+        if gamma < 0:
+            raise ValueError("gamma must be >= 0")
+        g = np.array([float(gamma)])
+        return bool(self._lazy_less_than_exp(self.words(1), g, lambda i: gamma)[0])
 
     # --- discrete Laplace and Gaussian -----------------------------------------------------------
 
@@ -514,6 +543,24 @@ class SecureRandom:
                 out = out.astype(object) * m + b.astype(object)
         return out
 
+    def discrete_gaussian_pooled(self, plan: DiscreteGaussianPlan, size: int) -> IntArray:
+        """``size`` draws by ``plan`` taken from a pool refilled in growing batches (the first
+        refill is ``size``, later ones double up to 2^16 draws): per-step releases of a few
+        coordinates pay the vectorised cost, not the per-call one. The draws are i.i.d.
+        whichever call consumes them, so pooling does not change any law."""
+        key = (plan.variance.numerator, plan.variance.denominator, len(plan.levels))
+        pool = self._pools.get(key)
+        if pool is None or pool[1] + size > pool[0].size:
+            batch = size if pool is None else max(size, min(2 * pool[2], _POOL_MAX))
+            fresh = self.discrete_gaussian_planned(plan, batch)
+            rest = pool[0][pool[1] :] if pool is not None else fresh[:0]
+            if rest.dtype != fresh.dtype:
+                rest, fresh = rest.astype(object), fresh.astype(object)
+            pool = (np.concatenate([rest, fresh]), 0, batch)
+        out = pool[0][pool[1] : pool[1] + size]
+        self._pools[key] = (pool[0], pool[1] + size, pool[2])
+        return out
+
     def _discrete_gaussian_base(self, sigma2: Fraction, size: int) -> IntArray:
         """CKS Alg. 3 for σ² = p/q ≤ 2^60: Y ~ discrete Laplace of scale t = ⌊σ⌋ + 1, accepted
         with probability exp(−(|Y| − σ²/t)²/(2σ²)) by an exact lazy comparison."""
@@ -529,9 +576,13 @@ class SecureRandom:
             y = self.discrete_laplace(t, pending.size)
             if y.dtype == object:  # |Y| beyond int64: exact Python path for this round
                 accept = np.array(
-                    [self._less_than_exp([int(self.words(1)[0]), 64],
-                                         Fraction((abs(int(v)) * qt - p) ** 2, 2 * p * qt * t))
-                     for v in y],
+                    [
+                        self._less_than_exp(
+                            [int(self.words(1)[0]), 64],
+                            Fraction((abs(int(v)) * qt - p) ** 2, 2 * p * qt * t),
+                        )
+                        for v in y
+                    ],
                     dtype=bool,
                 )
             else:
@@ -578,6 +629,14 @@ class SecureRandom:
     def integer(self, bound: int) -> int:
         """One uniform integer on {0, …, bound − 1} (any size)."""
         return self._below_int(bound)
+
+    def normal(self, size: int) -> NDArray[np.float64]:
+        """Float standard normals by Box–Muller from :meth:`uniform`: ONLY for perturbations of
+        already-released values (post-processing; no privacy proof uses their law)."""
+        u1 = 1.0 - self.uniform(size)  # (0, 1]
+        u2 = self.uniform(size)
+        out: NDArray[np.float64] = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+        return out
 
     def uniform(self, size: int) -> NDArray[np.float64]:
         """Floats k·2^{−53}, k uniform on {0, …, 2^53 − 1}: ONLY for public-coin choices whose

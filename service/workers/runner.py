@@ -75,6 +75,7 @@ from service.optimizers.full_gradient import GradientOracle
 from service.optimizers.one_vs_rest import class_plan_of
 from service.optimizers.planning import plan_from_json
 from service.optimizers.registry import get_optimizer
+from service.privacy.secure_random import SecureRandom
 from service.released_model import pack
 from service.settings import Settings
 from service.workers.data_parallel import (
@@ -317,7 +318,7 @@ def _fit_and_store(
     plan = plan_from_json(plan_json)
     optimizer = get_optimizer(spec["optimizer"]["name"])
     progress = _ProgressReporter(sessions, job_id, attempt, plan)
-    rng = np.random.default_rng()  # OS entropy; never logged or returned
+    rng = SecureRandom()  # every bit from os.urandom; never logged or returned
     class_plan = class_plan_of(plan)
     if class_plan is None:
         w = optimizer.fit(plan, loss, X, Y, rng, progress)
@@ -346,7 +347,7 @@ def _fit_partitioned(
     """The data-parallel fit (:mod:`service.workers.data_parallel`): the same optimizer, plan
     and noise as the single-process path, with gradients summed over the workers' partitions."""
     optimizer = get_optimizer(spec["optimizer"]["name"])
-    rng = np.random.default_rng()  # OS entropy; never logged or returned
+    rng = SecureRandom()  # every bit from os.urandom; never logged or returned
     class_plan = class_plan_of(plan)
 
     def fit(oracle_for: Callable[[int | None], GradientOracle]) -> np.ndarray:
