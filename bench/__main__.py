@@ -13,6 +13,7 @@ from bench import (
     catalog,
     head_to_head,
     load,
+    noise,
     paper_wu,
     paper_zhang,
     reader,
@@ -31,6 +32,7 @@ SUITES: dict[str, ModuleType] = {
     "head-to-head": head_to_head,
     "scaling": scaling,
     "reader": reader,
+    "noise": noise,
 }
 
 

@@ -52,3 +52,13 @@ def test_auto_alternatives_smoke_prints_a_table(
     out = capsys.readouterr().out
     assert "| objective perturbation, l2 1e-4 (optimistic) | yes |" in out, out
     assert (tmp_path / "smoke" / "auto-alternatives.md").is_file()
+
+
+def test_noise_smoke_prints_its_tables(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
+    assert main(["noise", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("|---|") >= 3, out
+    assert (tmp_path / "smoke" / "noise.md").is_file()

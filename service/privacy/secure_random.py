@@ -219,7 +219,7 @@ def as_secure(rng: SecureRandom | np.random.Generator) -> SecureRandom:
     if isinstance(rng, SecureRandom):
         return rng
     if isinstance(rng, np.random.Generator):
-        return SecureRandom(rng.bytes)
+        return SecureRandom(rng.bytes, chunk_bytes=0)  # reads only what it uses
     raise TypeError("rng must be a SecureRandom")
 
 
@@ -228,8 +228,12 @@ class SecureRandom:
 
     Not thread-safe: one instance per job (``spawn`` gives independent children)."""
 
-    def __init__(self, source: Callable[[int], bytes] | None = None) -> None:
+    def __init__(
+        self, source: Callable[[int], bytes] | None = None, chunk_bytes: int = 8 * CHUNK_WORDS
+    ) -> None:
         self._source: Callable[[int], bytes] = os.urandom if source is None else source
+        self._chunk = chunk_bytes
+        self._next_refill = min(4096, chunk_bytes)
         self._seeded = source is not None
         self._buffer: NDArray[np.uint8] = np.empty(0, dtype=np.uint8)
         self._pos = 0
@@ -259,7 +263,10 @@ class SecureRandom:
         pos = (self._pos + 7) & ~7
         if pos + nbytes > self._buffer.size:
             rest = self._buffer[pos:]
-            fresh = max(nbytes - rest.size, 8 * CHUNK_WORDS)
+            # refills grow from 4 KiB to the chunk size: a job drawing a few hundred variates
+            # does not pay for a 1 MiB read
+            fresh = max(nbytes - rest.size, min(self._chunk, self._next_refill))
+            self._next_refill = min(2 * self._next_refill, self._chunk)
             new = np.frombuffer(self._source(fresh), dtype=np.uint8)
             self._buffer = np.concatenate([rest, new]) if rest.size else new
             pos = 0

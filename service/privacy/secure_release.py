@@ -64,6 +64,7 @@ from service.models.base import FloatArray
 from service.privacy.secure_random import (
     DiscreteGaussianPlan,
     SecureRandom,
+    as_secure,
     plan_discrete_gaussian,
     theta_tau,
 )
@@ -170,7 +171,7 @@ def secure_gaussian(
         return v.copy()
     release = gaussian_release(int(v.size), float(sigma), float(sensitivity))
     q = _to_grid(v.reshape(-1), release.grid)
-    k = rng.discrete_gaussian_pooled(release.plan, q.size)
+    k = as_secure(rng).discrete_gaussian_pooled(release.plan, q.size)
     return _from_grid(q, k, release.grid).reshape(v.shape)
 
 
@@ -210,5 +211,5 @@ def secure_laplace(
     v = np.asarray(value, dtype=np.float64)
     release = laplace_release(int(v.size), float(epsilon), float(sensitivity))
     q = _to_grid(v.reshape(-1), release.grid)
-    k = rng.discrete_laplace(release.t, q.size, release.s)
+    k = as_secure(rng).discrete_laplace(release.t, q.size, release.s)
     return _from_grid(q, k, release.grid).reshape(v.shape)

@@ -122,6 +122,7 @@ def _run(
         "schedule": schedule_from_json(hp["schedule"]),
         "radius": hp["radius"],
         "noise_scale": plan.noise_scale,
+        "sensitivity": plan.sensitivity,
         "rng": np.random.default_rng(seed),
         "noise": noise,
         "observe": observe,
