@@ -98,8 +98,9 @@ def kernel_eta(t: int = KERNEL_T) -> float:
     return math.log1p(tau) - math.log1p(-tau)
 
 
-def _ceil_sqrt(d: int) -> int:
-    return math.isqrt(d - 1) + 1 if d > 0 else 0
+def _sqrt_upper(d: int) -> Fraction:
+    """A rational upper bound on √d within 2^-30 (exact integer arithmetic)."""
+    return Fraction(math.isqrt(d << 60) + 1, 1 << 30)
 
 
 def grid_for(sensitivity: float, d: int, bits: int = GRID_BITS) -> float:
@@ -143,7 +144,7 @@ class GaussianRelease:
         if not (math.isfinite(sigma) and sigma > 0.0):
             raise ValueError("sigma must be a finite number > 0")
         self.grid = grid_for(sensitivity, d)
-        self.integer_sensitivity = Fraction(sensitivity) / Fraction(self.grid) + _ceil_sqrt(d)
+        self.integer_sensitivity = Fraction(sensitivity) / Fraction(self.grid) + _sqrt_upper(d)
         t2 = KERNEL_T * KERNEL_T
         required = (self.integer_sensitivity * Fraction(sigma) / Fraction(sensitivity)) ** 2 + t2
         self.plan: DiscreteGaussianPlan = plan_discrete_gaussian(math.ceil(required))
@@ -185,7 +186,7 @@ class LaplaceRelease:
         bits = GRID_BITS
         while True:
             self.grid = grid_for(sensitivity, d, bits)
-            self.l1_sensitivity = Fraction(sensitivity) / Fraction(self.grid) * _ceil_sqrt(d) + d
+            self.l1_sensitivity = Fraction(sensitivity) / Fraction(self.grid) * _sqrt_upper(d) + d
             scale = self.l1_sensitivity / epsilon
             if scale <= _LAPLACE_MAX_SCALE or bits == 0:
                 break
