@@ -121,12 +121,12 @@ def release_with_noise(
 
 
 def noise_second_moment(mechanism: str, d: int, scale: float) -> float:
-    """An upper bound on E‖z‖² of one release's noise (public; for step-size theory): dσ²
-    (Gaussian; the grid and kernel add a relative < 2^-18) or, for "norm_gamma" (scale λ = Δ/ε),
-    the discrete Laplace's 2d·b² per coordinate scale b ≈ √d·λ: 2d²λ², ≈ 2d/(d+1) times
-    norm-gamma's d(d+1)λ²."""
+    """E‖z‖² of one release's noise (public; for step-size theory): dσ² (Gaussian; the grid and
+    kernel add a relative ~1e-6, ignored as before so that plans are unchanged) or, for
+    "norm_gamma" (scale λ = Δ/ε), the discrete Laplace's 2d·b² with per-coordinate scale
+    b ≈ √d·λ: ≈ 2d²λ², about 2d/(d+1) times norm-gamma's d(d+1)λ²."""
     if mechanism == "gaussian":
-        return d * scale * scale * (1.0 + 2.0**-18)
+        return d * scale * scale
     if mechanism == "norm_gamma":
         b = laplace_release(d, 1.0, scale).noise_scale  # per-coordinate scale at Δ = λ, ε = 1
         return 2.0 * d * b * b * (1.0 + 2.0**-18)

@@ -58,8 +58,8 @@ from service.optimizers.full_gradient import (
 from service.optimizers.gradient_kit import QueryRecord
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.registry import catalog, get_optimizer
-from service.privacy.secure_release import secure_gaussian
 from service.privacy.gdp import event_mu, gdp_delta, gdp_mu
+from service.privacy.secure_release import secure_gaussian
 from tests.support.nonconvex_loss import clopper_pearson, epsilon_lower_bound
 
 OPT = DPAGDCentred()
