@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -102,6 +103,45 @@ def release_rows(steps: int, repeats: int) -> list[dict[str, Any]]:
                 "steps × d": f"{steps} × {d}",
                 "total ms": f"{1e3 * seconds:.1f}",
                 "µs/coord": f"{1e6 * seconds / (steps * d):.3f}",
+            }
+        )
+    return rows
+
+
+def opendp_rows(draws: int) -> list[dict[str, Any]]:
+    """Our N_Z(0, σ²) against OpenDP's (``make_gaussian`` on integer vectors; a bench-only
+    install: ``pip install opendp==0.16.0``): a two-sample chi-square homogeneity test on the
+    same bins, and OpenDP's time per coordinate. Empty when OpenDP is not installed."""
+    try:
+        import opendp.prelude as dp
+    except ImportError:
+        return []
+    from scipy.stats import chi2_contingency
+
+    dp.enable_features("contrib")
+    rng = SecureRandom()
+    rows = []
+    for sigma in (1.5, 1000.0):
+        meas = dp.m.make_gaussian(
+            dp.vector_domain(dp.atom_domain(T=int)), dp.l2_distance(T=int), scale=sigma
+        )
+        start = time.perf_counter()
+        theirs = np.asarray(meas([0] * draws), dtype=np.int64)
+        their_us = 1e6 * (time.perf_counter() - start) / draws
+        ours = rng.discrete_gaussian(Fraction(sigma).limit_denominator(4) ** 2, draws)
+        edges = np.unique(np.quantile(np.concatenate([ours, theirs]), np.linspace(0, 1, 41)))
+        edges[-1] += 1
+        table = np.vstack([np.histogram(ours, bins=edges)[0], np.histogram(theirs, bins=edges)[0]])
+        table = table[:, table.sum(axis=0) > 0]
+        p_value = float(chi2_contingency(table)[1])
+        rows.append(
+            {
+                "σ": f"{sigma:g}",
+                "draws each": f"{draws:,}",
+                "var ours / σ²": f"{ours.var() / sigma**2:.4f}",
+                "var OpenDP / σ²": f"{theirs.var() / sigma**2:.4f}",
+                "two-sample χ² p": f"{p_value:.3f}",
+                "OpenDP µs/coord": f"{their_us:.2f}",
             }
         )
     return rows
@@ -189,6 +229,10 @@ def run(args: argparse.Namespace) -> None:
     lines += markdown_table(sampler_rows(sizes, exponents, repeats))
     lines += ["", "## Per-step releases (d = 105)", ""]
     lines += markdown_table(release_rows(40 if args.smoke else 400, repeats))
+    against = opendp_rows(20_000 if args.smoke else 200_000)
+    if against:
+        lines += ["", "## Against OpenDP 0.16's discrete Gaussian (same bins)", ""]
+        lines += markdown_table(against)
     lines += ["", "## Default Adult job (auto, ε = 1): secure vs float sampler, one run", ""]
     lines += markdown_table(adult_rows(1 if args.smoke else args.fits, args.smoke))
     text = "\n".join(lines)
