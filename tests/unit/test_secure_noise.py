@@ -330,3 +330,18 @@ def test_ledger_reserves_h_for_the_samplers(monkeypatch: pytest.MonkeyPatch) -> 
         assert all(b < a for (_, a), (_, b) in zip(before.orders, after.orders, strict=False))
     finally:
         ledger_filter.thresholds.cache_clear()
+
+
+def test_exponential_mechanism_is_drawn_exactly() -> None:
+    """private_tuning's selection: the frequencies of the exact rejection sampler match
+    exp(−ε(e_i − e_min)/2)/Σ (chi-square, 60,000 draws)."""
+    from service.optimizers.private_tuning import select_candidate, selection_probabilities
+
+    errors, eps = [3, 5, 4, 9], 1.3
+    rng = SecureRandom.seeded(12)
+    draws = 60_000
+    counts = np.bincount([select_candidate(errors, eps, rng) for _ in range(draws)], minlength=4)
+    expected = selection_probabilities(errors, eps) * draws
+    assert _chi_square_p(counts.astype(float), expected) > P_FALSE_ALARM
+    wrong = selection_probabilities(errors, 1.1 * eps) * draws  # power: a 10 % other ε
+    assert _chi_square_p(counts.astype(float), wrong) < P_FALSE_ALARM
