@@ -40,6 +40,13 @@ of orders (its smallest order, 1.5, cannot convert small ε): a job whose μ_Q w
 ``MIN_MU_RATIO`` = 1/4 of one job's μ* is refused (ε = 0.1 is; ε ≥ 0.2 is not).
 
 Only classification models (binary labels) are supported: the score is the correct count.
+
+Known limit (issue 22, item 6, open). Thm 2 needs K hidden, but the job's duration and progress
+grow with K. Running a public maximum F of fits hides K only if F covers K's tail: for the
+default E[K] = 3, η = 0 (γ ≈ 0.15), P[K > F] ≤ 1e-30 needs F ≈ 400 fits (≈ 170 for η = 1), and a
+truncated K needs its own bound (Thm 2 is about the untruncated law); accounting with K public
+gives finite Rényi bounds only at orders α ≲ 1.7 for μ_Q ≈ 0.5. The scores' noise and the
+candidate draws are exact (:mod:`service.privacy.secure_release`).
 """
 
 from __future__ import annotations
