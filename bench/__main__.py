@@ -16,6 +16,7 @@ from bench import (
     load,
     multiclass,
     neighbours,
+    noise,
     paper_wu,
     paper_zhang,
     reader,
@@ -37,6 +38,7 @@ SUITES: dict[str, ModuleType] = {
     "reader": reader,
     "neighbours": neighbours,
     "multiclass": multiclass,
+    "noise": noise,
 }
 
 

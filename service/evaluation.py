@@ -57,6 +57,7 @@ from service.privacy.evaluation import (
     release_metrics,
 )
 from service.privacy.gdp import parallel_mu
+from service.privacy.secure_random import SecureRandom
 from service.registration import DatasetRetired
 from service.released_model import weight_matrix
 from service.schemas import EvaluationCreate
@@ -241,7 +242,7 @@ def evaluate_rows(
     model: TrainedModel,
     X: np.ndarray,
     Y: np.ndarray,
-    rng: np.random.Generator | None,
+    rng: SecureRandom | None,
 ) -> dict[str, Any]:
     """The released metrics of ``model`` on encoded rows (``rng=None``: noise off, tests)."""
     scores = model_scores(model, X)
@@ -275,7 +276,7 @@ def evaluate_and_store(
     if source.fingerprint() != registered_fingerprint:
         raise SourceError("source changed while the job was reading it")
     plan = plan_of(spec, plan_json, n)
-    metrics = evaluate_rows(plan, model, X, Y, np.random.default_rng())  # OS entropy
+    metrics = evaluate_rows(plan, model, X, Y, SecureRandom())  # the OS CSPRNG
     del X, Y
     try:
         with sessions() as session:

@@ -62,6 +62,22 @@ targets hold: 0.8 admits no more Gaussian jobs (32) and only 25/23 of the others
 33 Gaussian but 23/21 of the others, 0.5 gives 31 Gaussian. Floating-point slack in the
 comparisons is paid for by a margin taken off δ_G and δ_R (:func:`thresholds`), never added.
 
+**Secure noise (the reservation H).** Every Gaussian release is drawn exactly from a discrete
+Gaussian (privacy/secure_release.py) whose law is, pointwise, within e^{±η} of the ideal one that
+the charges describe (η ≤ 3e-77 per coordinate: the Poisson-summation bound of the kernel lemma,
+plus the composition's for very large scales); pure-DP releases, permutations and selections
+are exact (η = 0). The transcript of everything run on a dataset is a product of at most 10^21
+such coordinates (a generous public bound: 10^6 jobs × 10^15 coordinates each), so its pmf is
+within e^{±H}, H = 10^21·η ≤ 1e-55 (:data:`SECURE_NOISE_H`), of the ideal interaction's. If the
+ideal interaction is (ε, δ)-DP then for every event E
+P[E] ≤ e^H P_ideal[E] ≤ e^H(e^ε Q_ideal[E] + δ) ≤ e^{ε+2H} Q[E] + e^H δ: the real one is
+(ε + 2H, e^H δ)-DP. Admission therefore runs the rule below against (ε_B − 2H, δ_B e^{−H})
+(:func:`admission_budget`). In floating point ε_B − 2H rounds to ε_B (2H = 2e-55); the shift is
+covered by the margins already taken below: for a Rényi order a shift of ε by 2H is the factor
+e^{−(α−1)·2H} ≥ 1 − 1e-52 on δ_R, far inside the e^{−(α_max−1)·10^-12·max(1, ε_B)} taken off;
+for the Gaussian part |dδ(ε; μ)/dε| = e^ε Φ(−ε/μ − μ/2) ≤ 1, so the shift moves δ_G by at most
+2H, inside the relative 1e-6 taken off δ_G whenever δ_B ≥ 3e-49.
+
 **Per-analyst caps** are the same rule on the analyst's own live charges with ε_B replaced by
 the cap; they only refuse more, so the dataset's guarantee is unchanged.
 
@@ -91,6 +107,18 @@ _TOLERANCE = 1e-12
 
 #: δ_G / δ_B: the share of δ_B that the exact Gaussian part of the filter uses (see above).
 GAUSSIAN_DELTA_SHARE = 0.7
+
+#: H, the reservation for the exact samplers' e^{±η} (module docstring, "Secure noise").
+#: η_max ≤ 3e-77 per coordinate (kernel t = 3: 2.8e-77; composition ≤ 1e-128), at most 10^21
+#: coordinates ever drawn on one dataset: H = 10^21·η_max ≤ 1e-55.
+SECURE_NOISE_H = 1e-55
+
+
+def admission_budget(budget: Budget) -> tuple[float, float]:
+    """(ε_B − 2H, δ_B·e^{−H}): the budget the admission rule is run against so that the real
+    interaction, whose transcript is within e^{±H} of the ideal one, is (ε_B, δ_B)-DP."""
+    h = SECURE_NOISE_H
+    return budget.epsilon - 2.0 * h, budget.delta * math.exp(-h)
 
 
 @dataclass(frozen=True)
@@ -168,19 +196,20 @@ def thresholds(budget: Budget) -> Thresholds:
     """μ_B and the orders Λ_B with their B_α for an approximate-DP budget."""
     if budget.pure:
         raise ValueError("a pure budget has no Gaussian or Rényi thresholds")
-    delta_g = GAUSSIAN_DELTA_SHARE * budget.delta
-    delta_r = budget.delta - delta_g
+    epsilon_b, delta_b = admission_budget(budget)
+    delta_g = GAUSSIAN_DELTA_SHARE * delta_b
+    delta_r = delta_b - delta_g
     # The rounding slack that `fits` allows is paid for here, never taken from δ_B: a sum over
     # B_α by s·max(1, ε_B) multiplies the order's δ by at most e^{(α−1)s·max(1, ε_B)}, and a
     # relative 1e-12 on Σμ² moves δ(ε_B; μ) by far less than the 1e-6 taken off δ_G.
     delta_g *= 1.0 - 1e-6
-    delta_r *= math.exp(-(max(ORDERS) - 1.0) * _TOLERANCE * max(1.0, budget.epsilon))
+    delta_r *= math.exp(-(max(ORDERS) - 1.0) * _TOLERANCE * max(1.0, epsilon_b))
     first = math.log(delta_r / len(ORDERS))
-    useful = [i for i, a in enumerate(ORDERS) if _cks_threshold(a, budget.epsilon, first) > 0.0]
+    useful = [i for i, a in enumerate(ORDERS) if _cks_threshold(a, epsilon_b, first) > 0.0]
     log_delta = math.log(delta_r / max(1, len(useful)))
     return Thresholds(
-        mu=gdp_mu(budget.epsilon, delta_g),
-        orders=tuple((i, _cks_threshold(ORDERS[i], budget.epsilon, log_delta)) for i in useful),
+        mu=gdp_mu(epsilon_b, delta_g),
+        orders=tuple((i, _cks_threshold(ORDERS[i], epsilon_b, log_delta)) for i in useful),
     )
 
 
@@ -214,7 +243,7 @@ class Decision:
 def fits(budget: Budget, spent: Spent) -> str | None:
     """Why the live set summed in ``spent`` satisfies the admission invariant I, or None."""
     if budget.pure:
-        if spent.pure_epsilon <= budget.epsilon * (1 + _TOLERANCE):
+        if spent.pure_epsilon <= admission_budget(budget)[0] * (1 + _TOLERANCE):
             return "fits under basic composition"
         return None
     limits = thresholds(budget)
@@ -236,7 +265,7 @@ def admit(budget: Budget, spent: Spent, cost: Cost) -> Decision:
                 "this dataset's budget has δ = 0, so it accepts only pure ε-DP jobs (δ = 0)",
             )
         total = spent.pure_epsilon + cost.pure_epsilon
-        if total <= budget.epsilon * (1 + _TOLERANCE):
+        if total <= admission_budget(budget)[0] * (1 + _TOLERANCE):
             return Decision(True, "fits under basic composition")
         remaining = max(0.0, budget.epsilon - spent.pure_epsilon)
         return Decision(

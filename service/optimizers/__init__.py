@@ -5,7 +5,9 @@
     optimizer = get_optimizer("dp_gd")
     params = optimizer.Params.model_validate({"iterations": 200})
     plan = optimizer.plan(params, loss, n, d, PrivacyTarget(1.0, 1e-6))  # public inputs only
-    w = optimizer.fit(plan, loss, X, y, np.random.default_rng(), lambda step: None)
+    w = optimizer.fit(plan, loss, X, y, SecureRandom(), lambda step: None)  # OS CSPRNG bits
+
+(``SecureRandom`` from :mod:`service.privacy.secure_random`; every release is exact.)
 
 Everything in ``__all__`` is the supported surface; the algorithm modules (``dp_gd``, …) and the
 kits they share (``gradient_kit``, ``accelerated_kit``, ``svrg_common``, ``sgd_common``,

@@ -30,7 +30,8 @@ from service.optimizers.gradient_kit import (
 )
 from service.optimizers.inputs import Rows
 from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
-from service.privacy.analytic_gaussian import sample_gaussian
+from service.privacy.secure_random import SecureRandom
+from service.privacy.secure_release import secure_gaussian
 
 __all__ = [
     "ACCELERATED_ASSUMPTIONS",
@@ -78,7 +79,8 @@ def noisy_accelerated_descent(
     step_size: float,
     iterations: int,
     noise_std: float,
-    rng: np.random.Generator,
+    rng: SecureRandom,
+    sensitivity: float = 0.0,
     progress: ProgressCallback | None = None,
     trace: list[QueryRecord] | None = None,
 ) -> FloatArray:
@@ -95,6 +97,7 @@ def noisy_accelerated_descent(
         iterations=iterations,
         noise_std=noise_std,
         rng=rng,
+        sensitivity=sensitivity,
         progress=progress,
         trace=trace,
     )
@@ -107,7 +110,8 @@ def oracle_accelerated_descent(
     step_size: float,
     iterations: int,
     noise_std: float,
-    rng: np.random.Generator,
+    rng: SecureRandom,
+    sensitivity: float = 0.0,
     progress: ProgressCallback | None = None,
     trace: list[QueryRecord] | None = None,
     on_iterate: Callable[[int, FloatArray], None] | None = None,
@@ -118,14 +122,13 @@ def oracle_accelerated_descent(
     d = oracle.dimension
     w_prev: FloatArray = np.zeros(d, dtype=np.float64)
     v: FloatArray = w_prev.copy()
-    zeros: FloatArray = np.zeros(d, dtype=np.float64)
     s = 1.0
     for t in range(1, iterations + 1):
         g = oracle.gradient(v)
-        noise = sample_gaussian(d, noise_std, rng) if noise_std > 0.0 else zeros
+        released = secure_gaussian(g, noise_std, sensitivity, rng) if noise_std > 0.0 else g
         if trace is not None:
-            trace.append(QueryRecord("full_gradient", v.copy(), noise))
-        w = proximal_step(loss, v - step_size * (g + noise), step_size)
+            trace.append(QueryRecord("full_gradient", v.copy(), released - g))
+        w = proximal_step(loss, v - step_size * released, step_size)
         if on_iterate is not None:
             on_iterate(t, w)
         s_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * s * s))
@@ -143,7 +146,8 @@ def averaged_accelerated_descent(
     step_size: float,
     iterations: int,
     noise_std: float,
-    rng: np.random.Generator,
+    rng: SecureRandom,
+    sensitivity: float = 0.0,
     progress: ProgressCallback | None = None,
     trace: list[QueryRecord] | None = None,
     iterates: list[FloatArray] | None = None,
@@ -166,6 +170,7 @@ def averaged_accelerated_descent(
         iterations=iterations,
         noise_std=noise_std,
         rng=rng,
+        sensitivity=sensitivity,
         progress=progress,
         trace=trace,
         on_iterate=keep,

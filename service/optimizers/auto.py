@@ -198,7 +198,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from service.models.base import FloatArray, Loss, coefficient_anchor, parameter_count
@@ -210,6 +209,7 @@ from service.optimizers.base import (
     ReleasePlan,
 )
 from service.optimizers.config import PlanConfig
+from service.privacy.secure_random import SecureRandom
 
 __all__ = [
     "AVERAGING_N_EPSILON",
@@ -508,7 +508,7 @@ class Auto:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         from service.optimizers.registry import get_optimizer

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, get_args
 
-import numpy as np
 from dp_accounting import dp_event
 from pydantic import BaseModel
 
 from service.models.base import FloatArray, Loss
 from service.optimizers.config import PlanConfig
+from service.privacy.secure_random import SecureRandom
 from service.privacy.target import InfeasibleSpec, PrivacyTarget
 
 __all__ = [
@@ -130,6 +130,6 @@ class Optimizer(Protocol):
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray: ...

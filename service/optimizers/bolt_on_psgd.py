@@ -98,7 +98,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.special import digamma
 
@@ -124,7 +123,8 @@ from service.optimizers.sgd_common import (
     schedule_from_json,
 )
 from service.privacy.analytic_gaussian import analytic_gaussian_sigma
-from service.privacy.output_perturbation import calibrate_release, sample_release_noise
+from service.privacy.output_perturbation import calibrate_release, release_with_noise
+from service.privacy.secure_random import SecureRandom
 from service.privacy.target import check_target
 
 __all__ = [
@@ -314,7 +314,7 @@ def permutation_sgd(
     schedule: StepSchedule,
     averaging: bool,
     radius: float | None,
-    rng: np.random.Generator,
+    rng: SecureRandom,
     progress: ProgressCallback | None = None,
 ) -> FloatArray:
     """The noise-free black box: k passes of mini-batch SGD over fresh permutations drawn from
@@ -550,7 +550,7 @@ class BoltOnPSGD:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run ``plan`` on the private rows and return the noised output.
@@ -594,7 +594,7 @@ class BoltOnPSGD:
             rng=rng,
             progress=progress,
         )
-        return w + sample_release_noise(plan.mechanism, d, plan.noise_scale, rng)
+        return release_with_noise(plan.mechanism, w, plan.noise_scale, plan.sensitivity, rng)
 
 
 OPTIMIZER = BoltOnPSGD

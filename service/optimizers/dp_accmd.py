@@ -88,6 +88,8 @@ from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_
 from service.optimizers.inputs import checked_data
 from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.gdp import gaussian_steps_multiplier
+from service.privacy.secure_random import SecureRandom, as_secure
+from service.privacy.secure_release import secure_gaussian
 from service.privacy.target import check_target
 
 __all__ = [
@@ -190,7 +192,7 @@ def accmd_run(
     X: FloatArray,
     y: FloatArray,
     config: AccMDConfig,
-    rng: np.random.Generator,
+    rng: SecureRandom,
     progress: ProgressCallback | None = None,
     trace: list[AccMDStep] | None = None,
     noise_sigma: float | None = None,
@@ -208,7 +210,7 @@ def accmd_oracle_run(
     loss: Loss,
     oracle: GradientOracle,
     config: AccMDConfig,
-    rng: np.random.Generator,
+    rng: SecureRandom,
     progress: ProgressCallback | None = None,
     trace: list[AccMDStep] | None = None,
     noise_sigma: float | None = None,
@@ -217,6 +219,7 @@ def accmd_oracle_run(
     and the same noise draws from ``rng``."""
     d = oracle.dimension
     sigma = config.noise_sigma if noise_sigma is None else noise_sigma
+    source = as_secure(rng)
     radius, gamma, l1 = config.l1_radius, config.step_size, config.l1
     log_lam = np.zeros(2 * d + 1, dtype=np.float64)  # uniform start: A λ_1 = 0
     lam = np.full(2 * d + 1, 1.0 / (2 * d + 1))
@@ -226,7 +229,11 @@ def accmd_oracle_run(
         tau = 2.0 / (t + 1)
         x_md = tau * simplex_to_weights(lam, radius) + (1.0 - tau) * x_ag
         exact = np.asarray(oracle.gradient(x_md), dtype=np.float64)
-        noisy = exact + sigma * rng.standard_normal(d)
+        noisy = (
+            secure_gaussian(exact, sigma, config.gradient_sensitivity, source)
+            if sigma > 0.0
+            else exact.copy()
+        )
         mirror_grad[:d] = radius * (noisy + l1)
         mirror_grad[d : 2 * d] = radius * (l1 - noisy)
         log_lam -= (0.5 * (t + 1) * gamma) * mirror_grad
@@ -363,7 +370,7 @@ class DPAccMD:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run ``plan`` on the private rows and return x^ag_{T+1} (inside the ℓ1 ball).
@@ -380,7 +387,7 @@ class DPAccMD:
         plan: ReleasePlan,
         loss: Loss,
         oracle: GradientOracle,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """:meth:`fit` with the gradients from ``oracle`` (e.g. partitions on Dask workers,

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss, resolved_objective_gap
@@ -76,6 +75,7 @@ from service.optimizers.config import GradientStepsConfig, PlanConfig
 from service.optimizers.full_gradient import GradientOracle, fit_on_oracle, noisy_descent
 from service.optimizers.gradient_kit import check_plan_covers, full_gradient_inputs
 from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
+from service.privacy.secure_random import SecureRandom
 
 __all__ = ["DPAGD", "DPAGDParams"]
 
@@ -187,7 +187,7 @@ class DPAGD:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run ``plan`` on the private rows and return the noisy last iterate w_T.
@@ -204,6 +204,7 @@ class DPAGD:
             step_size=config.step_size,
             iterations=config.iterations,
             noise_std=plan.noise_scale,
+            sensitivity=plan.sensitivity,
             rng=rng,
             progress=progress,
         )
@@ -213,7 +214,7 @@ class DPAGD:
         plan: ReleasePlan,
         loss: Loss,
         oracle: GradientOracle,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """:meth:`fit` with the gradients from ``oracle`` (e.g. partitions on Dask workers,

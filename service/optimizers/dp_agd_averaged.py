@@ -52,7 +52,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import numpy as np
 from pydantic import BaseModel
 
 from service.models.base import FloatArray, Loss
@@ -71,6 +70,7 @@ from service.optimizers.gradient_kit import (
     check_plan_covers,
     full_gradient_inputs,
 )
+from service.privacy.secure_random import SecureRandom
 
 __all__ = [
     "DPAGDAveraged",
@@ -124,7 +124,7 @@ class DPAGDAveraged:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run the plan on the private rows; release the tail average (checks as DP-AGD)."""
@@ -136,7 +136,7 @@ class DPAGDAveraged:
         plan: ReleasePlan,
         loss: Loss,
         oracle: GradientOracle,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """:meth:`fit` with the gradients from ``oracle`` (partitions check their own rows)."""
@@ -150,7 +150,7 @@ class DPAGDAveraged:
         plan: ReleasePlan,
         loss: Loss,
         oracle: GradientOracle,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         config = GradientStepsConfig.from_hyperparameters(plan.hyperparameters)
@@ -160,6 +160,7 @@ class DPAGDAveraged:
             step_size=config.step_size,
             iterations=config.iterations,
             noise_std=plan.noise_scale,
+            sensitivity=plan.sensitivity,
             rng=rng,
             progress=progress,
         )

@@ -88,8 +88,9 @@ from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallb
 from service.optimizers.config import GradientStepsConfig
 from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
 from service.optimizers.inputs import checked_rows
-from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.gdp import event_mu, gdp_delta, gdp_mu
+from service.privacy.secure_random import SecureRandom
+from service.privacy.secure_release import secure_gaussian
 
 __all__ = [
     "CentredConfig",
@@ -249,7 +250,7 @@ class DPAGDCentred:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run the plan on the private rows (checked as every full-gradient fit)."""
@@ -263,7 +264,7 @@ class DPAGDCentred:
         plan: ReleasePlan,
         loss: Loss,
         oracle: GradientOracle,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """:meth:`fit` with the gradients from ``oracle`` (partitions check their own rows)."""
@@ -292,13 +293,13 @@ class DPAGDCentred:
         config: CentredConfig,
         loss: Loss,
         oracle: GradientOracle,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         d = oracle.dimension
         zero = np.zeros(d, dtype=np.float64)
         label_term = config.anchor_scale * oracle.gradient(zero)  # B (μ·0 = 0)
-        released = label_term + sample_gaussian(d, config.anchor_noise_std, rng)
+        released = secure_gaussian(label_term, config.anchor_noise_std, plan.sensitivity, rng)
         shrunk = soft_threshold(released, config.threshold * config.anchor_noise_std)
         centred = _CentredGradient(oracle, shrunk - label_term)
         return averaged_accelerated_descent(
@@ -307,6 +308,7 @@ class DPAGDCentred:
             step_size=config.step_size,
             iterations=config.iterations,
             noise_std=plan.noise_scale,
+            sensitivity=plan.sensitivity,
             rng=rng,
             progress=progress,
         )

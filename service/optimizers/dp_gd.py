@@ -106,7 +106,8 @@ from service.optimizers.gradient_kit import (
 )
 from service.optimizers.inputs import Rows
 from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
-from service.privacy.analytic_gaussian import sample_gaussian
+from service.privacy.secure_random import SecureRandom
+from service.privacy.secure_release import secure_gaussian
 
 __all__ = [
     "DPGD",
@@ -196,11 +197,14 @@ def noisy_gradient_descent(
     step_size: float,
     iterations: int,
     noise_std: float,
-    rng: np.random.Generator,
+    rng: SecureRandom,
+    sensitivity: float = 0.0,
     progress: ProgressCallback | None = None,
     trace: list[QueryRecord] | None = None,
 ) -> FloatArray:
     """Alg. 4 from w_0 = 0: T steps ``w ← prox(w − η(∇F(w) + ζ))``, ζ ~ N(0, σ²I); returns w_T.
+    ∇F(w) + ζ is the exact release :func:`~service.privacy.secure_release.secure_gaussian` at
+    the per-step ``sensitivity`` Δ (μ ≤ Δ/σ per step, as planned).
 
     ``noise_std = 0`` switches the noise off (no draws from ``rng``): the noiseless algorithm
     the sensitivity tests run. ``trace`` (tests only) receives one :class:`QueryRecord` per step.
@@ -212,6 +216,7 @@ def noisy_gradient_descent(
         iterations=iterations,
         noise_std=noise_std,
         rng=rng,
+        sensitivity=sensitivity,
         progress=progress,
         trace=trace,
     )
@@ -224,7 +229,8 @@ def oracle_gradient_descent(
     step_size: float,
     iterations: int,
     noise_std: float,
-    rng: np.random.Generator,
+    rng: SecureRandom,
+    sensitivity: float = 0.0,
     progress: ProgressCallback | None = None,
     trace: list[QueryRecord] | None = None,
 ) -> FloatArray:
@@ -232,13 +238,12 @@ def oracle_gradient_descent(
     the same steps and the same noise draws from ``rng``."""
     d = oracle.dimension
     w: FloatArray = np.zeros(d, dtype=np.float64)
-    zeros: FloatArray = np.zeros(d, dtype=np.float64)
     for t in range(1, iterations + 1):
         g = oracle.gradient(w)
-        noise = sample_gaussian(d, noise_std, rng) if noise_std > 0.0 else zeros
+        released = secure_gaussian(g, noise_std, sensitivity, rng) if noise_std > 0.0 else g
         if trace is not None:
-            trace.append(QueryRecord("full_gradient", w.copy(), noise))
-        w = proximal_step(loss, w - step_size * (g + noise), step_size)
+            trace.append(QueryRecord("full_gradient", w.copy(), released - g))
+        w = proximal_step(loss, w - step_size * released, step_size)
         if progress is not None:
             progress(t)
     return w
@@ -299,7 +304,7 @@ class DPGD:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run ``plan`` on the private rows and return the noisy last iterate w_T.
@@ -316,6 +321,7 @@ class DPGD:
             step_size=config.step_size,
             iterations=config.iterations,
             noise_std=plan.noise_scale,
+            sensitivity=plan.sensitivity,
             rng=rng,
             progress=progress,
         )
@@ -325,7 +331,7 @@ class DPGD:
         plan: ReleasePlan,
         loss: Loss,
         oracle: GradientOracle,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """:meth:`fit` with the gradients from ``oracle`` (e.g. partitions on Dask workers,

@@ -125,6 +125,7 @@ from service.optimizers.config import PlanConfig
 from service.optimizers.inputs import checked_data
 from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.gdp import gaussian_steps_multiplier
+from service.privacy.secure_random import SecureRandom, as_secure
 from service.privacy.target import check_target
 from service.privacy.tree_aggregation import (
     TreeAggregator,
@@ -356,7 +357,7 @@ def spiderboost_run(
     X: FloatArray,
     y: FloatArray,
     config: SpiderConfig,
-    rng: np.random.Generator,
+    rng: SecureRandom,
     progress: ProgressCallback | None = None,
     trace: list[StreamRecord] | None = None,
     node_sigma: float | None = None,
@@ -370,6 +371,7 @@ def spiderboost_run(
     n, d = X.shape
     sigma = config.node_sigma if node_sigma is None else node_sigma
     eta = config.step_size
+    rng = as_secure(rng)
     order = rng.permutation(n)
     cursor = 0
     w: FloatArray = np.zeros(d, dtype=np.float64)
@@ -397,7 +399,7 @@ def spiderboost_run(
         rows = order[cursor : cursor + batch]
         cursor += batch
         if use_first:
-            tree = TreeAggregator(d, sigma, config.iterations, rng)
+            tree = TreeAggregator(d, sigma, config.iterations, rng, config.element_sensitivity)
             segment += 1
             drift = 0.0
             value = stream_element(loss, w, None, X[rows], y[rows])
@@ -414,7 +416,8 @@ def spiderboost_run(
         escape: FloatArray | None = None
         if previous_noisy_norm <= config.escape_threshold and frozen <= 0:
             frozen = config.escape_interval
-            escape = (config.escape_noise / math.sqrt(d)) * rng.standard_normal(d)
+            # post-processing of released values (no privacy proof uses its law)
+            escape = (config.escape_noise / math.sqrt(d)) * rng.normal(d)
         else:
             frozen -= 1
         direction = noisy if escape is None else noisy + escape
@@ -608,7 +611,7 @@ class DPSpiderBoost:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run ``plan`` on the private rows (one pass) and return the last iterate.

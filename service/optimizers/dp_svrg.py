@@ -80,7 +80,6 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss, resolved_objective_gap
@@ -97,6 +96,7 @@ from service.optimizers.svrg_common import (
     snapshot_ratio_field,
     svrg_contraction,
 )
+from service.privacy.secure_random import SecureRandom
 from service.privacy.target import check_target
 
 __all__ = [
@@ -290,7 +290,7 @@ class DPSVRG:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run ``plan`` on the private rows and return the noisy w̃_S."""

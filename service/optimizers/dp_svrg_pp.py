@@ -40,7 +40,6 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
@@ -61,6 +60,7 @@ from service.optimizers.svrg_common import (
     resolve_batch,
     snapshot_ratio_field,
 )
+from service.privacy.secure_random import SecureRandom
 from service.privacy.target import check_target
 
 __all__ = ["DPSVRGPlusPlus", "DPSVRGPlusPlusParams", "default_schedule", "doubling_lengths"]
@@ -233,7 +233,7 @@ class DPSVRGPlusPlus:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run ``plan`` on the private rows and return the noisy w̃_S."""

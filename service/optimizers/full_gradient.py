@@ -31,6 +31,7 @@ from service.models.base import FloatArray, Loss, parameter_count
 from service.optimizers.base import ProgressCallback, ReleasePlan
 from service.optimizers.config import GradientStepsConfig, ShapeConfig
 from service.optimizers.inputs import Rows
+from service.privacy.secure_random import SecureRandom
 
 __all__ = [
     "GradientOracle",
@@ -173,7 +174,8 @@ class NoisyDescent(Protocol):
         step_size: float,
         iterations: int,
         noise_std: float,
-        rng: np.random.Generator,
+        rng: SecureRandom,
+        sensitivity: float = 0.0,
         progress: ProgressCallback | None = None,
     ) -> FloatArray: ...
 
@@ -182,7 +184,7 @@ def noisy_descent(
     descent: NoisyDescent,
     plan: ReleasePlan,
     loss: Loss,
-    rng: np.random.Generator,
+    rng: SecureRandom,
     progress: ProgressCallback,
 ) -> Callable[[GradientOracle], FloatArray]:
     """``descent`` bound to the plan's public step size η and T (its
@@ -199,6 +201,7 @@ def noisy_descent(
             step_size=step_size,
             iterations=iterations,
             noise_std=plan.noise_scale,
+            sensitivity=plan.sensitivity,
             rng=rng,
             progress=progress,
         )

@@ -33,6 +33,7 @@ from service.optimizers.config import ShapeConfig
 from service.optimizers.inputs import Rows, checked_rows
 from service.optimizers.limits import SAFE_MAGNITUDE
 from service.privacy.gdp import gaussian_steps_multiplier
+from service.privacy.secure_random import SecureRandom, as_secure
 from service.privacy.target import check_target
 
 __all__ = [
@@ -96,13 +97,11 @@ def proximal_step(loss: Loss, w: FloatArray, step: float) -> FloatArray:
     return np.sign(w) * np.maximum(np.abs(w) - step * l1, 0.0)
 
 
-def sample_batch(rng: np.random.Generator, n: int, b: int) -> IntArray:
+def sample_batch(rng: SecureRandom, n: int, b: int) -> IntArray:
     """b distinct row indices drawn uniformly without replacement (exactly what the
-    ``SampledWithoutReplacementDpEvent`` accounting assumes); two exact samplers, the faster
-    one for the size."""
-    if n <= 1000:
-        return rng.permutation(n)[:b]
-    return rng.choice(n, size=b, replace=False, shuffle=False)
+    ``SampledWithoutReplacementDpEvent`` accounting assumes), from the OS CSPRNG by an exact
+    sampler (:meth:`~service.privacy.secure_random.SecureRandom.sample`)."""
+    return as_secure(rng).sample(n, b)
 
 
 def check_lipschitz(loss: Loss) -> None:

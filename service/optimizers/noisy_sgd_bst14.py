@@ -49,7 +49,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
 from dp_accounting import dp_event
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -71,13 +70,14 @@ from service.optimizers.sgd_common import (
     check_convex_loss,
     coerce_params,
     noise_second_moment,
-    noise_source,
+    noisy_release,
     resolve_batch_size,
     run_sgd,
     sampled_batches,
     schedule_from_json,
 )
 from service.privacy.calibration import calibrate_noise_multiplier
+from service.privacy.secure_random import SecureRandom
 from service.privacy.target import check_target
 
 __all__ = [
@@ -163,13 +163,16 @@ def sampled_noisy_sgd(
     schedule: StepSchedule | InverseSqrtSchedule,
     radius: float | None,
     noise_scale: float,
-    rng: np.random.Generator,
+    rng: SecureRandom,
     noise: bool = True,
+    sensitivity: float = 0.0,
     progress: ProgressCallback | None = None,
     observe: Callable[[int, FloatArray, IntArray], None] | None = None,
 ) -> FloatArray:
     """BST14 on the rows: batches and Gaussian noise drawn from ``rng`` at every step.
-    ``noise=False`` runs the same batches without noise (for sensitivity tests)."""
+    ``noise=False`` runs the same batches without noise (for sensitivity tests); with noise,
+    each step's gradient is released exactly at the per-step ``sensitivity`` Δ
+    (:func:`~service.optimizers.sgd_common.noisy_release`)."""
     n, d = X.shape
     return run_sgd(
         loss,
@@ -178,7 +181,7 @@ def sampled_noisy_sgd(
         sampled_batches(n, batch_size, iterations, rng),
         schedule,
         radius=radius,
-        noise=noise_source("gaussian", d, noise_scale, rng) if noise else None,
+        noise=noisy_release("gaussian", noise_scale, sensitivity, rng) if noise else None,
         progress=progress,
         observe=observe,
     )
@@ -274,7 +277,7 @@ class NoisySGDBST14:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run ``plan`` on the private rows and return w_T (noisy at every step).
@@ -299,6 +302,7 @@ class NoisySGDBST14:
             schedule=schedule_from_json(config.schedule),
             radius=config.radius,
             noise_scale=plan.noise_scale,
+            sensitivity=plan.sensitivity,
             rng=rng,
             progress=progress,
         )

@@ -62,7 +62,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
 from dp_accounting import dp_event
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -88,7 +87,7 @@ from service.optimizers.sgd_common import (
     check_convex_loss,
     coerce_params,
     noise_second_moment,
-    noise_source,
+    noisy_release,
     pass_layout,
     permutation_batches,
     resolve_batch_size,
@@ -97,6 +96,7 @@ from service.optimizers.sgd_common import (
 )
 from service.privacy.gdp import gaussian_steps_multiplier
 from service.privacy.output_perturbation import pure_dp_event
+from service.privacy.secure_random import SecureRandom
 from service.privacy.target import check_target
 
 __all__ = [
@@ -163,13 +163,16 @@ def noisy_permutation_sgd(
     radius: float | None,
     mechanism: str,
     noise_scale: float,
-    rng: np.random.Generator,
+    rng: SecureRandom,
     noise: bool = True,
+    sensitivity: float = 0.0,
     progress: ProgressCallback | None = None,
     observe: Callable[[int, FloatArray, IntArray], None] | None = None,
 ) -> FloatArray:
     """SCS13 on the rows: permutations (one per pass) and per-step noise drawn from ``rng``.
-    ``noise=False`` runs the same batches without noise (for sensitivity tests)."""
+    ``noise=False`` runs the same batches without noise (for sensitivity tests); with noise,
+    each step's gradient is released exactly at the per-step ``sensitivity`` Δ
+    (:func:`~service.optimizers.sgd_common.noisy_release`)."""
     n, d = X.shape
     m, _ = pass_layout(n, batch_size)
     return run_sgd(
@@ -179,7 +182,7 @@ def noisy_permutation_sgd(
         permutation_batches(n, m, passes, rng),
         schedule,
         radius=radius,
-        noise=noise_source(mechanism, d, noise_scale, rng) if noise else None,
+        noise=noisy_release(mechanism, noise_scale, sensitivity, rng) if noise else None,
         progress=progress,
         observe=observe,
     )
@@ -271,7 +274,7 @@ class NoisySGDSCS13:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run ``plan`` on the private rows and return w_T (noisy at every step).
@@ -295,6 +298,7 @@ class NoisySGDSCS13:
             radius=config.radius,
             mechanism=plan.mechanism,
             noise_scale=plan.noise_scale,
+            sensitivity=plan.sensitivity,
             rng=rng,
             progress=progress,
         )

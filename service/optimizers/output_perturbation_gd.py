@@ -70,8 +70,9 @@ from service.optimizers.inputs import Rows, checked_rows
 from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.output_perturbation import (
     calibrate_release,
-    sample_release_noise,
+    release_with_noise,
 )
+from service.privacy.secure_random import SecureRandom
 from service.privacy.target import check_target
 
 __all__ = [
@@ -329,7 +330,7 @@ class OutputPerturbationGD:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run ``plan`` on the private rows and return the noised ``w_T + z``.
@@ -342,15 +343,14 @@ class OutputPerturbationGD:
         step, iterations, n, d = _checked_plan(plan, loss)
         rows, y = checked_rows(loss, X, y, n, d)
         w = gradient_descent(loss, rows, y, step, iterations, progress)
-        w += sample_release_noise(plan.mechanism, d, plan.noise_scale, rng)
-        return w
+        return release_with_noise(plan.mechanism, w, plan.noise_scale, plan.sensitivity, rng)
 
     def fit_oracle(
         self,
         plan: ReleasePlan,
         loss: Loss,
         oracle: GradientOracle,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """:meth:`fit` with the gradients from ``oracle`` (e.g. partitions on Dask workers,
@@ -359,8 +359,7 @@ class OutputPerturbationGD:
         w = fit_on_oracle(
             plan, oracle, lambda checked: oracle_descent(checked, step, iterations, progress)
         )
-        w += sample_release_noise(plan.mechanism, d, plan.noise_scale, rng)
-        return w
+        return release_with_noise(plan.mechanism, w, plan.noise_scale, plan.sensitivity, rng)
 
 
 def _checked_plan(plan: ReleasePlan, loss: Loss) -> tuple[float, int, int, int]:

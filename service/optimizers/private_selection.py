@@ -40,6 +40,13 @@ of orders (its smallest order, 1.5, cannot convert small ε): a job whose μ_Q w
 ``MIN_MU_RATIO`` = 1/4 of one job's μ* is refused (ε = 0.1 is; ε ≥ 0.2 is not).
 
 Only classification models (binary labels) are supported: the score is the correct count.
+
+Known limit (issue 22, item 6, open). Thm 2 needs K hidden, but the job's duration and progress
+grow with K. Running a public maximum F of fits hides K only if F covers K's tail: for the
+default E[K] = 3, η = 0 (γ ≈ 0.15), P[K > F] ≤ 1e-30 needs F ≈ 400 fits (≈ 170 for η = 1), and a
+truncated K needs its own bound (Thm 2 is about the untruncated law); accounting with K public
+gives finite Rényi bounds only at orders α ≲ 1.7 for μ_Q ≈ 0.5. The scores' noise and the
+candidate draws are exact (:mod:`service.privacy.secure_release`).
 """
 
 from __future__ import annotations
@@ -64,7 +71,6 @@ from service.optimizers.base import (
 from service.optimizers.config import PlanConfig, ShapeConfig
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.selection_kit import candidate_optimizer, spawn, with_l2
-from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.gdp import event_mu, gdp_epsilon, gdp_mu
 from service.privacy.private_selection import (
     sample_repetitions,
@@ -72,6 +78,8 @@ from service.privacy.private_selection import (
     tnb_gamma,
     tnb_mean,
 )
+from service.privacy.secure_random import SecureRandom
+from service.privacy.secure_release import secure_gaussian
 from service.privacy.target import check_target
 
 __all__ = [
@@ -331,7 +339,7 @@ class PrivateSelection:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> SelectionRun:
         """Draw K, run the repetitions, keep the best noised score (audits/tests: everything
@@ -355,7 +363,7 @@ class PrivateSelection:
         scores: list[float] = []
         best, best_score, best_w = -1, -math.inf, np.zeros(d)
         for k in range(repetitions):
-            j = int(control.integers(len(candidates)))
+            j = control.integer(len(candidates))
             offset = done
 
             def report(step: int, offset: int = offset) -> None:
@@ -365,7 +373,8 @@ class PrivateSelection:
                 optimizers[j].fit(plans[j], losses[j], X, y, fits, report), dtype=np.float64
             )
             done += plans[j].total_steps
-            score = correct_count(loss, w, X, y) + float(sample_gaussian(1, std, control)[0])
+            count = np.array([float(correct_count(loss, w, X, y))])
+            score = float(secure_gaussian(count, std, 1.0, control)[0])  # sensitivity 1
             picked.append(j)
             scores.append(score)
             if score > best_score:
@@ -381,7 +390,7 @@ class PrivateSelection:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run the plan on the private rows and release the best repetition's noised w."""

@@ -69,9 +69,10 @@ regularisation weight is the parameter Chaudhuri et al. and Wu et al. tune). For
 the selection runs at ε_sel = 700 (the pure-DP accountant's range; still ≤ ε, and at that ε the
 exponential mechanism is an argmin in all but name).
 
-Known limit. The selection probabilities are computed in floating point from integer counts;
-their rounding (relative 1e-16) is not an attack surface comparable to continuous noise, but the
-sampler is not a certified discrete sampler (docs/privacy-model.md#known-limits).
+Sampling. The partition is an exactly uniform permutation and the selection an exact draw of the
+exponential mechanism (rejection with exact Bernoulli(e^{−γ}) coins on rational γ,
+:func:`select_candidate`), all from the OS CSPRNG (:mod:`service.privacy.secure_random`). Known
+limit: the number of rejection rounds (≤ l expected, microseconds) depends on the scores.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
@@ -100,6 +102,7 @@ from service.optimizers.config import PlanConfig, ShapeConfig
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.selection_kit import candidate_optimizer, spawn, with_l2
 from service.privacy.output_perturbation import MAX_PURE_EPSILON, pure_dp_event
+from service.privacy.secure_random import SecureRandom, as_secure
 from service.privacy.target import check_target
 
 __all__ = [
@@ -224,12 +227,12 @@ def part_sizes(n: int, candidates: int, holdout_fraction: float) -> tuple[list[i
 
 
 def draw_partition(
-    sizes: Sequence[int], holdout: int, rng: np.random.Generator
+    sizes: Sequence[int], holdout: int, rng: SecureRandom
 ) -> tuple[list[IntArray], IntArray]:
     """A uniformly random partition of range(n) (n = Σ sizes + holdout) into parts of the given
     sizes: (training index arrays, holdout indices). Uses ``rng`` only (never the data)."""
     n = int(sum(sizes)) + holdout
-    order = rng.permutation(n).astype(np.int64)
+    order = as_secure(rng).permutation(n)
     bounds = np.cumsum([0, *sizes])
     parts = [order[bounds[i] : bounds[i + 1]] for i in range(len(sizes))]
     return parts, order[bounds[-1] :]
@@ -270,13 +273,26 @@ def selection_probabilities(errors: Sequence[int] | IntArray, epsilon: float) ->
     return p
 
 
-def select_candidate(
-    errors: Sequence[int] | IntArray, epsilon: float, rng: np.random.Generator
-) -> int:
-    """One draw of the exponential mechanism (inverse CDF with one uniform from ``rng``)."""
-    cdf = np.cumsum(selection_probabilities(errors, epsilon))
-    u = rng.random() * cdf[-1]
-    return int(min(np.searchsorted(cdf, u, side="right"), cdf.size - 1))
+def select_candidate(errors: Sequence[int] | IntArray, epsilon: float, rng: SecureRandom) -> int:
+    """One exact draw of the exponential mechanism P(i) ∝ exp(−ε(e_i − e_min)/2).
+
+    The float ε is an exact dyadic rational, so γ_i = ε(e_i − e_min)/2 is an exact rational
+    (the counts are integers). Rejection: propose i uniformly, accept with probability
+    exp(−γ_i) (:meth:`SecureRandom.bernoulli_exp_fraction`, exact). One round accepts i with
+    probability exp(−γ_i)/l, so the accepted index has law exp(−γ_i)/Σ_j exp(−γ_j) exactly; the
+    best candidate (γ = 0) is always accepted, so a round succeeds with probability ≥ 1/l."""
+    e = [int(v) for v in np.asarray(errors).reshape(-1)]
+    if not e:
+        raise ValueError("errors must be a non-empty vector")
+    if not (math.isfinite(epsilon) and epsilon > 0.0):
+        raise ValueError("epsilon must be a finite number > 0")
+    best = min(e)
+    half_eps = Fraction(epsilon) / 2
+    source = as_secure(rng)
+    while True:
+        i = source.integer(len(e))
+        if source.bernoulli_exp_fraction(half_eps * (e[i] - best)):
+            return i
 
 
 @dataclass(frozen=True)
@@ -292,8 +308,8 @@ class TuningResult:
 
 
 def _streams(
-    rng: np.random.Generator, candidates: int
-) -> tuple[np.random.Generator, list[np.random.Generator], np.random.Generator]:
+    rng: SecureRandom, candidates: int
+) -> tuple[SecureRandom, list[SecureRandom], SecureRandom]:
     """(partition stream, one stream per candidate, selection stream)."""
     children = spawn(rng, candidates + 2)
     return children[0], children[1:-1], children[-1]
@@ -456,7 +472,7 @@ class PrivateTuning:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> TuningResult:
         """Partition, train every candidate, score and select — returns everything computed.
@@ -518,7 +534,7 @@ class PrivateTuning:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run the plan on the private rows and return the selected candidate's noised w."""
@@ -527,7 +543,7 @@ class PrivateTuning:
         return out
 
 
-def partition_for(plan: ReleasePlan, rng: np.random.Generator) -> tuple[list[IntArray], IntArray]:
+def partition_for(plan: ReleasePlan, rng: SecureRandom) -> tuple[list[IntArray], IntArray]:
     """The partition ``fit`` draws from a generator in the state of ``rng`` (public: it depends
     on the plan and the generator only). Spawns from ``rng`` like ``fit`` does."""
     config = TuningConfig.from_hyperparameters(plan.hyperparameters)

@@ -91,8 +91,9 @@ from service.optimizers.gradient_kit import (
 )
 from service.optimizers.inputs import checked_data
 from service.optimizers.limits import SAMPLED_STEPS_CAP
-from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.calibration import calibrate_noise_multiplier
+from service.privacy.secure_random import SecureRandom, as_secure
+from service.privacy.secure_release import secure_gaussian
 from service.privacy.target import check_target
 
 __all__ = [
@@ -270,7 +271,8 @@ def random_round_sgd(
     max_rounds: int,
     batch_size: int,
     noise_std: float,
-    rng: np.random.Generator,
+    rng: SecureRandom,
+    sensitivity: float = 0.0,
     progress: ProgressCallback | None = None,
     trace: list[QueryRecord] | None = None,
 ) -> tuple[FloatArray, int]:
@@ -283,16 +285,20 @@ def random_round_sgd(
     n, d = X.shape
     beta_f = loss.smoothness + loss.l2
     probabilities = round_distribution(np.full(max_rounds, step_size), beta_f)
-    rounds = 1 + int(rng.choice(max_rounds, p=probabilities))
+    source = as_secure(rng)
+    # R is public-coin: no privacy proof uses its law (the charge covers max_rounds steps), only
+    # the utility theory; a 53-bit uniform from the secure stream inverts its CDF.
+    cdf = np.cumsum(probabilities)
+    u = float(source.uniform(1)[0]) * float(cdf[-1])
+    rounds = 1 + int(min(np.searchsorted(cdf, u, side="right"), max_rounds - 1))
     w: FloatArray = np.zeros(d, dtype=np.float64)
-    zeros: FloatArray = np.zeros(d, dtype=np.float64)
     for t in range(1, rounds + 1):
-        rows = sample_batch(rng, n, batch_size)
+        rows = sample_batch(source, n, batch_size)
         g = loss.gradient(w, X[rows], y[rows])
-        noise = sample_gaussian(d, noise_std, rng) if noise_std > 0.0 else zeros
+        released = secure_gaussian(g, noise_std, sensitivity, source) if noise_std > 0.0 else g
         if trace is not None:
-            trace.append(QueryRecord("batch_gradient", w.copy(), noise, rows=rows))
-        w = w - step_size * (g + noise)
+            trace.append(QueryRecord("batch_gradient", w.copy(), released - g, rows=rows))
+        w = w - step_size * released
         if progress is not None:
             progress(t)
     if progress is not None and rounds < max_rounds:
@@ -415,7 +421,7 @@ class RRPSGD:
         loss: Loss,
         X: FloatArray,
         y: FloatArray,
-        rng: np.random.Generator,
+        rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
         """Run ``plan`` on the private rows and return w_R (checks as in ``dp_gd``)."""
@@ -435,6 +441,7 @@ class RRPSGD:
             max_rounds=config.max_rounds,
             batch_size=batch,
             noise_std=plan.noise_scale,
+            sensitivity=plan.sensitivity,
             rng=rng,
             progress=progress,
         )

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from service.models.base import Loss
 from service.optimizers.base import InfeasibleSpec, Optimizer
 from service.optimizers.registry import get_optimizer
+from service.privacy.secure_random import SecureRandom, as_secure
 
 __all__ = ["candidate_optimizer", "spawn", "with_l2"]
 
@@ -46,10 +45,6 @@ def with_l2(loss: Loss, l2: float | None) -> Loss:
     return replaced
 
 
-def spawn(rng: np.random.Generator, count: int) -> list[np.random.Generator]:
-    """``count`` independent child generators of ``rng`` (data-independent)."""
-    try:
-        return rng.spawn(count)
-    except (AttributeError, TypeError):  # a generator without a SeedSequence
-        seeds = rng.integers(0, 2**63 - 1, size=(count, 4))
-        return [np.random.default_rng([int(s) for s in row]) for row in seeds]
+def spawn(rng: SecureRandom, count: int) -> list[SecureRandom]:
+    """``count`` independent child streams of ``rng`` (data-independent; fresh OS streams)."""
+    return as_secure(rng).spawn(count)

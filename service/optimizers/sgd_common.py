@@ -39,7 +39,8 @@ from pydantic import BaseModel, Field
 from service.models.base import FloatArray, Loss, parameter_count
 from service.optimizers.base import InfeasibleSpec, ProgressCallback
 from service.optimizers.gradient_kit import check_step_size
-from service.privacy.output_perturbation import sample_release_noise
+from service.privacy.output_perturbation import noise_second_moment, release_with_noise
+from service.privacy.secure_random import SecureRandom, as_secure
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -54,7 +55,7 @@ __all__ = [
     "Mode",
     "baseline_steps",
     "noise_second_moment",
-    "noise_source",
+    "noisy_release",
     "InverseSqrtSchedule",
     "Schedule",
     "StepSchedule",
@@ -122,22 +123,23 @@ def pass_layout(n: int, batch_size: int) -> tuple[int, int]:
 
 
 def permutation_batches(
-    n: int, batches_per_pass: int, passes: int, rng: np.random.Generator
+    n: int, batches_per_pass: int, passes: int, rng: SecureRandom
 ) -> Iterator[IntArray]:
     """Index batches of ``passes`` passes, each over a fresh permutation drawn from ``rng`` at
-    the start of the pass and split into ``batches_per_pass`` near-equal consecutive parts."""
+    the start of the pass (exactly uniform, :meth:`SecureRandom.permutation`) and split into
+    ``batches_per_pass`` near-equal consecutive parts."""
+    source = as_secure(rng)
     for _ in range(passes):
-        yield from np.array_split(rng.permutation(n), batches_per_pass)
+        yield from np.array_split(source.permutation(n), batches_per_pass)
 
 
-def sampled_batches(
-    n: int, batch_size: int, steps: int, rng: np.random.Generator
-) -> Iterator[IntArray]:
+def sampled_batches(n: int, batch_size: int, steps: int, rng: SecureRandom) -> Iterator[IntArray]:
     """``steps`` batches of exactly ``batch_size`` distinct rows, each drawn uniformly without
     replacement, independently of the other steps (the scheme of
     ``SampledWithoutReplacementDpEvent``)."""
+    source = as_secure(rng)
     for _ in range(steps):
-        yield rng.choice(n, size=batch_size, replace=False)
+        yield source.sample(n, batch_size)
 
 
 # --- step sizes ---------------------------------------------------------------------------------
@@ -242,15 +244,16 @@ def run_sgd(
     *,
     radius: float | None = None,
     averaging: bool = False,
-    noise: Callable[[], FloatArray] | None = None,
+    noise: Callable[[FloatArray], FloatArray] | None = None,
     progress: ProgressCallback | None = None,
     observe: Callable[[int, FloatArray, IntArray], None] | None = None,
 ) -> FloatArray:
     """Mini-batch (projected, optionally noisy) SGD from w₀ = 0.
 
     Step t = 1, 2, … on batch B_t: ``w_t = Π_R(w_{t−1} − η_t (∇F_{B_t}(w_{t−1}) + z_t))`` with
-    ∇F_B = mean data gradient over B plus μw (``loss.gradient`` on the batch), z_t = ``noise()``
-    (or 0), Π_R the projection onto ‖w‖ ≤ R (none when ``radius`` is None). Returns w_T, or the
+    ∇F_B = mean data gradient over B plus μw (``loss.gradient`` on the batch), ∇F_B + z_t =
+    ``noise(∇F_B)`` (the exact release of :func:`noisy_release`; or z_t = 0), Π_R the
+    projection onto ‖w‖ ≤ R (none when ``radius`` is None). Returns w_T, or the
     uniform average (w_1 + … + w_T)/T when ``averaging``. ``progress(t)`` after every step;
     ``observe(t, w_{t−1}, B_t)`` before it (for tests of the per-step sensitivity).
     """
@@ -263,7 +266,7 @@ def run_sgd(
             observe(t, w, idx)
         grad = loss.gradient(w, X[idx], y[idx])
         if noise is not None:
-            grad = grad + noise()
+            grad = noise(grad)
         w = w - schedule(t) * grad
         project_to_ball(w, radius)
         if averaging:
@@ -284,24 +287,18 @@ Mode = Literal["convex", "strongly_convex"]
 DEFAULT_CONVEX_RADIUS = 10.0
 
 
-def noise_second_moment(mechanism: str, d: int, scale: float) -> float:
-    """E‖z‖² of one noise draw: dσ² (Gaussian) or d(d+1)s² (norm-gamma, ‖z‖ ~ Gamma(d, s))."""
-    if mechanism == "gaussian":
-        return d * scale * scale
-    if mechanism == "norm_gamma":
-        return d * (d + 1) * scale * scale
-    raise ValueError(f"unknown noise mechanism {mechanism!r}")
+def noisy_release(
+    mechanism: str, scale: float, sensitivity: float, rng: SecureRandom
+) -> Callable[[FloatArray], FloatArray]:
+    """A callable releasing one step's gradient with fresh exact noise of the named mechanism
+    (:func:`service.privacy.output_perturbation.release_with_noise`: σ = ``scale`` for
+    "gaussian", ε = Δ/``scale`` for "norm_gamma"; Δ = ``sensitivity``, the step's)."""
+    source = as_secure(rng)
 
+    def release(value: FloatArray) -> FloatArray:
+        return release_with_noise(mechanism, value, scale, sensitivity, source)
 
-def noise_source(
-    mechanism: str, d: int, scale: float, rng: np.random.Generator
-) -> Callable[[], FloatArray]:
-    """A callable drawing one fresh noise vector from ``rng`` per call."""
-
-    def draw() -> FloatArray:
-        return sample_release_noise(mechanism, d, scale, rng)
-
-    return draw
+    return release
 
 
 @dataclass(frozen=True)

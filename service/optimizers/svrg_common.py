@@ -40,8 +40,9 @@ from service.optimizers.gradient_kit import (
 )
 from service.optimizers.inputs import checked_data
 from service.optimizers.limits import SAMPLED_STEPS_CAP
-from service.privacy.analytic_gaussian import sample_gaussian
 from service.privacy.calibration import calibrate_noise_multiplier
+from service.privacy.secure_random import SecureRandom, as_secure
+from service.privacy.secure_release import secure_gaussian
 
 __all__ = [
     "SvrgConfig",
@@ -138,7 +139,9 @@ def noisy_svrg(
     noise_std: float,
     snapshot_stds: Sequence[float],
     continue_from_last: bool,
-    rng: np.random.Generator,
+    rng: SecureRandom,
+    sensitivity: float = 0.0,
+    snapshot_sensitivity: float = 0.0,
     progress: ProgressCallback | None = None,
     trace: list[QueryRecord] | None = None,
 ) -> FloatArray:
@@ -150,25 +153,31 @@ def noisy_svrg(
     seed only). ``progress(k)`` after the k-th inner step overall; ``trace``: tests only.
     """
     n, d = X.shape
-    zeros: FloatArray = np.zeros(d, dtype=np.float64)
+    source = as_secure(rng)
     snapshot: FloatArray = np.zeros(d, dtype=np.float64)
     w: FloatArray = np.zeros(d, dtype=np.float64)
     done = 0
     for length, snapshot_std in zip(epoch_lengths, snapshot_stds, strict=True):
-        zeta = sample_gaussian(d, snapshot_std, rng) if snapshot_std > 0.0 else zeros
+        exact_snapshot = full_gradient_query(loss, snapshot, X, y)
+        g_snapshot = (
+            secure_gaussian(exact_snapshot, snapshot_std, snapshot_sensitivity, source)
+            if snapshot_std > 0.0
+            else exact_snapshot
+        )
         if trace is not None:
-            trace.append(QueryRecord("snapshot", snapshot.copy(), zeta))
-        g_snapshot = full_gradient_query(loss, snapshot, X, y) + zeta
+            trace.append(QueryRecord("snapshot", snapshot.copy(), g_snapshot - exact_snapshot))
         if not continue_from_last:
             w = snapshot.copy()
         total: FloatArray = np.zeros(d, dtype=np.float64)
         for _ in range(length):
-            rows = sample_batch(rng, n, batch_size)
+            rows = sample_batch(source, n, batch_size)
             h = batch_difference_query(loss, w, snapshot, X[rows], y[rows])
-            u = sample_gaussian(d, noise_std, rng) if noise_std > 0.0 else zeros
+            released = secure_gaussian(h, noise_std, sensitivity, source) if noise_std > 0.0 else h
             if trace is not None:
-                trace.append(QueryRecord("batch_difference", w.copy(), u, snapshot.copy(), rows))
-            w = proximal_step(loss, w - step_size * (h + g_snapshot + u), step_size)
+                trace.append(
+                    QueryRecord("batch_difference", w.copy(), released - h, snapshot.copy(), rows)
+                )
+            w = proximal_step(loss, w - step_size * (released + g_snapshot), step_size)
             total += w
             done += 1
             if progress is not None:
@@ -276,7 +285,7 @@ def fit_svrg(
     loss: Loss,
     X: FloatArray,
     y: FloatArray,
-    rng: np.random.Generator,
+    rng: SecureRandom,
     progress: ProgressCallback,
     continue_from_last: bool,
 ) -> FloatArray:
@@ -297,7 +306,9 @@ def fit_svrg(
         batch_size=batch,
         step_size=config.step_size,
         noise_std=plan.noise_scale,
+        sensitivity=plan.sensitivity,
         snapshot_stds=list(config.snapshot_noise_scales),
+        snapshot_sensitivity=config.snapshot_sensitivity,
         continue_from_last=continue_from_last,
         rng=rng,
         progress=progress,

@@ -1,19 +1,20 @@
-"""Noise samplers and their calibration (analytic Gaussian, pure-DP norm-gamma)."""
+"""Noise calibration and the exact releases (secure_random, secure_release)."""
 
 from service.privacy.analytic_gaussian import (
     analytic_gaussian_sigma,
     classic_gaussian_sigma,
     gaussian_delta,
-    sample_gaussian,
 )
-from service.privacy.norm_gamma import norm_gamma_log_density, sample_norm_gamma
+from service.privacy.norm_gamma import norm_gamma_log_density
 from service.privacy.output_perturbation import (
     NoiseCalibration,
     calibrate_release,
     gaussian_event,
     pure_dp_event,
-    sample_release_noise,
+    release_with_noise,
 )
+from service.privacy.secure_random import SecureRandom, as_secure
+from service.privacy.secure_release import secure_gaussian, secure_laplace
 
 __all__ = [
     "NoiseCalibration",
@@ -23,8 +24,10 @@ __all__ = [
     "gaussian_delta",
     "gaussian_event",
     "norm_gamma_log_density",
+    "SecureRandom",
+    "as_secure",
     "pure_dp_event",
-    "sample_gaussian",
-    "sample_norm_gamma",
-    "sample_release_noise",
+    "release_with_noise",
+    "secure_gaussian",
+    "secure_laplace",
 ]

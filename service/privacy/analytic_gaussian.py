@@ -31,6 +31,10 @@ full relative precision for ε up to ~1e3 (and beyond) and δ down to 1e-12 and 
 returned σ is then nudged up by a few ulps if needed so that the condition holds in floating
 point, i.e. the result is never below the exact calibration by more than rounding.
 
+Sampling is not here: every Gaussian release goes through
+:func:`service.privacy.secure_release.secure_gaussian` (a public grid and exact discrete
+Gaussian noise; floating-point Gaussian draws leak, Mironov 2012).
+
 Unlike the classic ``σ = sqrt(2 ln(1.25/δ)) Δ/ε`` (Dwork & Roth 2014, Thm A.1), which is valid
 only for ε < 1 and is loose, the analytic σ is valid for every ε > 0 and is the smallest
 possible σ for an isotropic Gaussian.
@@ -44,13 +48,10 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
-from service.models.base import FloatArray
-
 __all__ = [
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
     "gaussian_delta",
-    "sample_gaussian",
 ]
 
 _LN2 = math.log(2.0)
@@ -158,14 +159,3 @@ def classic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> 
     if not (0.0 < delta < 1.0):
         raise ValueError("delta must be in (0, 1)")
     return math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon
-
-
-def sample_gaussian(d: int, sigma: float, rng: np.random.Generator) -> FloatArray:
-    """One draw of ``N(0, σ² I_d)`` from ``rng``."""
-    if d < 1:
-        raise ValueError("d must be >= 1")
-    if not (math.isfinite(sigma) and sigma >= 0.0):
-        raise ValueError("sigma must be a finite number >= 0")
-    z: FloatArray = rng.standard_normal(d)
-    z *= sigma
-    return z

@@ -102,6 +102,8 @@ import numpy as np
 from dp_accounting import dp_event
 
 from service.privacy.gdp import gaussian_steps_multiplier
+from service.privacy.secure_random import SecureRandom, as_secure
+from service.privacy.secure_release import secure_gaussian
 
 __all__ = [
     "SENSITIVITY",
@@ -228,14 +230,13 @@ def metric_sums(plan: EvaluationPlan, scores: np.ndarray, y: np.ndarray) -> np.n
     return np.array([float(errors.sum()) / plan.loss_clip])
 
 
-def noised_sums(
-    plan: EvaluationPlan, sums: np.ndarray, rng: np.random.Generator | None
-) -> np.ndarray:
+def noised_sums(plan: EvaluationPlan, sums: np.ndarray, rng: SecureRandom | None) -> np.ndarray:
     """ũ: ``sums`` plus N(0, σ²) on every coordinate (σ = ``plan.noise_scale``) — the one
-    Gaussian release. ``rng=None`` switches the noise off (tests only)."""
+    Gaussian release, made exactly (:func:`~service.privacy.secure_release.secure_gaussian`:
+    grid + discrete Gaussian, μ ≤ Δ/σ). ``rng=None`` switches the noise off (tests only)."""
     noised = np.asarray(sums, dtype=float).copy()
     if rng is not None:
-        noised = noised + rng.normal(0.0, plan.noise_scale, size=noised.shape)
+        noised = secure_gaussian(noised, plan.noise_scale, plan.sensitivity, as_secure(rng))
     return noised
 
 
@@ -337,7 +338,7 @@ def feasible_metrics(plan: EvaluationPlan, noised: np.ndarray) -> dict[str, obje
 
 
 def release_metrics(
-    plan: EvaluationPlan, sums: np.ndarray, rng: np.random.Generator | None
+    plan: EvaluationPlan, sums: np.ndarray, rng: SecureRandom | None
 ) -> dict[str, object]:
     """Noise ``sums`` once (σ = ``plan.noise_scale``; ``rng=None`` switches the noise off, for
     the tests only) and derive the released metrics by post-processing

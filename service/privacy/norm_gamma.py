@@ -12,7 +12,13 @@ Privacy (why the density ratio is at most e^ε). The released vector is ``w + Z`
 by the triangle inequality, so every event's probability changes by a factor ≤ e^ε: ε-DP with
 δ = 0. The bound is attained on the ray ``o = w + t(w − w')``, t ≥ 0.
 
-Sampling. In polar coordinates ``z = r u`` the density factorises as
+**No longer sampled.** Stored plans keep the mechanism name "norm_gamma" and its scale λ = Δ/ε,
+but the draw is now exact: the value on a public grid plus independent discrete Laplace noise
+calibrated to the integer query's ℓ1 sensitivity (:func:`service.privacy.secure_release.
+secure_laplace`, exactly ε-DP). Its ‖noise‖₂ is about √2 times norm-gamma's E‖z‖ = dλ. What
+follows describes the density the plans were calibrated with (kept for the tests and the docs).
+
+Density. In polar coordinates ``z = r u`` the density factorises as
 ``r^{d−1} e^{−r/λ} dr · dσ(u)``: the direction u is uniform on the sphere S^{d−1} and the norm is
 ``Gamma(shape=d, scale=λ)``. The normalising constant is
 ``C_d(λ) = |S^{d−1}| Γ(d) λ^d`` with ``|S^{d−1}| = 2π^{d/2}/Γ(d/2)``.
@@ -28,7 +34,7 @@ from scipy.special import gammaln
 
 from service.models.base import FloatArray
 
-__all__ = ["norm_gamma_log_density", "sample_norm_gamma"]
+__all__ = ["norm_gamma_log_density"]
 
 
 def _check(d: int, scale: float) -> None:
@@ -36,25 +42,6 @@ def _check(d: int, scale: float) -> None:
         raise ValueError("d must be >= 1")
     if not (math.isfinite(scale) and scale >= 0.0):
         raise ValueError("scale must be a finite number >= 0")
-
-
-def sample_norm_gamma(d: int, scale: float, rng: np.random.Generator) -> FloatArray:
-    """One draw from the density ∝ exp(−‖z‖₂/scale) on R^d (use scale = Δ/ε for ε-DP).
-
-    Direction: a standard normal vector normalised (uniform on the sphere by rotation
-    invariance); norm: ``Gamma(shape=d, scale=scale)``.
-    """
-    _check(d, scale)
-    if scale == 0.0:
-        return np.zeros(d)
-    g: FloatArray = rng.standard_normal(d)
-    norm = float(np.linalg.norm(g))
-    while norm == 0.0:  # probability zero; resample rather than divide by zero
-        g = rng.standard_normal(d)
-        norm = float(np.linalg.norm(g))
-    radius = float(rng.gamma(shape=float(d), scale=scale))
-    g *= radius / norm
-    return g
 
 
 def norm_gamma_log_density(z: FloatArray, scale: float) -> FloatArray:

@@ -3,14 +3,17 @@
 Shared by every optimizer that computes a vector with a known replace-one L2 sensitivity Δ and
 adds noise once (Zhang et al. 2017 Alg. 1; Wu et al. 2017 Alg. 1–2):
 
-- δ = 0 (pure ε-DP): noise with density ∝ exp(−ε‖z‖/Δ) (:mod:`service.privacy.norm_gamma`),
-  ``noise_scale = Δ/ε``. The ledger charges the tight RDP curve of an ε-DP mechanism, that of
+- δ = 0 (pure ε-DP): the plan keeps the name "norm_gamma" and ``noise_scale = Δ/ε``; the draw is
+  the exact discrete Laplace release of :func:`service.privacy.secure_release.secure_laplace`
+  (exactly ε-DP; ‖noise‖₂ ≈ √2 times the norm-gamma density's). The ledger charges the tight
+  RDP curve of an ε-DP mechanism, that of
   binary randomized response at ε (any ε-DP mechanism is a post-processing of it; Kairouz, Oh &
   Viswanath 2015; Steinke 2024): ``RandomizedResponseDpEvent(noise_parameter=2/(1+e^ε),
   num_buckets=2)`` (dp-accounting's RR answers uniformly at random with probability p, so it
   keeps the true bit with probability 1 − p/2 = e^ε/(1+e^ε)).
 - δ > 0: isotropic Gaussian noise with the analytic calibration
-  (:mod:`service.privacy.analytic_gaussian`), ``noise_scale = σ``. The event is
+  (:mod:`service.privacy.analytic_gaussian`), ``noise_scale = σ``, released exactly by
+  :func:`service.privacy.secure_release.secure_gaussian` (μ ≤ Δ/σ). The event is
   ``GaussianDpEvent(noise_multiplier=σ/Δ)``: dp-accounting 0.6.0's RDP accountant charges it
   ``α/(2 (σ/Δ)²) = αΔ²/(2σ²)`` under REPLACE_ONE without doubling, which is exactly the RDP of a
   Gaussian release of sensitivity Δ (docs/ledger.md#the-z-convention; a test pins this).
@@ -22,13 +25,13 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 from dp_accounting import dp_event
 from scipy.special import expit
 
 from service.models.base import FloatArray
-from service.privacy.analytic_gaussian import analytic_gaussian_sigma, sample_gaussian
-from service.privacy.norm_gamma import sample_norm_gamma
+from service.privacy.analytic_gaussian import analytic_gaussian_sigma
+from service.privacy.secure_random import SecureRandom
+from service.privacy.secure_release import laplace_release, secure_gaussian, secure_laplace
 
 __all__ = [
     "MAX_PURE_EPSILON",
@@ -36,8 +39,9 @@ __all__ = [
     "NoiseCalibration",
     "calibrate_release",
     "gaussian_event",
+    "noise_second_moment",
     "pure_dp_event",
-    "sample_release_noise",
+    "release_with_noise",
 ]
 
 Mechanism = Literal["gaussian", "norm_gamma"]
@@ -93,13 +97,37 @@ def calibrate_release(sensitivity: float, epsilon: float, delta: float) -> Noise
     return NoiseCalibration("gaussian", sigma, gaussian_event(sigma, sensitivity))
 
 
-def sample_release_noise(
-    mechanism: str, d: int, noise_scale: float, rng: np.random.Generator
+def pure_epsilon_of(noise_scale: float, sensitivity: float) -> float:
+    """The ε of a "norm_gamma" plan: Δ/λ (its stored scale is λ = Δ/ε)."""
+    return sensitivity / noise_scale
+
+
+def release_with_noise(
+    mechanism: str,
+    value: FloatArray,
+    noise_scale: float,
+    sensitivity: float,
+    rng: SecureRandom,
 ) -> FloatArray:
-    """One noise vector of the named mechanism ("gaussian": σ = noise_scale; "norm_gamma":
-    density ∝ exp(−‖z‖/noise_scale))."""
+    """``value`` released by the named mechanism, exactly (:mod:`service.privacy.secure_release`):
+    "gaussian" — grid + discrete Gaussian, μ ≤ Δ/σ with σ = ``noise_scale``; "norm_gamma" — grid
+    + discrete Laplace at the ℓ1 sensitivity, exactly ε-DP with ε = Δ/``noise_scale`` (the stored
+    plan's name and scale are kept; the draw is no longer norm-gamma)."""
     if mechanism == "gaussian":
-        return sample_gaussian(d, noise_scale, rng)
+        return secure_gaussian(value, noise_scale, sensitivity, rng)
     if mechanism == "norm_gamma":
-        return sample_norm_gamma(d, noise_scale, rng)
+        return secure_laplace(value, pure_epsilon_of(noise_scale, sensitivity), sensitivity, rng)
+    raise ValueError(f"unknown noise mechanism {mechanism!r}")
+
+
+def noise_second_moment(mechanism: str, d: int, scale: float) -> float:
+    """E‖z‖² of one release's noise (public; for step-size theory): dσ² (Gaussian; the grid and
+    kernel add a relative ~1e-6, ignored as before so that plans are unchanged) or, for
+    "norm_gamma" (scale λ = Δ/ε), the discrete Laplace's 2d·b² with per-coordinate scale
+    b ≈ √d·λ: ≈ 2d²λ², about 2d/(d+1) times norm-gamma's d(d+1)λ²."""
+    if mechanism == "gaussian":
+        return d * scale * scale
+    if mechanism == "norm_gamma":
+        b = laplace_release(d, 1.0, scale).noise_scale  # per-coordinate scale at Δ = λ, ε = 1
+        return 2.0 * d * b * b * (1.0 + 2.0**-18)
     raise ValueError(f"unknown noise mechanism {mechanism!r}")

@@ -57,6 +57,8 @@ from collections.abc import Sequence
 import numpy as np
 from dp_accounting import dp_event
 
+from service.privacy.secure_random import SecureRandom, as_secure
+
 __all__ = [
     "repeat_and_select_rdp",
     "sample_repetitions",
@@ -121,13 +123,19 @@ def tnb_pmf(k: int, gamma: float, shape: float) -> float:
     return math.exp(log_p)
 
 
-def sample_repetitions(rng: np.random.Generator, gamma: float, shape: float) -> int:
-    """One draw of K ~ D_{η,γ} from ``rng`` alone (never the data)."""
+def sample_repetitions(rng: SecureRandom, gamma: float, shape: float) -> int:
+    """One draw of K ~ D_{η,γ} from ``rng`` alone (never the data): numpy's logseries /
+    negative-binomial algorithms on a PCG64 stream seeded with 128 bits of the secure stream
+    (their floating-point law is within rounding of D_{η,γ}; K is public-coin, independent of
+    the data)."""
     _check(gamma, shape)
+    source = as_secure(rng)
+    words = source.words(2)
+    gen = np.random.Generator(np.random.PCG64((int(words[0]) << 64) | int(words[1])))
     if shape == 0.0:
-        return int(rng.logseries(1.0 - gamma))
+        return int(gen.logseries(1.0 - gamma))
     while True:
-        k = int(rng.negative_binomial(shape, gamma))
+        k = int(gen.negative_binomial(shape, gamma))
         if k >= 1:
             return k
 

@@ -8,7 +8,8 @@ Stream and nodes. A stream v_1, v_2, … of vectors in R^d (at most ``capacity``
 summarised by the dyadic intervals ("nodes") ``(ℓ, j) = [j·2^ℓ + 1, (j+1)·2^ℓ]`` of levels
 ℓ = 0, 1, …. The prefix [1, t] is the disjoint union of the nodes ``(ℓ, (t >> ℓ) − 1)`` for the
 set bits ℓ of t (the binary expansion of t). Each node is released once, as its exact sum plus
-fresh noise ``N(0, σ² I_d)``, and reused by every prefix that contains it; the noisy prefix sum
+fresh noise ``N(0, σ² I_d)`` (made exactly: grid + discrete Gaussian, :class:`TreeAggregator`),
+and reused by every prefix that contains it; the noisy prefix sum
 at t is the sum of the popcount(t) ≤ m noisy nodes of its expansion:
 
     Ŝ_t = Σ_{k ≤ t} v_k + TREE(t),   TREE(t) = Σ_{ℓ: bit ℓ of t set} ζ_(ℓ, (t>>ℓ)−1),
@@ -69,6 +70,8 @@ import numpy as np
 from dp_accounting import dp_event
 
 from service.models.base import FloatArray
+from service.privacy.secure_random import SecureRandom, as_secure
+from service.privacy.secure_release import secure_gaussian
 
 __all__ = [
     "Node",
@@ -151,19 +154,25 @@ def tree_event(noise_multiplier: float) -> dp_event.GaussianDpEvent:
 class TreeAggregator:
     """Noisy prefix sums of a stream by the tree mechanism (one tree).
 
-    ``add(v)`` appends the next element and returns the noisy prefix sum Ŝ_t = Σ_{k≤t} v_k +
-    TREE(t). Node noises N(0, σ²I) are drawn from ``rng`` the first time a node is used and
-    reused for every later prefix containing it (only the current node of each level is kept:
-    nodes of one level are used in increasing order). Draws are made even when σ = 0, so that a
-    noise-free run consumes the generator exactly like a noisy one.
+    ``add(v)`` appends the next element and returns the noisy prefix sum Ŝ_t = Σ of the released
+    nodes of t's binary expansion. Each used node is released once, when it completes, as the
+    exact release :func:`~service.privacy.secure_release.secure_gaussian` of its exact sum at
+    the element sensitivity s = ``sensitivity`` with noise σ (grid + discrete Gaussian, μ ≤ s/σ
+    for the ≤ m nodes a replaced row touches, μ = 0 for the others: their sums are equal, so
+    they round to the same integers — the module docstring's composition holds as stated), and
+    reused by every later prefix containing it (only the current node of each level is kept).
+    Exact node sums are kept as one running sum per level. ``σ = 0`` releases the exact sums
+    (noise off, tests; no draws).
     """
 
     dim: int
     sigma: float
     capacity: int
-    rng: np.random.Generator
+    rng: SecureRandom
+    sensitivity: float = 0.0
     length: int = field(default=0, init=False)
     _total: FloatArray = field(init=False, repr=False)
+    _running: list[FloatArray] = field(default_factory=list, init=False, repr=False)
     _current: dict[int, tuple[int, FloatArray]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
@@ -171,26 +180,38 @@ class TreeAggregator:
             raise ValueError("dim and capacity must be >= 1")
         if not (math.isfinite(self.sigma) and self.sigma >= 0.0):
             raise ValueError("sigma must be a finite number >= 0")
+        if self.sigma > 0.0 and not (math.isfinite(self.sensitivity) and self.sensitivity > 0.0):
+            raise ValueError("a noisy tree needs its element sensitivity > 0")
         self._total = np.zeros(self.dim, dtype=np.float64)
+        levels = tree_depth(self.capacity)
+        self._running = [np.zeros(self.dim, dtype=np.float64) for _ in range(levels)]
+        self.rng = as_secure(self.rng)
 
     def add(self, value: FloatArray) -> FloatArray:
-        """Append v_t and return Σ_{k≤t} v_k + TREE(t) (a new array)."""
+        """Append v_t and return the noisy prefix sum at t (a new array)."""
         if self.length >= self.capacity:
             raise ValueError("the tree is full: the stream is longer than its capacity")
         self.length += 1
+        t = self.length
         self._total += value
-        return self._total + self._noise(self.length)
-
-    def _noise(self, t: int) -> FloatArray:
-        """TREE(t) for the current prefix length t (draws the nodes it needs)."""
+        for level, running in enumerate(self._running):
+            running += value
+            if t % (1 << level) == 0:  # node (level, t/2^level − 1) is complete
+                if (t >> level) & 1:  # used by the prefixes (a left child): release it once
+                    self._current[level] = ((t >> level) - 1, self._release(running))
+                running[:] = 0.0
         out = np.zeros(self.dim, dtype=np.float64)
         for level, index in prefix_nodes(t):
-            cached = self._current.get(level)
-            if cached is None or cached[0] != index:
-                cached = (index, self.sigma * self.rng.standard_normal(self.dim))
-                self._current[level] = cached
+            cached = self._current[level]
+            if cached[0] != index:  # pragma: no cover - the dyadic bookkeeping above
+                raise AssertionError("tree node bookkeeping out of step")
             out += cached[1]
         return out
+
+    def _release(self, node_sum: FloatArray) -> FloatArray:
+        if self.sigma == 0.0:
+            return node_sum.copy()
+        return secure_gaussian(node_sum, self.sigma, self.sensitivity, self.rng)
 
     @property
     def exact_sum(self) -> FloatArray:

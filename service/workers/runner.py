@@ -96,6 +96,7 @@ from service.optimizers.inputs import encoder_layout, laid_out
 from service.optimizers.one_vs_rest import class_plan_of
 from service.optimizers.planning import plan_from_json
 from service.optimizers.registry import get_optimizer
+from service.privacy.secure_random import SecureRandom
 from service.registration import location_open
 from service.released_model import pack, released_weights
 from service.settings import Settings
@@ -347,7 +348,9 @@ def _fit_and_store(
     if record.execution == "in_database":
         if not isinstance(source, SqlSource):
             raise SourceError("an in-database dataset must be a SQL table")
-        w = _fit_in_database(sessions, job_id, attempt, source, record, encoder, loss, label)
+        w = _fit_in_database(
+            sessions, job_id, attempt, source, record, (encoder, loss, label), deadline
+        )
         plan = plan_from_json(plan_json)
         return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
     if layout is not None and layout.kind == "partitioned":
@@ -401,7 +404,7 @@ def _fit_and_store(
     optimizer = get_optimizer(spec["optimizer"]["name"])
     progress = _ProgressReporter(sessions, job_id, attempt, plan, deadline)
     progress.check_clock()  # the read counts towards the limit
-    rng = np.random.default_rng()  # OS entropy; never logged or returned
+    rng = SecureRandom()  # every bit from os.urandom; never logged or returned
     class_plan = class_plan_of(plan)
     if class_plan is None:
         w = optimizer.fit(plan, loss, X, Y, rng, progress)
@@ -424,18 +427,18 @@ def _fit_in_database(
     attempt: int,
     source: SqlSource,
     record: JobRecord,
-    encoder: Encoder,
-    loss: Loss,
-    label: LabelSpec,
+    schema: tuple[Encoder, Loss, LabelSpec],
+    deadline: float | None,
 ) -> np.ndarray:
     """The fit of a dataset whose rows never leave its PostgreSQL database: the encoded rows in
     ``pg_temp`` (one snapshot, checked against the fingerprint and n), the optimizer's
     ``fit_oracle`` on one aggregate query per gradient, the noise drawn here
     (:mod:`service.workers.in_database`). Pricing admitted only what runs there."""
+    encoder, loss, label = schema
     plan = plan_from_json(record.plan)
     optimizer = get_optimizer(record.spec["optimizer"]["name"])
-    progress = _ProgressReporter(sessions, job_id, attempt, plan)
-    rng = np.random.default_rng()  # OS entropy; never logged or returned
+    progress = _ProgressReporter(sessions, job_id, attempt, plan, deadline)
+    rng = SecureRandom()  # every bit from os.urandom; never logged or returned
     bound = getattr(loss, "label_bound", None)
     with encoded_rows(
         source, encoder, label, bound, n=record.n_rows, fingerprint=record.fingerprint
@@ -457,7 +460,7 @@ def _fit_partitioned(
     """The data-parallel fit (:mod:`service.workers.data_parallel`): the same optimizer, plan
     and noise as the single-process path, with gradients summed over the workers' partitions."""
     optimizer = get_optimizer(spec["optimizer"]["name"])
-    rng = np.random.default_rng()  # OS entropy; never logged or returned
+    rng = SecureRandom()  # every bit from os.urandom; never logged or returned
     class_plan = class_plan_of(plan)
 
     def fit(oracle_for: Callable[[int | None], GradientOracle]) -> np.ndarray:

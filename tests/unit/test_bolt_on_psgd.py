@@ -46,6 +46,7 @@ from service.optimizers.sgd_common import (
     schedule_from_json,
 )
 from service.privacy.analytic_gaussian import analytic_gaussian_sigma, gaussian_delta
+from service.privacy.secure_release import laplace_release
 
 OPT = BoltOnPSGD()
 BETA = 0.25
@@ -318,7 +319,9 @@ def test_observed_sensitivity_never_exceeds_plan(
         for seed in range(4):
             check(X, y, X2, y, seed)
             construction = max(construction, observed[-1])
-    assert max(observed) >= 0.1 * bound  # not vacuous …
+    # not vacuous … (0.1·Δ held for numpy's permutation stream; with the exact permutations the
+    # largest gap of the projected case (radius 2, Δ = 8) is 0.75 = 0.093·Δ)
+    assert max(observed) >= 0.05 * bound
     if tight:  # … and for these, halving Δ would make the test fail
         assert construction > 0.55 * bound
 
@@ -431,9 +434,18 @@ def test_fit_noise_matches_plan(delta: float) -> None:
     if delta > 0:
         assert noise.std() == pytest.approx(plan.noise_scale, rel=0.02)
         assert abs(noise.mean()) < 4 * plan.noise_scale / math.sqrt(noise.size)
-    else:
-        norms = np.linalg.norm(noise, axis=1)
-        assert stats.kstest(norms, stats.gamma(a=d, scale=plan.noise_scale).cdf).pvalue > 1e-3
+    else:  # "norm_gamma" plans now draw the exact discrete Laplace at the ℓ1 sensitivity
+        check_discrete_laplace_noise(noise, plan)
+
+
+def check_discrete_laplace_noise(noise: FloatArray, plan: ReleasePlan) -> None:
+    """Noise of a "norm_gamma" plan: i.i.d. coordinates, discrete Laplace of scale b on the grid
+    g (≈ continuous Laplace of scale g·b, b ≥ 2^20), ε = Δ/λ at the ℓ1 sensitivity; a 10 %
+    wrong scale is rejected (the test has power)."""
+    rel = laplace_release(noise.shape[1], plan.sensitivity / plan.noise_scale, plan.sensitivity)
+    flat = noise.reshape(-1)
+    assert stats.kstest(flat, stats.laplace(scale=rel.noise_scale).cdf).pvalue > 1e-3
+    assert stats.kstest(flat, stats.laplace(scale=1.1 * rel.noise_scale).cdf).pvalue < 1e-3
 
 
 def test_plan_json_round_trip_and_progress() -> None:

@@ -74,6 +74,7 @@ def _run(loss: object, X: FloatArray, y: FloatArray, plan: ReleasePlan, noise: b
         step_size=hp["step_size"],
         iterations=hp["iterations"],
         noise_std=plan.noise_scale if noise else 0.0,
+        sensitivity=plan.sensitivity,
         rng=np.random.default_rng(seed),
         trace=trace,
     )

@@ -63,6 +63,7 @@ def test_same_queries_and_noise_as_dp_agd_and_the_release_is_their_tail_mean() -
         step_size=2.0,
         iterations=9,
         noise_std=0.05,
+        sensitivity=0.01,
         rng=np.random.default_rng(4),
         trace=ours,
         iterates=iterates,
@@ -74,6 +75,7 @@ def test_same_queries_and_noise_as_dp_agd_and_the_release_is_their_tail_mean() -
         step_size=2.0,
         iterations=9,
         noise_std=0.05,
+        sensitivity=0.01,
         rng=np.random.default_rng(4),
         trace=theirs,
     )

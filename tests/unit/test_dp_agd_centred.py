@@ -59,6 +59,7 @@ from service.optimizers.gradient_kit import QueryRecord
 from service.optimizers.planning import plan_from_json, plan_to_json
 from service.optimizers.registry import catalog, get_optimizer
 from service.privacy.gdp import event_mu, gdp_delta, gdp_mu
+from service.privacy.secure_release import secure_gaussian
 from tests.support.nonconvex_loss import clopper_pearson, epsilon_lower_bound
 
 OPT = DPAGDCentred()
@@ -146,7 +147,7 @@ def _by_hand(
     k = plan.hyperparameters["threshold"]
     rng = np.random.default_rng(seed)
     label = _label_term(loss, X, y)
-    released = label + sigma_b * rng.standard_normal(X.shape[1])
+    released = secure_gaussian(label, sigma_b, delta_f, rng)
     shrunk = np.sign(released) * np.maximum(np.abs(released) - k * sigma_b, 0.0)
     w = averaged_accelerated_descent(
         loss,
@@ -154,6 +155,7 @@ def _by_hand(
         step_size=plan.hyperparameters["step_size"],
         iterations=plan.total_steps,
         noise_std=sigma_a,
+        sensitivity=delta_f,
         rng=rng,
     )
     return w, released, shrunk
@@ -353,6 +355,7 @@ def _run_points(
             step_size=plan.hyperparameters["step_size"],
             iterations=plan.total_steps,
             noise_std=noise,
+            sensitivity=plan.sensitivity,
             rng=np.random.default_rng(1),
             trace=trace,
         )

@@ -77,6 +77,8 @@ def _run(
         batch_size=hp["batch_size"],
         step_size=hp["step_size"],
         noise_std=plan.noise_scale if noise else 0.0,
+        sensitivity=plan.sensitivity,
+        snapshot_sensitivity=plan.hyperparameters["snapshot_sensitivity"],
         snapshot_stds=hp["snapshot_noise_scales"] if noise else [0.0] * hp["epochs"],
         continue_from_last=name == "dp_svrg_pp",
         rng=np.random.default_rng(seed),

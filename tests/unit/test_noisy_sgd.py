@@ -52,6 +52,7 @@ from service.optimizers.sgd_common import (
 )
 from service.privacy.calibration import calibrate_noise_multiplier, event_epsilon
 from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon
+from service.privacy.secure_release import laplace_release
 
 SCS = NoisySGDSCS13()
 BST = NoisySGDBST14()
@@ -122,6 +123,7 @@ def _run(
         "schedule": schedule_from_json(hp["schedule"]),
         "radius": hp["radius"],
         "noise_scale": plan.noise_scale,
+        "sensitivity": plan.sensitivity,
         "rng": np.random.default_rng(seed),
         "noise": noise,
         "observe": observe,
@@ -372,7 +374,7 @@ def test_drawn_noise_matches_plan(name: str) -> None:
     assert abs(residual.mean()) < 4 * expected_sd / math.sqrt(residual.size)
 
 
-def test_scs13_pure_noise_is_norm_gamma() -> None:
+def test_scs13_pure_noise_is_the_discrete_laplace() -> None:
     n, d = 6, 30
     loss = LinearLoss()
     X, y, g = _linear_one_batch(n, d)
@@ -380,8 +382,12 @@ def test_scs13_pure_noise_is_norm_gamma() -> None:
     noise = np.array(
         [-SCS.fit(plan, loss, X, y, np.random.default_rng(s), _noop) - g for s in range(400)]
     )
-    norms = np.linalg.norm(noise, axis=1)
-    assert stats.kstest(norms, stats.gamma(a=d, scale=plan.noise_scale).cdf).pvalue > 1e-3
+    # "norm_gamma" plans now draw the exact discrete Laplace at the ℓ1 sensitivity (on a grid
+    # g ≪ the scale: ≈ continuous Laplace of scale g·b per coordinate)
+    rel = laplace_release(d, plan.sensitivity / plan.noise_scale, plan.sensitivity)
+    flat = noise.reshape(-1)
+    assert stats.kstest(flat, stats.laplace(scale=rel.noise_scale).cdf).pvalue > 1e-3
+    assert stats.kstest(flat, stats.laplace(scale=1.1 * rel.noise_scale).cdf).pvalue < 1e-3
 
 
 # --- steps, plans, infeasible specs -----------------------------------------------------------

@@ -288,7 +288,9 @@ def test_changed_row_moves_only_its_part(monkeypatch: pytest.MonkeyPatch) -> Non
     assert seen["holdout"] >= 3 * 20 and seen["train"] >= 3 * 60
 
     # with the noise switched off each candidate is the base optimizer's noiseless GD on its part
-    monkeypatch.setattr(opgd, "sample_release_noise", lambda mech, d, scale, rng: np.zeros(d))
+    monkeypatch.setattr(
+        opgd, "release_with_noise", lambda mech, value, scale, sensitivity, rng: value.copy()
+    )
     quiet = OPT.run(plan, loss, X, y, np.random.default_rng(seed), _noop)
     for i, (part, base_plan) in enumerate(zip(quiet.parts, bases, strict=True)):
         c = plan.hyperparameters["candidates"][i]

@@ -88,6 +88,7 @@ def _run(loss: object, X: FloatArray, y: FloatArray, plan: ReleasePlan, noise: b
         max_rounds=hp["max_rounds"],
         batch_size=hp["batch_size"],
         noise_std=plan.noise_scale if noise else 0.0,
+        sensitivity=plan.sensitivity,
         rng=np.random.default_rng(seed),
         trace=trace,
     )

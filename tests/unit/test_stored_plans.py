@@ -56,11 +56,11 @@ def _plan_json(name: str) -> dict[str, Any]:
     return json.loads(json.dumps(plan_to_json(plan)))
 
 
-def _fit(name: str, stored_plan: dict[str, Any]) -> np.ndarray:
+def _fit(name: str, stored_plan: dict[str, Any], seed: int = FIT_SEED) -> np.ndarray:
     X, y = _dataset()
     plan = plan_from_json(stored_plan)
     w = get_optimizer(name).fit(
-        plan, LogisticLoss(l2=L2), X, y, np.random.default_rng(FIT_SEED), lambda _: None
+        plan, LogisticLoss(l2=L2), X, y, np.random.default_rng(seed), lambda _: None
     )
     return np.asarray(w, dtype=np.float64)
 
@@ -88,11 +88,20 @@ def test_every_registered_optimizer_has_a_stored_plan() -> None:
 
 @pytest.mark.parametrize("name", optimizer_names())
 def test_a_stored_plan_refits_to_the_stored_weights(name: str) -> None:
+    """Issue 22 replaced every sampler (OS bits, exact discrete noise on a public grid, exact
+    permutations and selections): the stored weights were drawn by numpy's float sampler, and no
+    secure sampler reproduces those draws, so the same seed no longer means the same noise. What
+    a stored job relies on is still checked: the stored plan decodes and refits, the refit is
+    deterministic from a seeded stream, and it releases at the stored plan's scale — its distance
+    to the stored weights is of the order of two independent releases' distance."""
     fixture = json.loads((DATA / f"{name}.json").read_text())
     w = _fit(name, fixture["plan"])
     expected = np.array(fixture["weights"], dtype=np.float64)
     assert w.shape == expected.shape
-    assert np.allclose(w, expected, rtol=1e-9, atol=1e-12), (w, expected)
+    np.testing.assert_array_equal(w, _fit(name, fixture["plan"]))
+    other = _fit(name, fixture["plan"], seed=FIT_SEED + 1)
+    spread = max(float(np.linalg.norm(w - other)), 1e-12)
+    assert float(np.linalg.norm(w - expected)) <= 6.0 * spread, (w, expected, other)
 
 
 def _without_rule_text(plan: dict[str, Any]) -> dict[str, Any]:

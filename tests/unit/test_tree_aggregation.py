@@ -104,7 +104,7 @@ def test_aggregator_without_noise_is_exact() -> None:
 def test_aggregator_noise_is_the_sum_of_node_noises() -> None:
     """Var(TREE(t)) = σ²·popcount(t), and two prefixes share exactly their common nodes."""
     sigma, dim, length = 0.7, 40_000, 13
-    tree = TreeAggregator(dim, sigma, length, np.random.default_rng(3))
+    tree = TreeAggregator(dim, sigma, length, np.random.default_rng(3), sensitivity=0.5)
     zero = np.zeros(dim)
     noises = np.array([tree.add(zero) for _ in range(length)])
     for t in range(1, length + 1):
@@ -117,13 +117,17 @@ def test_aggregator_noise_is_the_sum_of_node_noises() -> None:
             assert cov == pytest.approx(sigma**2 * shared, abs=0.04 * sigma**2)
 
 
-def test_aggregator_consumes_the_generator_identically_without_noise() -> None:
-    noisy = TreeAggregator(2, 1.0, 10, np.random.default_rng(4))
-    quiet = TreeAggregator(2, 0.0, 10, np.random.default_rng(4))
+def test_aggregator_without_noise_draws_nothing_and_noise_needs_a_sensitivity() -> None:
+    """Nodes are released exactly (secure_gaussian at the element sensitivity), so a noise-free
+    tree (σ = 0, the sensitivity tests' run) releases the exact sums and draws no randomness;
+    a noisy tree refuses a missing sensitivity."""
+    gen = np.random.default_rng(4)
+    quiet = TreeAggregator(2, 0.0, 10, gen)
     for _ in range(10):
-        noisy.add(np.ones(2))
         quiet.add(np.ones(2))
-    assert noisy.rng.random() == quiet.rng.random()
+    assert gen.bytes(8) == np.random.default_rng(4).bytes(8)
+    with pytest.raises(ValueError, match="sensitivity"):
+        TreeAggregator(2, 1.0, 10, np.random.default_rng(4))
 
 
 # --- event and calibration ------------------------------------------------------------------
