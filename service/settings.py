@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from service.data.limits import ReadLimits
+
 DEFAULT_HOME = Path("var")
 
 
@@ -57,6 +59,12 @@ class Settings:
     - ``DPFIT_DATA_PARALLEL_MIN_ROWS``: full-gradient jobs on datasets of at least this many
       rows run data-parallel over all workers even when one worker could hold them (default:
       only when one worker cannot hold them comfortably).
+    - ``DPFIT_MAX_CELL_BYTES`` (64 KiB), ``DPFIT_MAX_LINE_BYTES`` (1 MiB), ``DPFIT_MAX_COLUMNS``
+      (4096), ``DPFIT_MAX_CATEGORIES`` (1000), ``DPFIT_MAX_FOLDER_FILES`` (10,000),
+      ``DPFIT_MAX_PARQUET_FOOTER_BYTES`` (16 MiB), ``DPFIT_MAX_COLUMN_CHUNK_BYTES`` (256 MiB):
+      the readers' public limits (``read_limits``; service/data/limits.py, docs/data-path.md):
+      an oversize cell is MISSING, an oversize CSV line a row of MISSING cells, a source or
+      schema beyond the others is refused.
     - ``DPFIT_WORKER_NICE``: the nice value of the embedded cluster's worker processes (default
       10; 0 keeps the API's priority): fits yield the CPU to requests
       (service/workers/priority.py). An external cluster's operator starts ``dask worker``
@@ -85,6 +93,7 @@ class Settings:
     data_parallel_min_rows: int | None = None
     api_workers: int = 1
     worker_nice: int = 10
+    read_limits: ReadLimits = field(default_factory=ReadLimits)
     # Set by the supervisor for its API processes: it recovers jobs and logs job events itself.
     supervised: bool = False
 
@@ -124,6 +133,7 @@ class Settings:
             api_workers=max(1, int(env.get("DPFIT_API_WORKERS") or 1)),
             worker_nice=min(19, max(0, int(env.get("DPFIT_WORKER_NICE") or 10))),
             supervised=env.get(SUPERVISED_ENV) == "1",
+            read_limits=_read_limits(env),
         )
 
 
@@ -280,3 +290,10 @@ def _optional_path(raw: str | None) -> Path | None:
 def _default_sqlite_url() -> str:
     DEFAULT_HOME.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{(DEFAULT_HOME / 'dpfit.db').resolve()}"
+
+
+def _read_limits(env: dict[str, str]) -> ReadLimits:
+    try:
+        return ReadLimits.from_env(env)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None

@@ -164,11 +164,30 @@ def test_validation_report_counts(tmp_path: Path) -> None:
     report = validate_source(local_source(path, "csv"), features, label)
     assert report.to_json() == {
         "rows": 6,
+        "oversize_lines": 0,
         "features": {
-            "age": {"missing": 2, "unparseable": 1, "out_of_bounds": 2, "unknown_category": 0},
-            "colour": {"missing": 2, "unparseable": 0, "out_of_bounds": 0, "unknown_category": 1},
+            "age": {
+                "missing": 2,
+                "unparseable": 1,
+                "out_of_bounds": 2,
+                "unknown_category": 0,
+                "oversize": 0,
+            },
+            "colour": {
+                "missing": 2,
+                "unparseable": 0,
+                "out_of_bounds": 0,
+                "unknown_category": 1,
+                "oversize": 0,
+            },
         },
-        "label": {"column": "y", "missing": 2, "outside_declared": 2, "unparseable": 0},
+        "label": {
+            "column": "y",
+            "missing": 2,
+            "outside_declared": 2,
+            "unparseable": 0,
+            "oversize": 0,
+        },
     }
     assert ValidationReport.from_json(report.to_json()) == report
     numeric = validate_source(

@@ -24,6 +24,7 @@ from service.data.sources import (
     open_source,
     resolve_source,
 )
+from service.data.limits import ReadLimits
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 
 SECRET = "SECRET-VALUE-123"
@@ -374,11 +375,18 @@ def test_symlink_loop_message_is_generic(roots: list[Path]) -> None:
 
 def test_a_very_long_cell_is_a_cell_not_a_read_failure(tmp_path: Path) -> None:
     """A line longer than Arrow's parse block (and than one read chunk) must not fail the read:
-    that would be a failure decided by one row's content."""
+    that would be a failure decided by one row's content. Within the line limit it is read
+    whole; beyond it (the default 1 MiB) it keeps its place as a row of empty cells."""
     path = tmp_path / "long.csv"
     long_line = b"3," + b"9" * (9 << 20)
     path.write_bytes(b"a,b\n" + b"1,2\n" * 100_000 + long_line + b"\n4,5\n")
-    cells = read_columns(path, "csv", ["a", "b"])
+    roomy = ReadLimits(max_line_bytes=16 << 20)
+    source = local_source(path, "csv", roomy)
+    cells = pa.Table.from_batches(list(source.iter_batches(["a", "b"], 2)))
     assert cells.num_rows == count_rows(path, "csv") == 100_002
     assert cells.column("a").to_pylist()[-2:] == [b"3", b"4"]
     assert len(cells.column("b")[-2].as_py()) == 9 << 20
+    bounded = read_columns(path, "csv", ["a", "b"])
+    assert bounded.num_rows == 100_002
+    assert bounded.column("a").to_pylist()[-3:] == [b"1", b"", b"4"]
+    assert bounded.column("b").to_pylist()[-3:] == [b"2", b"", b"5"]
