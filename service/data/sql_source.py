@@ -242,7 +242,9 @@ def _family(sql_type: Any) -> Family:
         return "float"
     if isinstance(sql_type, sa.Numeric):
         return "decimal"
-    if isinstance(sql_type, sa.String):  # Text, Unicode, Enum, CHAR, VARCHAR …
+    if isinstance(sql_type, sa.Enum):  # read as text (cut like text: substr needs text)
+        return "other"
+    if isinstance(sql_type, sa.String):  # Text, Unicode, CHAR, VARCHAR …
         return "text"
     if isinstance(sql_type, sa.LargeBinary):
         return "binary"

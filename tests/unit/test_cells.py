@@ -73,8 +73,12 @@ def _decodes(cell: bytes) -> bool:
         (b"1e309", math.nan, UNPARSEABLE),
         (b"-inf", math.nan, UNPARSEABLE),
         (b"NaN", math.nan, UNPARSEABLE),
-        (b"True", math.nan, UNPARSEABLE),
-        (b"false", math.nan, UNPARSEABLE),
+        (b"True", 1.0, OK),  # a boolean word, as a boolean cell converts
+        (b" FALSE\t", 0.0, OK),
+        (b"tRuE", 1.0, OK),
+        (b"t", math.nan, UNPARSEABLE),
+        (b"yes", math.nan, UNPARSEABLE),
+        (b"true true", math.nan, UNPARSEABLE),
         (b"n/a", math.nan, UNPARSEABLE),
         (b"0x10", math.nan, UNPARSEABLE),
         ("١٢٣".encode(), math.nan, UNPARSEABLE),
@@ -141,7 +145,7 @@ def test_prediction_records_follow_the_same_rules() -> None:
     )
     scale = encoder.scale
     np.testing.assert_allclose(
-        rows / scale, [[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]], atol=1e-12
+        rows / scale, [[1.0, 0.0, 1.0], [1.0, 0.0, 1.0], [1.0, 0.0, 0.0]], atol=1e-12
     )
 
 
