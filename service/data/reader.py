@@ -213,6 +213,7 @@ def validate_source(
             column = counts[spec.name]
             cells, oversize = bounded_cells(batch.column(index), limits.max_cell_bytes)
             column.oversize += oversize
+            column.missing -= oversize  # made null here: counted as oversize, not missing
             if isinstance(spec, NumericFeature):
                 values, status = numeric_cells_with_status(cells)
                 column.add_status(status)
@@ -226,6 +227,7 @@ def validate_source(
                 column.unknown += int(np.count_nonzero((status == OK) & (codes < 0)))
         cells, oversize = bounded_cells(batch.column(len(columns) - 1), limits.max_cell_bytes)
         label_counts.oversize += oversize
+        label_counts.missing -= oversize
         if label_lookup is None:
             _, status = numeric_cells_with_status(cells)
             label_counts.add_status(status)

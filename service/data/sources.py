@@ -123,7 +123,7 @@ def open_source(uri: str, settings: Any, format: Format | None = None) -> Source
         from service.data.sql_source import open_sql_source
 
         return open_sql_source(uri, settings)
-    path = resolve_source(uri, settings.data_roots, closed_roots(settings))
+    path = resolve_source(uri, settings.data_roots, closed_roots(settings), limits_of(settings))
     return local_source(path, format or detect_format(path), limits_of(settings))
 
 
@@ -181,7 +181,10 @@ def _scheme(uri: str) -> str | None:
 
 
 def resolve_source(
-    uri: str, roots: Sequence[Path | str], closed: Sequence[Path | str] = ()
+    uri: str,
+    roots: Sequence[Path | str],
+    closed: Sequence[Path | str] = (),
+    limits: ReadLimits = DEFAULT_LIMITS,
 ) -> Path:
     """The real path of ``uri`` inside one of the allowed ``roots``.
 
@@ -209,7 +212,7 @@ def resolve_source(
             path = _resolve_file_uri(text, uri, real_roots, shut)
         else:
             path = _resolve_relative(text, uri, real_roots, shut)
-        _check_kind(path, uri, real_roots, shut)
+        _check_kind(path, uri, real_roots, shut, limits)
     except SourceError:
         raise
     except PermissionError:
@@ -327,9 +330,11 @@ def _inside(path: Path, roots: list[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
 
-def _check_kind(path: Path, uri: str, roots: list[Path], closed: list[Path]) -> None:
+def _check_kind(
+    path: Path, uri: str, roots: list[Path], closed: list[Path], limits: ReadLimits
+) -> None:
     if path.is_dir():
-        _check_members(path, uri, roots, closed, None)
+        _check_members(path, uri, roots, closed, limits)
         return
     if not path.is_file():
         raise SourceError(f"{uri!r} is not a regular file or folder")
