@@ -256,7 +256,12 @@ def _real_path(path: Path, roots: list[Path], closed: list[Path]) -> Path:
             continue
         candidate = current.parent if part == ".." else current / part
         if _is_closed(candidate, roots, closed):
-            raise _Closed
+            if not any(root.is_relative_to(candidate) for root in roots):
+                raise _Closed
+            # An ancestor of an open root nested in the closed one: a real directory (roots are
+            # resolved), so it is passed through without looking at anything inside it.
+            current = candidate
+            continue
         if part != ".." and candidate.is_symlink():
             hops += 1
             if hops > _MAX_LINK_HOPS:
