@@ -51,7 +51,7 @@ class ReadLimits:
     max_cell_bytes: int = 64 * KiB
     max_line_bytes: int = 1 * MiB
     max_columns: int = 4096
-    max_categories: int = 1000
+    max_categories: int = 10_000
     max_folder_files: int = 10_000
     max_parquet_footer_bytes: int = 16 * MiB
     max_column_chunk_bytes: int = 256 * MiB

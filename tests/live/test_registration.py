@@ -474,7 +474,7 @@ def test_an_undecodable_byte_registers_and_every_job_succeeds(team: dict[str, An
 def test_hostile_shapes_are_refused_naming_the_limit(team: dict[str, Any]) -> None:
     """Issue 23, item 2: a header wider than DPFIT_MAX_COLUMNS (4096), a header line without a
     newline longer than DPFIT_MAX_LINE_BYTES (1 MiB), and more declared categories than
-    DPFIT_MAX_CATEGORIES (1000): each a 422 naming the field and the limit, at once (the old
+    DPFIT_MAX_CATEGORIES (10,000): each a 422 naming the field and the limit, at once (the old
     service parsed such files for minutes into gigabytes)."""
     t = tag()
     home = team["server"].home
@@ -488,7 +488,7 @@ def test_hostile_shapes_are_refused_naming_the_limit(team: dict[str, Any]) -> No
         assert got["field"] == "source.uri" and limit in got["detail"], got
     crafted_csv(home / f"cats-{t}.csv", tag=t)
     body = crafted_body(f"cats-{t}.csv")
-    body["features"][1]["categories"] = [f"k{i}" for i in range(1001)]
+    body["features"][1]["categories"] = [f"k{i}" for i in range(10_001)]
     got = problem(team["owner"].post("/v1/datasets", json=body), 422)
     assert "categories" in got["field"] and "DPFIT_MAX_CATEGORIES" in got["detail"], got
 

@@ -327,8 +327,8 @@ def test_categories_are_capped_in_the_schema_and_by_the_setting(tmp_path: Path) 
     with pytest.raises(ValidationError, match="DPFIT_MAX_CATEGORIES"):
         CategoricalFeature(name="c", categories=list(range(20_000)))
     with pytest.raises(ValidationError, match="DPFIT_MAX_CATEGORIES"):
-        LabelSpec(column="y", type="categorical", classes=list(range(1001)))
-    assert len(CategoricalFeature(name="c", categories=list(range(1000))).categories) == 1000
+        LabelSpec(column="y", type="categorical", classes=list(range(10_001)))
+    assert len(CategoricalFeature(name="c", categories=list(range(10_000))).categories) == 10_000
     path = _csv(tmp_path / "f.csv", [b"c,y", b"a,yes", b"b,no"])
     source = local_source(path, "csv", ReadLimits(max_categories=3))
     with pytest.raises(LimitExceeded, match="DPFIT_MAX_CATEGORIES"):
@@ -346,3 +346,18 @@ def test_limits_come_from_the_environment() -> None:
 
     with pytest.raises(SettingsError, match="DPFIT_MAX_LINE_BYTES"):
         Settings.from_env({"DPFIT_MAX_LINE_BYTES": "0", "DPFIT_DATA_ROOTS": "."})
+
+
+def test_a_partition_window_reads_by_the_same_limits(tmp_path: Path) -> None:
+    """A data-parallel worker's window applies its source's limits: its rows are the whole
+    read's rows, oversize cells MISSING in both."""
+    from service.data.partitions import RowWindow, WindowSource
+
+    path = _csv(tmp_path / "f.csv", [b"c,y", b"a,yes", b"abcdefghij,no", b"b,yes", b"a,no"])
+    source = local_source(path, "csv", ReadLimits(max_cell_bytes=4))
+    features = [CategoricalFeature(name="c", categories=["a", "abcdefghij"])]
+    encoder = Encoder(features, fit_intercept=False)
+    X, _ = read_encoded(source, encoder, LABEL, None)
+    assert X[1].tolist() == [0.0, 0.0]
+    W, _ = read_encoded(WindowSource(source, RowWindow(1, 3)), encoder, LABEL, None)
+    np.testing.assert_array_equal(W, X[1:3])
