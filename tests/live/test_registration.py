@@ -144,11 +144,12 @@ def test_validation_report_counts_every_kind_of_cell(team: dict[str, Any], kind:
         "unparseable": 2,  # "abc" and b"5\xff" (CSV); ±inf (Parquet)
         "out_of_bounds": 2,
         "unknown_category": 0,
+        "oversize": 0,
     }
     assert c == {"name": "c", "missing": 1, "unparseable": 0, "out_of_bounds": 0,
-                 "unknown_category": 1}  # fmt: skip
+                 "unknown_category": 1, "oversize": 0}  # fmt: skip
     assert report["label"] == {"column": "y", "missing": 1, "outside_declared": 2,
-                               "unparseable": 0}  # fmt: skip
+                               "unparseable": 0, "oversize": 0}  # fmt: skip
     # The owner reads it back; so does an admin.
     for who in ("owner", "admin"):
         again = team[who].get(f"/v1/datasets/{dataset['id']}").json()
@@ -547,7 +548,7 @@ def test_attack_3_one_rows_undeclared_cell_decides_no_failure(small_workers: Liv
     assert [s["status"] for s in states] == ["succeeded", "succeeded"], states
     assert reports[0]["rows"] == reports[1]["rows"]
     for a, b in zip(reports[0]["features"], reports[1]["features"], strict=True):
-        assert b["missing"] - a["missing"] <= 1
+        assert b["missing"] - a["missing"] <= 1 and b["oversize"] == 0
 
 
 # --------------------------------------------------------------------------------------------
