@@ -86,8 +86,7 @@ def read_encoded(
         limit = limits.max_cell_bytes
         # By position: the label column may also be a feature column (a repeated name).
         features = {
-            name: bounded_cells(batch.column(i), limit)[0]
-            for i, name in enumerate(encoder.columns)
+            name: bounded_cells(batch.column(i), limit)[0] for i, name in enumerate(encoder.columns)
         }
         encoder.encode_into(features, X[start:stop])
         cells = bounded_cells(batch.column(len(columns) - 1), limit)[0]
@@ -295,7 +294,10 @@ def check_category_limits(
     operator's setting, applied where a source (and so the settings) is known; the schema's own
     check (:mod:`service.data.spec`) applies the default."""
     for feature in features:
-        if isinstance(feature, CategoricalFeature) and len(feature.categories) > limits.max_categories:
+        if (
+            isinstance(feature, CategoricalFeature)
+            and len(feature.categories) > limits.max_categories
+        ):
             raise exceeded(
                 "max_categories", limits, f"the number of categories of {feature.name!r}"
             )

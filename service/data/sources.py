@@ -672,9 +672,7 @@ class FileSource:
             footer = int.from_bytes(tail[:4], "little")
             if footer > self._limits.max_parquet_footer_bytes:
                 handle.close()
-                raise exceeded(
-                    "max_parquet_footer_bytes", self._limits, "a Parquet file's footer"
-                )
+                raise exceeded("max_parquet_footer_bytes", self._limits, "a Parquet file's footer")
             handle.seek(0)
         parquet = pq.ParquetFile(handle, **options)
         if parquet.metadata.num_columns > self._limits.max_columns:
@@ -741,7 +739,9 @@ def _fixed_width(kind: pa.DataType) -> bool:
         return False
 
 
-def _check_column_chunks(parquet: pq.ParquetFile, columns: Sequence[str], limits: ReadLimits) -> None:
+def _check_column_chunks(
+    parquet: pq.ParquetFile, columns: Sequence[str], limits: ReadLimits
+) -> None:
     """Refuse a file in which one row group of a declared column (all its leaves) is larger,
     uncompressed, than ``limits.max_column_chunk_bytes``: Arrow decodes up to that much to hand
     out any of its cells. Footer metadata only."""

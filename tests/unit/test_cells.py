@@ -208,7 +208,12 @@ def test_validation_report_counts(tmp_path: Path) -> None:
 # A cell converts by its logical value, not its column's physical type (issue 22, item 5)
 # ----------------------------------------------------------------------------------------------
 
-_TYPED = {"bool": pa.bool_(), "int": pa.int64(), "decimal": pa.decimal128(12, 3), "float": pa.float64()}
+_TYPED = {
+    "bool": pa.bool_(),
+    "int": pa.int64(),
+    "decimal": pa.decimal128(12, 3),
+    "float": pa.float64(),
+}
 _TEXT = {
     "string": pa.string(),
     "large_string": pa.large_string(),
@@ -253,7 +258,10 @@ def test_a_retyped_parquet_column_moves_only_the_changed_row(
     text = [_as_text(v) for v in values]
     text[changed] = "n/a"
     retyped = pa.table(
-        {"v": pa.array(text, pa.string()).cast(_TEXT[text_type]), "y": pa.array(text).cast(_TEXT[text_type])}
+        {
+            "v": pa.array(text, pa.string()).cast(_TEXT[text_type]),
+            "y": pa.array(text).cast(_TEXT[text_type]),
+        }
     )
     pq.write_table(typed, folder / "typed.parquet")
     pq.write_table(retyped, folder / "text.parquet")
@@ -265,8 +273,12 @@ def test_a_retyped_parquet_column_moves_only_the_changed_row(
     ]
     for features, label in specs:
         encoder = Encoder(features, fit_intercept=True)
-        X, Y = read_encoded(local_source(folder / "typed.parquet", "parquet"), encoder, label, 1e300)
-        X2, Y2 = read_encoded(local_source(folder / "text.parquet", "parquet"), encoder, label, 1e300)
+        X, Y = read_encoded(
+            local_source(folder / "typed.parquet", "parquet"), encoder, label, 1e300
+        )
+        X2, Y2 = read_encoded(
+            local_source(folder / "text.parquet", "parquet"), encoder, label, 1e300
+        )
         moved = sorted(
             {int(i) for i in np.flatnonzero(np.any(X != X2, axis=1))}
             | {int(i) for i in np.flatnonzero(Y != Y2)}

@@ -14,6 +14,7 @@ import pytest
 
 from service.data.cells import numeric_cells
 from service.data.encoding import Encoder
+from service.data.limits import ReadLimits
 from service.data.reader import read_encoded
 from service.data.sources import (
     SourceError,
@@ -26,7 +27,6 @@ from service.data.sources import (
     reopen_source,
     resolve_source,
 )
-from service.data.limits import ReadLimits
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 from service.settings import Settings
 
@@ -423,9 +423,7 @@ def _scoped(tmp_path: Path) -> tuple[Path, Path, Settings, Settings]:
 
 
 @pytest.mark.parametrize("target", ["folder/a.parquet", "folder/absent.parquet"])
-def test_a_folder_of_links_into_another_owners_root_is_refused(
-    tmp_path: Path, target: str
-) -> None:
+def test_a_folder_of_links_into_another_owners_root_is_refused(tmp_path: Path, target: str) -> None:
     """carol's folder in the unscoped root, its member a link into alice's root: refused the
     same way whether the link's target exists or not (old code: registered when it existed)."""
     data, alice, full, carol = _scoped(tmp_path)
@@ -435,7 +433,9 @@ def test_a_folder_of_links_into_another_owners_root_is_refused(
     os.symlink(alice / target, folder / "1.parquet")
     with pytest.raises(SourceError) as refused:
         open_source("pub/mine", carol)
-    assert str(refused.value) == "a file in folder 'pub/mine' resolves outside the allowed data roots"
+    assert (
+        str(refused.value) == "a file in folder 'pub/mine' resolves outside the allowed data roots"
+    )
     if target == "folder/a.parquet":
         assert open_source("pub/mine", full).count_rows() == 3  # alice's or an admin's view
 

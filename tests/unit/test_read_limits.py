@@ -48,7 +48,8 @@ from service.data.reader import read_encoded, validate_source
 from service.data.sources import SourceError, local_source
 from service.data.spec import LabelSpec, NumericFeature
 
-path, fmt, limits, columns = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+path, fmt = sys.argv[1], sys.argv[2]
+limits, columns = json.loads(sys.argv[3]), json.loads(sys.argv[4])
 features = [NumericFeature(name=c, min=0, max=10) for c in columns]
 label = LabelSpec(column="y", positive="yes", negative="no")
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -71,11 +72,19 @@ print(json.dumps(out))
 
 
 def _read_in_subprocess(
-    path: Path, fmt: str = "csv", limits: dict[str, int] | None = None, columns: list[str] = ["x"]
+    path: Path, fmt: str = "csv", limits: dict[str, int] | None = None
 ) -> dict[str, Any]:
     env = dict(os.environ)
     result = subprocess.run(
-        [sys.executable, "-c", _READER, str(path), fmt, json.dumps(limits or {}), json.dumps(columns)],
+        [
+            sys.executable,
+            "-c",
+            _READER,
+            str(path),
+            fmt,
+            json.dumps(limits or {}),
+            json.dumps(["x"]),
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -316,9 +325,13 @@ def test_a_folder_with_too_many_files_is_refused(tmp_path: Path) -> None:
         open_source("parts", settings)
     with pytest.raises(LimitExceeded, match="DPFIT_MAX_FOLDER_FILES"):
         local_source(folder, "parquet", ReadLimits(max_folder_files=10)).columns()
-    assert open_source("parts", Settings(
-        database_url="sqlite://", data_roots=(root,), workers=1, dask_scheduler=None
-    )).count_rows() == 12
+    assert (
+        open_source(
+            "parts",
+            Settings(database_url="sqlite://", data_roots=(root,), workers=1, dask_scheduler=None),
+        ).count_rows()
+        == 12
+    )
 
 
 def test_categories_are_capped_in_the_schema_and_by_the_setting(tmp_path: Path) -> None:
