@@ -59,7 +59,7 @@ class Settings:
     - ``DPFIT_DATA_PARALLEL_MIN_ROWS``: full-gradient jobs on datasets of at least this many
       rows run data-parallel over all workers even when one worker could hold them (default:
       only when one worker cannot hold them comfortably).
-    - ``DPFIT_MAX_CELL_BYTES`` (64 KiB), ``DPFIT_MAX_LINE_BYTES`` (1 MiB), ``DPFIT_MAX_COLUMNS``
+    - ``DPFIT_MAX_CELL_BYTES`` (4 KiB), ``DPFIT_MAX_LINE_BYTES`` (1 MiB), ``DPFIT_MAX_COLUMNS``
       (4096), ``DPFIT_MAX_CATEGORIES`` (10,000), ``DPFIT_MAX_FOLDER_FILES`` (10,000),
       ``DPFIT_MAX_PARQUET_FOOTER_BYTES`` (16 MiB), ``DPFIT_MAX_COLUMN_CHUNK_BYTES`` (256 MiB):
       the readers' public limits (``read_limits``; service/data/limits.py, docs/data-path.md):

@@ -39,8 +39,9 @@ from typing import Any
 KiB = 1 << 10
 MiB = 1 << 20
 
-#: Bytes of text cells a typed reader (Parquet, SQL) converts at a time: a block has at most
-#: ``TEXT_BLOCK_BYTES // Σ max_cell_bytes`` rows over the declared text columns.
+#: Bytes of text cells the SQL reader fetches at a time: a block has at most
+#: ``TEXT_BLOCK_BYTES // Σ max_cell_bytes`` rows over the declared text columns (cells arrive
+#: cut to the limit). Parquet is bounded by ``max_column_chunk_bytes`` instead.
 TEXT_BLOCK_BYTES = 64 * MiB
 
 
@@ -48,7 +49,7 @@ TEXT_BLOCK_BYTES = 64 * MiB
 class ReadLimits:
     """The readers' public limits (see the module docstring); every value is at least 1."""
 
-    max_cell_bytes: int = 64 * KiB
+    max_cell_bytes: int = 4 * KiB
     max_line_bytes: int = 1 * MiB
     max_columns: int = 4096
     max_categories: int = 10_000
@@ -105,7 +106,7 @@ def limits_of(holder: Any) -> ReadLimits:
 
 
 def text_block_rows(text_columns: int, limits: ReadLimits, cap: int) -> int:
-    """Rows per block for a typed reader holding ``text_columns`` declared text columns: at most
+    """Rows per block for the SQL reader holding ``text_columns`` declared text columns: at most
     ``cap``, and at most :data:`TEXT_BLOCK_BYTES` of cells of the maximal size."""
     if text_columns <= 0:
         return cap

@@ -50,13 +50,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from service.data.csv_lines import iter_csv_tables, normalise_lines
-from service.data.limits import (
-    DEFAULT_LIMITS,
-    ENV_NAMES,
-    ReadLimits,
-    limits_of,
-    text_block_rows,
-)
+from service.data.limits import DEFAULT_LIMITS, ENV_NAMES, ReadLimits, limits_of
 
 if TYPE_CHECKING:
     from service.data.source import Source
@@ -151,6 +145,8 @@ def reopen_source(format: str, location: str, settings: Any) -> Source:
     if resolved.is_dir():
         try:
             _check_members(resolved, str(resolved), roots, [], limits_of(settings))
+        except LimitExceeded:
+            raise
         except SourceError:
             raise outside from None
     return local_source(resolved, format, limits_of(settings))  # type: ignore[arg-type]
@@ -688,11 +684,10 @@ class FileSource:
             # page reads: Arrow then holds about a page per column, not a row group.
             reader = self._parquet_file(file, pre_buffer=False, buffer_size=_READ_BUFFER_BYTES)
             unique = list(dict.fromkeys(wanted))
+            # The declared columns' row groups are bounded (public metadata): Arrow decodes at most
+            # that much per column to hand out a batch, whatever the cells hold.
             _check_column_chunks(reader, unique, self._limits)
-            schema = reader.schema_arrow
-            variable = sum(1 for c in unique if not _fixed_width(schema.field(c).type))
-            rows = text_block_rows(variable, self._limits, rows_per_block)
-            batches = reader.iter_batches(batch_size=rows, columns=unique)
+            batches = reader.iter_batches(batch_size=rows_per_block, columns=unique)
         with reader:
             while True:
                 # Only the reading is guarded: the consumer's own errors never pass through here.
@@ -727,16 +722,6 @@ def check_unique_columns(headers: Sequence[Sequence[str]], wanted: Sequence[str]
     if repeated:
         names = ", ".join(repr(c) for c in repeated)
         raise SourceError(f"column(s) named more than once in the source's header: {names}")
-
-
-def _fixed_width(kind: pa.DataType) -> bool:
-    """Whether every cell of an Arrow type takes the same few bytes (numbers, booleans, times)."""
-    if pa.types.is_dictionary(kind):
-        return _fixed_width(kind.value_type)
-    try:
-        return kind.bit_width > 0
-    except ValueError:
-        return False
 
 
 def _check_column_chunks(
