@@ -17,13 +17,13 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
+from service.data.limits import ReadLimits
 from service.data.object_store import (
     open_object_store_source,
     parse_s3_uri,
     reopen_object_store_source,
     s3_filesystem,
 )
-from service.data.limits import ReadLimits
 from service.data.sources import FileSource, SourceError, local_source
 from service.settings import Settings
 from tests.support.fixtures import EXAMPLES
