@@ -24,7 +24,8 @@ numeric, text or bytes      the ASCII decimal ``[+-]digits[.digits][e[+-]d]``  e
 numeric, integer            its value as float64 (nearest)                     null
 numeric, decimal            its value's text, by the text rule (the nearest    null
                             float64 of the exact decimal)
-numeric, float              its value                                          null, NaN, ±inf
+numeric, float              its value (float16/32: the value of its shortest   null, NaN, ±inf
+                            text, ``0.1`` for float32 0.1)
 numeric, boolean            1 (true) / 0 (false)                               null
 numeric, other types        —                                                  always
 categorical / label value   the canonical key: ``true``/``false`` (any case)   null, empty or
@@ -164,6 +165,16 @@ def _numeric(array: pa.Array, with_missing: bool = False) -> tuple[FloatArray, N
         values = _to_numpy(pc.cast(array, pa.float64()))
         if with_missing:
             nulls = nulls | np.isnan(values)
+        if kind.bit_width < 64:
+            # A narrow float's logical value is its shortest text ("0.1" for float32 0.1, not
+            # 0.10000000149…): what a writer re-typing the column as text writes.
+            if kind.bit_width == 32:
+                text = pc.cast(array, pa.string())
+            else:  # float16: numpy's shortest repr (Arrow casts no float16 to text)
+                halves = array.to_numpy(zero_copy_only=False)
+                valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+                text = pa.array([str(h) if v else None for h, v in zip(halves, valid, strict=True)])
+            values = _numeric_text(text)
     elif pa.types.is_null(kind):
         return np.full(len(array), np.nan), np.ones(len(array), dtype=bool)
     else:
@@ -340,6 +351,9 @@ def _real_key(value: numbers.Real) -> str | None:
         return None
     if math.isinf(as_float):
         return "inf" if as_float > 0 else "-inf"
+    if isinstance(value, np.floating) and value.dtype.itemsize < 8:
+        # A narrow float is its shortest text (float32 81993888 is "81993890.0"), as written.
+        return _string_key(str(value))
     if as_float.is_integer():
         return str(int(as_float))
     # str() of a numpy float32 is its own shortest repr ("0.1"), not the widened float64 one.
@@ -376,7 +390,14 @@ def category_cells(
         status = np.where(_null_mask(plain), MISSING, UNPARSEABLE).astype(np.uint8)
         return np.full(n, -1, dtype=np.intp), status
     encoded = pc.dictionary_encode(plain, null_encoding="mask")
-    keys = [category_key(v) for v in encoded.dictionary.to_pylist()]
+    dictionary = encoded.dictionary
+    # Floats as numpy scalars: a float32's key is its own shortest text ("0.1"), as written.
+    distinct = (
+        dictionary.to_numpy(zero_copy_only=False)
+        if pa.types.is_floating(dictionary.type)
+        else dictionary.to_pylist()
+    )
+    keys = [category_key(v) for v in distinct]
     code_table = np.array(
         [*(lookup.get(k, -1) if k is not None else -1 for k, _ in keys), -1], dtype=np.intp
     )

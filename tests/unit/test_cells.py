@@ -213,6 +213,7 @@ _TYPED = {
     "int": pa.int64(),
     "decimal": pa.decimal128(12, 3),
     "float": pa.float64(),
+    "float32": pa.float32(),
 }
 _TEXT = {
     "string": pa.string(),
@@ -228,6 +229,10 @@ def _logical_values(kind: str) -> st.SearchStrategy[list[Any]]:
         element = st.integers(-(2**62), 2**62) | st.integers(-5, 5)
     elif kind == "decimal":
         element = st.integers(-(10**11), 10**11).map(lambda i: Decimal(i).scaleb(-3))
+    elif kind == "float32":
+        element = st.floats(-(2.0**100), 2.0**100, width=32).map(np.float32) | st.sampled_from(
+            [np.float32(0.1), np.float32(1) / np.float32(3)]
+        )
     else:
         element = st.floats(-1e300, 1e300, allow_nan=False) | st.sampled_from([0.1, 2.5, -0.0])
     return st.lists(element, min_size=3, max_size=25)
@@ -235,6 +240,8 @@ def _logical_values(kind: str) -> st.SearchStrategy[list[Any]]:
 
 def _as_text(value: Any) -> str:
     """What a writer that types a column by its values (pandas ``astype(str)``) writes."""
+    if isinstance(value, np.floating):
+        return str(value)  # numpy's shortest text of a float32, as pandas writes it
     return repr(value) if isinstance(value, float) else str(value)
 
 
@@ -265,7 +272,7 @@ def test_a_retyped_parquet_column_moves_only_the_changed_row(
     )
     pq.write_table(typed, folder / "typed.parquet")
     pq.write_table(retyped, folder / "text.parquet")
-    declared = [v if not isinstance(v, Decimal) else str(v) for v in values[:3]]
+    declared = [str(v) if isinstance(v, Decimal | np.floating) else v for v in values[:3]]
     declared = list({str(normalise_value(v)): v for v in declared}.values())
     specs: list[tuple[list[Any], LabelSpec]] = [
         ([NumericFeature(name="v", min=-1e300, max=1e300)], LabelSpec(column="y", type="numeric")),
