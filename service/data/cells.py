@@ -208,11 +208,15 @@ def _numeric_text(array: pa.Array) -> FloatArray:
                 # Arrow refused a cell the grammar admits: one by one (the same rule).
                 values = np.array([_parse_number(t) for t in text.to_pylist()], dtype=np.float64)
     values[~np.isfinite(values)] = np.nan
-    # Boolean words (always looked for: the same work whatever the cells hold).
-    for pattern, number in ((_TRUE_ARROW, 1.0), (_FALSE_ARROW, 0.0)):
-        words = pc.match_substring_regex(array, pattern, ignore_case=True)
-        mask = np.asarray(pc.fill_null(words, False).to_numpy(zero_copy_only=False), dtype=bool)
-        values[mask] = number
+    # Boolean words, among the cells that are no number (like the tiers above, the work grows
+    # with the block's non-numeric cells; each cell's value depends on that cell only).
+    others = np.flatnonzero(np.isnan(values))
+    if others.size:
+        subset = array.take(pa.array(others))
+        for pattern, number in ((_TRUE_ARROW, 1.0), (_FALSE_ARROW, 0.0)):
+            words = pc.match_substring_regex(subset, pattern, ignore_case=True)
+            found = np.asarray(pc.fill_null(words, False).to_numpy(zero_copy_only=False), bool)
+            values[others[found]] = number
     return values
 
 
