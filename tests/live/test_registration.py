@@ -605,6 +605,36 @@ def test_scoped_roots_admit_only_their_owners(scoped_server: LiveServer) -> None
     assert alice.post("/v1/datasets", json=credit_dataset(uri=nested.as_uri())).status_code == 201
 
 
+def test_a_folder_of_links_into_a_scoped_root_registers_for_nobody_else(
+    scoped_server: LiveServer,
+) -> None:
+    """Issue 23, item 3: a Parquet folder in the open root whose members are links into alice's
+    scoped root registered for carol (201), and alice was then refused her own data (409). Now
+    carol's folder is refused, with the same answer whether the link's target exists, and alice
+    registers her data."""
+    server = scoped_server
+    home = server.home
+    t = tag()
+    alice = server.client(server.key("alice", "owner"))
+    carol = server.client(server.key(f"carol-{t}", "owner"))
+    table = pa.table({"x": [1.0, 2.0, 3.0], "c": ["a", "b", "a"], "y": ["yes", "no", t]})
+    theirs = home / "shared" / "alice" / f"data-{t}"
+    theirs.mkdir()
+    pq.write_table(table, theirs / "part-0.parquet")
+    details = []
+    for target in ("part-0.parquet", "absent.parquet"):
+        folder = home / "shared" / f"carol-{t}-{target.split('.')[0]}"
+        folder.mkdir()
+        pq.write_table(table.slice(0, 2), folder / "own.parquet")
+        (folder / "zz.parquet").symlink_to(theirs / target)
+        got = problem(carol.post("/v1/datasets", json=crafted_body(folder.name)), 422)
+        assert got["field"] == "source.uri"
+        details.append(got["detail"].replace(folder.name, "F"))
+    assert details[0] == details[1], details
+    created = alice.post("/v1/datasets", json=crafted_body(f"alice/data-{t}"))
+    assert created.status_code == 201, created.text
+
+
 # --------------------------------------------------------------------------------------------
 # Migration 0005 on a database that already holds duplicates
 # --------------------------------------------------------------------------------------------
