@@ -118,13 +118,27 @@ def _is_text(kind: pa.DataType) -> bool:
     )
 
 
+def _contiguous(array: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One contiguous array (a cell's value does not depend on the chunking)."""
+    if isinstance(array, pa.ChunkedArray):
+        if pa.types.is_dictionary(array.type) and array.num_chunks != 1:
+            array = array.unify_dictionaries()
+        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    return array
+
+
 def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array:
     """One contiguous array, dictionary-decoded (a cell's value does not depend on either)."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    array = _contiguous(array)
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
     return array
+
+
+def _positions(array: pa.DictionaryArray) -> NDArray[np.intp]:
+    """A dictionary array's indices, ``len(dictionary)`` where null (one past the values)."""
+    filled = pc.fill_null(array.indices, len(array.dictionary))
+    return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.intp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -134,13 +148,21 @@ def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def numeric_cells(array: pa.Array | pa.ChunkedArray) -> FloatArray:
     """float64 per cell, NaN where MISSING (see the module table)."""
-    return _numeric(_plain(array))[0]
+    return numeric_cells_with_status(array)[0]
 
 
 def numeric_cells_with_status(array: pa.Array | pa.ChunkedArray) -> tuple[FloatArray, StatusArray]:
-    """:func:`numeric_cells` and each cell's status (OK, MISSING = empty/absent, UNPARSEABLE)."""
-    plain = _plain(array)
-    values, missing = _numeric(plain, with_missing=True)
+    """:func:`numeric_cells` and each cell's status (OK, MISSING = empty/absent, UNPARSEABLE).
+
+    A dictionary array is converted through its dictionary — each distinct value once, then
+    looked up per cell — never decoded (a few long values repeated over many rows stay small)."""
+    contiguous = _contiguous(array)
+    if pa.types.is_dictionary(contiguous.type):
+        values, status = numeric_cells_with_status(contiguous.dictionary)
+        positions = _positions(contiguous)
+        values = np.append(values, np.nan)[positions]
+        return values, np.append(status, np.uint8(MISSING))[positions]
+    values, missing = _numeric(contiguous, with_missing=True)
     status = np.where(np.isnan(values), UNPARSEABLE, OK).astype(np.uint8)
     status[missing] = MISSING
     return values, status
@@ -385,8 +407,17 @@ def category_cells(
 ) -> tuple[CodeArray, StatusArray]:
     """Per cell: the index of its key in ``lookup`` (−1 when MISSING, UNPARSEABLE or not
     declared) and its status. Distinct values of the block are mapped one at a time in Python;
-    each mapping depends on that value alone."""
-    plain = _plain(array)
+    each mapping depends on that value alone. A dictionary array is mapped through its
+    dictionary, never decoded."""
+    contiguous = _contiguous(array)
+    if pa.types.is_dictionary(contiguous.type):
+        codes, status = category_cells(contiguous.dictionary, lookup)
+        positions = _positions(contiguous)
+        return (
+            np.append(codes, -1).astype(np.intp)[positions],
+            np.append(status, np.uint8(MISSING))[positions],
+        )
+    plain = contiguous
     n = len(plain)
     if pa.types.is_null(plain.type):
         return np.full(n, -1, dtype=np.intp), np.full(n, MISSING, dtype=np.uint8)

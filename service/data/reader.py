@@ -262,10 +262,18 @@ def bounded_cells(
     Cell by cell: each output depends on its own input only."""
     kind = array.type
     if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-        if not _is_variable(kind):
+        # Through the dictionary, never decoded: cells pointing at an oversize value become null.
+        if not _is_variable(kind.value_type):
             return array, 0
-        array = array.cast(kind) if isinstance(array, pa.Array) else pc.cast(array, kind)
+        if isinstance(array, pa.ChunkedArray):
+            array = array.unify_dictionaries().combine_chunks()
+        over = pc.greater(pc.binary_length(array.dictionary), max_cell_bytes)
+        hit = pc.fill_null(pc.take(over, array.indices), False)
+        count = int(pc.sum(hit).as_py() or 0)
+        if count == 0:
+            return array, 0
+        indices = pc.if_else(hit, pa.scalar(None, array.indices.type), array.indices)
+        return pa.DictionaryArray.from_arrays(indices, array.dictionary), count
     if not _is_variable(kind):
         return array, 0
     over = pc.fill_null(pc.greater(pc.binary_length(array), max_cell_bytes), False)

@@ -682,8 +682,16 @@ class FileSource:
         with _guarded("Parquet data"):
             # No pre-buffering (it loads the whole file's column chunks up front) and buffered
             # page reads: Arrow then holds about a page per column, not a row group.
-            reader = self._parquet_file(file, pre_buffer=False, buffer_size=_READ_BUFFER_BYTES)
+            # Text and binary columns come as dictionary arrays (Arrow keeps a dictionary-encoded
+            # column encoded): a value repeated over many rows is held once, so a batch's size is
+            # bounded by the column chunks' sizes — decoding could multiply a tiny chunk.
             unique = list(dict.fromkeys(wanted))
+            with self._parquet_file(file) as probe:
+                schema = probe.schema_arrow
+            text = [c for c in unique if _is_text_type(schema.field(c).type)]
+            reader = self._parquet_file(
+                file, pre_buffer=False, buffer_size=_READ_BUFFER_BYTES, read_dictionary=text
+            )
             # The declared columns' row groups are bounded (public metadata): Arrow decodes at most
             # that much per column to hand out a batch, whatever the cells hold.
             _check_column_chunks(reader, unique, self._limits)
@@ -722,6 +730,16 @@ def check_unique_columns(headers: Sequence[Sequence[str]], wanted: Sequence[str]
     if repeated:
         names = ", ".join(repr(c) for c in repeated)
         raise SourceError(f"column(s) named more than once in the source's header: {names}")
+
+
+def _is_text_type(kind: pa.DataType) -> bool:
+    """Flat string or binary columns (which Arrow can hand out dictionary-encoded)."""
+    return (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
 
 
 def _check_column_chunks(

@@ -72,7 +72,10 @@ print(json.dumps(out))
 
 
 def _read_in_subprocess(
-    path: Path, fmt: str = "csv", limits: dict[str, int] | None = None
+    path: Path,
+    fmt: str = "csv",
+    limits: dict[str, int] | None = None,
+    columns: tuple[str, ...] = ("x",),
 ) -> dict[str, Any]:
     env = dict(os.environ)
     result = subprocess.run(
@@ -83,7 +86,7 @@ def _read_in_subprocess(
             str(path),
             fmt,
             json.dumps(limits or {}),
-            json.dumps(["x"]),
+            json.dumps(list(columns)),
         ],
         capture_output=True,
         text=True,
@@ -374,3 +377,28 @@ def test_a_partition_window_reads_by_the_same_limits(tmp_path: Path) -> None:
     assert X[1].tolist() == [0.0, 0.0]
     W, _ = read_encoded(WindowSource(source, RowWindow(1, 3)), encoder, LABEL, None)
     np.testing.assert_array_equal(W, X[1:3])
+
+
+def test_a_repeated_long_parquet_value_is_never_decoded_row_by_row(tmp_path: Path) -> None:
+    """A dictionary-encoded Parquet column holding one 64 KiB value on 10,000 rows is a few
+    KiB on disk and in its column chunk; decoded it is 640 MiB (the old reader decoded every
+    batch). Text columns are now read as dictionary arrays and converted through their
+    dictionary, so the read costs what the benign file's does."""
+    value = "7" * (64 << 10)
+    rows = 10_000
+    labels = pa.array(["yes", "no"] * (rows // 2))
+    indices = pa.array(np.zeros(rows, dtype=np.int32))
+    hostile = pa.table(
+        {"s": pa.DictionaryArray.from_arrays(indices, pa.array([value])), "y": labels}
+    )
+    benign = pa.table({"s": pa.DictionaryArray.from_arrays(indices, pa.array(["7"])), "y": labels})
+    pq.write_table(hostile, tmp_path / "hostile.parquet")
+    pq.write_table(benign, tmp_path / "benign.parquet")
+    assert (tmp_path / "hostile.parquet").stat().st_size < 1 * MiB
+    a = _read_in_subprocess(tmp_path / "benign.parquet", "parquet", columns=("s",))
+    b = _read_in_subprocess(tmp_path / "hostile.parquet", "parquet", columns=("s",))
+    assert a["shape"] == b["shape"] == [[rows, 2], [rows]]
+    assert _growth_mib(b) - _growth_mib(a) < 32, (a["peak_kib"], b["peak_kib"])
+    source = local_source(tmp_path / "hostile.parquet", "parquet")
+    report = validate_source(source, [NumericFeature(name="s", min=0, max=10)], LABEL)
+    assert report.features["s"].oversize == rows  # 64 KiB > the 4 KiB default: MISSING
