@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from service.cpu_quota import available_cpus
+from service.data.limits import ReadLimits
 
 DEFAULT_HOME = Path("var")
 
@@ -61,6 +62,12 @@ class Settings:
     - ``DPFIT_DATA_PARALLEL_MIN_ROWS``: full-gradient jobs on datasets of at least this many
       rows run data-parallel over all workers even when one worker could hold them (default:
       only when one worker cannot hold them comfortably).
+    - ``DPFIT_MAX_CELL_BYTES`` (4 KiB), ``DPFIT_MAX_LINE_BYTES`` (1 MiB), ``DPFIT_MAX_COLUMNS``
+      (4096), ``DPFIT_MAX_CATEGORIES`` (10,000), ``DPFIT_MAX_FOLDER_FILES`` (10,000),
+      ``DPFIT_MAX_PARQUET_FOOTER_BYTES`` (16 MiB), ``DPFIT_MAX_COLUMN_CHUNK_BYTES`` (256 MiB):
+      the readers' public limits (``read_limits``; service/data/limits.py, docs/data-path.md):
+      an oversize cell is MISSING, an oversize CSV line a row of MISSING cells, a source or
+      schema beyond the others is refused.
     - ``DPFIT_WORKER_NICE``: the nice value of the embedded cluster's worker processes (default
       10; 0 keeps the API's priority): fits yield the CPU to requests
       (service/workers/priority.py). An external cluster's operator starts ``dask worker``
@@ -106,6 +113,7 @@ class Settings:
     max_active_per_principal: int = 50
     job_time_limit_s: float = 3600.0
     reconcile_interval_s: float = 2.0
+    read_limits: ReadLimits = field(default_factory=ReadLimits)
     # Set by the supervisor for its API processes: it recovers jobs and logs job events itself.
     supervised: bool = False
 
@@ -149,6 +157,7 @@ class Settings:
             max_active_per_principal=_positive_int(env, "DPFIT_MAX_ACTIVE_PER_PRINCIPAL") or 50,
             job_time_limit_s=_positive_float(env, "DPFIT_JOB_TIME_LIMIT", 3600.0),
             reconcile_interval_s=_positive_float(env, "DPFIT_RECONCILE_INTERVAL", 2.0, zero=True),
+            read_limits=_read_limits(env),
         )
 
     def running_per_principal(self, slots: int) -> int:
@@ -337,3 +346,10 @@ def _optional_path(raw: str | None) -> Path | None:
 def _default_sqlite_url() -> str:
     DEFAULT_HOME.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{(DEFAULT_HOME / 'dpfit.db').resolve()}"
+
+
+def _read_limits(env: dict[str, str]) -> ReadLimits:
+    try:
+        return ReadLimits.from_env(env)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None

@@ -5,6 +5,7 @@
 - :mod:`service.data.sources` — local CSV/Parquet sources (:class:`FileSource`), resolution,
   fingerprints, and ``open_source``/``reopen_source`` (dispatch on the URI scheme);
 - :mod:`service.data.cells` — the per-cell conversion rules (the "How cells become numbers" table);
+- :mod:`service.data.limits` — the readers' public byte and shape limits (``DPFIT_MAX_*``);
 - :mod:`service.data.encoding` — mapping rows to vectors with ‖x‖₂ ≤ 1 using declared bounds only;
 - :mod:`service.data.reader` — ``read_encoded`` (workers) and ``validate_source`` (registration).
 

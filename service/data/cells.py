@@ -15,14 +15,17 @@ declared type / cell        converts to                                        M
 ==========================  =================================================  ===================
 numeric, text or bytes      the ASCII decimal ``[+-]digits[.digits][e[+-]d]``  empty/absent, not
                             (``.5``, ``5.`` too), surrounding ASCII            that grammar
-                            whitespace ignored, as the nearest float64         (``1,000``, ``0x1``,
-                                                                               ``١٢٣``, ``True``,
+                            whitespace ignored, as the nearest float64;        (``1,000``, ``0x1``,
+                            ``true``/``false`` (any ASCII case) → 1 / 0        ``١٢٣``, ``yes``,
                                                                                ``n/a``, ``NaN``,
                                                                                ``inf``), overflow
                                                                                (``1e309``),
                                                                                undecodable bytes
-numeric, integer / decimal  its value as float64 (nearest)                     null
-numeric, float              its value                                          null, NaN, ±inf
+numeric, integer            its value as float64 (nearest)                     null
+numeric, decimal            its value's text, by the text rule (the nearest    null
+                            float64 of the exact decimal)
+numeric, float              its value (float16/32: the value of its shortest   null, NaN, ±inf
+                            text, ``0.1`` for float32 0.1)
 numeric, boolean            1 (true) / 0 (false)                               null
 numeric, other types        —                                                  always
 categorical / label value   the canonical key: ``true``/``false`` (any case)   null, empty or
@@ -45,6 +48,14 @@ categorical label         no class (−1 for every one-vs-rest problem)
 numeric label             0 (then clipped to the model's declared ``label_bound``)
 ========================  ====================================================================
 
+A cell converts by its *logical* value, not by the physical type a writer gave its column: a
+boolean and its word (``True`` / ``"true"``), an integer and its text (``3`` / ``"3"`` /
+``"3.0"``), a decimal and its text (``Decimal("2.50")`` / ``"2.50"``), a float and its shortest
+text (``0.1`` / ``"0.1"``) give the same number or category key under every declared type, in
+every source (CSV, Parquet of any physical type — dictionary, ``large_string`` and
+``decimal128`` included —, SQL typed columns). So a writer that re-types a whole column because
+one row holds ``"n/a"`` (pandas turns a bool column into text) moves that row's cell only.
+
 A finite numeric value outside the declared [min, max] is clipped into it (never MISSING). The
 validation report counts, per column, cells that were MISSING because they were empty or absent
 (``missing``) or because they did not convert (``unparseable``), values clipped
@@ -57,6 +68,7 @@ import math
 import numbers
 import re
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -79,7 +91,20 @@ _NUMBER_TEXT = re.compile(_NUMBER, re.ASCII)
 _NUMBER_BYTES = re.compile(_NUMBER.encode(), re.ASCII)
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
-_BOOL_WORDS = {"true": "1", "false": "0"}
+#: The one spelling of a boolean written as text, for every declared type: ``true`` / ``false``
+#: in any mix of ASCII upper and lower case (``True``, ``FALSE``, ``tRuE``), surrounded by
+#: whitespace as the declared type's other text may be (ASCII whitespace for numbers, any for
+#: category keys). Nothing else is a boolean word (``t``, ``yes``, ``1`` are what they are:
+#: ``1`` is the number 1 anyway). A boolean cell and its word convert alike: 1 / 0.
+BOOLEAN_WORDS: Mapping[str, int] = {"true": 1, "false": 0}
+_BOOL_WORDS = {word: str(value) for word, value in BOOLEAN_WORDS.items()}
+_TRUE_ARROW = f"^{_WS}*true{_WS}*$"
+_FALSE_ARROW = f"^{_WS}*false{_WS}*$"
+
+
+def boolean_word(text: str) -> int | None:
+    """1 / 0 for a :data:`BOOLEAN_WORDS` spelling (``text`` already stripped), else ``None``."""
+    return BOOLEAN_WORDS.get(text.lower()) if text.isascii() else None
 
 
 def _is_text(kind: pa.DataType) -> bool:
@@ -93,13 +118,27 @@ def _is_text(kind: pa.DataType) -> bool:
     )
 
 
+def _contiguous(array: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One contiguous array (a cell's value does not depend on the chunking)."""
+    if isinstance(array, pa.ChunkedArray):
+        if pa.types.is_dictionary(array.type) and array.num_chunks != 1:
+            array = array.unify_dictionaries()
+        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    return array
+
+
 def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array:
     """One contiguous array, dictionary-decoded (a cell's value does not depend on either)."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    array = _contiguous(array)
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
     return array
+
+
+def _positions(array: pa.DictionaryArray) -> NDArray[np.intp]:
+    """A dictionary array's indices, ``len(dictionary)`` where null (one past the values)."""
+    filled = pc.fill_null(array.indices, len(array.dictionary))
+    return np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.intp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -109,13 +148,21 @@ def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def numeric_cells(array: pa.Array | pa.ChunkedArray) -> FloatArray:
     """float64 per cell, NaN where MISSING (see the module table)."""
-    return _numeric(_plain(array))[0]
+    return numeric_cells_with_status(array)[0]
 
 
 def numeric_cells_with_status(array: pa.Array | pa.ChunkedArray) -> tuple[FloatArray, StatusArray]:
-    """:func:`numeric_cells` and each cell's status (OK, MISSING = empty/absent, UNPARSEABLE)."""
-    plain = _plain(array)
-    values, missing = _numeric(plain, with_missing=True)
+    """:func:`numeric_cells` and each cell's status (OK, MISSING = empty/absent, UNPARSEABLE).
+
+    A dictionary array is converted through its dictionary — each distinct value once, then
+    looked up per cell — never decoded (a few long values repeated over many rows stay small)."""
+    contiguous = _contiguous(array)
+    if pa.types.is_dictionary(contiguous.type):
+        values, status = numeric_cells_with_status(contiguous.dictionary)
+        positions = _positions(contiguous)
+        values = np.append(values, np.nan)[positions]
+        return values, np.append(status, np.uint8(MISSING))[positions]
+    values, missing = _numeric(contiguous, with_missing=True)
     status = np.where(np.isnan(values), UNPARSEABLE, OK).astype(np.uint8)
     status[missing] = MISSING
     return values, status
@@ -130,12 +177,26 @@ def _numeric(array: pa.Array, with_missing: bool = False) -> tuple[FloatArray, N
             blank = pc.fill_null(pc.match_substring_regex(array, _BLANK_ARROW), True)
             nulls = blank.to_numpy(zero_copy_only=False)
         return values, nulls
-    if pa.types.is_boolean(kind) or pa.types.is_integer(kind) or pa.types.is_decimal(kind):
+    if pa.types.is_decimal(kind):
+        # By its text: Arrow's decimal → float cast is not always the nearest float64, the text
+        # rule is — so a decimal column and the same column written as text agree bit for bit.
+        values = _numeric_text(pc.cast(array, pa.string()))
+    elif pa.types.is_boolean(kind) or pa.types.is_integer(kind):
         values = _to_numpy(pc.cast(array, pa.float64(), safe=False))
     elif pa.types.is_floating(kind):
         values = _to_numpy(pc.cast(array, pa.float64()))
         if with_missing:
             nulls = nulls | np.isnan(values)
+        if kind.bit_width < 64:
+            # A narrow float's logical value is its shortest text ("0.1" for float32 0.1, not
+            # 0.10000000149…): what a writer re-typing the column as text writes.
+            if kind.bit_width == 32:
+                text = pc.cast(array, pa.string())
+            else:  # float16: numpy's shortest repr (Arrow casts no float16 to text)
+                halves = array.to_numpy(zero_copy_only=False)
+                valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+                text = pa.array([str(h) if v else None for h, v in zip(halves, valid, strict=True)])
+            values = _numeric_text(text)
     elif pa.types.is_null(kind):
         return np.full(len(array), np.nan), np.ones(len(array), dtype=bool)
     else:
@@ -169,6 +230,15 @@ def _numeric_text(array: pa.Array) -> FloatArray:
                 # Arrow refused a cell the grammar admits: one by one (the same rule).
                 values = np.array([_parse_number(t) for t in text.to_pylist()], dtype=np.float64)
     values[~np.isfinite(values)] = np.nan
+    # Boolean words, among the cells that are no number (like the tiers above, the work grows
+    # with the block's non-numeric cells; each cell's value depends on that cell only).
+    others = np.flatnonzero(np.isnan(values))
+    if others.size:
+        subset = array.take(pa.array(others))
+        for pattern, number in ((_TRUE_ARROW, 1.0), (_FALSE_ARROW, 0.0)):
+            words = pc.match_substring_regex(subset, pattern, ignore_case=True)
+            found = np.asarray(pc.fill_null(words, False).to_numpy(zero_copy_only=False), bool)
+            values[others[found]] = number
     return values
 
 
@@ -184,7 +254,12 @@ def _null_mask(array: pa.Array) -> NDArray[np.bool_]:
 
 
 def _parse_number(text: str | None) -> float:
-    if text is None or not _NUMBER_TEXT.fullmatch(text):
+    if text is None:
+        return math.nan
+    word = boolean_word(text.strip(" \t\n\r\f\v"))
+    if word is not None:
+        return float(word)
+    if not _NUMBER_TEXT.fullmatch(text):
         return math.nan
     value = float(text)
     return value if math.isfinite(value) else math.nan
@@ -203,7 +278,11 @@ def numeric_value(value: Any) -> tuple[float, int]:
         except OverflowError:
             return math.nan, UNPARSEABLE
         return result, OK
-    if isinstance(value, numbers.Real):
+    if isinstance(value, Decimal):
+        if value.is_nan():
+            return math.nan, MISSING
+        value = str(value)  # its text, by the text rule (as a decimal column converts)
+    elif isinstance(value, numbers.Real):
         result = float(value)
         if math.isnan(result):
             return math.nan, MISSING
@@ -212,7 +291,8 @@ def numeric_value(value: Any) -> tuple[float, int]:
         if not value.strip(b" \t\n\r\f\v"):
             return math.nan, MISSING
         if not _NUMBER_BYTES.fullmatch(value):
-            return math.nan, UNPARSEABLE
+            word = boolean_word(value.strip(b" \t\n\r\f\v").decode("latin-1"))
+            return (float(word), OK) if word is not None else (math.nan, UNPARSEABLE)
         value = value.decode("ascii")
     if isinstance(value, str):
         if not value.strip(" \t\n\r\f\v"):
@@ -269,6 +349,13 @@ def normalise_value(value: Any) -> str | None:
         return str(int(value))
     if isinstance(value, numbers.Real):
         return _real_key(value)
+    if isinstance(value, Decimal):
+        # By its text, as the same column written as text converts (Decimal is no numbers.Real).
+        if value.is_nan():
+            return None
+        if value.is_infinite():
+            return "-inf" if value < 0 else "inf"
+        return _string_key(str(value))
     if isinstance(value, bytes):
         value = value.decode("utf-8", errors="replace")
     if isinstance(value, str):
@@ -290,6 +377,9 @@ def _real_key(value: numbers.Real) -> str | None:
         return None
     if math.isinf(as_float):
         return "inf" if as_float > 0 else "-inf"
+    if isinstance(value, np.floating) and value.dtype.itemsize < 8:
+        # A narrow float is its shortest text (float32 81993888 is "81993890.0"), as written.
+        return _string_key(str(value))
     if as_float.is_integer():
         return str(int(as_float))
     # str() of a numpy float32 is its own shortest repr ("0.1"), not the widened float64 one.
@@ -300,8 +390,9 @@ def _string_key(value: str) -> str | None:
     text = value.strip()
     if not text:
         return None
-    if text.lower() in _BOOL_WORDS:
-        return _BOOL_WORDS[text.lower()]
+    word = boolean_word(text)
+    if word is not None:
+        return str(word)
     if _INTEGER_TEXT.fullmatch(text):
         # What str(int(text)) gives, without int()'s limit on the number of digits.
         digits = text.lstrip("+-").lstrip("0") or "0"
@@ -316,8 +407,17 @@ def category_cells(
 ) -> tuple[CodeArray, StatusArray]:
     """Per cell: the index of its key in ``lookup`` (−1 when MISSING, UNPARSEABLE or not
     declared) and its status. Distinct values of the block are mapped one at a time in Python;
-    each mapping depends on that value alone."""
-    plain = _plain(array)
+    each mapping depends on that value alone. A dictionary array is mapped through its
+    dictionary, never decoded."""
+    contiguous = _contiguous(array)
+    if pa.types.is_dictionary(contiguous.type):
+        codes, status = category_cells(contiguous.dictionary, lookup)
+        positions = _positions(contiguous)
+        return (
+            np.append(codes, -1).astype(np.intp)[positions],
+            np.append(status, np.uint8(MISSING))[positions],
+        )
+    plain = contiguous
     n = len(plain)
     if pa.types.is_null(plain.type):
         return np.full(n, -1, dtype=np.intp), np.full(n, MISSING, dtype=np.uint8)
@@ -325,7 +425,14 @@ def category_cells(
         status = np.where(_null_mask(plain), MISSING, UNPARSEABLE).astype(np.uint8)
         return np.full(n, -1, dtype=np.intp), status
     encoded = pc.dictionary_encode(plain, null_encoding="mask")
-    keys = [category_key(v) for v in encoded.dictionary.to_pylist()]
+    dictionary = encoded.dictionary
+    # Floats as numpy scalars: a float32's key is its own shortest text ("0.1"), as written.
+    distinct = (
+        dictionary.to_numpy(zero_copy_only=False)
+        if pa.types.is_floating(dictionary.type)
+        else dictionary.to_pylist()
+    )
+    keys = [category_key(v) for v in distinct]
     code_table = np.array(
         [*(lookup.get(k, -1) if k is not None else -1 for k, _ in keys), -1], dtype=np.intp
     )

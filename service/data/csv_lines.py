@@ -70,6 +70,8 @@ def normalise_lines(chunk: bytes, n_fields: int) -> Lines:
     # Everything below works on the positions of the few special bytes, never byte by byte.
     commas = np.flatnonzero(buf == _COMMA)
     fields = 1 + np.diff(np.searchsorted(commas, ends), prepend=0)  # no comma is a newline
+    # Commas inside quoted values: [lo, hi) ranges of indices into ``commas`` (disjoint, sorted).
+    quoted_lo = quoted_hi = np.zeros(0, dtype=np.intp)
 
     if b"\r" in chunk:
         carriage = np.flatnonzero(buf == _CR)
@@ -105,7 +107,9 @@ def normalise_lines(chunk: bytes, n_fields: int) -> Lines:
             holds = holds[next_comma[holds] < commas.size]
             if holds.size:
                 spans = pair[holds]
-                inside = np.searchsorted(commas, quotes[spans + 1]) - next_comma[holds]
+                quoted_lo = next_comma[holds]
+                quoted_hi = np.searchsorted(commas, quotes[spans + 1])
+                inside = quoted_hi - quoted_lo
                 fields -= np.bincount(
                     quote_line[spans], weights=inside, minlength=n_lines
                 ).astype(fields.dtype)
@@ -113,6 +117,17 @@ def normalise_lines(chunk: bytes, n_fields: int) -> Lines:
     to_fix = np.flatnonzero(bad | (fields != n_fields))
     if to_fix.size == 0:
         return Lines(chunk, n_lines, longest)
+    # Where a line with more fields than the header is cut: before its n_fields-th comma outside
+    # quotes (vectorised; the lines' quoting is valid, so that comma exists).
+    cuts: dict[int, int] = {}
+    wide = np.flatnonzero(~bad & (fields > n_fields))
+    if wide.size:
+        depth = np.zeros(commas.size + 1, dtype=np.int64)
+        np.add.at(depth, quoted_lo, 1)
+        np.add.at(depth, quoted_hi, -1)
+        outside = commas[np.cumsum(depth[:-1]) == 0]
+        first = np.searchsorted(outside, starts[wide])
+        cuts = dict(zip(wide.tolist(), outside[first + n_fields - 1].tolist(), strict=True))
     empty_line = b"," * (n_fields - 1)
     pieces: list[bytes] = []
     done = 0
@@ -124,25 +139,11 @@ def normalise_lines(chunk: bytes, n_fields: int) -> Lines:
         elif fields[i] < n_fields:
             pieces.append(chunk[start:stop] + b"," * (n_fields - int(fields[i])))
         else:
-            pieces.append(_first_fields(chunk[start:stop], n_fields))
+            pieces.append(chunk[start : cuts[i]])
         pieces.append(b"\n")
         done = int(ends[i]) + 1
     pieces.append(chunk[done:])
     return Lines(b"".join(pieces), n_lines, longest)
-
-
-def _first_fields(line: bytes, n_fields: int) -> bytes:
-    """The first ``n_fields`` fields of a well-quoted line with more fields than that."""
-    quoted = False
-    seen = 0
-    for position, byte in enumerate(line):
-        if byte == _QUOTE:
-            quoted = not quoted
-        elif byte == _COMMA and not quoted:
-            seen += 1
-            if seen == n_fields:
-                return line[:position]
-    return line
 
 
 def iter_csv_tables(lines: Lines, n_fields: int, indices: Sequence[int]) -> Iterator[pa.Table]:

@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from service.data.limits import limits_of
 from service.data.sources import (
     CSV_SUFFIXES,
     PARQUET_SUFFIXES,
@@ -111,8 +112,25 @@ def _roots(settings: Settings) -> list[ObjectRef]:
 
 
 def _confined(ref: ObjectRef, settings: Settings, uri: str) -> None:
-    if not any(ref.within(root) for root in _roots(settings)):
-        raise SourceError(f"{uri!r} lies outside the allowed data roots")
+    """Refuse ``ref`` outside the open roots, or in a root closed to the registrant: a root of
+    ``settings.root_owners`` not among ``settings.object_store_roots`` (the deepest root holding
+    the key decides), with the same answer, before the store is asked anything. The URI is
+    parsed first, so ``S3://`` and ``s3://`` get the same answer."""
+    outside = SourceError(f"{uri!r} lies outside the allowed data roots")
+    roots = _roots(settings)
+    if not any(ref.within(root) for root in roots):
+        raise outside
+    opened = set(settings.object_store_roots)
+    closed = [
+        parse_s3_uri(root)
+        for root in (getattr(settings, "root_owners", None) or {})
+        if root.lower().startswith(SCHEME) and root not in opened
+    ]
+    holding = [(root, False) for root in roots if ref.within(root)]
+    holding += [(root, True) for root in closed if ref.within(root)]
+    deepest = max(len(root.key.split("/")) if root.key else 0 for root, _ in holding)
+    if any(shut and (len(r.key.split("/")) if r.key else 0) == deepest for r, shut in holding):
+        raise outside
 
 
 def open_object_store_source(uri: str, settings: Settings) -> FileSource:
@@ -128,7 +146,7 @@ def open_object_store_source(uri: str, settings: Settings) -> FileSource:
         fmt = _file_format(ref, uri)
     else:
         raise SourceError(f"{uri!r} was not found")
-    source = FileSource(filesystem, ref.path, fmt, location=ref.uri)
+    source = FileSource(filesystem, ref.path, fmt, location=ref.uri, limits=limits_of(settings))
     if kind == pafs.FileType.Directory:
         source.columns()  # raises SourceError if the prefix holds no .parquet members
     return source
@@ -141,7 +159,13 @@ def reopen_object_store_source(location: str, format: str, settings: Settings) -
     _confined(ref, settings, location)
     if format not in ("csv", "parquet"):
         raise SourceError(f"unknown source format {format!r}")
-    return FileSource(s3_filesystem(), ref.path, format, location=ref.uri)  # type: ignore[arg-type]
+    return FileSource(
+        s3_filesystem(),
+        ref.path,
+        format,  # type: ignore[arg-type]
+        location=ref.uri,
+        limits=limits_of(settings),
+    )
 
 
 def _file_format(ref: ObjectRef, uri: str) -> Format:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 
+from service.data.limits import ReadLimits, limits_of
 from service.data.source import Source, SourceFormat
 
 if TYPE_CHECKING:
@@ -311,6 +312,11 @@ class WindowSource:
 
     def columns(self) -> list[str]:
         return self._source.columns()
+
+    @property
+    def limits(self) -> ReadLimits:
+        """The wrapped source's public read limits (a window reads by the same rules)."""
+        return limits_of(self._source)
 
     def count_rows(self) -> int:
         return self._window.rows

@@ -9,7 +9,9 @@ privacy starts here:
 - the cells of a row depend on that row's bytes/values only (a text source splits rows and fields
   by a rule that cannot let one row's content move a boundary of another row);
 - text sources yield every requested column as ``pa.binary()`` (undecoded bytes; null where the
-  row lacks the field); typed sources (Parquet, SQL) yield each column with its native Arrow type;
+  row lacks the field); typed sources (Parquet, SQL) yield each column with its native Arrow type
+  (Parquet string and binary columns as dictionary arrays of that type: a value repeated over
+  many rows is held once; the conversion reads them through the dictionary);
 - a requested column that the header or schema names more than once is refused before any row
   (which one is meant cannot be told);
 - errors are :class:`~service.data.sources.SourceError` and never quote a cell.

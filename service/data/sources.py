@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -43,11 +44,13 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import unquote, urlsplit
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from service.data.csv_lines import iter_csv_tables, normalise_lines
+from service.data.limits import DEFAULT_LIMITS, ENV_NAMES, ReadLimits, limits_of
 
 if TYPE_CHECKING:
     from service.data.source import Source
@@ -59,6 +62,10 @@ PARQUET_SUFFIXES = frozenset({".parquet", ".pq"})
 _CHUNK_BYTES = 1 << 20
 # Bytes of CSV text parsed at a time (cut at a line end): the text plus its cells in memory.
 _CSV_READ_BYTES = 8 << 20
+# A chunk holds at most this many bytes' worth of fields (lines × header width): a short line
+# is padded to the header's width before Arrow parses it, so a wide header means fewer lines.
+_CSV_PAD_BYTES = 8 << 20
+_NEWLINE = ord("\n")
 _READ_BUFFER_BYTES = 1 << 16
 _URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SOURCE_CHANGED_WHILE_READING = "the source changed while it was being read"
@@ -72,6 +79,22 @@ class SourceError(ValueError):
     """A dataset source cannot be used. The message never contains data from the file."""
 
 
+class LimitExceeded(SourceError):
+    """A source or schema exceeds a public read limit (:mod:`service.data.limits`). ``setting``
+    names the environment variable; the message names the limit and its value, never a cell."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(message)
+        self.setting = setting
+
+
+def exceeded(field: str, limits: ReadLimits, what: str) -> LimitExceeded:
+    """The refusal for ``what`` exceeding ``limits.<field>``, naming the variable and value."""
+    variable = ENV_NAMES[field]
+    value = getattr(limits, field)
+    return LimitExceeded(variable, f"{what} exceeds the limit of {value} ({variable})")
+
+
 # --------------------------------------------------------------------------------------------
 # Opening a source from a URI (registration) or from a dataset row (worker)
 # --------------------------------------------------------------------------------------------
@@ -81,6 +104,9 @@ def open_source(uri: str, settings: Any, format: Format | None = None) -> Source
     """The source a registration names: a path relative to a local data root or a ``file://``
     URI (here), ``s3://`` (:mod:`service.data.object_store`) or ``sql://``
     (:mod:`service.data.sql_source`). ``format`` overrides the suffix-based detection of files.
+    ``settings.data_roots`` are the roots open to the registrant; roots of
+    ``settings.root_owners`` that are not among them are closed to it (see
+    :func:`resolve_source`). The source reads within ``settings.read_limits``.
     Raises :class:`SourceError` (never quoting file contents)."""
     scheme = _scheme(uri)
     if scheme == "s3":
@@ -91,13 +117,14 @@ def open_source(uri: str, settings: Any, format: Format | None = None) -> Source
         from service.data.sql_source import open_sql_source
 
         return open_sql_source(uri, settings)
-    path = resolve_source(uri, settings.data_roots)
-    return local_source(path, format or detect_format(path))
+    path = resolve_source(uri, settings.data_roots, closed_roots(settings), limits_of(settings))
+    return local_source(path, format or detect_format(path), limits_of(settings))
 
 
 def reopen_source(format: str, location: str, settings: Any) -> Source:
     """The source of a registered dataset, from what its row stores (``source_format``,
-    ``source_path``): a worker's way in. A local path is re-checked against the data roots."""
+    ``source_path``): a worker's way in. A local path — and every member of a folder — is
+    re-checked against the data roots."""
     scheme = _scheme(location)
     if scheme == "s3":
         from service.data.object_store import reopen_object_store_source
@@ -111,14 +138,32 @@ def reopen_source(format: str, location: str, settings: Any) -> Source:
         raise SourceError(f"unknown source format {format!r}")
     path = Path(location)
     roots = _real_roots(settings.data_roots)
+    outside = SourceError("the dataset's location lies outside the allowed data roots")
     if not path.is_absolute() or not _inside(path.resolve(), roots):
-        raise SourceError("the dataset's location lies outside the allowed data roots")
-    return local_source(path.resolve(), format)  # type: ignore[arg-type]
+        raise outside
+    resolved = path.resolve()
+    if resolved.is_dir():
+        try:
+            _check_members(resolved, str(resolved), roots, [], limits_of(settings))
+        except LimitExceeded:
+            raise
+        except SourceError:
+            raise outside from None
+    return local_source(resolved, format, limits_of(settings))  # type: ignore[arg-type]
 
 
-def local_source(path: Path, format: Format) -> FileSource:
+def local_source(path: Path, format: Format, limits: ReadLimits = DEFAULT_LIMITS) -> FileSource:
     """A :class:`FileSource` on the local filesystem for an already resolved ``path``."""
-    return FileSource(pafs.LocalFileSystem(), str(path), format, location=str(path))
+    return FileSource(pafs.LocalFileSystem(), str(path), format, location=str(path), limits=limits)
+
+
+def closed_roots(settings: Any) -> list[Path]:
+    """The local roots scoped to owners (``settings.root_owners``) that are not among
+    ``settings.data_roots`` — closed to whoever ``settings`` was narrowed for
+    (``registration.settings_for``). Empty for the full settings (admins, workers)."""
+    opened = {str(Path(root).resolve()) for root in settings.data_roots}
+    owners = getattr(settings, "root_owners", None) or {}
+    return [Path(r) for r in owners if "://" not in r and str(Path(r)) not in opened]
 
 
 def _scheme(uri: str) -> str | None:
@@ -131,25 +176,39 @@ def _scheme(uri: str) -> str | None:
 # --------------------------------------------------------------------------------------------
 
 
-def resolve_source(uri: str, roots: Sequence[Path | str]) -> Path:
+def resolve_source(
+    uri: str,
+    roots: Sequence[Path | str],
+    closed: Sequence[Path | str] = (),
+    limits: ReadLimits = DEFAULT_LIMITS,
+) -> Path:
     """The real path of ``uri`` inside one of the allowed ``roots``.
 
     ``uri`` is a path relative to a root (roots are tried in order; the first that holds an
     existing file or folder wins) or a ``file://`` URI with an absolute path inside a root.
-    Symlinks and ``..`` are resolved before checking containment. The result is a ``.csv``,
-    ``.parquet`` or ``.pq`` file, or a folder of ``*.parquet``/``*.pq`` files.
+    Symlinks and ``..`` are resolved before checking containment — for a folder, for every
+    member too, a dangling symlink included. The result is a ``.csv``, ``.parquet`` or ``.pq``
+    file, or a folder of ``*.parquet``/``*.pq`` files.
+
+    ``closed`` are roots open to other owners only (possibly nested in an open root; the
+    deepest root holding a path decides). The path is resolved one component and one symlink
+    hop at a time, and as soon as a step lands in a closed root the answer is the one a path
+    that does not exist gets — decided before anything inside that root is looked at, so
+    whether a file, folder or link exists there is never observable. A folder member that
+    resolves into a closed root refuses the folder, whether its target exists or not.
     Raises :class:`SourceError` otherwise, with a distinct message for each reason.
     """
     real_roots = _real_roots(roots)
+    shut = [Path(c) for c in closed]
     text = uri.strip()
     if not text or "\x00" in text:
         raise SourceError("the dataset location is empty or invalid")
     try:
         if _is_file_uri(text):
-            path = _resolve_file_uri(text, uri, real_roots)
+            path = _resolve_file_uri(text, uri, real_roots, shut)
         else:
-            path = _resolve_relative(text, uri, real_roots)
-        _check_kind(path, uri, real_roots)
+            path = _resolve_relative(text, uri, real_roots, shut)
+        _check_kind(path, uri, real_roots, shut, limits)
     except SourceError:
         raise
     except PermissionError:
@@ -158,6 +217,60 @@ def resolve_source(uri: str, roots: Sequence[Path | str]) -> Path:
         # The original message may spell out resolved paths outside the roots: drop it.
         raise SourceError(f"{uri!r} cannot be resolved") from None
     return path
+
+
+class _Closed(Exception):
+    """A resolution step landed in a root closed to the registrant."""
+
+
+_MAX_LINK_HOPS = 40  # as Linux's path resolution
+
+
+def _is_closed(path: Path, roots: list[Path], closed: list[Path]) -> bool:
+    """Whether the deepest root holding ``path`` (open or closed) is a closed one."""
+    best, shut = -1, False
+    for root, is_closed in [*((r, False) for r in roots), *((c, True) for c in closed)]:
+        if path == root or path.is_relative_to(root):
+            depth = len(root.parts)
+            if depth > best or (depth == best and not is_closed):
+                best, shut = depth, is_closed
+    return shut
+
+
+def _real_path(path: Path, roots: list[Path], closed: list[Path]) -> Path:
+    """``os.path.realpath`` of the absolute ``path`` (non-strict: missing components kept),
+    walked one component and one symlink hop at a time; raises :class:`_Closed` the moment a
+    step lands in a closed root, before that path is inspected."""
+    if not closed:
+        return path.resolve()
+    pending = list(reversed(path.parts[1:]))
+    current = Path(path.anchor)
+    hops = 0
+    while pending:
+        part = pending.pop()
+        if part in ("", "."):
+            continue
+        candidate = current.parent if part == ".." else current / part
+        if _is_closed(candidate, roots, closed):
+            if not any(root.is_relative_to(candidate) for root in roots):
+                raise _Closed
+            # An ancestor of an open root nested in the closed one: a real directory (roots are
+            # resolved), so it is passed through without looking at anything inside it.
+            current = candidate
+            continue
+        if part != ".." and candidate.is_symlink():
+            hops += 1
+            if hops > _MAX_LINK_HOPS:
+                raise OSError("too many levels of symbolic links")
+            target = Path(os.readlink(candidate))
+            if target.is_absolute():
+                current = Path(target.anchor)
+                pending.extend(reversed(target.parts[1:]))
+            else:
+                pending.extend(reversed(target.parts))
+            continue
+        current = candidate
+    return current
 
 
 def _real_roots(roots: Sequence[Path | str]) -> list[Path]:
@@ -176,7 +289,7 @@ def _is_file_uri(text: str) -> bool:
     return bool(match) or text.lower().startswith("file:")
 
 
-def _resolve_file_uri(text: str, uri: str, roots: list[Path]) -> Path:
+def _resolve_file_uri(text: str, uri: str, roots: list[Path], closed: list[Path]) -> Path:
     parts = urlsplit(text)
     if parts.netloc not in ("", "localhost"):
         raise SourceError(f"file URI {uri!r} names a remote host; only local files are supported")
@@ -185,7 +298,10 @@ def _resolve_file_uri(text: str, uri: str, roots: list[Path]) -> Path:
     raw = Path(unquote(parts.path))
     if not raw.is_absolute():
         raise SourceError(f"file URI {uri!r} must hold an absolute path (file:///...)")
-    path = raw.resolve()
+    try:
+        path = _real_path(raw, roots, closed)
+    except _Closed:
+        raise SourceError(f"{uri!r} lies outside the allowed data roots") from None
     if not _inside(path, roots):
         raise SourceError(f"{uri!r} lies outside the allowed data roots")
     if not path.exists():
@@ -193,14 +309,17 @@ def _resolve_file_uri(text: str, uri: str, roots: list[Path]) -> Path:
     return path
 
 
-def _resolve_relative(text: str, uri: str, roots: list[Path]) -> Path:
+def _resolve_relative(text: str, uri: str, roots: list[Path], closed: list[Path]) -> Path:
     if Path(text).is_absolute() or text.startswith("~"):
         raise SourceError(
             f"absolute path {uri!r} is not accepted; give a path relative to a data root "
             "or a file:// URI"
         )
     for root in roots:
-        candidate = (root / text).resolve()
+        try:
+            candidate = _real_path(root / text, roots, closed)
+        except _Closed:
+            continue  # as if it did not exist there
         if not _inside(candidate, roots):
             raise SourceError(f"{uri!r} resolves outside the allowed data roots")
         if candidate.exists():
@@ -212,18 +331,51 @@ def _inside(path: Path, roots: list[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
 
-def _check_kind(path: Path, uri: str, roots: list[Path]) -> None:
+def _check_kind(
+    path: Path, uri: str, roots: list[Path], closed: list[Path], limits: ReadLimits
+) -> None:
     if path.is_dir():
-        members = parquet_members(path)
-        if not members:
-            raise SourceError(f"folder {uri!r} holds no .parquet files")
-        if not all(_inside(m.resolve(), roots) for m in members):
-            raise SourceError(f"a file in folder {uri!r} resolves outside the allowed data roots")
+        _check_members(path, uri, roots, closed, limits)
         return
     if not path.is_file():
         raise SourceError(f"{uri!r} is not a regular file or folder")
     if path.suffix.lower() not in CSV_SUFFIXES | PARQUET_SUFFIXES:
         raise SourceError(f"{uri!r} is not a .csv, .parquet or .pq file")
+
+
+def _check_members(
+    folder: Path, uri: str, roots: list[Path], closed: list[Path], limits: ReadLimits | None
+) -> None:
+    """Every entry of ``folder`` named like a data file — a dangling symlink too, so that a
+    link's target existing or not makes no difference — must resolve inside an open root."""
+    limits = limits or DEFAULT_LIMITS
+    names = _member_names(folder, limits)
+    if not names:
+        raise SourceError(f"folder {uri!r} holds no .parquet files")
+    outside = SourceError(f"a file in folder {uri!r} resolves outside the allowed data roots")
+    for name in names:
+        try:
+            real = _real_path(folder / name, roots, closed)
+        except _Closed:
+            raise outside from None
+        if not _inside(real, roots):
+            raise outside
+    if not any((folder / name).is_file() for name in names):
+        raise SourceError(f"folder {uri!r} holds no .parquet files")
+
+
+def _member_names(folder: Path, limits: ReadLimits) -> list[str]:
+    """The names of ``folder``'s entries that look like data files, sorted; at most
+    ``limits.max_folder_files`` of them (more: :class:`LimitExceeded`, counted while listing,
+    so a huge folder is never listed whole)."""
+    names: list[str] = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if _is_parquet_member(entry.name):
+                names.append(entry.name)
+                if len(names) > limits.max_folder_files:
+                    raise exceeded("max_folder_files", limits, "the number of files in the folder")
+    return sorted(names)
 
 
 def _is_parquet_member(name: str) -> bool:
@@ -286,6 +438,12 @@ class FileSource:
     this class opens what it is given. CSV sources yield every column as ``pa.binary()`` by the
     module's row rule; Parquet sources yield each column's stored Arrow type, file by file in
     sorted member order, without promoting types across files.
+
+    Reads stay within ``limits`` (:mod:`service.data.limits`): a CSV header wider than
+    ``max_columns`` or longer than ``max_line_bytes``, a Parquet file with more columns, a
+    larger footer or a larger declared column chunk, a folder with more files are refused
+    (:class:`LimitExceeded`); a CSV line longer than ``max_line_bytes`` is streamed past and
+    handed out as a row of empty cells (counted in :attr:`oversize_lines` of the last read).
     """
 
     def __init__(
@@ -295,6 +453,7 @@ class FileSource:
         format: Format,
         *,
         location: str | None = None,
+        limits: ReadLimits = DEFAULT_LIMITS,
     ) -> None:
         if format not in ("csv", "parquet"):
             raise SourceError(f"unknown file format {format!r}")
@@ -302,6 +461,14 @@ class FileSource:
         self._path = path
         self._format: Format = format
         self._location = location if location is not None else path
+        self._limits = limits
+        #: CSV lines over ``max_line_bytes`` met by the last (or current) ``iter_batches``.
+        self.oversize_lines = 0
+
+    @property
+    def limits(self) -> ReadLimits:
+        """The public read limits this source applies."""
+        return self._limits
 
     # ---- the Source protocol -----------------------------------------------------------
 
@@ -400,7 +567,10 @@ class FileSource:
         for file in self._files():
             with _guarded("Parquet metadata"):
                 rows = self._parquet_file(file).metadata.num_rows
-            out.append((FileSource(self._fs, file, "parquet", location=self._location), rows))
+            member = FileSource(
+                self._fs, file, "parquet", location=self._location, limits=self._limits
+            )
+            out.append((member, rows))
         return out
 
     def _headers(self) -> list[list[str]]:
@@ -414,11 +584,22 @@ class FileSource:
     # ---- CSV ---------------------------------------------------------------------------
 
     def _csv_header(self) -> list[str]:
+        limit = self._limits.max_line_bytes
         with _guarded("CSV header"), self._fs.open_input_stream(self._path) as stream:
-            head = b""
-            while b"\n" not in head and (chunk := stream.read(_CHUNK_BYTES)):
-                head += chunk
-        line = head.split(b"\n", 1)[0].removesuffix(b"\r").removeprefix(b"\xef\xbb\xbf")
+            pieces: list[bytes] = []
+            size = 0
+            while chunk := stream.read(min(_CHUNK_BYTES, limit + 1)):
+                newline = chunk.find(b"\n")
+                pieces.append(chunk if newline < 0 else chunk[:newline])
+                size += len(pieces[-1])
+                if size > limit:
+                    raise exceeded("max_line_bytes", self._limits, "the CSV header line")
+                if newline >= 0:
+                    break
+        line = b"".join(pieces).removesuffix(b"\r").removeprefix(b"\xef\xbb\xbf")
+        # Every name needs at least its separator: a cheap bound before parsing.
+        if line.count(b",") >= self._limits.max_columns:
+            raise exceeded("max_columns", self._limits, "the CSV header's number of columns")
         try:
             text = line.decode("utf-8")
             names = next(csv.reader([text], strict=True), [])
@@ -426,23 +607,28 @@ class FileSource:
             raise SourceError("the CSV header line is not valid UTF-8 CSV") from None
         if not names or names == [""]:
             raise SourceError("the CSV file has no header line")
+        if len(names) > self._limits.max_columns:
+            raise exceeded("max_columns", self._limits, "the CSV header's number of columns")
         return names
 
     def _csv_batches(
         self, header: list[str], wanted: list[str], rows_per_block: int
     ) -> Iterator[pa.RecordBatch]:
         indices = [header.index(c) for c in wanted]  # the first column of that name
+        self.oversize_lines = 0
         with _guarded("CSV file"):
             stream = self._fs.open_input_stream(self._path)
         with stream:
-            chunks = _csv_chunks(stream)
+            lines = _CsvLines(stream, self._limits, max(1, _CSV_PAD_BYTES // len(header)))
+            chunks = iter(lines)
             while True:
                 with _guarded("CSV file"):
                     chunk = next(chunks, None)
+                    self.oversize_lines = lines.oversize
                     if chunk is None:
                         return
-                    lines = normalise_lines(chunk, len(header))
-                    tables = list(iter_csv_tables(lines, len(header), indices))
+                    normalised = normalise_lines(chunk, len(header))
+                    tables = list(iter_csv_tables(normalised, len(header), indices))
                 for table in tables:
                     for batch in table.to_batches(max_chunksize=rows_per_block):
                         yield pa.RecordBatch.from_arrays(batch.columns, names=wanted)
@@ -467,10 +653,28 @@ class FileSource:
         )
         if not files:
             raise SourceError("the Parquet folder holds no .parquet files")
+        if len(files) > self._limits.max_folder_files:
+            raise exceeded("max_folder_files", self._limits, "the number of files in the folder")
         return files
 
     def _parquet_file(self, file: str, **options: Any) -> pq.ParquetFile:
-        return pq.ParquetFile(self._fs.open_input_file(file), **options)
+        """The opened file, after its footer's length (from the last 8 bytes) and its number of
+        leaf columns were checked against the limits (the footer is parsed whole)."""
+        handle = self._fs.open_input_file(file)
+        size = handle.size()
+        if size >= 12:
+            handle.seek(size - 8)
+            tail = handle.read(8)
+            footer = int.from_bytes(tail[:4], "little")
+            if footer > self._limits.max_parquet_footer_bytes:
+                handle.close()
+                raise exceeded("max_parquet_footer_bytes", self._limits, "a Parquet file's footer")
+            handle.seek(0)
+        parquet = pq.ParquetFile(handle, **options)
+        if parquet.metadata.num_columns > self._limits.max_columns:
+            parquet.close()
+            raise exceeded("max_columns", self._limits, "a Parquet file's number of columns")
+        return parquet
 
     def _parquet_batches(
         self, file: str, wanted: list[str], rows_per_block: int
@@ -478,8 +682,19 @@ class FileSource:
         with _guarded("Parquet data"):
             # No pre-buffering (it loads the whole file's column chunks up front) and buffered
             # page reads: Arrow then holds about a page per column, not a row group.
-            reader = self._parquet_file(file, pre_buffer=False, buffer_size=_READ_BUFFER_BYTES)
+            # Text and binary columns come as dictionary arrays (Arrow keeps a dictionary-encoded
+            # column encoded): a value repeated over many rows is held once, so a batch's size is
+            # bounded by the column chunks' sizes — decoding could multiply a tiny chunk.
             unique = list(dict.fromkeys(wanted))
+            with self._parquet_file(file) as probe:
+                schema = probe.schema_arrow
+            text = [c for c in unique if _is_text_type(schema.field(c).type)]
+            reader = self._parquet_file(
+                file, pre_buffer=False, buffer_size=_READ_BUFFER_BYTES, read_dictionary=text
+            )
+            # The declared columns' row groups are bounded (public metadata): Arrow decodes at most
+            # that much per column to hand out a batch, whatever the cells hold.
+            _check_column_chunks(reader, unique, self._limits)
             batches = reader.iter_batches(batch_size=rows_per_block, columns=unique)
         with reader:
             while True:
@@ -517,29 +732,126 @@ def check_unique_columns(headers: Sequence[Sequence[str]], wanted: Sequence[str]
         raise SourceError(f"column(s) named more than once in the source's header: {names}")
 
 
-def _csv_chunks(stream: Any) -> Iterator[bytes]:
-    """The data lines (header dropped) in chunks of about :data:`_CSV_READ_BYTES`, each cut
-    after a ``\\n``; the last chunk ends with ``\\n`` too (one is added if the file lacks it)."""
-    carry = b""
-    header_done = False
-    while True:
-        block = stream.read(_CSV_READ_BYTES)
-        if not block:
-            break
-        if not header_done:
-            carry += block
-            newline = carry.find(b"\n")
-            if newline < 0:
+def _is_text_type(kind: pa.DataType) -> bool:
+    """Flat string or binary columns (which Arrow can hand out dictionary-encoded)."""
+    return (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
+
+
+def _check_column_chunks(
+    parquet: pq.ParquetFile, columns: Sequence[str], limits: ReadLimits
+) -> None:
+    """Refuse a file in which one row group of a declared column (all its leaves) is larger,
+    uncompressed, than ``limits.max_column_chunk_bytes``: Arrow decodes up to that much to hand
+    out any of its cells. Footer metadata only."""
+    metadata = parquet.metadata
+    wanted = set(columns)
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        sizes: dict[str, int] = {}
+        for index in range(row_group.num_columns):
+            chunk = row_group.column(index)
+            top = chunk.path_in_schema.split(".", 1)[0]
+            if top in wanted:
+                sizes[top] = sizes.get(top, 0) + int(chunk.total_uncompressed_size)
+        if any(size > limits.max_column_chunk_bytes for size in sizes.values()):
+            raise exceeded(
+                "max_column_chunk_bytes", limits, "a declared column's row group in a Parquet file"
+            )
+
+
+class _CsvLines:
+    """The data lines of a CSV stream (header dropped) in chunks of whole lines, each ending
+    with ``\\n`` (one is added after an unterminated last line), in order.
+
+    - The stream is read :data:`_CSV_READ_BYTES` at a time; a chunk holds at most
+      ``max_lines`` lines (so that padding short lines to the header's width stays bounded).
+    - A line whose bytes before its ``\\n`` exceed ``limits.max_line_bytes`` is handed out as an
+      empty line (a row whose cells are all empty: MISSING) and counted in :attr:`oversize`;
+      its bytes are skipped as they stream by — the peak is one read plus one line of at most
+      the limit, whatever the file holds.
+    - A header line longer than the limit: :class:`LimitExceeded` (a header is the schema).
+    """
+
+    def __init__(self, stream: Any, limits: ReadLimits, max_lines: int) -> None:
+        self._stream = stream
+        self._limits = limits
+        self._max_lines = max_lines
+        self.oversize = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        limit = self._limits.max_line_bytes
+        pending: list[bytes] = []  # the start of a line not yet terminated (≤ limit bytes)
+        pending_bytes = 0
+        skipping = False  # inside an over-long line, already handed out as an empty one
+        header_bytes = 0
+        header_done = False
+        while block := self._stream.read(_CSV_READ_BYTES):
+            if not header_done:
+                newline = block.find(b"\n")
+                header_bytes += len(block) if newline < 0 else newline
+                if header_bytes > limit:
+                    raise exceeded("max_line_bytes", self._limits, "the CSV header line")
+                if newline < 0:
+                    continue
+                header_done, block = True, block[newline + 1 :]
+            if skipping:
+                newline = block.find(b"\n")
+                if newline < 0:
+                    continue
+                skipping, block = False, block[newline + 1 :]
+            cut = block.rfind(b"\n")
+            if cut < 0:
+                if pending_bytes + len(block) > limit:
+                    self.oversize += 1
+                    pending, pending_bytes, skipping = [], 0, True
+                    yield b"\n"
+                elif block:
+                    pending.append(block)
+                    pending_bytes += len(block)
                 continue
-            header_done, block, carry = True, carry[newline + 1 :], b""
-        cut = block.rfind(b"\n")
-        if cut < 0:
-            carry += block  # one line longer than a read: keep gathering it
-            continue
-        yield carry + block[: cut + 1] if carry else block[: cut + 1]
-        carry = block[cut + 1 :]
-    if header_done and carry:
-        yield carry + b"\n"
+            text = b"".join([*pending, block[: cut + 1]]) if pending else block[: cut + 1]
+            rest = block[cut + 1 :]
+            pending, pending_bytes = ([rest], len(rest)) if rest else ([], 0)
+            yield from self._chunks(text)
+            if pending_bytes > limit:
+                self.oversize += 1
+                pending, pending_bytes, skipping = [], 0, True
+                yield b"\n"
+        if header_done and pending:
+            yield from self._chunks(b"".join(pending) + b"\n")
+
+    def _chunks(self, text: bytes) -> Iterator[bytes]:
+        """``text`` (whole lines) with over-long lines emptied, cut every ``max_lines`` lines."""
+        buf = np.frombuffer(text, dtype=np.uint8)
+        ends = np.flatnonzero(buf == _NEWLINE)
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        over = np.flatnonzero(ends - starts > self._limits.max_line_bytes)
+        if over.size:
+            self.oversize += int(over.size)
+            pieces: list[bytes] = []
+            done = 0
+            for i in over.tolist():
+                pieces.append(text[done : int(starts[i])])
+                done = int(ends[i])  # keep its terminator: the row keeps its place
+            pieces.append(text[done:])
+            text = b"".join(pieces)
+            buf = np.frombuffer(text, dtype=np.uint8)
+            ends = np.flatnonzero(buf == _NEWLINE)
+        if ends.size <= self._max_lines:
+            yield text
+            return
+        cuts = ends[self._max_lines - 1 :: self._max_lines] + 1
+        previous = 0
+        for cut in cuts.tolist():
+            yield text[previous:cut]
+            previous = cut
+        if previous < len(text):
+            yield text[previous:]
 
 
 # --------------------------------------------------------------------------------------------

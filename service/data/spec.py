@@ -10,9 +10,25 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from service.data.limits import DEFAULT_LIMITS
 
 LabelValue = str | int | float | bool
+
+#: The default cap on declared categories of one categorical feature, and on a label's
+#: classes (``DPFIT_MAX_CATEGORIES`` sets the operator's own, :mod:`service.data.limits`): the
+#: encoded dimension — and so a job's memory — grows with them. Validation with a context
+#: ``{"max_categories": k}`` applies ``k`` instead; registration also applies the operator's
+#: setting (:func:`service.data.reader.check_category_limits`).
+MAX_CATEGORIES = DEFAULT_LIMITS.max_categories
+
+
+def _category_cap(values: list[LabelValue], info: ValidationInfo, what: str) -> None:
+    context = info.context if isinstance(info.context, dict) else {}
+    cap = int(context.get("max_categories", MAX_CATEGORIES))
+    if len(values) > cap:
+        raise ValueError(f"at most {cap} {what} may be declared (DPFIT_MAX_CATEGORIES)")
 
 
 class NumericFeature(BaseModel):
@@ -58,7 +74,8 @@ class CategoricalFeature(BaseModel):
 
     @field_validator("categories")
     @classmethod
-    def _unique(cls, categories: list[LabelValue]) -> list[LabelValue]:
+    def _unique(cls, categories: list[LabelValue], info: ValidationInfo) -> list[LabelValue]:
+        _category_cap(categories, info, "categories")
         if len({str(c) for c in categories}) != len(categories):
             raise ValueError("categories must be distinct")
         return categories
@@ -94,6 +111,15 @@ class LabelSpec(BaseModel):
         description="Categorical labels: the declared public classes (rows with any other "
         "value belong to none of them).",
     )
+
+    @field_validator("classes")
+    @classmethod
+    def _classes_capped(
+        cls, classes: list[LabelValue] | None, info: ValidationInfo
+    ) -> list[LabelValue] | None:
+        if classes is not None:
+            _category_cap(classes, info, "classes")
+        return classes
 
     @model_validator(mode="after")
     def _consistent(self) -> LabelSpec:

@@ -54,8 +54,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
+from service.data.limits import DEFAULT_LIMITS, ReadLimits, limits_of, text_block_rows
 from service.data.source import SourceFormat
-from service.data.sources import SourceError
+from service.data.sources import SourceError, exceeded
 from service.settings import Settings
 
 SCHEME = "sql://"
@@ -78,6 +79,8 @@ _ARROW_TYPES: dict[Family, pa.DataType] = {
     "other": pa.string(),
 }
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# Families whose cells can be of any length (cut by the database: SqlSource._selected).
+_VARIABLE: frozenset[Family] = frozenset({"text", "binary", "other"})
 
 
 @dataclass(frozen=True)
@@ -144,14 +147,22 @@ def _open(ref: TableRef, settings: Settings, uri: str) -> SqlSource:
     with _guarded(ref, "reflect the table"):
         inspector = sa.inspect(engine)
         schema = ref.schema or inspector.default_schema_name
+        not_found = SourceError(f"{uri!r}: table not found in connection {ref.connection!r}")
         if schema is None or not inspector.has_table(ref.table, schema=schema):
-            raise SourceError(f"{uri!r}: table not found in connection {ref.connection!r}")
+            raise not_found
+        if not _readable(engine, ref.table, schema):
+            # The catalogue lists tables and columns the role cannot read: such a table gets
+            # the answer of one that does not exist, before any column name is looked at.
+            raise not_found
         reflected = inspector.get_columns(ref.table, schema=schema)
         primary_key = inspector.get_pk_constraint(ref.table, schema=schema)
     columns = [str(c["name"]) for c in reflected]
     types = {str(c["name"]): c["type"] for c in reflected}
     if not columns:
         raise SourceError(f"{uri!r}: the table has no columns")
+    limits = limits_of(settings)
+    if len(columns) > limits.max_columns:
+        raise exceeded("max_columns", limits, "the table's number of columns")
     order = [str(c) for c in (primary_key or {}).get("constrained_columns") or []] or columns
     source = SqlSource(
         ref=TableRef(ref.connection, schema, ref.table),
@@ -160,6 +171,7 @@ def _open(ref: TableRef, settings: Settings, uri: str) -> SqlSource:
         families={name: _family(types[name]) for name in columns},
         type_names={name: _type_name(types[name], engine) for name in columns},
         order=order,
+        limits=limits,
     )
     source.check_order()
     return source
@@ -208,6 +220,18 @@ class _guarded:
         return False
 
 
+def _readable(engine: Engine, table: str, schema: str) -> bool:
+    """Whether the connection's role may read every column of the table (``SELECT *`` with
+    ``LIMIT 0``: the database checks the privileges, no row is read)."""
+    query = sa.select(sa.text("*")).select_from(sa.table(table, schema=schema)).limit(0)
+    try:
+        with engine.connect() as conn:
+            conn.execute(query).all()
+    except SQLAlchemyError:
+        return False
+    return True
+
+
 def _family(sql_type: Any) -> Family:
     # Float is a Numeric subclass and Boolean is not an Integer: order matters.
     if isinstance(sql_type, sa.Boolean):
@@ -218,7 +242,9 @@ def _family(sql_type: Any) -> Family:
         return "float"
     if isinstance(sql_type, sa.Numeric):
         return "decimal"
-    if isinstance(sql_type, sa.String):  # Text, Unicode, Enum, CHAR, VARCHAR …
+    if isinstance(sql_type, sa.Enum):  # read as text (cut like text: substr needs text)
+        return "other"
+    if isinstance(sql_type, sa.String):  # Text, Unicode, CHAR, VARCHAR …
         return "text"
     if isinstance(sql_type, sa.LargeBinary):
         return "binary"
@@ -249,7 +275,9 @@ class SqlSource:
         families: dict[str, Family],
         type_names: dict[str, str],
         order: list[str],
+        limits: ReadLimits = DEFAULT_LIMITS,
     ) -> None:
+        self._limits = limits
         self._ref = ref
         self._engine = engine
         self._columns = column_names
@@ -277,6 +305,11 @@ class SqlSource:
 
     def columns(self) -> list[str]:
         return list(self._columns)
+
+    @property
+    def limits(self) -> ReadLimits:
+        """The public read limits this source applies."""
+        return self._limits
 
     def arrow_type(self, column: str) -> pa.DataType:
         """The Arrow type :meth:`iter_batches` gives ``column``."""
@@ -357,9 +390,12 @@ class SqlSource:
         query = self._ordered(sa.select(*selected).select_from(self._table))
         schema = pa.schema([pa.field(c, self.arrow_type(c)) for c in wanted])
         families = [self._families[c] for c in wanted]
+        variable = sum(1 for f in families if f in _VARIABLE)
+        # Text cells arrive cut to at most max_cell_bytes + 1 characters (up to 4 bytes each).
+        block = text_block_rows(4 * variable, self._limits, min(rows_per_block, _FETCH_ROWS))
         with _guarded(self._ref, "read the table"), self._engine.connect() as conn:
             typed = conn.dialect.name == "postgresql"
-            for rows in _stream_rows(conn, query, min(rows_per_block, _FETCH_ROWS)):
+            for rows in _stream_rows(conn, query, block):
                 cells = list(zip(*rows, strict=True))
                 arrays = [
                     _column_array(values, family, typed)
@@ -379,8 +415,17 @@ class SqlSource:
         return query.order_by(*(self._table.c[c] for c in self._order))
 
     def _selected(self, name: str) -> sa.ColumnElement[Any]:
-        column = self._table.c[name]
-        return sa.cast(column, sa.Text) if self._families[name] == "other" else column
+        """The column as read: text and binary cells cut by the database to
+        ``max_cell_bytes + 1`` characters (bytes for binary), so that no cell larger than the
+        limit ever leaves the database whole, yet one over it is still seen as over it (a cut
+        text of more than the limit's bytes). The reader makes it MISSING."""
+        column: sa.ColumnElement[Any] = self._table.c[name]
+        family = self._families[name]
+        if family == "other":
+            column = sa.cast(column, sa.Text)
+        if family in _VARIABLE:
+            column = sa.func.substr(column, 1, self._limits.max_cell_bytes + 1, type_=column.type)
+        return column
 
     def _header(self) -> bytes:
         lines = [f"{name}\t{self._type_names[name]}" for name in self._columns]

@@ -207,6 +207,11 @@ class FeatureValidation(BaseModel):
     unknown_category: int = Field(
         description="Categorical cells outside the declared categories (all-zero block)."
     )
+    oversize: int = Field(
+        default=0,
+        description="Cells longer than DPFIT_MAX_CELL_BYTES (encoded as missing; not counted "
+        "in `missing`).",
+    )
 
 
 class LabelValidation(BaseModel):
@@ -218,6 +223,11 @@ class LabelValidation(BaseModel):
         description="Binary/categorical labels: values outside the declared set."
     )
     unparseable: int = Field(description="Numeric labels: non-empty cells that are not numbers.")
+    oversize: int = Field(
+        default=0,
+        description="Cells longer than DPFIT_MAX_CELL_BYTES (read as missing; not counted in "
+        "`missing`).",
+    )
 
 
 class ValidationOut(BaseModel):

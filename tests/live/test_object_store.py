@@ -7,6 +7,7 @@ import io
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
+from service.data.limits import ReadLimits
 from service.data.object_store import (
     open_object_store_source,
     parse_s3_uri,
@@ -174,6 +176,42 @@ def test_workers_recheck_the_stored_location(s3: S3Server) -> None:
         reopen_object_store_source(location, "csv", settings_with("s3://lake/elsewhere"))
     with pytest.raises(SourceError, match="unknown source format"):
         reopen_object_store_source(location, "sql", SETTINGS)
+
+
+def test_another_owners_prefix_answers_alike_whatever_exists_and_the_scheme_case(
+    s3: S3Server,
+) -> None:
+    """``s3://lake/data/secret`` scoped to alice inside the open ``s3://lake/data``: for carol
+    an existing key and an absent one get the same answer, however the scheme is written (the
+    old check compared the raw text, so ``S3://`` asked the store)."""
+    s3.put("lake", "data/secret/people.csv", CSV)
+    full = replace(
+        settings_with("s3://lake/data", "s3://lake/data/secret"),
+        root_owners={"s3://lake/data/secret": frozenset({"alice"})},
+    )
+    carol = replace(full, object_store_roots=("s3://lake/data",))
+    answers = set()
+    for scheme in ("s3://", "S3://", "S3://"):
+        for key in ("people.csv", "absent.csv", ""):
+            uri = f"{scheme}lake/data/secret/{key}"
+            with pytest.raises(SourceError) as refused:
+                open_object_store_source(uri, carol)
+            answers.add(str(refused.value).replace(repr(uri), "URI"))
+    assert answers == {"URI lies outside the allowed data roots"}
+    assert open_object_store_source("S3://lake/data/secret/people.csv", full).count_rows() == 3
+
+
+def test_objects_are_read_within_the_limits(s3: S3Server) -> None:
+    """The same read limits as local files: an oversize line is a row of empty cells, a wide
+    header is refused naming the limit."""
+    s3.put("lake", "data/long.csv", b"a,b\n1,2\n3," + b"9" * 5000 + b"\n4,5\n")
+    s3.put("lake", "data/wide.csv", b",".join([b"c"] * 50) + b"\n" + b"1\n")
+    limited = replace(SETTINGS, read_limits=ReadLimits(max_line_bytes=1024, max_columns=10))
+    source = open_object_store_source("s3://lake/data/long.csv", limited)
+    assert [r["a"] for r in rows(source, ["a"])] == [b"1", b"", b"4"]
+    assert source.oversize_lines == 1
+    with pytest.raises(SourceError, match="DPFIT_MAX_COLUMNS"):
+        open_object_store_source("s3://lake/data/wide.csv", limited).columns()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -144,11 +144,12 @@ def test_validation_report_counts_every_kind_of_cell(team: dict[str, Any], kind:
         "unparseable": 2,  # "abc" and b"5\xff" (CSV); ±inf (Parquet)
         "out_of_bounds": 2,
         "unknown_category": 0,
+        "oversize": 0,
     }
     assert c == {"name": "c", "missing": 1, "unparseable": 0, "out_of_bounds": 0,
-                 "unknown_category": 1}  # fmt: skip
+                 "unknown_category": 1, "oversize": 0}  # fmt: skip
     assert report["label"] == {"column": "y", "missing": 1, "outside_declared": 2,
-                               "unparseable": 0}  # fmt: skip
+                               "unparseable": 0, "oversize": 0}  # fmt: skip
     # The owner reads it back; so does an admin.
     for who in ("owner", "admin"):
         again = team[who].get(f"/v1/datasets/{dataset['id']}").json()
@@ -471,6 +472,90 @@ def test_an_undecodable_byte_registers_and_every_job_succeeds(team: dict[str, An
 
 
 # --------------------------------------------------------------------------------------------
+# Read limits: hostile shapes refused naming the limit; one row's huge cell decides nothing
+# --------------------------------------------------------------------------------------------
+
+
+def test_hostile_shapes_are_refused_naming_the_limit(team: dict[str, Any]) -> None:
+    """Issue 23, item 2: a header wider than DPFIT_MAX_COLUMNS (4096), a header line without a
+    newline longer than DPFIT_MAX_LINE_BYTES (1 MiB), and more declared categories than
+    DPFIT_MAX_CATEGORIES (10,000): each a 422 naming the field and the limit, at once (the old
+    service parsed such files for minutes into gigabytes)."""
+    t = tag()
+    home = team["server"].home
+    wide = home / f"wide-{t}.csv"
+    names = ["x", "c", "y", *(f"u{i}" for i in range(5000))]
+    wide.write_text(",".join(names) + "\n" + "1,a,yes\n2,b,no\n")
+    endless = home / f"endless-{t}.csv"
+    endless.write_bytes(b"x,c,y," + b"abcdefgh," * (3 << 17))
+    for path, limit in ((wide, "DPFIT_MAX_COLUMNS"), (endless, "DPFIT_MAX_LINE_BYTES")):
+        got = problem(team["owner"].post("/v1/datasets", json=crafted_body(path.name)), 422)
+        assert got["field"] == "source.uri" and limit in got["detail"], got
+    crafted_csv(home / f"cats-{t}.csv", tag=t)
+    body = crafted_body(f"cats-{t}.csv")
+    body["features"][1]["categories"] = [f"k{i}" for i in range(10_001)]
+    got = problem(team["owner"].post("/v1/datasets", json=body), 422)
+    assert "categories" in got["field"] and "DPFIT_MAX_CATEGORIES" in got["detail"], got
+
+
+@pytest.fixture(scope="module")
+def small_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A server whose one worker has 512 MiB, as in issue 22's attack 3."""
+    home = tmp_path_factory.mktemp("small-workers")
+    server = start_server(
+        f"sqlite:///{home / 'dpfit.db'}",
+        data_roots=[home],
+        home=home,
+        extra_env={"DPFIT_WORKER_MEMORY": "512MiB"},
+    )
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_attack_3_one_rows_undeclared_cell_decides_no_failure(small_workers: LiveServer) -> None:
+    """Two CSVs identical but for one row's undeclared cell (``n100`` vs 150 MB): both register
+    and the same job succeeds on both (on the old service the second one's worker ran out of
+    memory and the job failed with its charge standing). The huge line is one row of MISSING
+    cells: the reports differ by that row only."""
+    server = small_workers
+    t = tag()
+    owner = server.client(server.key(f"owner-{t}", "owner"))
+    analyst_name = f"analyst-{t}"
+    analyst = server.client(server.key(analyst_name, "analyst"))
+    lines = (EXAMPLES / "credit.csv").read_bytes().splitlines()
+    header, rows = lines[0] + f",note_{t}".encode(), [r + b",n" for r in lines[1:]]
+    small, large = server.home / f"small-{t}.csv", server.home / f"large-{t}.csv"
+    small.write_bytes(b"\n".join([header, *(r + str(i).encode() for i, r in enumerate(rows))]))
+    with large.open("wb") as out:
+        for i, row in enumerate(rows):
+            out.write(b"\n" if i else header + b"\n")
+            out.write(row + (b"z" * (150 << 20) if i == 100 else str(i).encode()))
+    reports, states = [], []
+    for path in (small, large):
+        created = owner.post("/v1/datasets", json=credit_dataset(uri=path.name))
+        assert created.status_code == 201, created.text
+        dataset = created.json()
+        reports.append(dataset["validation"])
+        owner.post(f"/v1/datasets/{dataset['id']}/grants", json={"principal": analyst_name})
+        job = analyst.post("/v1/jobs", json=logistic_job(dataset["id"], epsilon=0.5))
+        assert job.status_code in (201, 202), job.text
+        deadline = time.monotonic() + 300
+        while (state := analyst.get(f"/v1/jobs/{job.json()['id']}").json())["status"] in (
+            "queued",
+            "running",
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        states.append(state)
+    assert [s["status"] for s in states] == ["succeeded", "succeeded"], states
+    assert reports[0]["rows"] == reports[1]["rows"]
+    for a, b in zip(reports[0]["features"], reports[1]["features"], strict=True):
+        assert b["missing"] - a["missing"] <= 1 and b["oversize"] == 0
+
+
+# --------------------------------------------------------------------------------------------
 # Data roots scoped to owners
 # --------------------------------------------------------------------------------------------
 
@@ -522,6 +607,36 @@ def test_scoped_roots_admit_only_their_owners(scoped_server: LiveServer) -> None
     # Alice registers under her roots (relative or file://) and under the open root.
     assert alice.post("/v1/datasets", json=credit_dataset(uri=in_alices.name)).status_code == 201
     assert alice.post("/v1/datasets", json=credit_dataset(uri=nested.as_uri())).status_code == 201
+
+
+def test_a_folder_of_links_into_a_scoped_root_registers_for_nobody_else(
+    scoped_server: LiveServer,
+) -> None:
+    """Issue 23, item 3: a Parquet folder in the open root whose members are links into alice's
+    scoped root registered for carol (201), and alice was then refused her own data (409). Now
+    carol's folder is refused, with the same answer whether the link's target exists, and alice
+    registers her data."""
+    server = scoped_server
+    home = server.home
+    t = tag()
+    alice = server.client(server.key("alice", "owner"))
+    carol = server.client(server.key(f"carol-{t}", "owner"))
+    table = pa.table({"x": [1.0, 2.0, 3.0], "c": ["a", "b", "a"], "y": ["yes", "no", t]})
+    theirs = home / "shared" / "alice" / f"data-{t}"
+    theirs.mkdir()
+    pq.write_table(table, theirs / "part-0.parquet")
+    details = []
+    for target in ("part-0.parquet", "absent.parquet"):
+        folder = home / "shared" / f"carol-{t}-{target.split('.')[0]}"
+        folder.mkdir()
+        pq.write_table(table.slice(0, 2), folder / "own.parquet")
+        (folder / "zz.parquet").symlink_to(theirs / target)
+        got = problem(carol.post("/v1/datasets", json=crafted_body(folder.name)), 422)
+        assert got["field"] == "source.uri"
+        details.append(got["detail"].replace(folder.name, "F"))
+    assert details[0] == details[1], details
+    created = alice.post("/v1/datasets", json=crafted_body(f"alice/data-{t}"))
+    assert created.status_code == 201, created.text
 
 
 # --------------------------------------------------------------------------------------------

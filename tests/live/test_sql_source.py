@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,6 +155,47 @@ def test_missing_tables_and_columns_are_refused(settings: Settings, tables: str)
     source = open_sql_source("sql://wh/people", settings)
     with pytest.raises(SourceError, match="'nope'"):
         list(source.iter_batches(["age", "nope"], 10))
+
+
+def test_a_table_the_role_cannot_read_answers_as_if_absent(warehouse: str, tables: str) -> None:
+    """The catalogue lists tables and columns a role cannot read. Such a table must answer as
+    one that does not exist — before any column name is compared — so that registering it with
+    guessed feature names cannot tell which columns it has (issue 23, item 3). A role with
+    only some columns' privileges is treated the same way."""
+    role = f"dpfit_limited_{secrets.token_hex(3)}"
+    run(
+        warehouse,
+        f"CREATE ROLE {role} LOGIN",
+        "CREATE TABLE hidden (id integer PRIMARY KEY, salary integer, city text)",
+        "INSERT INTO hidden VALUES (1, 100, 'a'), (2, 200, 'b')",
+        "CREATE TABLE partly (id integer PRIMARY KEY, secret integer)",
+        f"GRANT SELECT (id) ON partly TO {role}",
+        "CREATE TABLE open_to_all (id integer PRIMARY KEY, v integer)",
+        f"GRANT SELECT ON open_to_all TO {role}",
+    )
+    try:
+        limited = make_url(warehouse).set(username=role).render_as_string(hide_password=False)
+        settings = Settings(
+            database_url="sqlite://",
+            data_roots=(),
+            workers=1,
+            dask_scheduler=None,
+            sql_connections={"lim": limited},
+        )
+        answers = set()
+        for table in ("hidden", "partly", "no_such_table"):
+            with pytest.raises(SourceError) as refused:
+                open_sql_source(f"sql://lim/{table}", settings)
+            answers.add(str(refused.value).replace(table, "T"))
+        assert answers == {"'sql://lim/T': table not found in connection 'lim'"}
+        assert open_sql_source("sql://lim/open_to_all", settings).columns() == ["id", "v"]
+    finally:
+        run(
+            warehouse,
+            f"REVOKE ALL ON partly FROM {role}",
+            f"REVOKE ALL ON open_to_all FROM {role}",
+            f"DROP ROLE {role}",
+        )
 
 
 def test_credentials_never_appear(settings: Settings, tables: str) -> None:

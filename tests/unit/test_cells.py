@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.data.cells import (
+    BOOLEAN_WORDS,
     MISSING,
     OK,
     UNPARSEABLE,
@@ -21,8 +25,8 @@ from service.data.cells import (
     numeric_cells_with_status,
     numeric_value,
 )
-from service.data.encoding import Encoder
-from service.data.reader import ValidationReport, validate_source
+from service.data.encoding import Encoder, normalise_value
+from service.data.reader import ValidationReport, read_encoded, validate_source
 from service.data.sources import local_source
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 
@@ -73,8 +77,12 @@ def _decodes(cell: bytes) -> bool:
         (b"1e309", math.nan, UNPARSEABLE),
         (b"-inf", math.nan, UNPARSEABLE),
         (b"NaN", math.nan, UNPARSEABLE),
-        (b"True", math.nan, UNPARSEABLE),
-        (b"false", math.nan, UNPARSEABLE),
+        (b"True", 1.0, OK),  # a boolean word, as a boolean cell converts
+        (b" FALSE\t", 0.0, OK),
+        (b"tRuE", 1.0, OK),
+        (b"t", math.nan, UNPARSEABLE),
+        (b"yes", math.nan, UNPARSEABLE),
+        (b"true true", math.nan, UNPARSEABLE),
         (b"n/a", math.nan, UNPARSEABLE),
         (b"0x10", math.nan, UNPARSEABLE),
         ("١٢٣".encode(), math.nan, UNPARSEABLE),
@@ -141,7 +149,7 @@ def test_prediction_records_follow_the_same_rules() -> None:
     )
     scale = encoder.scale
     np.testing.assert_allclose(
-        rows / scale, [[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]], atol=1e-12
+        rows / scale, [[1.0, 0.0, 1.0], [1.0, 0.0, 1.0], [1.0, 0.0, 0.0]], atol=1e-12
     )
 
 
@@ -164,14 +172,141 @@ def test_validation_report_counts(tmp_path: Path) -> None:
     report = validate_source(local_source(path, "csv"), features, label)
     assert report.to_json() == {
         "rows": 6,
+        "oversize_lines": 0,
         "features": {
-            "age": {"missing": 2, "unparseable": 1, "out_of_bounds": 2, "unknown_category": 0},
-            "colour": {"missing": 2, "unparseable": 0, "out_of_bounds": 0, "unknown_category": 1},
+            "age": {
+                "missing": 2,
+                "unparseable": 1,
+                "out_of_bounds": 2,
+                "unknown_category": 0,
+                "oversize": 0,
+            },
+            "colour": {
+                "missing": 2,
+                "unparseable": 0,
+                "out_of_bounds": 0,
+                "unknown_category": 1,
+                "oversize": 0,
+            },
         },
-        "label": {"column": "y", "missing": 2, "outside_declared": 2, "unparseable": 0},
+        "label": {
+            "column": "y",
+            "missing": 2,
+            "outside_declared": 2,
+            "unparseable": 0,
+            "oversize": 0,
+        },
     }
     assert ValidationReport.from_json(report.to_json()) == report
     numeric = validate_source(
         local_source(path, "csv"), features[:1], LabelSpec(column="age", type="numeric")
     )
     assert numeric.label.unparseable == 1 and numeric.label.missing == 2
+
+
+# ----------------------------------------------------------------------------------------------
+# A cell converts by its logical value, not its column's physical type (issue 22, item 5)
+# ----------------------------------------------------------------------------------------------
+
+_TYPED = {
+    "bool": pa.bool_(),
+    "int": pa.int64(),
+    "decimal": pa.decimal128(12, 3),
+    "float": pa.float64(),
+    "float32": pa.float32(),
+}
+_TEXT = {
+    "string": pa.string(),
+    "large_string": pa.large_string(),
+    "dictionary": pa.dictionary(pa.int32(), pa.string()),
+}
+
+
+def _logical_values(kind: str) -> st.SearchStrategy[list[Any]]:
+    if kind == "bool":
+        element: st.SearchStrategy[Any] = st.booleans()
+    elif kind == "int":
+        element = st.integers(-(2**62), 2**62) | st.integers(-5, 5)
+    elif kind == "decimal":
+        element = st.integers(-(10**11), 10**11).map(lambda i: Decimal(i).scaleb(-3))
+    elif kind == "float32":
+        element = st.floats(-(2.0**100), 2.0**100, width=32).map(np.float32) | st.sampled_from(
+            [np.float32(0.1), np.float32(1) / np.float32(3)]
+        )
+    else:
+        element = st.floats(-1e300, 1e300, allow_nan=False) | st.sampled_from([0.1, 2.5, -0.0])
+    return st.lists(element, min_size=3, max_size=25)
+
+
+def _as_text(value: Any) -> str:
+    """What a writer that types a column by its values (pandas ``astype(str)``) writes."""
+    if isinstance(value, np.floating):
+        return str(value)  # numpy's shortest text of a float32, as pandas writes it
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.data(),
+    kind=st.sampled_from(sorted(_TYPED)),
+    text_type=st.sampled_from(sorted(_TEXT)),
+)
+def test_a_retyped_parquet_column_moves_only_the_changed_row(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, kind: str, text_type: str
+) -> None:
+    """A column written with its typed values, and the same column written as text because one
+    row now holds "n/a" (pandas turns such a column into strings): under every declared type
+    (numeric, categorical, binary label) only that row's encoding changes. Before, a bool column
+    re-typed as text moved every row of a numeric feature ("True" was MISSING, True was 1)."""
+    values = data.draw(_logical_values(kind))
+    changed = data.draw(st.integers(0, len(values) - 1))
+    folder = tmp_path_factory.mktemp("retyped")
+    typed = pa.table({"v": pa.array(values, _TYPED[kind]), "y": pa.array(values, _TYPED[kind])})
+    text = [_as_text(v) for v in values]
+    text[changed] = "n/a"
+    retyped = pa.table(
+        {
+            "v": pa.array(text, pa.string()).cast(_TEXT[text_type]),
+            "y": pa.array(text).cast(_TEXT[text_type]),
+        }
+    )
+    pq.write_table(typed, folder / "typed.parquet")
+    pq.write_table(retyped, folder / "text.parquet")
+    declared = [str(v) if isinstance(v, Decimal | np.floating) else v for v in values[:3]]
+    declared = list({str(normalise_value(v)): v for v in declared}.values())
+    specs: list[tuple[list[Any], LabelSpec]] = [
+        ([NumericFeature(name="v", min=-1e300, max=1e300)], LabelSpec(column="y", type="numeric")),
+        ([CategoricalFeature(name="v", categories=declared)], _binary_label(declared)),
+    ]
+    for features, label in specs:
+        encoder = Encoder(features, fit_intercept=True)
+        X, Y = read_encoded(
+            local_source(folder / "typed.parquet", "parquet"), encoder, label, 1e300
+        )
+        X2, Y2 = read_encoded(
+            local_source(folder / "text.parquet", "parquet"), encoder, label, 1e300
+        )
+        moved = sorted(
+            {int(i) for i in np.flatnonzero(np.any(X != X2, axis=1))}
+            | {int(i) for i in np.flatnonzero(Y != Y2)}
+        )
+        assert moved in ([], [changed]), (kind, text_type, features[0], moved)
+
+
+def _binary_label(declared: list[Any]) -> LabelSpec:
+    if len(declared) >= 2:
+        return LabelSpec(column="y", positive=declared[0], negative=declared[1])
+    return LabelSpec(column="y", positive=declared[0], negative="__none__")
+
+
+def test_boolean_words_are_defined_once() -> None:
+    """The accepted spellings: true/false in any ASCII case, nothing else (case rules stated in
+    cells.BOOLEAN_WORDS)."""
+    assert dict(BOOLEAN_WORDS) == {"true": 1, "false": 0}
+    for word, number in [("true", 1), ("TRUE", 1), ("False", 0), ("fAlSe", 0)]:
+        assert numeric_value(word) == (float(number), OK)
+        assert category_key(word) == (str(number), OK)
+        assert category_key(bool(number)) == (str(number), OK)
+    for other in ["t", "yes", "on", "truе"]:  # the last one's "е" is Cyrillic
+        assert numeric_value(other)[1] == UNPARSEABLE
+        assert category_key(other)[0] not in ("0", "1")

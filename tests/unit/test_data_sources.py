@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 
 from service.data.cells import numeric_cells
 from service.data.encoding import Encoder
+from service.data.limits import ReadLimits
 from service.data.reader import read_encoded
 from service.data.sources import (
     SourceError,
@@ -22,9 +24,11 @@ from service.data.sources import (
     fingerprint,
     local_source,
     open_source,
+    reopen_source,
     resolve_source,
 )
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
+from service.settings import Settings
 
 SECRET = "SECRET-VALUE-123"
 
@@ -374,11 +378,150 @@ def test_symlink_loop_message_is_generic(roots: list[Path]) -> None:
 
 def test_a_very_long_cell_is_a_cell_not_a_read_failure(tmp_path: Path) -> None:
     """A line longer than Arrow's parse block (and than one read chunk) must not fail the read:
-    that would be a failure decided by one row's content."""
+    that would be a failure decided by one row's content. Within the line limit it is read
+    whole; beyond it (the default 1 MiB) it keeps its place as a row of empty cells."""
     path = tmp_path / "long.csv"
     long_line = b"3," + b"9" * (9 << 20)
     path.write_bytes(b"a,b\n" + b"1,2\n" * 100_000 + long_line + b"\n4,5\n")
-    cells = read_columns(path, "csv", ["a", "b"])
+    roomy = ReadLimits(max_line_bytes=16 << 20)
+    source = local_source(path, "csv", roomy)
+    cells = pa.Table.from_batches(list(source.iter_batches(["a", "b"], 2)))
     assert cells.num_rows == count_rows(path, "csv") == 100_002
     assert cells.column("a").to_pylist()[-2:] == [b"3", b"4"]
     assert len(cells.column("b")[-2].as_py()) == 9 << 20
+    bounded = read_columns(path, "csv", ["a", "b"])
+    assert bounded.num_rows == 100_002
+    assert bounded.column("a").to_pylist()[-3:] == [b"1", b"", b"4"]
+    assert bounded.column("b").to_pylist()[-3:] == [b"2", b"", b"5"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Roots that hold (issue 23, item 3): members, links and other owners' roots
+# ----------------------------------------------------------------------------------------------
+
+
+def _scoped(tmp_path: Path) -> tuple[Path, Path, Settings, Settings]:
+    """An unscoped root ``data`` holding alice's scoped root ``data/alice``; the full settings
+    (admins, workers) and carol's (``registration.settings_for``: alice's root left out)."""
+    data = tmp_path / "data"
+    alice = data / "alice"
+    (alice / "folder").mkdir(parents=True)
+    (data / "pub").mkdir()
+    frame = pd.DataFrame({"x": [1.0, 2.0], "y": ["yes", "no"]})
+    frame.to_parquet(alice / "folder" / "a.parquet")
+    frame.to_csv(alice / "real.csv", index=False)
+    (alice / "notes.txt").write_text("private")
+    full = Settings(
+        database_url="sqlite://",
+        data_roots=(data.resolve(), alice.resolve()),
+        workers=1,
+        dask_scheduler=None,
+        root_owners={str(alice.resolve()): frozenset({"alice"})},
+    )
+    carol = replace(full, data_roots=(data.resolve(),))
+    return data, alice, full, carol
+
+
+@pytest.mark.parametrize("target", ["folder/a.parquet", "folder/absent.parquet"])
+def test_a_folder_of_links_into_another_owners_root_is_refused(tmp_path: Path, target: str) -> None:
+    """carol's folder in the unscoped root, its member a link into alice's root: refused the
+    same way whether the link's target exists or not (old code: registered when it existed)."""
+    data, alice, full, carol = _scoped(tmp_path)
+    folder = data / "pub" / "mine"
+    folder.mkdir()
+    pd.DataFrame({"x": [3.0], "y": ["no"]}).to_parquet(folder / "0.parquet")
+    os.symlink(alice / target, folder / "1.parquet")
+    with pytest.raises(SourceError) as refused:
+        open_source("pub/mine", carol)
+    assert (
+        str(refused.value) == "a file in folder 'pub/mine' resolves outside the allowed data roots"
+    )
+    if target == "folder/a.parquet":
+        assert open_source("pub/mine", full).count_rows() == 3  # alice's or an admin's view
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "alice/notes.txt",
+        "alice/nothing.txt",
+        "alice/real.csv",
+        "alice/none.csv",
+        "alice/folder",
+        "alice/none/",
+        "pub/../alice/real.csv",
+        "pub/../alice/nothing.csv",
+    ],
+)
+def test_another_owners_root_answers_as_if_nothing_existed(tmp_path: Path, uri: str) -> None:
+    """Relative paths into alice's root: the same answer whatever exists there (old code:
+    "is not a .csv ... file" for an existing non-data file, "not found" otherwise)."""
+    _, _, _, carol = _scoped(tmp_path)
+    with pytest.raises(SourceError) as refused:
+        open_source(uri, carol)
+    assert str(refused.value) == f"{uri!r} was not found under any data root"
+
+
+def test_links_inside_another_owners_root_are_not_followed(tmp_path: Path) -> None:
+    data, alice, _, carol = _scoped(tmp_path)
+    os.symlink("/etc/passwd", alice / "out.csv")  # would answer "resolves outside"
+    os.symlink(alice, data / "pub" / "door")  # carol's link to alice's root
+    answers = set()
+    for uri in ["alice/out.csv", "alice/nope.csv", "pub/door/out.csv", "pub/door/nope.csv"]:
+        with pytest.raises(SourceError) as refused:
+            open_source(uri, carol)
+        answers.add(str(refused.value).replace(repr(uri), "URI"))
+    assert answers == {"URI was not found under any data root"}
+    for uri in ["out.csv", "nope.csv", "real.csv"]:
+        with pytest.raises(SourceError) as refused:
+            open_source(f"file://{alice / uri}", carol)
+        assert "lies outside the allowed data roots" in str(refused.value)
+
+
+def test_an_open_root_nested_in_a_closed_one_stays_open(tmp_path: Path) -> None:
+    data, alice, full, _ = _scoped(tmp_path)
+    shared = alice / "shared"
+    shared.mkdir()
+    pd.DataFrame({"x": [1.0, 2.0], "y": ["yes", "no"]}).to_csv(shared / "s.csv", index=False)
+    carol = replace(full, data_roots=(data.resolve(), shared.resolve()))
+    assert open_source("alice/shared/s.csv", carol).count_rows() == 2
+    with pytest.raises(SourceError, match="not found"):
+        open_source("alice/real.csv", carol)
+
+
+@pytest.mark.parametrize("scheme", ["s3://", "S3://", "s3:/" + "/", "S3://"])
+def test_object_keys_in_another_owners_root_are_refused_whatever_the_scheme_case(
+    scheme: str,
+) -> None:
+    """Refused before the store is asked anything (no store is configured here: asking it
+    would answer differently), the same for ``S3://`` as for ``s3://``."""
+    from service.data.object_store import open_object_store_source
+
+    full = Settings(
+        database_url="sqlite://",
+        data_roots=(),
+        workers=1,
+        dask_scheduler=None,
+        object_store_roots=("s3://bucket", "s3://bucket/alice"),
+        root_owners={"s3://bucket/alice": frozenset({"alice"})},
+    )
+    carol = replace(full, object_store_roots=("s3://bucket",))
+    for key in ["alice/x.csv", "alice/absent.csv", "alice/folder/"]:
+        uri = f"{scheme}bucket/{key}"
+        with pytest.raises(SourceError) as refused:
+            open_object_store_source(uri, carol)
+        assert str(refused.value) == f"{uri!r} lies outside the allowed data roots"
+
+
+def test_a_worker_rechecks_every_member_of_a_folder(tmp_path: Path) -> None:
+    data, alice, full, _ = _scoped(tmp_path)
+    folder = data / "pub" / "f"
+    folder.mkdir()
+    pd.DataFrame({"x": [3.0], "y": ["no"]}).to_parquet(folder / "0.parquet")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    pd.DataFrame({"x": [3.0], "y": ["no"]}).to_parquet(outside / "e.parquet")
+    assert reopen_source("parquet", str(folder), full).count_rows() == 1
+    os.symlink(outside / "e.parquet", folder / "1.parquet")
+    with pytest.raises(SourceError, match="outside the allowed data roots"):
+        reopen_source("parquet", str(folder), full)

@@ -6,7 +6,9 @@ read the first file as booleans (1/0) and the second as strings (every row missi
 noise-free models differed by ~75× the sensitivity. With the row-local reader only the changed
 row's encoding differs, so ‖w(S) − w(S′)‖ stays within the plan's sensitivity. A second case
 uses ``1``/``0`` cells (which the rules do parse), so the bound is tested on a model that does
-learn from the column.
+learn from the column. Boolean words convert as booleans do (issue 22): ``True``/``False``
+cells are 1/0, and a neighbour that writes the same logical value as a word (``TRUE`` for
+``1``) does not move the model at all.
 """
 
 from __future__ import annotations
@@ -52,9 +54,15 @@ def _noise_free_model(path: Path) -> tuple[np.ndarray, float]:
 
 @pytest.mark.parametrize(
     ("true", "false", "token", "moves"),
-    # "True"/"False"/"maybe" are all outside the numeric grammar: every such cell is MISSING in
-    # both files, so the models coincide; with 1/0 cells the changed row does move the model.
-    [("True", "False", "maybe", False), ("1", "0", "maybe", True), ("1", "0", "True", True)],
+    # "True"/"False" are 1/0 and "maybe" is MISSING: the changed row moves the model, within the
+    # sensitivity. "word" writes the row's own value as a boolean word: nothing moves.
+    [
+        ("True", "False", "maybe", True),
+        ("1", "0", "maybe", True),
+        ("1", "0", "n/a", True),
+        ("1", "0", "word", False),
+        ("True", "False", "word", False),
+    ],
 )
 def test_neighbouring_files_give_models_within_the_sensitivity(
     tmp_path: Path, true: str, false: str, token: str, moves: bool
@@ -65,7 +73,7 @@ def test_neighbouring_files_give_models_within_the_sensitivity(
     labels = ["yes" if t == (rng.random() < 0.9) else "no" for t in truth]
     z = [f"{v:.3f}" for v in rng.uniform(-1, 1, N)]
     neighbour = list(cells)
-    neighbour[17] = token
+    neighbour[17] = token if token != "word" else ("TRUE" if truth[17] else "false")
     _write(tmp_path / "s.csv", cells, labels, z)
     _write(tmp_path / "s2.csv", neighbour, labels, z)
     w, sensitivity = _noise_free_model(tmp_path / "s.csv")

@@ -6,6 +6,8 @@ from typing import Any, TypeVar
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..types import UNSET, Unset
+
 T = TypeVar("T", bound="FeatureValidation")
 
 
@@ -19,6 +21,8 @@ class FeatureValidation:
         unparseable (int): Non-empty cells that do not convert to the declared type (encoded as missing).
         out_of_bounds (int): Numeric cells outside [min, max] (clipped).
         unknown_category (int): Categorical cells outside the declared categories (all-zero block).
+        oversize (int | Unset): Cells longer than DPFIT_MAX_CELL_BYTES (encoded as missing; not counted in `missing`).
+            Default: 0.
     """
 
     name: str
@@ -26,6 +30,7 @@ class FeatureValidation:
     unparseable: int
     out_of_bounds: int
     unknown_category: int
+    oversize: int | Unset = 0
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -39,6 +44,8 @@ class FeatureValidation:
 
         unknown_category = self.unknown_category
 
+        oversize = self.oversize
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -50,6 +57,8 @@ class FeatureValidation:
                 "unknown_category": unknown_category,
             }
         )
+        if oversize is not UNSET:
+            field_dict["oversize"] = oversize
 
         return field_dict
 
@@ -66,12 +75,15 @@ class FeatureValidation:
 
         unknown_category = d.pop("unknown_category")
 
+        oversize = d.pop("oversize", UNSET)
+
         feature_validation = cls(
             name=name,
             missing=missing,
             unparseable=unparseable,
             out_of_bounds=out_of_bounds,
             unknown_category=unknown_category,
+            oversize=oversize,
         )
 
         feature_validation.additional_properties = d

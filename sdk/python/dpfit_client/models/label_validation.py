@@ -6,6 +6,8 @@ from typing import Any, TypeVar
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..types import UNSET, Unset
+
 T = TypeVar("T", bound="LabelValidation")
 
 
@@ -18,12 +20,15 @@ class LabelValidation:
         missing (int): Empty or absent label cells.
         outside_declared (int): Binary/categorical labels: values outside the declared set.
         unparseable (int): Numeric labels: non-empty cells that are not numbers.
+        oversize (int | Unset): Cells longer than DPFIT_MAX_CELL_BYTES (read as missing; not counted in `missing`).
+            Default: 0.
     """
 
     column: str
     missing: int
     outside_declared: int
     unparseable: int
+    oversize: int | Unset = 0
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -35,6 +40,8 @@ class LabelValidation:
 
         unparseable = self.unparseable
 
+        oversize = self.oversize
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -45,6 +52,8 @@ class LabelValidation:
                 "unparseable": unparseable,
             }
         )
+        if oversize is not UNSET:
+            field_dict["oversize"] = oversize
 
         return field_dict
 
@@ -59,11 +68,14 @@ class LabelValidation:
 
         unparseable = d.pop("unparseable")
 
+        oversize = d.pop("oversize", UNSET)
+
         label_validation = cls(
             column=column,
             missing=missing,
             outside_declared=outside_declared,
             unparseable=unparseable,
+            oversize=oversize,
         )
 
         label_validation.additional_properties = d
