@@ -573,7 +573,13 @@ def check_in_database_source(source: Source, body: DatasetCreate) -> None:
         raise RegistrationRefused("execution", "in-database execution supports binary labels")
     encoder = Encoder(features=body.features, fit_intercept=True)
     try:
-        compile_rows(source.table, source.families(), encoder, body.label)
+        compile_rows(
+            source.table,
+            source.families(),
+            encoder,
+            body.label,
+            max_cell_bytes=source.limits.max_cell_bytes,
+        )
     except InDatabaseUnsupported as exc:
         raise RegistrationRefused(exc.field, str(exc)) from None
 

@@ -77,6 +77,7 @@ __all__ = [
     "check_span",
     "compile_rows",
     "norm_clipped",
+    "squared_norm",
 ]
 
 FLOAT8 = postgresql.DOUBLE_PRECISION()
@@ -179,7 +180,8 @@ def _regex(value: sa.ColumnElement[Any], pattern: str) -> sa.ColumnElement[bool]
 
 
 def _text_number(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
-    """float8 of a text cell by the number grammar (±inf kept), NULL when it does not match."""
+    """float8 of a text cell by the number grammar (±inf kept), 1 / 0 for the boolean words
+    (``true``/``false`` in any ASCII case, ASCII whitespace around), NULL otherwise."""
     stripped = sa.func.btrim(column, sa.literal(_ASCII_WS, sa.Text))
     fast = sa.cast(stripped, FLOAT8)
     slow = sa.func.pg_temp.dpfit_parse_number(stripped)  # PARSE_FUNCTION
@@ -188,8 +190,15 @@ def _text_number(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
             _regex(column, _NUMBER_RE),
             sa.case((_regex(stripped, _FAST_RE), fast), else_=slow),
         ),
+        (_ascii_word(stripped, "true"), sa.literal(1.0, FLOAT8)),
+        (_ascii_word(stripped, "false"), sa.literal(0.0, FLOAT8)),
         else_=sa.null(),
     )
+
+
+def _ascii_word(stripped: sa.ColumnElement[Any], word: str) -> sa.ColumnElement[bool]:
+    """``stripped`` is ``word`` in any ASCII case (``service.data.cells.BOOLEAN_WORDS``)."""
+    return sa.and_(_regex(stripped, "^[A-Za-z]+$"), sa.func.lower(stripped) == word)
 
 
 def _decimal_number(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
@@ -215,7 +224,8 @@ def _decimal_number(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
 
 
 def _float_value(column: sa.ColumnElement[Any], family: str) -> sa.ColumnElement[Any]:
-    """The cell's value as float8 with ±inf kept and NULL for MISSING/NaN (numbers only)."""
+    """The cell's value as float8 with ±inf kept and NULL for MISSING/NaN (numbers only; a
+    ``real`` widens exactly, as the SQL reader gives it)."""
     if family == "int":
         return sa.cast(column, FLOAT8)
     if family == "float":
@@ -371,19 +381,23 @@ def compile_rows(
     encoder: Encoder,
     label: LabelSpec,
     label_bound: float | None = None,
+    *,
+    max_cell_bytes: int | None = None,
 ) -> EncodedColumns:
     """The encoded row of ``table`` as SQL expressions (module docstring). ``families`` maps a
-    column to its SQL family (:meth:`service.data.sql_source.SqlSource.family`). Raises
-    :class:`InDatabaseUnsupported` for a column type or label the mode does not compile."""
+    column to its SQL family (:meth:`service.data.sql_source.SqlSource.families`); a text
+    cell longer than ``max_cell_bytes`` bytes is MISSING, as in the reader
+    (:func:`service.data.reader.bounded_cells`). Raises :class:`InDatabaseUnsupported` for a
+    column type or label the mode does not compile."""
     raw: list[sa.ColumnElement[Any]] = []
     for feature in encoder.features:
         family = families.get(feature.name)
-        if family not in ("int", "float", "decimal", "bool", "text"):
+        if family not in _FAMILIES:
             raise InDatabaseUnsupported(
                 "execution",
                 f"in-database execution needs typed or text columns; {feature.name!r} is not",
             )
-        column = table.c[feature.name]
+        column = _bounded(table.c[feature.name], family, max_cell_bytes)
         if isinstance(feature, NumericFeature):
             check_span(feature)
             value = _finite(_float_value(column, family))
@@ -398,18 +412,37 @@ def compile_rows(
         raw.append(sa.literal(1.0, FLOAT8))
     scale = sa.literal(encoder.scale, FLOAT8)
     scaled = [entry * scale for entry in raw]
-    return EncodedColumns(x=tuple(scaled), y=_label(table, families, label, label_bound))
+    y = _label(table, families, label, label_bound, max_cell_bytes)
+    return EncodedColumns(x=tuple(scaled), y=y)
+
+
+_FAMILIES = ("int", "float", "decimal", "bool", "text")
+
+
+def _bounded(
+    column: sa.ColumnElement[Any], family: str, max_cell_bytes: int | None
+) -> sa.ColumnElement[Any]:
+    """A text cell longer than ``max_cell_bytes`` bytes as NULL (MISSING); other cells as they
+    are (their size is fixed)."""
+    if family != "text" or max_cell_bytes is None:
+        return column
+    too_long = sa.func.octet_length(column) > sa.literal(int(max_cell_bytes), sa.Integer)
+    return sa.case((too_long, sa.null()), else_=column)
 
 
 def _label(
-    table: sa.TableClause, families: dict[str, str], label: LabelSpec, bound: float | None
+    table: sa.TableClause,
+    families: dict[str, str],
+    label: LabelSpec,
+    bound: float | None,
+    max_cell_bytes: int | None,
 ) -> sa.ColumnElement[Any]:
     family = families.get(label.column)
-    if family not in ("int", "float", "decimal", "bool", "text"):
+    if family not in _FAMILIES:
         raise InDatabaseUnsupported(
             "label.column", "in-database execution needs a typed or text label column"
         )
-    column = table.c[label.column]
+    column = _bounded(table.c[label.column], family, max_cell_bytes)
     if label.type == "numeric":
         value = sa.func.coalesce(_finite(_float_value(column, family)), sa.literal(0.0, FLOAT8))
         if bound is None:
@@ -425,11 +458,19 @@ def _label(
     return sa.case((hit, sa.literal(1.0, FLOAT8)), else_=sa.literal(-1.0, FLOAT8))
 
 
-def norm_clipped(x: Sequence[sa.ColumnElement[Any]]) -> list[sa.ColumnElement[Any]]:
-    """:func:`service.data.encoding.clip_rows_to_unit_norm` on one row of expressions (one pass:
-    the entries are products of values in [−1, 1] and 1/√k, so one shrink by (1 − 4ε)/‖x‖
-    brings a row that rounding put above 1 back below it)."""
-    squared = sum((entry * entry for entry in x), sa.literal(0.0, FLOAT8))
+def squared_norm(x: Sequence[sa.ColumnElement[Any]]) -> sa.ColumnElement[Any]:
+    """Σ x_j² of one row of expressions, summed left to right."""
+    return sum((entry * entry for entry in x), sa.literal(0.0, FLOAT8))
+
+
+def norm_clipped(
+    x: Sequence[sa.ColumnElement[Any]], squared: sa.ColumnElement[Any]
+) -> list[sa.ColumnElement[Any]]:
+    """:func:`service.data.encoding.clip_rows_to_unit_norm` on one row of expressions whose
+    :func:`squared_norm` is ``squared`` (one pass: the entries are products of values in
+    [−1, 1] and 1/√k, so one shrink by (1 − 4ε)/‖x‖ brings a row that rounding put above 1 back
+    below it). ``x`` and ``squared`` should be columns of a fenced subquery (``OFFSET 0``):
+    as expressions the planner would inline them d times into every entry."""
     shrink = sa.literal(1.0 - 4.0 * sys.float_info.epsilon, FLOAT8)
     root = sa.func.sqrt(squared, type_=FLOAT8)
     factor = sa.case(

@@ -46,6 +46,7 @@ from service.data.sql_encoding import (
     InDatabaseUnsupported,
     compile_rows,
     norm_clipped,
+    squared_norm,
 )
 from service.data.sql_source import SqlSource
 from service.models.base import FloatArray, Loss
@@ -158,21 +159,33 @@ def encoded_select(
     """``SELECT x0 … x_{d−1}, y FROM <table>``: the encoded rows and their column names (in the
     source's stable order when ``ordered``, e.g. to compare with the reader); needs
     :data:`~service.data.sql_encoding.PARSE_FUNCTION` in the session."""
-    columns = compile_rows(source.table, source.families(), encoder, label, label_bound)
+    columns = compile_rows(
+        source.table,
+        source.families(),
+        encoder,
+        label,
+        label_bound,
+        max_cell_bytes=source.limits.max_cell_bytes,
+    )
     d = len(columns.x)
     names = [f"x{j}" for j in range(d)]
     keys = (
         [source.table.c[c].label(f"k{i}") for i, c in enumerate(source.order_by)] if ordered else []
     )
+    # Two fenced levels (OFFSET 0 keeps PostgreSQL from inlining a subquery's expressions):
+    # each encoded entry is computed once per row, then its squared norm once, then the clip.
     scaled = sa.select(
         *(e.label(f"e{j}") for j, e in enumerate(columns.x)), columns.y.label("y"), *keys
     )
-    inner = scaled.select_from(source.table).subquery("encoded")
-    clipped = norm_clipped([inner.c[f"e{j}"] for j in range(d)])
+    inner = scaled.select_from(source.table).offset(0).subquery("encoded")
+    entries = [inner.c[f"e{j}"] for j in range(d)]
+    normed = sa.select(*entries, inner.c.y, *(inner.c[k.name] for k in keys))
+    middle = normed.add_columns(squared_norm(entries).label("sq")).offset(0).subquery("normed")
+    clipped = norm_clipped([middle.c[f"e{j}"] for j in range(d)], middle.c.sq)
     labelled = (c.label(name) for c, name in zip(clipped, names, strict=True))
-    select = sa.select(*labelled, inner.c.y)
+    select = sa.select(*labelled, middle.c.y)
     if ordered:
-        select = select.order_by(*(inner.c[f"k{i}"] for i in range(len(keys))))
+        select = select.order_by(*(middle.c[f"k{i}"] for i in range(len(keys))))
     return select, names
 
 

@@ -58,6 +58,13 @@ TEXT_NUMBERS = [
     "+0.0e+00",
     "2.4703282292062328e-324",
     "1.7976931348623158e308",
+    "TRUE",
+    " false\t",
+    "tRuE",
+    "truee",
+    "x" * 5000,
+    "1" * 4097,
+    "1" * 4096,
 ]
 CATEGORY_TEXT = [
     "a",
@@ -84,6 +91,8 @@ CATEGORY_TEXT = [
     "x y",
     "0.1",
     "1e-1",
+    "a" + " " * 5000,
+    "yes",
 ]
 FLOATS = [
     0.5,
@@ -98,6 +107,23 @@ FLOATS = [
     2.5,
     0.1,
     42.0,
+    1.0,
+]
+# single precision (real): widened exactly, as the SQL reader gives it
+REALS = [
+    0.5,
+    float("nan"),
+    float("inf"),
+    None,
+    1e30,
+    -7.0,
+    1.5e-30,
+    81993888.0,
+    3.0,
+    2.5,
+    0.1,
+    42.0,
+    1.0,
 ]
 DECIMALS = [
     "12.25",
@@ -112,9 +138,10 @@ DECIMALS = [
     "-2e308",
     "0",
     "7.5",
+    "2.50",
 ]
-INTS = [30, None, -7, 9223372036854775807, 0, 3, -3, 12, 1, 2, 100, -100]
-BOOLS = [True, None, False, True, False, None, True, True, False, True, False, True]
+INTS = [30, None, -7, 9223372036854775807, 0, 3, -3, 12, 1, 2, 100, -100, 7]
+BOOLS = [True, None, False, True, False, None, True, True, False, True, False, True, None]
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +224,7 @@ def test_typed_and_text_cells_encode_as_the_reader(warehouse: str) -> None:
             CATEGORY_TEXT[i],
             CATEGORY_TEXT[i + n],
             INTS[i],
+            REALS[i],
         )
         for i in range(n)
     ]
@@ -205,7 +233,7 @@ def test_typed_and_text_cells_encode_as_the_reader(warehouse: str) -> None:
         "typed",
         rows,
         "id integer PRIMARY KEY, i bigint, f double precision, d numeric, b boolean, "
-        "c1 text, c2 text, lab bigint",
+        "c1 text, c2 text, lab bigint, r real",
     )
     source = open_sql_source("sql://wh/typed", _settings(warehouse))
     categories = [
@@ -229,6 +257,7 @@ def test_typed_and_text_cells_encode_as_the_reader(warehouse: str) -> None:
         NumericFeature(name="f", min=-10, max=10),
         NumericFeature(name="d", min=0, max=20),
         NumericFeature(name="b", min=0, max=1),
+        NumericFeature(name="r", min=-1, max=1),
     ]
     categorical_features = [
         CategoricalFeature(name="c1", categories=[c for c in categories if c != "-0"]),
@@ -237,6 +266,7 @@ def test_typed_and_text_cells_encode_as_the_reader(warehouse: str) -> None:
         CategoricalFeature(name="f", categories=["3", "2.5", "0.1", "inf", "-inf", "0.5"]),
         CategoricalFeature(name="d", categories=["3", "2.5", "0.1", "inf", "7.5", "0"]),
         CategoricalFeature(name="b", categories=["1", "0"]),
+        CategoricalFeature(name="r", categories=["0.1", "2.5", "1", "inf", "0.5"]),
     ]
     for features in (numeric_features, categorical_features):
         encoder = Encoder(features, fit_intercept=False)
