@@ -61,6 +61,19 @@ class Settings:
       10; 0 keeps the API's priority): fits yield the CPU to requests
       (service/workers/priority.py). An external cluster's operator starts ``dask worker``
       under ``nice`` instead.
+    - Limits on the API (docs/operations.md, "Limits on the API"): ``DPFIT_COMPUTE_PROCESSES``
+      (processes that plan, price and predict off the API's interpreter; default one per two
+      cores; 0 runs that work in the request's thread), ``DPFIT_PRICE_CACHE`` (priced requests
+      kept, default 512; 0 disables), ``DPFIT_PRINCIPAL_RATE`` / ``DPFIT_PRINCIPAL_BURST``
+      (expensive requests per second per principal, default 20, bursts of 40),
+      ``DPFIT_PRINCIPAL_CONCURRENCY`` (running at once per principal, default 2),
+      ``DPFIT_PRINCIPAL_QUEUE`` (waiting per principal, default 32), ``DPFIT_COMPUTE_SLOTS``
+      (running at once for all principals, default 8), ``DPFIT_COMPUTE_WAIT`` (longest wait for
+      a slot, default 30 s); connections: ``DPFIT_MAX_CONNECTIONS`` (default 512; more are
+      answered 503), ``DPFIT_KEEP_ALIVE_SECONDS`` (idle connection between requests, default
+      75), ``DPFIT_HEADER_TIMEOUT_SECONDS`` (a request's head must arrive within it, from the
+      connection or the previous response; default 15), ``DPFIT_BODY_TIMEOUT_SECONDS`` (its
+      body, default 60; 408 after), ``DPFIT_MAX_HEADER_BYTES`` (default 16 KiB).
     """
 
     database_url: str
@@ -85,6 +98,20 @@ class Settings:
     data_parallel_min_rows: int | None = None
     api_workers: int = 1
     worker_nice: int = 10
+    # Limits on the API (service/api/throttle.py, compute.py, server.py); None: the default.
+    compute_processes: int | None = None
+    price_cache: int = 512
+    principal_rate: float = 20.0
+    principal_burst: int = 40
+    principal_concurrency: int = 2
+    principal_queue: int = 32
+    compute_slots: int = 8
+    compute_wait_seconds: float = 30.0
+    max_connections: int = 512
+    keep_alive_seconds: float = 75.0
+    header_timeout_seconds: float = 15.0
+    body_timeout_seconds: float = 60.0
+    max_header_bytes: int = 16 * 1024
     # Set by the supervisor for its API processes: it recovers jobs and logs job events itself.
     supervised: bool = False
 
@@ -124,6 +151,7 @@ class Settings:
             api_workers=max(1, int(env.get("DPFIT_API_WORKERS") or 1)),
             worker_nice=min(19, max(0, int(env.get("DPFIT_WORKER_NICE") or 10))),
             supervised=env.get(SUPERVISED_ENV) == "1",
+            **_api_limits(env),
         )
 
 
@@ -271,6 +299,49 @@ def _optional_int(raw: str | None) -> int | None:
     except ValueError:
         raise SettingsError("DPFIT_DATA_PARALLEL_MIN_ROWS must be an integer") from None
     return max(0, value)
+
+
+def _api_limits(env: dict[str, str]) -> dict[str, float | int | None]:
+    """The limits on the API from the environment (unset: the dataclass defaults)."""
+    integers = {
+        "DPFIT_COMPUTE_PROCESSES": ("compute_processes", 0),
+        "DPFIT_PRICE_CACHE": ("price_cache", 0),
+        "DPFIT_PRINCIPAL_BURST": ("principal_burst", 1),
+        "DPFIT_PRINCIPAL_CONCURRENCY": ("principal_concurrency", 1),
+        "DPFIT_PRINCIPAL_QUEUE": ("principal_queue", 0),
+        "DPFIT_COMPUTE_SLOTS": ("compute_slots", 1),
+        "DPFIT_MAX_CONNECTIONS": ("max_connections", 1),
+        "DPFIT_MAX_HEADER_BYTES": ("max_header_bytes", 1024),
+    }
+    reals = {
+        "DPFIT_PRINCIPAL_RATE": ("principal_rate", 0.0),
+        "DPFIT_COMPUTE_WAIT": ("compute_wait_seconds", 0.1),
+        "DPFIT_KEEP_ALIVE_SECONDS": ("keep_alive_seconds", 1.0),
+        "DPFIT_HEADER_TIMEOUT_SECONDS": ("header_timeout_seconds", 1.0),
+        "DPFIT_BODY_TIMEOUT_SECONDS": ("body_timeout_seconds", 1.0),
+    }
+    found: dict[str, float | int | None] = {}
+    for name, (attribute, least) in integers.items():
+        raw = (env.get(name) or "").strip()
+        if raw:
+            try:
+                value = int(raw)
+            except ValueError:
+                raise SettingsError(f"{name} must be an integer") from None
+            if value < least:
+                raise SettingsError(f"{name} must be at least {least}")
+            found[attribute] = value
+    for name, (attribute, least_real) in reals.items():
+        raw = (env.get(name) or "").strip()
+        if raw:
+            try:
+                real = float(raw)
+            except ValueError:
+                raise SettingsError(f"{name} must be a number") from None
+            if not real >= least_real or real == float("inf"):
+                raise SettingsError(f"{name} must be a finite number of at least {least_real:g}")
+            found[attribute] = real
+    return found
 
 
 def _optional_path(raw: str | None) -> Path | None:

@@ -14,8 +14,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service import __version__
 from service.api import catalog, datasets, docs, jobs, keys, metrics, models
+from service.api.compute import ComputePool, PriceCache, default_processes
 from service.api.errors import install_error_handlers
 from service.api.middleware import BodyLimit, RequestContext, SafeTarget
+from service.api.throttle import ComputeLimiter, Limits
 from service.api.ui import install_ui
 from service.db.session import API_THREADS, ApiSessions, expected_schema_revision, make_engine
 from service.logging_setup import configure_logging
@@ -88,6 +90,7 @@ def create_app(
             if job_events is not None:
                 job_events.stop()
             app.state.dispatcher.close()
+            app.state.compute.close()
             app.state.sessions.dispose()
             engine.dispose()
 
@@ -108,6 +111,21 @@ def create_app(
         per_dataset=settings.metrics_access == "admin",
     )
     app.state.dispatcher = None
+    # Work that burns CPU (pricing, predicting) runs in compute processes, a bounded number per
+    # principal at a time (service/api/compute.py, throttle.py).
+    processes = settings.compute_processes
+    app.state.compute = ComputePool(default_processes() if processes is None else processes)
+    app.state.price_cache = PriceCache(settings.price_cache)
+    app.state.limiter = ComputeLimiter(
+        Limits(
+            rate=settings.principal_rate,
+            burst=settings.principal_burst,
+            concurrency=settings.principal_concurrency,
+            queue=settings.principal_queue,
+            wait_seconds=settings.compute_wait_seconds,
+            slots=settings.compute_slots,
+        )
+    )
     app.state.schema_revision = expected_schema_revision()
     install_error_handlers(app)
     # Outermost last: request id + failure log, then the body limit, then safe paths/queries.

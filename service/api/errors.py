@@ -263,6 +263,14 @@ def install_domain_handlers(app: FastAPI) -> None:
     from service.ledger.admission import BudgetExceeded, IdempotencyConflict
     from service.optimizers.base import InfeasibleSpec
 
+    from service.api.throttle import TooManyRequests
+
+    @app.exception_handler(TooManyRequests)
+    async def _too_many(_: Request, exc: TooManyRequests) -> JSONResponse:
+        response = problem_response(429, "Too many requests", exc.detail)
+        response.headers["Retry-After"] = str(exc.retry_after)
+        return response
+
     @app.exception_handler(DatasetNotFound)
     async def _not_found(_: Request, exc: DatasetNotFound) -> JSONResponse:
         detail = f"Dataset {exc.dataset_id!r} does not exist or is not visible to you."
