@@ -23,6 +23,7 @@ answer exactly as they did when the work ran inline.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import multiprocessing
 import os
@@ -49,10 +50,8 @@ def default_processes() -> int:
 
 def _lower_priority() -> None:  # pragma: no cover - runs in the worker processes
     """Worker initializer: yield the CPU to the API process (nice +10, capped at 19)."""
-    try:
+    with contextlib.suppress(OSError):
         os.nice(10)
-    except OSError:
-        pass
 
 
 def _refusal_of(exc: BaseException) -> tuple[str, ...] | None:

@@ -259,11 +259,10 @@ def install_registration_handlers(app: FastAPI) -> None:
 
 def install_domain_handlers(app: FastAPI) -> None:
     """Every other domain error a service function raises, mapped once (service/errors.py)."""
+    from service.api.throttle import TooManyRequests
     from service.errors import ConcurrentChange, DatasetNotFound
     from service.ledger.admission import BudgetExceeded, IdempotencyConflict
     from service.optimizers.base import InfeasibleSpec
-
-    from service.api.throttle import TooManyRequests
 
     @app.exception_handler(TooManyRequests)
     async def _too_many(_: Request, exc: TooManyRequests) -> JSONResponse:

@@ -15,9 +15,8 @@ from sqlalchemy.orm import Session
 from service import released_model
 from service.api.access import visible_dataset, visible_job, visible_model
 from service.api.deps import AnyRole, AppDispatcher, Compute, ComputeSlot, Sessions
-from service.api.jobs import TOO_MANY
 from service.api.errors import invalid, not_found
-from service.api.jobs import was_refunded
+from service.api.jobs import TOO_MANY, was_refunded
 from service.data.encoding import Encoder
 from service.data.spec import LabelSpec
 from service.db.models import Evaluation, Job
