@@ -128,9 +128,11 @@ def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> Non
         print(f"API processes: {settings.api_workers} (one supervisor)", flush=True)
         serve_with_workers(settings, host, port)
         return
-    # Keep idle connections 75 s (uvicorn's default 5 s closes a busy client's connection just
-    # as it sends its next request, a ReadError under load; 75 s is nginx's default).
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", timeout_keep_alive=75)
+    # Timeouts, the connection cap and bounded logs: service/api/server.py (shared with the
+    # supervisor's API processes and the Docker image, which runs this command).
+    from service.api.server import uvicorn_options
+
+    uvicorn.run(create_app(settings), host=host, port=port, **uvicorn_options(settings))
 
 
 def _check_dask_tls(settings: Settings) -> None:

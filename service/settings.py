@@ -151,7 +151,7 @@ class Settings:
             api_workers=max(1, int(env.get("DPFIT_API_WORKERS") or 1)),
             worker_nice=min(19, max(0, int(env.get("DPFIT_WORKER_NICE") or 10))),
             supervised=env.get(SUPERVISED_ENV) == "1",
-            **_api_limits(env),
+            **api_limits(env),
         )
 
 
@@ -301,7 +301,7 @@ def _optional_int(raw: str | None) -> int | None:
     return max(0, value)
 
 
-def _api_limits(env: dict[str, str]) -> dict[str, float | int | None]:
+def api_limits(env: dict[str, str]) -> dict[str, float | int | None]:
     """The limits on the API from the environment (unset: the dataclass defaults)."""
     integers = {
         "DPFIT_COMPUTE_PROCESSES": ("compute_processes", 0),

@@ -17,6 +17,7 @@ from service.api import catalog, datasets, docs, jobs, keys, metrics, models
 from service.api.compute import ComputePool, PriceCache, default_processes
 from service.api.errors import install_error_handlers
 from service.api.middleware import BodyLimit, RequestContext, SafeTarget
+from service.api.server import install_bounded_logs
 from service.api.throttle import ComputeLimiter, Limits
 from service.api.ui import install_ui
 from service.db.session import API_THREADS, ApiSessions, expected_schema_revision, make_engine
@@ -77,6 +78,7 @@ def create_app(
             )
         # RequestContext writes one access line per request (route template, no query string).
         logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+        install_bounded_logs()  # no tracebacks, repeats bounded (service/api/server.py)
         # What exists now (modules, the app, pools: ≈ 230k objects) lives as long as the process.
         # Left in the collector's oldest generation, each full collection walks all of it,
         # ≈ 80 ms with the GIL held, stalling every request of this process (bench/RESULTS.md,
@@ -130,7 +132,9 @@ def create_app(
     install_error_handlers(app)
     # Outermost last: request id + failure log, then the body limit, then safe paths/queries.
     app.add_middleware(SafeTarget)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, deadline=settings.body_timeout_seconds
+    )
     app.add_middleware(RequestContext)
     for module in (datasets, jobs, models, keys, catalog, docs, metrics):
         app.include_router(module.router)

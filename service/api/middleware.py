@@ -15,6 +15,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl
 
+import anyio
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -179,16 +180,28 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"The request body is larger than the limit of {limit} bytes.")
 
 
+class BodyTimeout(HTTPException):
+    """Raised from ``receive`` when a body is not complete by its deadline: 408 (a slow client
+    holds a connection and a request's memory no longer than that)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(408, f"The request body did not arrive within {seconds:g} s.")
+
+
 class BodyLimit:
-    """Refuses request bodies larger than ``max_bytes`` before anything parses them: 413.
+    """Refuses request bodies larger than ``max_bytes`` before anything parses them: 413; and
+    bodies not complete ``deadline`` seconds after the request's head: 408.
 
     A declared ``Content-Length`` over the limit is answered at once (the body is never read);
-    otherwise the bytes are counted as they stream in and reading stops at the limit.
+    otherwise the bytes are counted as they stream in and reading stops at the limit. Once the
+    body is complete, ``receive`` is passed through untouched (waiting for a disconnect is not
+    bounded by the body's deadline).
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, deadline: float | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.deadline = deadline
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -204,14 +217,24 @@ class BodyLimit:
             await response(scope, receive, send)
             return
         seen = 0
+        complete = False
+        deadline = None if self.deadline is None else time.monotonic() + self.deadline
 
         async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, complete
+            if complete or deadline is None:
+                message = await receive()
+            else:
+                try:
+                    with anyio.fail_after(max(0.0, deadline - time.monotonic())):
+                        message = await receive()
+                except TimeoutError:
+                    raise BodyTimeout(self.deadline or 0.0) from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
                     raise BodyTooLarge(self.max_bytes)
+                complete = not message.get("more_body", False)
             return message
 
         await self.app(scope, counted, send)
