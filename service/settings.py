@@ -349,5 +349,5 @@ def _optional_path(raw: str | None) -> Path | None:
 
 
 def _default_sqlite_url() -> str:
-    DEFAULT_HOME.mkdir(parents=True, exist_ok=True)
+    DEFAULT_HOME.mkdir(mode=0o700, parents=True, exist_ok=True)
     return f"sqlite:///{(DEFAULT_HOME / 'dpfit.db').resolve()}"

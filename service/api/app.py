@@ -16,6 +16,7 @@ from service import __version__
 from service.api import catalog, datasets, docs, jobs, keys, metrics, models
 from service.api.compute import ComputePool, PriceCache, default_processes
 from service.api.errors import install_error_handlers
+from service.api.health import IntegrityCheck
 from service.api.middleware import BodyLimit, RequestContext, SafeTarget
 from service.api.server import install_bounded_logs
 from service.api.throttle import ComputeLimiter, Limits
@@ -129,6 +130,7 @@ def create_app(
         )
     )
     app.state.schema_revision = expected_schema_revision()
+    app.state.integrity = IntegrityCheck()
     install_error_handlers(app)
     # Outermost last: request id + failure log, then the body limit, then safe paths/queries.
     app.add_middleware(SafeTarget)

@@ -13,6 +13,7 @@ JSON is reported on ``body``.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -45,8 +46,21 @@ class ProblemError(Exception):
         self.extra = extra or {}
 
 
+#: The longest id a 404 quotes: longer ones (no id the service issues is) are cut.
+SHOWN_ID_CHARS = 64
+_N = SHOWN_ID_CHARS
+_QUOTED = re.compile(f"'([^']{{{_N}}})[^']+'|\"([^\"]{{{_N}}})[^\"]+\"")
+
+
+def shown_ids(text: str) -> str:
+    """``text`` with every quoted id longer than :data:`SHOWN_ID_CHARS` cut to that many
+    characters and "…": a 404 does not echo back whatever a client put in a path."""
+    return _QUOTED.sub(lambda m: f"'{m.group(1) or m.group(2)}…'", text)
+
+
 def not_found(what: str, field: str | None = None) -> ProblemError:
-    return ProblemError(404, "Not found", f"{what} does not exist or is not visible to you.", field)
+    detail = f"{shown_ids(what)} does not exist or is not visible to you."
+    return ProblemError(404, "Not found", detail, field)
 
 
 def invalid(field: str, message: str) -> ProblemError:
@@ -272,7 +286,7 @@ def install_domain_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(DatasetNotFound)
     async def _not_found(_: Request, exc: DatasetNotFound) -> JSONResponse:
-        detail = f"Dataset {exc.dataset_id!r} does not exist or is not visible to you."
+        detail = shown_ids(f"Dataset {exc.dataset_id!r} does not exist or is not visible to you.")
         return problem_response(404, "Not found", detail, exc.field)
 
     @app.exception_handler(InfeasibleSpec)

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import safe_text
 from service.api.errors import problem_response
+from service.api.health import database_corrupt
 from service.db.session import database_unavailable
 
 logger = logging.getLogger("dpfit.api")
@@ -42,10 +43,11 @@ class RequestContext:
 
     - The id is the client's ``X-Request-ID`` when it is short and plain (``[A-Za-z0-9._:-]``,
       at most 64 characters), otherwise a fresh random one.
-    - Database unreachable or its schema missing (:func:`database_unavailable`) → 503 with
-      ``Retry-After``; anything else → 500. The log line names the method, the route path
-      template when known, the exception type and the request id — never the exception's
-      message or a traceback (SQLAlchemy messages carry SQL parameters, i.e. request data).
+    - Database unreachable or its schema missing (:func:`database_unavailable`), or its SQLite
+      file corrupt (service/api/health.py) → 503 with ``Retry-After``; anything else → 500.
+      The log line names the method, the route path template when known, the exception type
+      and the request id — never the exception's message or a traceback (SQLAlchemy messages
+      carry SQL parameters, i.e. request data).
     - Every request also gets one access line on ``dpfit.access`` (fields: ``event=request``,
       method, route TEMPLATE, status, duration_ms, request_id — never the raw path, the query or
       a header) and its latency in the app's ``/metrics`` registry when there is one.
@@ -85,7 +87,7 @@ class RequestContext:
         try:
             await self.app(scope, receive, send_with_id)
         except Exception as error:  # noqa: BLE001 - the last line of defence, by design
-            unavailable = database_unavailable(error)
+            unavailable = database_unavailable(error) or database_corrupt(error)
             route = getattr(scope.get("route"), "path", None) or "(unrouted)"
             logger.error(
                 "%s %s failed: %s (request %s)%s",

@@ -162,11 +162,12 @@ _BOUNDED = "dpfit-bounded-log"
 
 
 def install_bounded_logs() -> None:
-    """Put :class:`BoundedLog` on uvicorn's and asyncio's error loggers and on the client
-    errors of ``dpfit.access`` (idempotent: called by every app start)."""
+    """Put :class:`BoundedLog` on uvicorn's, asyncio's and Dask's (``distributed``) loggers and
+    on the client errors of ``dpfit.access`` (idempotent: called by every app start)."""
     targets = {
         "uvicorn.error": BoundedLog(),
         "asyncio": BoundedLog(),
+        "distributed": BoundedLog(),  # the embedded scheduler's and client's lines
         "dpfit.access": BoundedLog(only_client_errors=True),
     }
     for name, bounded in targets.items():
