@@ -39,6 +39,8 @@ from service.privacy.target import InfeasibleSpec
 from service.registration import DatasetRetired
 
 T = TypeVar("T")
+#: Modules the compute processes import before forking (the work the routes send them).
+PRELOAD = ("service.submission", "service.api.models")
 
 __all__ = ["ComputePool", "PriceCache", "default_processes"]
 
@@ -109,12 +111,24 @@ class ComputePool:
     def _pool(self) -> ProcessPoolExecutor:
         with self._lock:
             if self._executor is None:
+                context = multiprocessing.get_context("forkserver")
+                # The fork server imports the pricing code once; workers fork from it ready.
+                context.set_forkserver_preload(list(PRELOAD))
                 self._executor = ProcessPoolExecutor(
-                    max_workers=self.processes,
-                    mp_context=multiprocessing.get_context("forkserver"),
-                    initializer=_lower_priority,
+                    max_workers=self.processes, mp_context=context, initializer=_lower_priority
                 )
             return self._executor
+
+    def warm(self) -> None:
+        """Start the processes now, in the background (the first request does not pay it)."""
+        if self.processes > 0:
+            threading.Thread(target=self._warm, name="compute-warm", daemon=True).start()
+
+    def _warm(self) -> None:
+        with contextlib.suppress(Exception):  # a failed warm-up shows at the first request
+            futures = [self._pool().submit(os.getpid) for _ in range(self.processes)]
+            for future in futures:
+                future.result()
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[tuple[str, Any]]:
         """Start ``fn(*args)``; the future's result is an outcome for :func:`_unwrap`."""
