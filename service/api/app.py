@@ -22,6 +22,7 @@ from service.api.server import install_bounded_logs
 from service.api.throttle import ComputeLimiter, Limits
 from service.api.ui import install_ui
 from service.db.session import API_THREADS, ApiSessions, expected_schema_revision, make_engine
+from service.ledger.audit import AuditCache
 from service.logging_setup import configure_logging
 from service.schemas import Problem
 from service.settings import Settings
@@ -132,6 +133,7 @@ def create_app(
     )
     app.state.schema_revision = expected_schema_revision()
     app.state.integrity = IntegrityCheck()
+    app.state.ledger_audits = AuditCache()
     install_error_handlers(app)
     # Outermost last: request id + failure log, then the body limit, then safe paths/queries.
     app.add_middleware(SafeTarget)

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from service.cli import check_database, migrate
 from tests.support.inprocess import bearer, in_process_app
-from tests.support.walkthrough import credit_dataset
+from tests.support.walkthrough import credit_dataset, logistic_job
 
 
 @pytest.fixture
@@ -104,3 +104,57 @@ def test_a_404_does_not_echo_a_long_id(app: tuple[TestClient, str, Path]) -> Non
         answer = client.get(path, headers=bearer(admin))
         assert answer.status_code == 404
         assert len(answer.text) < 500 and long_id not in answer.text
+
+
+def _team_with_jobs(client: TestClient, admin: str, jobs: int) -> tuple[str, str, str]:
+    """(owner key, analyst key, dataset id) with ``jobs`` jobs charged on the dataset."""
+    keys = {}
+    for name, role in (("owner", "owner"), ("ann", "analyst")):
+        made = client.post("/v1/keys", json={"name": name, "role": role}, headers=bearer(admin))
+        keys[name] = made.json()["key"]
+    owner, ann = bearer(keys["owner"]), bearer(keys["ann"])
+    dataset = client.post("/v1/datasets", json=credit_dataset(epsilon=50.0), headers=owner)
+    dataset_id = dataset.json()["id"]
+    client.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": "ann"}, headers=owner)
+    for _ in range(jobs):
+        job = client.post("/v1/jobs", json=logistic_job(dataset_id, epsilon=0.1), headers=ann)
+        assert job.status_code == 202, job.text
+    return keys["owner"], keys["ann"], dataset_id
+
+
+def _pages(client: TestClient, path: str, key: str, field: str, limit: int) -> list[list[Any]]:
+    pages, params = [], {"limit": limit}
+    while True:
+        answer = client.get(path, params=params, headers=bearer(key))
+        assert answer.status_code == 200, answer.text
+        pages.append(answer.json()[field])
+        cursor = answer.headers.get("X-Next-Cursor")
+        if not cursor:
+            return pages
+        params = {"limit": limit, "cursor": cursor}
+
+
+def test_the_budget_history_is_paged(app: tuple[TestClient, str, Path]) -> None:
+    client, admin, _ = app
+    owner, ann, dataset_id = _team_with_jobs(client, admin, 5)
+    path = f"/v1/datasets/{dataset_id}/budget/history"
+    for key in (owner, ann):
+        everything = _pages(client, path, key, "points", 1000)
+        assert len(everything) == 1 and len(everything[0]) == 5
+        pages = _pages(client, path, key, "points", 2)
+        assert [len(p) for p in pages] == [2, 2, 1]
+        assert [point for page in pages for point in page] == everything[0]
+
+
+def test_ledger_pages_audit_the_rows_once_per_change(app: tuple[TestClient, str, Path]) -> None:
+    client, admin, _ = app
+    owner, ann, dataset_id = _team_with_jobs(client, admin, 4)
+    audits = client.app.state.ledger_audits  # type: ignore[attr-defined]
+    path = f"/v1/datasets/{dataset_id}/ledger"
+    pages = _pages(client, path, owner, "charges", 1)
+    assert [len(p) for p in pages] == [1, 1, 1, 1, 0] or [len(p) for p in pages] == [1, 1, 1, 1]
+    assert audits.recomputed == 1  # five pages, one recomputation from the rows
+    client.post("/v1/jobs", json=logistic_job(dataset_id, epsilon=0.1), headers=bearer(ann))
+    ledger = client.get(path, headers=bearer(owner)).json()
+    assert audits.recomputed == 2 and ledger["consistent"] is True
+    assert len(ledger["charges"]) == 5

@@ -115,13 +115,13 @@ async function renderOwned(datasets) {
 async function ownedCard(d) {
   const base = `/v1/datasets/${encodeURIComponent(d.id)}`;
   const [budget, history, ledgerAll, grants] = await Promise.all([
-    get(`${base}/budget`), get(`${base}/budget/history`),
+    get(`${base}/budget`), getAllOf(`${base}/budget/history?limit=1000`, "points"),
     getAllOf(`${base}/ledger?limit=1000`, "charges"), getAll(`${base}/grants`),
   ]);
   const ledger = { body: ledgerAll };
   const b = budget.body;
   const chart = node("div", { class: "chart", "data-dataset": d.id });
-  chart.append(burnDownChart(history.body.points, history.body.epsilon, d.created_at));
+  chart.append(burnDownChart(history.points, history.epsilon, d.created_at));
   const facts = node("dl", { class: "facts" },
     node("dt", {}, "rows"), node("dd", {}, d.n_rows),
     node("dt", {}, "ε_B, δ_B"), node("dd", {}, `${num(b.epsilon)}, ${num(b.delta, 2)}`),
