@@ -65,7 +65,7 @@ class Settings:
       (processes that plan, price and predict off the API's interpreter; default one per two
       cores; 0 runs that work in the request's thread), ``DPFIT_PRICE_CACHE`` (priced requests
       kept, default 512; 0 disables), ``DPFIT_PRINCIPAL_RATE`` / ``DPFIT_PRINCIPAL_BURST``
-      (expensive requests per second per principal, default 20, bursts of 40),
+      (expensive requests per second per principal, default 50, bursts of 100),
       ``DPFIT_PRINCIPAL_CONCURRENCY`` (running at once per principal, default 2),
       ``DPFIT_PRINCIPAL_QUEUE`` (waiting per principal, default 32), ``DPFIT_COMPUTE_SLOTS``
       (running at once for all principals, default 8), ``DPFIT_COMPUTE_WAIT`` (longest wait for
@@ -101,8 +101,8 @@ class Settings:
     # Limits on the API (service/api/throttle.py, compute.py, server.py); None: the default.
     compute_processes: int | None = None
     price_cache: int = 512
-    principal_rate: float = 20.0
-    principal_burst: int = 40
+    principal_rate: float = 50.0
+    principal_burst: int = 100
     principal_concurrency: int = 2
     principal_queue: int = 32
     compute_slots: int = 8

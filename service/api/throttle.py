@@ -47,8 +47,8 @@ class TooManyRequests(Exception):
 class Limits:
     """The limits, as configured (service/settings.py)."""
 
-    rate: float = 20.0
-    burst: int = 40
+    rate: float = 50.0
+    burst: int = 100
     concurrency: int = 2
     queue: int = 32
     wait_seconds: float = 30.0
