@@ -105,11 +105,14 @@ class ComputePool:
     def __init__(self, processes: int) -> None:
         self.processes = max(0, processes)
         self._executor: ProcessPoolExecutor | None = None
+        self._closed = False
         self._lock = threading.Lock()
         self._inline = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
 
     def _pool(self) -> ProcessPoolExecutor:
         with self._lock:
+            if self._closed:
+                raise RuntimeError("the compute pool is closed (the app is shutting down)")
             if self._executor is None:
                 context = multiprocessing.get_context("forkserver")
                 # The fork server imports the pricing code once; workers fork from it ready.
@@ -120,7 +123,10 @@ class ComputePool:
             return self._executor
 
     def warm(self) -> None:
-        """Start the processes now, in the background (the first request does not pay it)."""
+        """Start the processes now, in the background (the first request does not pay it); the
+        app's start calls it, and so re-opens a pool a previous shutdown closed."""
+        with self._lock:
+            self._closed = False
         if self.processes > 0:
             threading.Thread(target=self._warm, name="compute-warm", daemon=True).start()
 
@@ -157,6 +163,7 @@ class ComputePool:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
