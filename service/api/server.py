@@ -25,6 +25,7 @@ one hardening (issue 23, item 7; defaults in docs/operations.md, "Limits on the 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
@@ -39,6 +40,7 @@ from service.settings import Settings, api_limits
 __all__ = ["BoundedLog", "HardenedH11Protocol", "install_bounded_logs", "uvicorn_options"]
 
 
+@functools.cache
 def _header_timeout() -> float:
     """The head deadline of this process: from the environment (an API process started by the
     supervisor has the settings only there)."""
