@@ -185,3 +185,23 @@ def test_an_infeasible_spec_priced_in_a_process_still_names_its_field(
     refused = _estimate(client, keys["ann"], body)
     assert refused.status_code == 422, refused.text
     assert refused.json()["field"] == "optimizer.params"
+
+
+def test_the_limits_are_read_from_the_environment_and_checked(tmp_path: Path) -> None:
+    from service.settings import SettingsError
+
+    base = {"DPFIT_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}"}
+    defaults = Settings.from_env(base)
+    assert (defaults.principal_rate, defaults.principal_concurrency) == (50.0, 2)
+    assert (defaults.max_connections, defaults.header_timeout_seconds) == (512, 15.0)
+    tuned = Settings.from_env(
+        {**base, "DPFIT_PRINCIPAL_RATE": "0.5", "DPFIT_COMPUTE_PROCESSES": "0"}
+    )
+    assert (tuned.principal_rate, tuned.compute_processes) == (0.5, 0)
+    for name, value in (
+        ("DPFIT_PRINCIPAL_RATE", "fast"),
+        ("DPFIT_PRINCIPAL_CONCURRENCY", "0"),
+        ("DPFIT_HEADER_TIMEOUT_SECONDS", "inf"),
+    ):
+        with pytest.raises(SettingsError, match=name):
+            Settings.from_env({**base, name: value})
