@@ -174,6 +174,9 @@ def install_bounded_logs() -> None:
     }
     for name, bounded in targets.items():
         logger = logging.getLogger(name)
-        if not any(getattr(f, "name", "") == _BOUNDED for f in logger.filters):
-            bounded.name = _BOUNDED
-            logger.addFilter(bounded)
+        bounded.name = _BOUNDED
+        # A logger's filters see only records logged on it; Dask logs on child loggers
+        # (distributed.scheduler, .nanny, …) that reach the handlers of "distributed".
+        for holder in [logger, *(logger.handlers if name == "distributed" else [])]:
+            if not any(getattr(f, "name", "") == _BOUNDED for f in holder.filters):
+                holder.addFilter(bounded)
