@@ -115,7 +115,7 @@ async function renderOwned(datasets) {
 async function ownedCard(d) {
   const base = `/v1/datasets/${encodeURIComponent(d.id)}`;
   const [budget, history, ledgerAll, grants] = await Promise.all([
-    get(`${base}/budget`), getAllOf(`${base}/budget/history?limit=1000`, "points"),
+    get(`${base}/budget`), getAllOf(`${base}/budget/history`, "points"),
     getAllOf(`${base}/ledger?limit=1000`, "charges"), getAll(`${base}/grants`),
   ]);
   const ledger = { body: ledgerAll };
