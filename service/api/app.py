@@ -70,6 +70,7 @@ def create_app(
         # the database pools can serve (they queued and churned connections under load).
         to_thread.current_default_thread_limiter().total_tokens = API_THREADS
         app.state.compute.warm()
+        app.state.limiter.reset()
         engine = make_engine(settings.database_url, must_exist=True, pre_ping=False)
         app.state.engine = engine
         app.state.sessions = ApiSessions(engine)

@@ -78,6 +78,11 @@ class ComputeLimiter:
         self._global: asyncio.Semaphore | None = None
         self.refused = 0
 
+    def reset(self) -> None:
+        """Forget every state (the app's start: its semaphores belong to one event loop)."""
+        self._states.clear()
+        self._global = None
+
     def _state(self, principal: str, now: float) -> _PrincipalState:
         state = self._states.get(principal)
         if state is None:
