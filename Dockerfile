@@ -12,13 +12,17 @@ RUN useradd --create-home --uid 10001 dpfit \
     && chown -R dpfit:dpfit /data /app
 
 WORKDIR /app
+# Dependencies first, from the lock of exact versions with hashes (its own layer: rebuilt only
+# when the lock changes); then the project itself, without resolving anything again.
+COPY --chown=dpfit:dpfit requirements.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock
 COPY --chown=dpfit:dpfit pyproject.toml README.md alembic.ini ./
 COPY --chown=dpfit:dpfit service ./service
 COPY --chown=dpfit:dpfit alembic ./alembic
 COPY --chown=dpfit:dpfit examples ./examples
 COPY --chown=dpfit:dpfit sdk/python ./sdk/python
 # The service and the client the CLI's HTTP commands use (as `make serve` installs them).
-RUN pip install --no-cache-dir -e . -e ./sdk/python
+RUN pip install --no-cache-dir --no-deps -e . -e ./sdk/python
 
 USER dpfit
 VOLUME ["/data"]
@@ -26,5 +30,8 @@ EXPOSE 8000
 # Healthy once /healthz answers 2xx (the slim image has no curl: Python's urllib; a non-2xx or
 # no answer exits 1). The start period covers the migrations and the Dask cluster's start.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"]
-# `dpfit serve` runs the Alembic migrations before it starts serving.
+# `dpfit serve` runs the Alembic migrations before it starts serving, with the same connection
+# hardening as everywhere (service/api/server.py: head/body deadlines, a connection cap, bounded
+# logs; the DPFIT_* settings of docs/operations.md). It binds every interface of the container:
+# publish the port on the host's loopback (-p 127.0.0.1:8000:8000) unless a proxy fronts it.
 CMD ["dpfit", "serve", "--host", "0.0.0.0", "--port", "8000"]

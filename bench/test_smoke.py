@@ -28,6 +28,14 @@ def test_suite_smoke_prints_a_table(
     assert list((tmp_path / "smoke").glob("*.png")), "no plot written"
 
 
+def test_hostile_smoke_prints_the_victim_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """The hostile mix (issue 23) on SQLite, 2 s per phase: the victim's table, both phases."""
+    assert main(["hostile", "--smoke", "--database", "sqlite"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\| sqlite \| at rest \|", out, flags=re.MULTILINE), out
+    assert re.search(r"^\| sqlite \| 2 attackers \|", out, flags=re.MULTILINE), out
+
+
 def test_every_suite_is_registered() -> None:
     assert set(PAPER_SUITES) <= set(SUITES)
 

@@ -19,8 +19,61 @@ from service.settings import Settings
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def secure_sqlite_file(database_url: str) -> None:
+    """A SQLite database file is created readable by its owner only (0600, in a directory
+    made 0700): it holds the ledger and the principals. SQLite gives its journal and WAL files
+    the database file's mode. An existing file is left as the operator made it."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    name = url.database or ""
+    if url.get_backend_name() != "sqlite" or name in ("", ":memory:") or name.startswith("file:"):
+        return
+    path = Path(name)
+    if path.exists():
+        return
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+
+
+def check_database(database_url: str) -> None:
+    """Migrate and check the database before serving; a database that cannot be used stops the
+    service with ONE line naming the reason (not a traceback). SQLite: ``PRAGMA quick_check``."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from service.api.health import database_corrupt
+    from service.db.session import make_engine
+
+    shown = masked_url(database_url)
+    try:
+        migrate(database_url)
+        engine = make_engine(database_url)
+        try:
+            with engine.connect() as connection:
+                if connection.dialect.name == "sqlite":
+                    verdict = connection.execute(text("PRAGMA quick_check")).scalar()
+                    if verdict != "ok":
+                        raise _Corrupt()
+        finally:
+            engine.dispose()
+    except (SQLAlchemyError, _Corrupt) as exc:
+        if isinstance(exc, _Corrupt) or database_corrupt(exc):
+            reason = "the file is corrupt or not a SQLite database; restore it from a backup"
+        else:
+            reason = f"{type(exc).__name__} (is it running and reachable?)"
+        print(f"dpfit: cannot use the database {shown}: {reason}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+
+
+class _Corrupt(Exception):
+    """``PRAGMA quick_check`` did not answer ok."""
+
+
 def migrate(database_url: str) -> None:
-    """Upgrade the database to the newest Alembic revision."""
+    """Upgrade the database to the newest Alembic revision (a new SQLite file: 0600)."""
+    secure_sqlite_file(database_url)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # before import: plugins log at INFO
     from alembic.config import Config
 
@@ -109,7 +162,7 @@ def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> Non
 
     logging.getLogger("distributed").setLevel(logging.WARNING)
     if run_migrations:
-        migrate(settings.database_url)
+        check_database(settings.database_url)
     shown = "http://localhost" if host in ("0.0.0.0", "::") else f"http://{host}"
     print(f"dpfit listening on {shown}:{port}  (API docs: {shown}:{port}/docs)", flush=True)
     print(f"database: {masked_url(settings.database_url)}", flush=True)
@@ -128,9 +181,11 @@ def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> Non
         print(f"API processes: {settings.api_workers} (one supervisor)", flush=True)
         serve_with_workers(settings, host, port)
         return
-    # Keep idle connections 75 s (uvicorn's default 5 s closes a busy client's connection just
-    # as it sends its next request, a ReadError under load; 75 s is nginx's default).
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", timeout_keep_alive=75)
+    # Timeouts, the connection cap and bounded logs: service/api/server.py (shared with the
+    # supervisor's API processes and the Docker image, which runs this command).
+    from service.api.server import uvicorn_options
+
+    uvicorn.run(create_app(settings), host=host, port=port, **uvicorn_options(settings))
 
 
 def _check_dask_tls(settings: Settings) -> None:

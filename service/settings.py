@@ -85,6 +85,19 @@ class Settings:
     - ``DPFIT_RECONCILE_INTERVAL``: seconds between two passes of the reconciler that
       re-dispatches accepted jobs no live worker task holds (after a database outage), without
       a restart (default 2; 0 turns it off). service/workers/reconciler.py.
+    - Limits on the API (docs/operations.md, "Limits on the API"): ``DPFIT_COMPUTE_PROCESSES``
+      (processes that plan, price and predict off the API's interpreter; default one per two
+      cores; 0 runs that work in the request's thread), ``DPFIT_PRICE_CACHE`` (priced requests
+      kept, default 512; 0 disables), ``DPFIT_PRINCIPAL_RATE`` / ``DPFIT_PRINCIPAL_BURST``
+      (expensive requests per second per principal, default 50, bursts of 100),
+      ``DPFIT_PRINCIPAL_CONCURRENCY`` (running at once per principal, default 2),
+      ``DPFIT_PRINCIPAL_QUEUE`` (waiting per principal, default 32), ``DPFIT_COMPUTE_SLOTS``
+      (running at once for all principals, default 8), ``DPFIT_COMPUTE_WAIT`` (longest wait for
+      a slot, default 30 s); connections: ``DPFIT_MAX_CONNECTIONS`` (default 512; more are
+      answered 503), ``DPFIT_KEEP_ALIVE_SECONDS`` (idle connection between requests, default
+      75), ``DPFIT_HEADER_TIMEOUT_SECONDS`` (a request's head must arrive within it, from the
+      connection or the previous response; default 15), ``DPFIT_BODY_TIMEOUT_SECONDS`` (its
+      body, default 60; 408 after), ``DPFIT_MAX_HEADER_BYTES`` (default 16 KiB).
     """
 
     database_url: str
@@ -114,6 +127,20 @@ class Settings:
     job_time_limit_s: float = 3600.0
     reconcile_interval_s: float = 2.0
     read_limits: ReadLimits = field(default_factory=ReadLimits)
+    # Limits on the API (service/api/throttle.py, compute.py, server.py); None: the default.
+    compute_processes: int | None = None
+    price_cache: int = 512
+    principal_rate: float = 50.0
+    principal_burst: int = 100
+    principal_concurrency: int = 2
+    principal_queue: int = 32
+    compute_slots: int = 8
+    compute_wait_seconds: float = 30.0
+    max_connections: int = 512
+    keep_alive_seconds: float = 75.0
+    header_timeout_seconds: float = 15.0
+    body_timeout_seconds: float = 60.0
+    max_header_bytes: int = 16 * 1024
     # Set by the supervisor for its API processes: it recovers jobs and logs job events itself.
     supervised: bool = False
 
@@ -158,6 +185,7 @@ class Settings:
             job_time_limit_s=_positive_float(env, "DPFIT_JOB_TIME_LIMIT", 3600.0),
             reconcile_interval_s=_positive_float(env, "DPFIT_RECONCILE_INTERVAL", 2.0, zero=True),
             read_limits=_read_limits(env),
+            **api_limits(env),
         )
 
     def running_per_principal(self, slots: int) -> int:
@@ -337,6 +365,47 @@ def _positive_float(env: dict[str, str], name: str, default: float, zero: bool =
     if not (value > 0 or (zero and value == 0)) or value != value or value == float("inf"):
         raise SettingsError(f"{name} must be a positive number of seconds")
     return value
+def api_limits(env: dict[str, str]) -> dict[str, float | int | None]:
+    """The limits on the API from the environment (unset: the dataclass defaults)."""
+    integers = {
+        "DPFIT_COMPUTE_PROCESSES": ("compute_processes", 0),
+        "DPFIT_PRICE_CACHE": ("price_cache", 0),
+        "DPFIT_PRINCIPAL_BURST": ("principal_burst", 1),
+        "DPFIT_PRINCIPAL_CONCURRENCY": ("principal_concurrency", 1),
+        "DPFIT_PRINCIPAL_QUEUE": ("principal_queue", 0),
+        "DPFIT_COMPUTE_SLOTS": ("compute_slots", 1),
+        "DPFIT_MAX_CONNECTIONS": ("max_connections", 1),
+        "DPFIT_MAX_HEADER_BYTES": ("max_header_bytes", 1024),
+    }
+    reals = {
+        "DPFIT_PRINCIPAL_RATE": ("principal_rate", 0.0),
+        "DPFIT_COMPUTE_WAIT": ("compute_wait_seconds", 0.1),
+        "DPFIT_KEEP_ALIVE_SECONDS": ("keep_alive_seconds", 1.0),
+        "DPFIT_HEADER_TIMEOUT_SECONDS": ("header_timeout_seconds", 1.0),
+        "DPFIT_BODY_TIMEOUT_SECONDS": ("body_timeout_seconds", 1.0),
+    }
+    found: dict[str, float | int | None] = {}
+    for name, (attribute, least) in integers.items():
+        raw = (env.get(name) or "").strip()
+        if raw:
+            try:
+                value = int(raw)
+            except ValueError:
+                raise SettingsError(f"{name} must be an integer") from None
+            if value < least:
+                raise SettingsError(f"{name} must be at least {least}")
+            found[attribute] = value
+    for name, (attribute, least_real) in reals.items():
+        raw = (env.get(name) or "").strip()
+        if raw:
+            try:
+                real = float(raw)
+            except ValueError:
+                raise SettingsError(f"{name} must be a number") from None
+            if not real >= least_real or real == float("inf"):
+                raise SettingsError(f"{name} must be a finite number of at least {least_real:g}")
+            found[attribute] = real
+    return found
 
 
 def _optional_path(raw: str | None) -> Path | None:
@@ -344,7 +413,7 @@ def _optional_path(raw: str | None) -> Path | None:
 
 
 def _default_sqlite_url() -> str:
-    DEFAULT_HOME.mkdir(parents=True, exist_ok=True)
+    DEFAULT_HOME.mkdir(mode=0o700, parents=True, exist_ok=True)
     return f"sqlite:///{(DEFAULT_HOME / 'dpfit.db').resolve()}"
 
 

@@ -92,6 +92,7 @@ def serve_with_workers(settings: Settings, host: str, port: int) -> None:
     """Run the supervisor and ``settings.api_workers`` uvicorn API processes until stopped."""
     import uvicorn
 
+    from service.api.server import uvicorn_options
     from service.db.session import make_engine, session_factory
     from service.workers.dispatch import DaskDispatcher
 
@@ -123,8 +124,7 @@ def serve_with_workers(settings: Settings, host: str, port: int) -> None:
             host=host,
             port=port,
             workers=settings.api_workers,
-            log_level="info",
-            timeout_keep_alive=75,
+            **uvicorn_options(settings),
         )
     finally:
         if job_events is not None:

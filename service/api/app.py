@@ -14,10 +14,15 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service import __version__
 from service.api import catalog, datasets, docs, jobs, keys, me, metrics, models
+from service.api.compute import ComputePool, PriceCache, default_processes
 from service.api.errors import install_error_handlers
+from service.api.health import IntegrityCheck
 from service.api.middleware import BodyLimit, RequestContext, SafeTarget
+from service.api.server import install_bounded_logs
+from service.api.throttle import ComputeLimiter, Limits
 from service.api.ui import install_ui
 from service.db.session import API_THREADS, ApiSessions, expected_schema_revision, make_engine
+from service.ledger.audit import AuditCache
 from service.logging_setup import configure_logging
 from service.schemas import Problem
 from service.settings import Settings
@@ -66,6 +71,8 @@ def create_app(
         # Sync routes run in AnyIO's thread pool: 40 threads by default, more than the GIL and
         # the database pools can serve (they queued and churned connections under load).
         to_thread.current_default_thread_limiter().total_tokens = API_THREADS
+        app.state.compute.warm()
+        app.state.limiter.reset()
         engine = make_engine(settings.database_url, must_exist=True, pre_ping=False)
         app.state.engine = engine
         app.state.sessions = ApiSessions(engine)
@@ -77,6 +84,7 @@ def create_app(
             )
         # RequestContext writes one access line per request (route template, no query string).
         logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+        install_bounded_logs()  # no tracebacks, repeats bounded (service/api/server.py)
         # What exists now (modules, the app, pools: ≈ 230k objects) lives as long as the process.
         # Left in the collector's oldest generation, each full collection walks all of it,
         # ≈ 80 ms with the GIL held, stalling every request of this process (bench/RESULTS.md,
@@ -90,6 +98,7 @@ def create_app(
             if job_events is not None:
                 job_events.stop()
             app.state.dispatcher.close()
+            app.state.compute.close()
             app.state.sessions.dispose()
             engine.dispose()
 
@@ -110,11 +119,30 @@ def create_app(
         per_dataset=settings.metrics_access == "admin",
     )
     app.state.dispatcher = None
+    # Work that burns CPU (pricing, predicting) runs in compute processes, a bounded number per
+    # principal at a time (service/api/compute.py, throttle.py).
+    processes = settings.compute_processes
+    app.state.compute = ComputePool(default_processes() if processes is None else processes)
+    app.state.price_cache = PriceCache(settings.price_cache)
+    app.state.limiter = ComputeLimiter(
+        Limits(
+            rate=settings.principal_rate,
+            burst=settings.principal_burst,
+            concurrency=settings.principal_concurrency,
+            queue=settings.principal_queue,
+            wait_seconds=settings.compute_wait_seconds,
+            slots=settings.compute_slots,
+        )
+    )
     app.state.schema_revision = expected_schema_revision()
+    app.state.integrity = IntegrityCheck()
+    app.state.ledger_audits = AuditCache()
     install_error_handlers(app)
     # Outermost last: request id + failure log, then the body limit, then safe paths/queries.
     app.add_middleware(SafeTarget)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, deadline=settings.body_timeout_seconds
+    )
     app.add_middleware(RequestContext)
     for module in (datasets, jobs, models, keys, me, catalog, docs, metrics):
         app.include_router(module.router)

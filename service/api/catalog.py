@@ -25,7 +25,8 @@ def list_optimizers() -> list[OptimizerInfo]:
 
 @router.get("/healthz", response_model=Health, tags=["health"], summary="Health")
 def healthz(request: Request, sessions: Sessions) -> Health | JSONResponse:
-    """ok only when the database answers AND carries the schema revision this code expects.
+    """ok only when the database answers, is intact (SQLite: ``PRAGMA quick_check`` at most
+    every 30 s, service/api/health.py) AND carries the schema revision this code expects.
 
     Unreachable database → 503 (middleware); reachable but empty or at another Alembic
     revision (e.g. recreated, or not migrated) → 503 naming both revisions. Both carry
@@ -34,6 +35,15 @@ def healthz(request: Request, sessions: Sessions) -> Health | JSONResponse:
     expected = request.app.state.schema_revision
     with sessions() as session:
         found = schema_revision(session)
+        intact = request.app.state.integrity.intact(session)
+    if not intact:
+        response = problem_response(
+            503,
+            "Service unavailable",
+            "The database file failed its integrity check; restore it from a backup.",
+        )
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
     if expected is not None and found != expected:
         response = problem_response(
             503,

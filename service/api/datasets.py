@@ -24,7 +24,6 @@ from service.grants import GrantNotFound, list_grants, revoke_grant, with_spend
 from service.ledger import filter as privacy_filter
 from service.ledger.accounting import ORDERS
 from service.ledger.admission import budget_of
-from service.ledger.audit import audit
 from service.ledger.history import budget_history
 from service.ledger.standing import standing
 from service.ledger.totals import curve_to_json
@@ -378,12 +377,29 @@ def get_budget(dataset_id: str, principal: AnyRole, sessions: Sessions) -> Budge
     response_model=BudgetHistoryOut,
     summary="The budget's history (burn-down)",
 )
-def get_budget_history(dataset_id: str, principal: AnyRole, sessions: Sessions) -> BudgetHistoryOut:
-    """ε spent at δ_B after every charge and refund, oldest first. Owners and admins see every
-    job id; analysts see their own job ids, the dataset's total curve and their own curve."""
-    with sessions() as session:
+def get_budget_history(
+    dataset_id: str,
+    principal: AnyRole,
+    sessions: Sessions,
+    page: PageParams,
+    request: Request,
+    response: Response,
+) -> BudgetHistoryOut:
+    """ε spent at δ_B after every charge and refund, oldest first, one page of `points` per call
+    (`limit`, `cursor`, `X-Next-Cursor` as on the ledger). Owners and admins see every job id;
+    analysts see their own job ids, the dataset's total curve and their own curve."""
+    after = None if page.after is None else _ledger_cursor_id(page.after[1])
+    with sessions.snapshot() as session:
         dataset = visible_dataset(session, principal, dataset_id)
-        points = budget_history(session, dataset, principal.name, is_owner(principal, dataset))
+        points = budget_history(
+            session,
+            dataset,
+            principal.name,
+            is_owner(principal, dataset),
+            after_id=after if after is not None else 0,
+            limit=page.limit + 1,
+        )
+        points = finish_page(points, page, request, response, key=lambda p: (p.at, str(p.row_id)))
         budget = budget_of(dataset)
     return BudgetHistoryOut(
         dataset_id=dataset_id,
@@ -404,13 +420,14 @@ def get_ledger(
 ) -> LedgerOut:
     """Every charge and refund (append-only), oldest first, one page of `charges` per call
     (`limit`, `cursor`, `X-Next-Cursor` as on the lists), with the cached total and its
-    recomputation from ALL the rows on every page.
+    recomputation from ALL the rows on every page (recomputed only when the ledger may have
+    changed: service/ledger/audit.py, ``AuditCache``).
 
     Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
     dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
     dataset and a row written while a client pages is never skipped or repeated. The page is
-    one query; the audit (service/ledger/audit.py) reads the dataset's rows once more, in the
-    same snapshot."""
+    one query; the audit reads the dataset's stored totals and last row id in the same snapshot,
+    and its rows once more only when those changed."""
     with sessions.snapshot() as session:
         dataset = owned_dataset(session, principal, dataset_id)
         query = select(Charge).where(Charge.dataset_id == dataset_id)
@@ -418,7 +435,7 @@ def get_ledger(
             query = query.where(Charge.id > _ledger_cursor_id(page.after[1]))
         rows = session.scalars(query.order_by(Charge.id).limit(page.limit + 1)).all()
         rows = finish_page(rows, page, request, response, key=lambda c: (c.created_at, str(c.id)))
-        checked = audit(session, dataset)
+        checked = request.app.state.ledger_audits.audit(session, dataset)
         charges = [ChargeOut.model_validate(r, from_attributes=True) for r in rows]
     return LedgerOut(
         dataset_id=dataset_id,

@@ -13,6 +13,7 @@ JSON is reported on ``body``.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -45,8 +46,21 @@ class ProblemError(Exception):
         self.extra = extra or {}
 
 
+#: The longest id a 404 quotes: longer ones (no id the service issues is) are cut.
+SHOWN_ID_CHARS = 64
+_N = SHOWN_ID_CHARS
+_QUOTED = re.compile(f"'([^']{{{_N}}})[^']+'|\"([^\"]{{{_N}}})[^\"]+\"")
+
+
+def shown_ids(text: str) -> str:
+    """``text`` with every quoted id longer than :data:`SHOWN_ID_CHARS` cut to that many
+    characters and "…": a 404 does not echo back whatever a client put in a path."""
+    return _QUOTED.sub(lambda m: f"'{m.group(1) or m.group(2)}…'", text)
+
+
 def not_found(what: str, field: str | None = None) -> ProblemError:
-    return ProblemError(404, "Not found", f"{what} does not exist or is not visible to you.", field)
+    detail = f"{shown_ids(what)} does not exist or is not visible to you."
+    return ProblemError(404, "Not found", detail, field)
 
 
 def invalid(field: str, message: str) -> ProblemError:
@@ -271,13 +285,20 @@ def install_registration_handlers(app: FastAPI) -> None:
 
 def install_domain_handlers(app: FastAPI) -> None:
     """Every other domain error a service function raises, mapped once (service/errors.py)."""
+    from service.api.throttle import TooManyRequests
     from service.errors import ConcurrentChange, DatasetNotFound
     from service.ledger.admission import BudgetExceeded, IdempotencyConflict
     from service.optimizers.base import InfeasibleSpec
 
+    @app.exception_handler(TooManyRequests)
+    async def _too_many(_: Request, exc: TooManyRequests) -> JSONResponse:
+        response = problem_response(429, "Too many requests", exc.detail)
+        response.headers["Retry-After"] = str(exc.retry_after)
+        return response
+
     @app.exception_handler(DatasetNotFound)
     async def _not_found(_: Request, exc: DatasetNotFound) -> JSONResponse:
-        detail = f"Dataset {exc.dataset_id!r} does not exist or is not visible to you."
+        detail = shown_ids(f"Dataset {exc.dataset_id!r} does not exist or is not visible to you.")
         return problem_response(404, "Not found", detail, exc.field)
 
     @app.exception_handler(InfeasibleSpec)

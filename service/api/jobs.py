@@ -11,14 +11,25 @@ from sqlalchemy.orm import Session
 
 from service import job_status
 from service.api.access import shown_job, visible_dataset, visible_job
-from service.api.deps import AnyRole, AppDispatcher, AppSettings, Sessions
+from service.api.compute import ComputePool, PriceCache
+from service.api.deps import (
+    AnyRole,
+    AppDispatcher,
+    AppSettings,
+    Compute,
+    ComputeSlot,
+    PriceCacheDep,
+    Sessions,
+)
 from service.api.errors import ProblemError, problem_response
 from service.api.pagination import PageParams, finish_page, paginate
 from service.db.models import Charge, Job
 from service.ledger.admission import budget_of, cancel_or_refund_unread, find_idempotent
-from service.schemas import JobCreate, JobEstimateOut, JobOut, JobStatus, PrivacyOut
+from service.schemas import JobCreate, JobEstimateOut, JobOut, JobStatus, PrivacyOut, Problem
+from service.settings import Settings
 from service.submission import (
     DatasetFacts,
+    PricedJob,
     estimate_job,
     price_job,
     request_hash,
@@ -67,20 +78,56 @@ def job_out(session: Session, job: Job, refunded: bool | None = None) -> JobOut:
     )
 
 
+#: The throttled routes' extra answer (service/api/throttle.py).
+TOO_MANY: dict[int | str, dict[str, object]] = {
+    429: {"description": "Over a per-principal limit (see Retry-After)", "model": Problem}
+}
+
+
+def priced_off_thread(
+    facts: DatasetFacts,
+    body: JobCreate,
+    settings: Settings,
+    compute: ComputePool,
+    cache: PriceCache,
+) -> PricedJob:
+    """:func:`price_job` in a compute process, once per identical request on the same public
+    facts and cluster shape (service/api/compute.py)."""
+    key = (
+        "job",
+        facts,
+        request_hash(body),
+        settings.workers,
+        settings.worker_memory,
+        settings.data_parallel_min_rows,
+    )
+    return cache.get_or_compute(key, compute, price_job, facts, body, settings)
+
+
 @router.post(
     "/estimate",
     response_model=JobEstimateOut,
     summary="Price a job without submitting it",
+    responses=TOO_MANY,
 )
 def estimate(
-    body: JobCreate, principal: AnyRole, sessions: Sessions, settings: AppSettings
+    body: JobCreate,
+    principal: AnyRole,
+    sessions: Sessions,
+    settings: AppSettings,
+    compute: Compute,
+    cache: PriceCacheDep,
+    _slot: ComputeSlot,
 ) -> JobEstimateOut:
     """Plan and price the body of `POST /v1/jobs` exactly as a submission would, and say
     whether the dataset's budget (and your grant's cap) would admit it now. Charges nothing,
     writes nothing. ε figures are at the dataset's δ_B."""
     with sessions() as session:
         dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
-        priced = price_job(DatasetFacts.of(dataset), body, settings)
+        facts = DatasetFacts.of(dataset)
+    priced = priced_off_thread(facts, body, settings, compute, cache)
+    with sessions() as session:
+        dataset = visible_dataset(session, principal, body.dataset_id, field="dataset_id")
         answer = estimate_job(session, dataset, principal.name, priced, settings)
         budget = budget_of(dataset)
     plan = priced.planned.plan
@@ -110,6 +157,7 @@ def estimate(
     status_code=202,
     response_model=JobOut,
     summary="Submit a training job",
+    responses=TOO_MANY,
 )
 def create_job(
     body: JobCreate,
@@ -117,6 +165,9 @@ def create_job(
     sessions: Sessions,
     dispatcher: AppDispatcher,
     settings: AppSettings,
+    compute: Compute,
+    cache: PriceCacheDep,
+    _slot: ComputeSlot,
     response: Response,
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", max_length=200, pattern=r"^[\x21-\x7e]+$")
@@ -144,7 +195,7 @@ def create_job(
         dispatcher,
         body.dataset_id,
         principal.name,
-        price_job(facts, body, settings),
+        priced_off_thread(facts, body, settings, compute, cache),
         idempotency_key=idempotency_key,
         body_hash=request_hash(body),
         view=job_out,

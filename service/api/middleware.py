@@ -15,11 +15,13 @@ import time
 from typing import Any
 from urllib.parse import parse_qsl
 
+import anyio
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import safe_text
 from service.api.errors import problem_response
+from service.api.health import database_corrupt
 from service.db.session import database_unavailable
 
 logger = logging.getLogger("dpfit.api")
@@ -41,10 +43,11 @@ class RequestContext:
 
     - The id is the client's ``X-Request-ID`` when it is short and plain (``[A-Za-z0-9._:-]``,
       at most 64 characters), otherwise a fresh random one.
-    - Database unreachable or its schema missing (:func:`database_unavailable`) → 503 with
-      ``Retry-After``; anything else → 500. The log line names the method, the route path
-      template when known, the exception type and the request id — never the exception's
-      message or a traceback (SQLAlchemy messages carry SQL parameters, i.e. request data).
+    - Database unreachable or its schema missing (:func:`database_unavailable`), or its SQLite
+      file corrupt (service/api/health.py) → 503 with ``Retry-After``; anything else → 500.
+      The log line names the method, the route path template when known, the exception type
+      and the request id — never the exception's message or a traceback (SQLAlchemy messages
+      carry SQL parameters, i.e. request data).
     - Every request also gets one access line on ``dpfit.access`` (fields: ``event=request``,
       method, route TEMPLATE, status, duration_ms, request_id — never the raw path, the query or
       a header) and its latency in the app's ``/metrics`` registry when there is one.
@@ -84,7 +87,7 @@ class RequestContext:
         try:
             await self.app(scope, receive, send_with_id)
         except Exception as error:  # noqa: BLE001 - the last line of defence, by design
-            unavailable = database_unavailable(error)
+            unavailable = database_unavailable(error) or database_corrupt(error)
             route = getattr(scope.get("route"), "path", None) or "(unrouted)"
             logger.error(
                 "%s %s failed: %s (request %s)%s",
@@ -179,16 +182,28 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"The request body is larger than the limit of {limit} bytes.")
 
 
+class BodyTimeout(HTTPException):
+    """Raised from ``receive`` when a body is not complete by its deadline: 408 (a slow client
+    holds a connection and a request's memory no longer than that)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(408, f"The request body did not arrive within {seconds:g} s.")
+
+
 class BodyLimit:
-    """Refuses request bodies larger than ``max_bytes`` before anything parses them: 413.
+    """Refuses request bodies larger than ``max_bytes`` before anything parses them: 413; and
+    bodies not complete ``deadline`` seconds after the request's head: 408.
 
     A declared ``Content-Length`` over the limit is answered at once (the body is never read);
-    otherwise the bytes are counted as they stream in and reading stops at the limit.
+    otherwise the bytes are counted as they stream in and reading stops at the limit. Once the
+    body is complete, ``receive`` is passed through untouched (waiting for a disconnect is not
+    bounded by the body's deadline).
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, deadline: float | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.deadline = deadline
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -204,14 +219,24 @@ class BodyLimit:
             await response(scope, receive, send)
             return
         seen = 0
+        complete = False
+        deadline = None if self.deadline is None else time.monotonic() + self.deadline
 
         async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, complete
+            if complete or deadline is None:
+                message = await receive()
+            else:
+                try:
+                    with anyio.fail_after(max(0.0, deadline - time.monotonic())):
+                        message = await receive()
+                except TimeoutError:
+                    raise BodyTimeout(self.deadline or 0.0) from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
                     raise BodyTooLarge(self.max_bytes)
+                complete = not message.get("more_body", False)
             return message
 
         await self.app(scope, counted, send)

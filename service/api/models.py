@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Response
 from pydantic import TypeAdapter
@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session
 
 from service import released_model
 from service.api.access import visible_dataset, visible_job, visible_model
-from service.api.deps import AnyRole, AppDispatcher, AppSettings, Sessions
+from service.api.deps import AnyRole, AppDispatcher, AppSettings, Compute, ComputeSlot, Sessions
 from service.api.errors import invalid, not_found
-from service.api.jobs import was_refunded
+from service.api.jobs import TOO_MANY, was_refunded
 from service.data.encoding import Encoder
 from service.data.spec import LabelSpec
 from service.db.models import Evaluation, Job
@@ -63,9 +63,16 @@ def get_model(model_id: str, principal: AnyRole, sessions: Sessions) -> ModelOut
         )
 
 
-@router.post("/{model_id}/predict", response_model=PredictResponse, summary="Predict")
+@router.post(
+    "/{model_id}/predict", response_model=PredictResponse, summary="Predict", responses=TOO_MANY
+)
 def predict(
-    model_id: str, body: PredictRequest, principal: AnyRole, sessions: Sessions
+    model_id: str,
+    body: PredictRequest,
+    principal: AnyRole,
+    sessions: Sessions,
+    compute: Compute,
+    _slot: ComputeSlot,
 ) -> PredictResponse:
     """Apply the released model to the caller's own rows (raw schema, same public encoding).
 
@@ -75,22 +82,41 @@ def predict(
         m = visible_model(session, principal, model_id)
         coefficients, intercept = m.coefficients, m.intercept
         encoder_json, label_json, model_json = m.encoder, m.label, m.model_spec
+    # Encoding and predicting 10⁵ rows is seconds of CPU: a compute process does it.
+    predictions, probabilities, listed, total = compute.run(
+        predicted, encoder_json, label_json, model_json, coefficients, intercept, body.rows
+    )
+    return PredictResponse(
+        predictions=predictions,
+        probabilities=probabilities,
+        warnings=[PredictionWarningOut.model_validate(w) for w in listed],
+        warnings_total=total,
+    )
+
+
+def predicted(
+    encoder_json: dict[str, Any],
+    label_json: dict[str, Any],
+    model_json: dict[str, Any],
+    coefficients: Any,
+    intercept: Any,
+    rows: list[dict[str, Any]],
+) -> tuple[Any, Any, list[dict[str, Any]], int]:
+    """The released model applied to the caller's rows: (predictions, probabilities, the
+    prediction warnings listed as dicts, how many there were in all). Runs in a
+    compute process (service/api/compute.py); a row the encoder refuses is a 422 on ``rows``."""
     encoder = Encoder.from_dict(encoder_json)
     try:
-        X = encoder.encode_records(body.rows)
+        X = encoder.encode_records(rows)
     except (ValueError, TypeError) as exc:
         raise invalid("rows", str(exc)) from None
     label = LabelSpec.model_validate(label_json)
     classes = len(label.classes or []) or None
     loss = build_loss(TypeAdapter(ModelSpec).validate_python(model_json), classes)
     result = released_model.predict(weight_matrix(coefficients, intercept), loss, label, X)
-    found = prediction_warnings(encoder, body.rows)
-    return PredictResponse(
-        predictions=result.predictions,
-        probabilities=result.probabilities,
-        warnings=[PredictionWarningOut.model_validate(vars(w)) for w in found.listed],
-        warnings_total=found.total,
-    )
+    found = prediction_warnings(encoder, rows)
+    listed = [vars(w) for w in found.listed]
+    return result.predictions, result.probabilities, listed, found.total
 
 
 # --- private evaluation (service/evaluation.py) -------------------------------------------------
@@ -126,6 +152,7 @@ def _evaluation_out(session: Session, job: Job) -> EvaluationOut:
     "/{model_id}/evaluate/estimate",
     response_model=JobEstimateOut,
     summary="Price a private evaluation without submitting it",
+    responses=TOO_MANY,
 )
 def estimate_evaluation(
     model_id: str,
@@ -133,6 +160,7 @@ def estimate_evaluation(
     principal: AnyRole,
     sessions: Sessions,
     settings: AppSettings,
+    _slot: ComputeSlot,
 ) -> JobEstimateOut:
     """Plan and price the body of `POST /v1/models/{id}/evaluate` exactly as a submission
     would; charges nothing, writes nothing."""
@@ -167,6 +195,7 @@ def estimate_evaluation(
     status_code=202,
     response_model=EvaluationOut,
     summary="Evaluate a model privately on a dataset",
+    responses=TOO_MANY,
 )
 def evaluate(
     model_id: str,
@@ -175,6 +204,7 @@ def evaluate(
     sessions: Sessions,
     dispatcher: AppDispatcher,
     settings: AppSettings,
+    _slot: ComputeSlot,
     response: Response,
     idempotency_key: Annotated[
         str | None, Header(alias="Idempotency-Key", max_length=200, pattern=r"^[\x21-\x7e]+$")

@@ -12,11 +12,16 @@ disagreement.
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from service.db.models import Dataset
+from service.db.models import Charge, Dataset
 from service.ledger import totals
 from service.ledger.filter import Spent
 
@@ -59,8 +64,10 @@ def _same_spent(a: Spent, b: Spent) -> bool:
 
 def audit(session: Session, dataset: Dataset) -> LedgerAudit:
     """Compare every stored total of the dataset with the rows summed again."""
-    stored = totals.stored(session, dataset.id)
-    again = totals.recompute(session, dataset.id)
+    return _audit(totals.stored(session, dataset.id), totals.recompute(session, dataset.id))
+
+
+def _audit(stored: dict[str, totals.Total], again: dict[str, totals.Total]) -> LedgerAudit:
     nothing = totals.Total.nothing()
     consistent = all(
         _same(stored.get(scope, nothing), again.get(scope, nothing))
@@ -72,4 +79,61 @@ def audit(session: Session, dataset: Dataset) -> LedgerAudit:
         cached_pure_epsilon=mine.spent.pure_epsilon,
         recomputed=LedgerTotals(theirs.spent.rdp, theirs.spent.pure_epsilon, theirs.charges),
         consistent=consistent,
+    )
+
+
+class AuditCache:
+    """The ledger pages' audit, recomputed only when the ledger may have changed.
+
+    ``GET /v1/datasets/{id}/ledger`` shows the audit on every page; recomputing it from all the
+    rows on each page made paging through n rows cost O(n²/limit). The ledger is append-only, so
+    the recomputation depends only on its rows: an audit is reused while the dataset's last
+    ledger row id and its stored totals (read afresh for every page, in the page's snapshot) are
+    the same, for at most ``max_age`` seconds (so an edit of an old row in place, which changes
+    neither, still shows within that time). Bounded: at most ``capacity`` datasets remembered.
+    Thread-safe; held by the app (no global state).
+    """
+
+    def __init__(self, capacity: int = 256, max_age: float = 60.0) -> None:
+        self.capacity = capacity
+        self.max_age = max_age
+        self._entries: OrderedDict[str, tuple[Hashable, float, LedgerAudit]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.recomputed = 0
+
+    def audit(self, session: Session, dataset: Dataset) -> LedgerAudit:
+        stored = totals.stored(session, dataset.id)
+        last_row = session.scalar(
+            select(func.max(Charge.id)).where(Charge.dataset_id == dataset.id)
+        )
+        key = (last_row, _fingerprint(stored))
+        now = time.monotonic()
+        with self._lock:
+            cached = self._entries.get(dataset.id)
+            if cached is not None and cached[0] == key and now - cached[1] < self.max_age:
+                self._entries.move_to_end(dataset.id)
+                return cached[2]
+        checked = _audit(stored, totals.recompute(session, dataset.id))
+        with self._lock:
+            self.recomputed += 1
+            self._entries[dataset.id] = (key, now, checked)
+            self._entries.move_to_end(dataset.id)
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+        return checked
+
+
+def _fingerprint(stored: dict[str, totals.Total]) -> Hashable:
+    return tuple(
+        sorted(
+            (
+                scope,
+                t.charges,
+                t.spent.rdp,
+                t.spent.mu_squared,
+                t.spent.all_gaussian,
+                t.spent.pure_epsilon,
+            )
+            for scope, t in stored.items()
+        )
     )

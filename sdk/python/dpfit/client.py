@@ -451,9 +451,15 @@ class Client:
         are in ``.attrs`` (``epsilon``, ``delta``)."""
         import pandas as pd
 
-        body = self._json("GET", f"/v1/datasets/{dataset_id}/budget/history")
+        path, query = f"/v1/datasets/{dataset_id}/budget/history", {"limit": 1000}
+        response = self._send("GET", path, params=query)
+        body = response.json()
+        points = list(body.get("points", []))
+        while cursor := response.headers.get(NEXT_CURSOR):  # one page per call: follow them
+            response = self._send("GET", path, params={**query, "cursor": cursor})
+            points += response.json().get("points", [])
         columns = ["at", "kind", "job_id", "epsilon_spent", "your_epsilon_spent"]
-        frame = pd.DataFrame(body.get("points", []), columns=columns)
+        frame = pd.DataFrame(points, columns=columns)
         frame["at"] = pd.to_datetime(frame["at"], utc=True, format="ISO8601")
         frame.attrs.update(
             {"dataset_id": body.get("dataset_id"), "epsilon": body.get("epsilon"), "delta": body.get("delta")}

@@ -157,13 +157,13 @@ function ledgerRows(charges, points) {
 async function ownedCard(d, role) {
   const base = `/v1/datasets/${encodeURIComponent(d.id)}`;
   const [budget, history, ledger, grants] = await Promise.all([
-    get(`${base}/budget`), get(`${base}/budget/history`),
+    get(`${base}/budget`), getAllOf(`${base}/budget/history`, "points"),
     getAllOf(`${base}/ledger?limit=1000`, "charges"), getAll(`${base}/grants`),
   ]);
   const b = budget.body;
-  const rows = ledgerRows(ledger.charges, history.body.points);
+  const rows = ledgerRows(ledger.charges, history.points);
   const chart = node("div", { class: "chart", "data-dataset": d.id });
-  chart.append(burnDownChart(rows, history.body.epsilon));
+  chart.append(burnDownChart(rows, history.epsilon));
   const facts = node("dl", { class: "facts" },
     node("dt", {}, "owner"), node("dd", {}, d.owner),
     node("dt", {}, "rows"), node("dd", {}, d.n_rows),

@@ -8,18 +8,35 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.budget_history_out import BudgetHistoryOut
 from ...models.problem import Problem
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
     dataset_id: str,
+    *,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["limit"] = limit
+
+    json_cursor: None | str | Unset
+    if isinstance(cursor, Unset):
+        json_cursor = UNSET
+    else:
+        json_cursor = cursor
+    params["cursor"] = json_cursor
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/v1/datasets/{dataset_id}/budget/history".format(
             dataset_id=quote(str(dataset_id), safe=""),
         ),
+        "params": params,
     }
 
     return _kwargs
@@ -89,14 +106,20 @@ def sync_detailed(
     dataset_id: str,
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Response[BudgetHistoryOut | Problem]:
     """The budget's history (burn-down)
 
-     ε spent at δ_B after every charge and refund, oldest first. Owners and admins see every
-    job id; analysts see their own job ids, the dataset's total curve and their own curve.
+     ε spent at δ_B after every charge and refund, oldest first, one page of `points` per call
+    (`limit`, `cursor`, `X-Next-Cursor` as on the ledger). Owners and admins see every job id;
+    analysts see their own job ids, the dataset's total curve and their own curve.
 
     Args:
         dataset_id (str):
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -108,6 +131,8 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         dataset_id=dataset_id,
+        limit=limit,
+        cursor=cursor,
     )
 
     response = client.get_httpx_client().request(
@@ -121,14 +146,20 @@ def sync(
     dataset_id: str,
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> BudgetHistoryOut | Problem | None:
     """The budget's history (burn-down)
 
-     ε spent at δ_B after every charge and refund, oldest first. Owners and admins see every
-    job id; analysts see their own job ids, the dataset's total curve and their own curve.
+     ε spent at δ_B after every charge and refund, oldest first, one page of `points` per call
+    (`limit`, `cursor`, `X-Next-Cursor` as on the ledger). Owners and admins see every job id;
+    analysts see their own job ids, the dataset's total curve and their own curve.
 
     Args:
         dataset_id (str):
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -141,6 +172,8 @@ def sync(
     return sync_detailed(
         dataset_id=dataset_id,
         client=client,
+        limit=limit,
+        cursor=cursor,
     ).parsed
 
 
@@ -148,14 +181,20 @@ async def asyncio_detailed(
     dataset_id: str,
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Response[BudgetHistoryOut | Problem]:
     """The budget's history (burn-down)
 
-     ε spent at δ_B after every charge and refund, oldest first. Owners and admins see every
-    job id; analysts see their own job ids, the dataset's total curve and their own curve.
+     ε spent at δ_B after every charge and refund, oldest first, one page of `points` per call
+    (`limit`, `cursor`, `X-Next-Cursor` as on the ledger). Owners and admins see every job id;
+    analysts see their own job ids, the dataset's total curve and their own curve.
 
     Args:
         dataset_id (str):
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -167,6 +206,8 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         dataset_id=dataset_id,
+        limit=limit,
+        cursor=cursor,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -178,14 +219,20 @@ async def asyncio(
     dataset_id: str,
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> BudgetHistoryOut | Problem | None:
     """The budget's history (burn-down)
 
-     ε spent at δ_B after every charge and refund, oldest first. Owners and admins see every
-    job id; analysts see their own job ids, the dataset's total curve and their own curve.
+     ε spent at δ_B after every charge and refund, oldest first, one page of `points` per call
+    (`limit`, `cursor`, `X-Next-Cursor` as on the ledger). Owners and admins see every job id;
+    analysts see their own job ids, the dataset's total curve and their own curve.
 
     Args:
         dataset_id (str):
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -199,5 +246,7 @@ async def asyncio(
         await asyncio_detailed(
             dataset_id=dataset_id,
             client=client,
+            limit=limit,
+            cursor=cursor,
         )
     ).parsed

@@ -109,13 +109,14 @@ def sync_detailed(
 
      Every charge and refund (append-only), oldest first, one page of `charges` per call
     (`limit`, `cursor`, `X-Next-Cursor` as on the lists), with the cached total and its
-    recomputation from ALL the rows on every page.
+    recomputation from ALL the rows on every page (recomputed only when the ledger may have
+    changed: service/ledger/audit.py, ``AuditCache``).
 
     Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
     dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
     dataset and a row written while a client pages is never skipped or repeated. The page is
-    one query; the audit (service/ledger/audit.py) reads the dataset's rows once more, in the
-    same snapshot.
+    one query; the audit reads the dataset's stored totals and last row id in the same snapshot,
+    and its rows once more only when those changed.
 
     Args:
         dataset_id (str):
@@ -155,13 +156,14 @@ def sync(
 
      Every charge and refund (append-only), oldest first, one page of `charges` per call
     (`limit`, `cursor`, `X-Next-Cursor` as on the lists), with the cached total and its
-    recomputation from ALL the rows on every page.
+    recomputation from ALL the rows on every page (recomputed only when the ledger may have
+    changed: service/ledger/audit.py, ``AuditCache``).
 
     Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
     dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
     dataset and a row written while a client pages is never skipped or repeated. The page is
-    one query; the audit (service/ledger/audit.py) reads the dataset's rows once more, in the
-    same snapshot.
+    one query; the audit reads the dataset's stored totals and last row id in the same snapshot,
+    and its rows once more only when those changed.
 
     Args:
         dataset_id (str):
@@ -196,13 +198,14 @@ async def asyncio_detailed(
 
      Every charge and refund (append-only), oldest first, one page of `charges` per call
     (`limit`, `cursor`, `X-Next-Cursor` as on the lists), with the cached total and its
-    recomputation from ALL the rows on every page.
+    recomputation from ALL the rows on every page (recomputed only when the ledger may have
+    changed: service/ledger/audit.py, ``AuditCache``).
 
     Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
     dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
     dataset and a row written while a client pages is never skipped or repeated. The page is
-    one query; the audit (service/ledger/audit.py) reads the dataset's rows once more, in the
-    same snapshot.
+    one query; the audit reads the dataset's stored totals and last row id in the same snapshot,
+    and its rows once more only when those changed.
 
     Args:
         dataset_id (str):
@@ -240,13 +243,14 @@ async def asyncio(
 
      Every charge and refund (append-only), oldest first, one page of `charges` per call
     (`limit`, `cursor`, `X-Next-Cursor` as on the lists), with the cached total and its
-    recomputation from ALL the rows on every page.
+    recomputation from ALL the rows on every page (recomputed only when the ledger may have
+    changed: service/ledger/audit.py, ``AuditCache``).
 
     Pages follow the ledger's row ids: every charge and refund of a dataset is written under the
     dataset's row lock (service/ledger/admission.py), so ids grow in commit order within a
     dataset and a row written while a client pages is never skipped or repeated. The page is
-    one query; the audit (service/ledger/audit.py) reads the dataset's rows once more, in the
-    same snapshot.
+    one query; the audit reads the dataset's stored totals and last row id in the same snapshot,
+    and its rows once more only when those changed.
 
     Args:
         dataset_id (str):

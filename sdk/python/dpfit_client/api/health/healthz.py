@@ -82,7 +82,8 @@ def sync_detailed(
 ) -> Response[Health | Problem]:
     """Health
 
-     ok only when the database answers AND carries the schema revision this code expects.
+     ok only when the database answers, is intact (SQLite: ``PRAGMA quick_check`` at most
+    every 30 s, service/api/health.py) AND carries the schema revision this code expects.
 
     Unreachable database → 503 (middleware); reachable but empty or at another Alembic
     revision (e.g. recreated, or not migrated) → 503 naming both revisions. Both carry
@@ -111,7 +112,8 @@ def sync(
 ) -> Health | Problem | None:
     """Health
 
-     ok only when the database answers AND carries the schema revision this code expects.
+     ok only when the database answers, is intact (SQLite: ``PRAGMA quick_check`` at most
+    every 30 s, service/api/health.py) AND carries the schema revision this code expects.
 
     Unreachable database → 503 (middleware); reachable but empty or at another Alembic
     revision (e.g. recreated, or not migrated) → 503 naming both revisions. Both carry
@@ -136,7 +138,8 @@ async def asyncio_detailed(
 ) -> Response[Health | Problem]:
     """Health
 
-     ok only when the database answers AND carries the schema revision this code expects.
+     ok only when the database answers, is intact (SQLite: ``PRAGMA quick_check`` at most
+    every 30 s, service/api/health.py) AND carries the schema revision this code expects.
 
     Unreachable database → 503 (middleware); reachable but empty or at another Alembic
     revision (e.g. recreated, or not migrated) → 503 naming both revisions. Both carry
@@ -163,7 +166,8 @@ async def asyncio(
 ) -> Health | Problem | None:
     """Health
 
-     ok only when the database answers AND carries the schema revision this code expects.
+     ok only when the database answers, is intact (SQLite: ``PRAGMA quick_check`` at most
+    every 30 s, service/api/health.py) AND carries the schema revision this code expects.
 
     Unreachable database → 503 (middleware); reachable but empty or at another Alembic
     revision (e.g. recreated, or not migrated) → 503 naming both revisions. Both carry
