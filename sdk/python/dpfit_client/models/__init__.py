@@ -10,7 +10,9 @@ from .charge_out import ChargeOut
 from .charge_out_event import ChargeOutEvent
 from .charge_out_kind import ChargeOutKind
 from .dataset_create import DatasetCreate
+from .dataset_create_execution import DatasetCreateExecution
 from .dataset_out import DatasetOut
+from .dataset_out_execution import DatasetOutExecution
 from .dataset_source import DatasetSource
 from .dataset_source_format_type_0 import DatasetSourceFormatType0
 from .dataset_source_out import DatasetSourceOut
@@ -88,7 +90,9 @@ __all__ = (
     "ChargeOutEvent",
     "ChargeOutKind",
     "DatasetCreate",
+    "DatasetCreateExecution",
     "DatasetOut",
+    "DatasetOutExecution",
     "DatasetSource",
     "DatasetSourceFormatType0",
     "DatasetSourceOut",

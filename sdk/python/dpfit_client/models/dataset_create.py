@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 
+from ..models.dataset_create_execution import DatasetCreateExecution
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -31,6 +32,12 @@ class DatasetCreate:
             clipped to the model's declared public ``label_bound`` when a job reads them.
         features (list[CategoricalFeature | NumericFeature]):
         budget (PrivacyBudget):
+        execution (DatasetCreateExecution | Unset): Where jobs on this dataset compute. `workers` (the default): the
+            service's workers read the rows. `in_database` (PostgreSQL tables only): the rows never leave the owner's
+            database — each job encodes them there (the public encoding compiled to SQL) and only d-sized aggregates and
+            iterates leave it; the noise is added by the worker. A governance choice of the owner that analysts cannot
+            override; jobs are then limited to full-gradient optimizers on logistic regression with a binary label. Default:
+            DatasetCreateExecution.WORKERS.
         strict (bool | None | Unset): How the validation report decides. Omitted (the default): refuse the source (422
             naming the label field) when most labels are wrong — more than half of the non-empty label cells outside the
             declared values (for a numeric label: not numbers). true: refuse on any label outside the declared values and
@@ -43,6 +50,7 @@ class DatasetCreate:
     label: LabelSpec
     features: list[CategoricalFeature | NumericFeature]
     budget: PrivacyBudget
+    execution: DatasetCreateExecution | Unset = DatasetCreateExecution.WORKERS
     strict: bool | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
@@ -66,6 +74,10 @@ class DatasetCreate:
 
         budget = self.budget.to_dict()
 
+        execution: str | Unset = UNSET
+        if not isinstance(self.execution, Unset):
+            execution = self.execution.value
+
         strict: bool | None | Unset
         if isinstance(self.strict, Unset):
             strict = UNSET
@@ -83,6 +95,8 @@ class DatasetCreate:
                 "budget": budget,
             }
         )
+        if execution is not UNSET:
+            field_dict["execution"] = execution
         if strict is not UNSET:
             field_dict["strict"] = strict
 
@@ -128,6 +142,13 @@ class DatasetCreate:
 
         budget = PrivacyBudget.from_dict(d.pop("budget"))
 
+        _execution = d.pop("execution", UNSET)
+        execution: DatasetCreateExecution | Unset
+        if isinstance(_execution, Unset):
+            execution = UNSET
+        else:
+            execution = DatasetCreateExecution(_execution)
+
         def _parse_strict(data: object) -> bool | None | Unset:
             if data is None:
                 return data
@@ -143,6 +164,7 @@ class DatasetCreate:
             label=label,
             features=features,
             budget=budget,
+            execution=execution,
             strict=strict,
         )
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..models.dataset_out_execution import DatasetOutExecution
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ class DatasetOut:
         source (DatasetSourceOut | None | Unset): Shown to the owner only.
         validation (None | Unset | ValidationOut): The validation report of the registration. Shown to the owner and
             admins only (null for others, and for datasets registered before reports existed).
+        execution (DatasetOutExecution | Unset): Where jobs compute: `workers` (the service reads the rows) or
+            `in_database` (the rows never leave the owner's PostgreSQL database). Default: DatasetOutExecution.WORKERS.
         retired_at (datetime.datetime | None | Unset): Set when an admin retired the dataset: no job is admitted.
         duplicates (list[str] | None | Unset): Admins only (null for everyone else): the ids of other datasets — of
             other owners — holding the same content (the whole source's or a member file's). Registration compares content
@@ -62,6 +65,7 @@ class DatasetOut:
     fingerprint: None | str | Unset = UNSET
     source: DatasetSourceOut | None | Unset = UNSET
     validation: None | Unset | ValidationOut = UNSET
+    execution: DatasetOutExecution | Unset = DatasetOutExecution.WORKERS
     retired_at: datetime.datetime | None | Unset = UNSET
     duplicates: list[str] | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
@@ -119,6 +123,10 @@ class DatasetOut:
         else:
             validation = self.validation
 
+        execution: str | Unset = UNSET
+        if not isinstance(self.execution, Unset):
+            execution = self.execution.value
+
         retired_at: None | str | Unset
         if isinstance(self.retired_at, Unset):
             retired_at = UNSET
@@ -157,6 +165,8 @@ class DatasetOut:
             field_dict["source"] = source
         if validation is not UNSET:
             field_dict["validation"] = validation
+        if execution is not UNSET:
+            field_dict["execution"] = execution
         if retired_at is not UNSET:
             field_dict["retired_at"] = retired_at
         if duplicates is not UNSET:
@@ -256,6 +266,13 @@ class DatasetOut:
 
         validation = _parse_validation(d.pop("validation", UNSET))
 
+        _execution = d.pop("execution", UNSET)
+        execution: DatasetOutExecution | Unset
+        if isinstance(_execution, Unset):
+            execution = UNSET
+        else:
+            execution = DatasetOutExecution(_execution)
+
         def _parse_retired_at(data: object) -> datetime.datetime | None | Unset:
             if data is None:
                 return data
@@ -303,6 +320,7 @@ class DatasetOut:
             fingerprint=fingerprint,
             source=source,
             validation=validation,
+            execution=execution,
             retired_at=retired_at,
             duplicates=duplicates,
         )
