@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 #: The client's `sklearn` extra and its dependencies that the service's lock does not pin.
-PACKAGES = ("scikit-learn", "joblib", "threadpoolctl")
+PACKAGES = ("scikit-learn", "joblib", "threadpoolctl", "narwhals")
 
 
 def client_lock(dev_lock: str) -> str:
