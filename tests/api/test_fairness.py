@@ -179,16 +179,24 @@ def test_a_task_dask_runs_again_holds_the_next_attempt(
     events = JobEventLog(service.sessions)
     events.poll()
     _claimed_by_a_lost_worker(service, job_id)
-    with caplog.at_level(logging.INFO, logger="dpfit.jobs"):
-        events.poll()
-        # Dask runs the same task (same key, attempt 1) again after its worker died.
-        assert run_job(job_id, 1, service.url) == "succeeded"
-        events.poll()
+    # The handler on the logger itself: another test's app may have stopped "dpfit" from
+    # propagating to the root logger, where caplog listens by default.
+    jobs_log = logging.getLogger("dpfit.jobs")
+    jobs_log.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="dpfit.jobs"):
+            events.poll()
+            # Dask runs the same task (same key, attempt 1) again after its worker died.
+            assert run_job(job_id, 1, service.url) == "succeeded"
+            events.poll()
+    finally:
+        jobs_log.removeHandler(caplog.handler)
     row = service.row(job_id)
     assert (row.attempt, row.runs, row.status) == (2, 2, "succeeded")
     starts = [
         (r.fields["attempt"], r.fields["run"])  # type: ignore[attr-defined]
-        for r in caplog.records
+        # once each: the record may reach caplog's handler directly and through the root
+        for r in {id(r): r for r in caplog.records}.values()
         if getattr(r, "fields", {}).get("event") == "job.started"
     ]
     assert starts == [(1, 1), (2, 2)]

@@ -33,7 +33,8 @@ def app(
     root.mkdir()
     monkeypatch.setenv("DPFIT_DATA_ROOTS", str(root))  # the worker's roots, as under dpfit serve
     monkeypatch.delenv("DPFIT_WORKER_MEMORY", raising=False)
-    with in_process_app(url, root) as (client, admin):
+    # pricing in the request's thread: the tests patch this process's view of the machine
+    with in_process_app(url, root, compute_processes=0) as (client, admin):
         yield client, admin, url, root
 
 

@@ -38,13 +38,20 @@ def bearer(key: str | None) -> dict[str, str]:
 
 
 @contextmanager
-def in_process_app(database_url: str, data_root: Path) -> Iterator[tuple[TestClient, str]]:
+def in_process_app(
+    database_url: str, data_root: Path, compute_processes: int | None = None
+) -> Iterator[tuple[TestClient, str]]:
     """A migrated database, the app on it, and a first admin key made as `dpfit keys create`
     makes it. Yields the client (no key) and the admin key. The data roots are ``data_root``
-    and the folder of ``credit_dataset()``'s fresh copies."""
+    and the folder of ``credit_dataset()``'s fresh copies. ``compute_processes=0`` prices in
+    the request's thread (a test that patches this process's functions needs it)."""
     migrate(database_url)
     settings = Settings(
-        database_url=database_url, data_roots=(data_root, COPIES), workers=1, dask_scheduler=None
+        database_url=database_url,
+        data_roots=(data_root, COPIES),
+        workers=1,
+        dask_scheduler=None,
+        compute_processes=compute_processes,
     )
     admin_key = create_key_cli(database_url, "admin", "admin")
     app = create_app(settings, dispatcher_factory=QueueOnly)
