@@ -107,15 +107,20 @@ def encoded_rows(
     *,
     n: int,
     fingerprint: str,
+    positions: bool = False,
 ) -> Iterator[Connection]:
     """A session holding ``pg_temp.dpfit_rows(x0 … x_{d−1}, y)``: the table's encoded rows,
     checked against the registered ``fingerprint`` and the public ``n`` in one snapshot.
+
+    With ``positions``, a column ``pos bigint`` holds each row's 0-based position in the source's
+    stable order (the reader's row index), which bolt-on PSGD's passes join their permutation
+    to (:mod:`service.workers.in_database_sgd`).
 
     Raises :class:`SourceError` (no data in its message) when the table changed, its row count
     is not ``n`` or the database fails; the temporary table is dropped on the way out."""
     if source.dialect != "postgresql":
         raise SourceError("in-database execution needs a PostgreSQL table")
-    select, names = encoded_select(source, encoder, label, label_bound)
+    select, names = encoded_select(source, encoder, label, label_bound, numbered=positions)
     conn = source.connect().execution_options(isolation_level="REPEATABLE READ")
     try:
         timeout = statement_timeout_ms(n, len(names))
@@ -124,12 +129,14 @@ def encoded_rows(
         if source.fingerprint_on(conn) != fingerprint:
             raise SourceError("the table changed since it was registered")
         column_list = ", ".join(f"{name} double precision" for name in names)
+        position_column = ", pos bigint" if positions else ""
         conn.exec_driver_sql(
-            f"CREATE TEMPORARY TABLE {_TEMP_TABLE} ({column_list}, y double precision) "
-            "ON COMMIT PRESERVE ROWS"
+            f"CREATE TEMPORARY TABLE {_TEMP_TABLE} ({column_list}, y double precision"
+            f"{position_column}) ON COMMIT PRESERVE ROWS"
         )
-        target = sa.table(_TEMP_TABLE, *(sa.column(c) for c in [*names, "y"]))
-        conn.execute(sa.insert(target).from_select([*names, "y"], select))
+        targets = [*names, "y", *(["pos"] if positions else [])]
+        target = sa.table(_TEMP_TABLE, *(sa.column(c) for c in targets))
+        conn.execute(sa.insert(target).from_select(targets, select))
         count = conn.execute(sa.select(sa.func.count()).select_from(target)).scalar_one()
         if int(count) != n:
             raise SourceError("the table changed since it was registered")
@@ -154,19 +161,26 @@ def encoded_select(
     label_bound: float | None,
     *,
     ordered: bool = False,
+    numbered: bool = False,
 ) -> tuple[sa.Select[Any], list[str]]:
     """``SELECT x0 … x_{d−1}, y FROM <table>``: the encoded rows and their column names (in the
-    source's stable order when ``ordered``, e.g. to compare with the reader); needs
+    source's stable order when ``ordered``, e.g. to compare with the reader; with ``numbered``
+    a last column ``pos``, the row's 0-based position in that order); needs
     :data:`~service.data.sql_encoding.PARSE_FUNCTION` in the session."""
     columns = compile_rows(source.table, source.families(), encoder, label, label_bound)
     d = len(columns.x)
     names = [f"x{j}" for j in range(d)]
-    keys = [source.table.c[c].label(f"k{i}") for i, c in enumerate(source.order_by)] if ordered else []
+    keyed = ordered or numbered
+    keys = [source.table.c[c].label(f"k{i}") for i, c in enumerate(source.order_by)] if keyed else []
     scaled = sa.select(*(e.label(f"e{j}") for j, e in enumerate(columns.x)), columns.y.label("y"), *keys)
     inner = scaled.select_from(source.table).subquery("encoded")
     clipped = norm_clipped([inner.c[f"e{j}"] for j in range(d)])
     labelled = (c.label(name) for c, name in zip(clipped, names, strict=True))
     select = sa.select(*labelled, inner.c.y)
+    if numbered:
+        order = [inner.c[f"k{i}"] for i in range(len(keys))]
+        position = sa.func.row_number().over(order_by=order) - sa.literal(1, sa.BigInteger)
+        select = select.add_columns(position.label("pos"))
     if ordered:
         select = select.order_by(*(inner.c[f"k{i}"] for i in range(len(keys))))
     return select, names
