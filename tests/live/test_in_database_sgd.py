@@ -262,3 +262,37 @@ def test_select_only_role_runs_it_and_leaves_nothing(warehouse: str) -> None:
             conn.exec_driver_sql(f"DROP OWNED BY {role}")
             conn.exec_driver_sql(f"DROP ROLE {role}")
         admin.dispose()
+
+
+def test_a_vanishing_coefficient_does_not_fail_the_job(warehouse: str) -> None:
+    """PostgreSQL raises where a product underflows to 0 (numpy returns 0). A feature seen in
+    one row only decays by (1 − ημ) = 0.7 at every other step, into the subnormals within a
+    pass, down to 2⁻¹⁰⁷⁴, where μ·w rounds to 0: without the flush the job would fail on this table and not on
+    others — a data-dependent failure. With it the pass runs and agrees with numpy (the flush
+    moves entries < 2⁻⁴⁰⁰)."""
+    n = 4000
+    engine = sa.create_engine(warehouse)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE rare (id integer PRIMARY KEY, v double precision, y boolean)")
+        rows = [(i, 1.0 if i == 3 else 0.0, i % 3 == 0) for i in range(n)]
+        conn.exec_driver_sql("INSERT INTO rare VALUES (%s, %s, %s)", rows)
+    engine.dispose()
+    source = open_sql_source("sql://wh/rare", _settings(warehouse))
+    encoder = Encoder([NumericFeature(name="v", min=-1, max=1)], fit_intercept=True)
+    label = LabelSpec(column="y", type="binary", positive="true", negative="false")
+    X, y = read_encoded(source, encoder, label, None)
+    loss = LogisticLoss(l2=0.3)
+    kwargs = dict(passes=1, batch_size=1, schedule=StepSchedule.constant(1.0, 0.3), radius=None)
+    for averaging in (False, True):
+        expected = permutation_sgd(
+            loss, X, y, rng=np.random.default_rng(1), averaging=averaging, **kwargs
+        )
+        with encoded_rows(
+            source, encoder, label, None, n=n, fingerprint=source.fingerprint(), positions=True
+        ) as conn:
+            got = in_database_permutation_sgd(
+                conn, loss, n=n, d=2, rng=np.random.default_rng(1), averaging=averaging, **kwargs
+            )
+        np.testing.assert_allclose(got, expected, rtol=RTOL, atol=2.0**-390)
+        if not averaging:  # not vacuous: numpy's coefficient ended in the subnormals
+            assert 0.0 < abs(expected[0]) < 2.0**-1022
