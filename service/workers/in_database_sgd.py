@@ -78,6 +78,7 @@ from service.models.logistic import LogisticLoss
 from service.optimizers.base import ProgressCallback, ReleasePlan
 from service.optimizers.bolt_on_psgd import BoltOnConfig, bolt_on_sensitivity, max_step_size
 from service.optimizers.sgd_common import (
+    InverseSqrtSchedule,
     StepSchedule,
     check_convex_loss,
     pass_layout,
@@ -111,8 +112,9 @@ _COPY_CHUNK = 1 << 16
 
 # The transition function. State (1-based): w = s[1..d], w̄ = s[d+1..2d], the batch's gradient
 # sum g = s[2d+1..3d], then t (steps so far), k (rows of the current batch seen), b (batches
-# of this pass done). ``init`` = w, w̄, t from the previous pass; ``cfg`` = d, q, r, η₀, μ, t₀
-# (−1: constant step), R (0: none), averaging (0/1), C (0: none), flush.
+# of this pass done). ``init`` = w, w̄, t from the previous pass; ``cfg`` = d, q, r, η₀ (or c),
+# μ, t₀ (−1: constant step), R (0: none), averaging (0/1), C (0: none), flush, and 1 for the
+# schedule η_t = c/√t (InverseSqrtSchedule, the per-step-noise baselines' convex mode) else 0.
 _STEP_SQL = f"""
 CREATE OR REPLACE FUNCTION {_STEP}(
     s double precision[], x double precision[], y double precision, z double precision[],
@@ -164,7 +166,9 @@ BEGIN
     END IF;
     -- the batch is complete: step t
     t := s[3 * d + 1] + 1.0;
-    IF cfg[6] < 0.0 OR t <= cfg[6] THEN
+    IF cfg[11] > 0.0 THEN
+        eta := cfg[4] / sqrt(t);
+    ELSIF cfg[6] < 0.0 OR t <= cfg[6] THEN
         eta := cfg[4];
     ELSE
         eta := 1.0::double precision / (l2 * t);
@@ -342,7 +346,7 @@ def in_database_permutation_sgd(
     d: int,
     passes: int,
     batch_size: int,
-    schedule: StepSchedule,
+    schedule: StepSchedule | InverseSqrtSchedule,
     averaging: bool,
     radius: float | None,
     rng: np.random.Generator,
@@ -351,8 +355,9 @@ def in_database_permutation_sgd(
 ) -> FloatArray:
     """:func:`~service.optimizers.bolt_on_psgd.permutation_sgd` over ``pg_temp.dpfit_rows``:
     k passes, each one aggregate query over a fresh permutation from ``rng``; returns w_T or
-    the average of w_1 … w_T. ``step_noise`` (per-step-noise SGD, for the bench) adds one
-    draw to every step's gradient, drawn after the pass's permutation as ``run_sgd`` does.
+    the average of w_1 … w_T. ``step_noise`` (per-step-noise SGD: ``noisy_sgd_scs13``'s
+    ``noisy_permutation_sgd``, for the bench) adds one draw to every step's gradient, drawn
+    after the pass's permutation as ``run_sgd`` does; its schedule may be η_t = c/√t.
 
     The session's temporary function, aggregate and tables are dropped on the way out;
     database errors become a generic :class:`SourceError`."""
@@ -361,13 +366,21 @@ def in_database_permutation_sgd(
     m, _ = pass_layout(n, batch_size)
     q, r = divmod(n, m)
     clip = loss.gradient_clip
+    sqrt_decay = isinstance(schedule, InverseSqrtSchedule)
+    if sqrt_decay:
+        initial, l2, decay_start = schedule.scale, float(loss.l2), None
+    else:
+        initial, l2, decay_start = schedule.initial, schedule.l2, schedule.decay_start
+    if l2 != loss.l2:
+        raise ValueError("the schedule was made for a different l2")
     cfg = [
-        float(d), float(q), float(r), float(schedule.initial), float(schedule.l2),
-        -1.0 if schedule.decay_start is None else float(schedule.decay_start),
+        float(d), float(q), float(r), float(initial), float(l2),
+        -1.0 if decay_start is None else float(decay_start),
         0.0 if radius is None else float(radius),
         1.0 if averaging else 0.0,
         0.0 if clip is None or clip >= 1.0 else float(clip),
         FLUSH,
+        1.0 if sqrt_decay else 0.0,
     ]
     # the last seq of every batch (np.array_split: r batches of q + 1 rows, then q rows)
     batch_ends = np.cumsum(np.where(np.arange(m) < r, q + 1, q)) - 1

@@ -20,7 +20,7 @@ from service.data.sql_source import open_sql_source
 from service.models.logistic import LogisticLoss
 from service.optimizers.base import PrivacyTarget
 from service.optimizers.bolt_on_psgd import BoltOnPSGD, BoltOnPSGDParams, permutation_sgd
-from service.optimizers.sgd_common import StepSchedule
+from service.optimizers.sgd_common import InverseSqrtSchedule, StepSchedule
 from service.settings import Settings
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 from service.workers.in_database import encoded_rows
@@ -136,30 +136,39 @@ def test_passes_equal_permutation_sgd_on_the_readers_rows(warehouse: str, case: 
         assert np.linalg.norm(free) > radius * 1.1  # the projection binds
 
 
-def test_per_step_noise_equals_run_sgd_with_the_same_noise(warehouse: str) -> None:
-    """The bench's per-step-noise variant: each step's gradient plus one worker-drawn vector,
-    drawn after the pass's permutation as run_sgd draws it."""
-    from service.optimizers.sgd_common import noise_source, pass_layout, permutation_batches, run_sgd
+@pytest.mark.parametrize("l2", [0.0, 0.01])
+def test_per_step_noise_sgd_equals_scs13(warehouse: str, l2: float) -> None:
+    """The bench's per-step-noise arm: noisy_sgd_scs13's plan (η_t = c/√t for l2 = 0, 1/(μt)
+    otherwise) run in the database with its noise drawn by the worker after each pass's
+    permutation, equals ``NoisySGDSCS13.fit`` for the same generator."""
+    from service.optimizers.noisy_sgd_scs13 import NoisySGDSCS13, NoisySGDSCS13Params, SCS13Config
+    from service.optimizers.sgd_common import noise_source, schedule_from_json
 
-    loss = LogisticLoss(l2=0.0)
+    loss = LogisticLoss(l2=l2)
     source = _source(warehouse)
     encoder, label = _schema()
+    d = encoder.dimension
     X, y = read_encoded(source, encoder, label, None)
-    schedule = StepSchedule.constant(1.0)
-    m, _ = pass_layout(N, 25)
-    rng = np.random.default_rng(5)
-    expected = run_sgd(
-        loss, X, y, permutation_batches(N, m, 2, rng), schedule, radius=3.0,
-        noise=noise_source("gaussian", encoder.dimension, 0.3, rng),
+    optimizer = NoisySGDSCS13()
+    plan = optimizer.plan(
+        NoisySGDSCS13Params(passes=2, batch_size=25, mode="strongly_convex" if l2 else "convex"),
+        loss, N, d, PrivacyTarget(1.0, 1e-6),
     )
+    config = SCS13Config.from_hyperparameters(plan.hyperparameters)
+    schedule = schedule_from_json(config.schedule)
+    if l2:
+        assert isinstance(schedule, StepSchedule) and schedule.decay_start == 0
+    else:
+        assert isinstance(schedule, InverseSqrtSchedule)
+    expected = optimizer.fit(plan, loss, X, y, np.random.default_rng(5), lambda t: None)
     rng = np.random.default_rng(5)
     with encoded_rows(
         source, encoder, label, None, n=N, fingerprint=source.fingerprint(), positions=True
     ) as conn:
         got = in_database_permutation_sgd(
-            conn, loss, n=N, d=encoder.dimension, passes=2, batch_size=25, schedule=schedule,
-            averaging=False, radius=3.0, rng=rng,
-            step_noise=noise_source("gaussian", encoder.dimension, 0.3, rng),
+            conn, loss, n=N, d=d, passes=config.passes, batch_size=config.batch_size,
+            schedule=schedule, averaging=False, radius=config.radius, rng=rng,
+            step_noise=noise_source(plan.mechanism, d, plan.noise_scale, rng),
         )
     np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
 
