@@ -12,6 +12,7 @@ from bench import (
     auto_alternatives,
     catalog,
     head_to_head,
+    in_database,
     load,
     paper_wu,
     paper_zhang,
@@ -31,6 +32,7 @@ SUITES: dict[str, ModuleType] = {
     "head-to-head": head_to_head,
     "scaling": scaling,
     "reader": reader,
+    "in-database": in_database,
 }
 
 

@@ -52,3 +52,15 @@ def test_auto_alternatives_smoke_prints_a_table(
     out = capsys.readouterr().out
     assert "| objective perturbation, l2 1e-4 (optimistic) | yes |" in out, out
     assert (tmp_path / "smoke" / "auto-alternatives.md").is_file()
+
+
+def test_in_database_smoke_prints_tables(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Needs the local PostgreSQL server (skipped without it, like tests/live)."""
+    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
+    assert main(["in-database", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\| bolt-on PSGD \(in database\) \|", out, flags=re.MULTILINE), out
+    assert re.search(r"^\| in database \|", out, flags=re.MULTILINE), out
+    assert (tmp_path / "smoke" / "in-database.json").is_file()
