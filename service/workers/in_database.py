@@ -173,7 +173,9 @@ def encoded_select(
     keyed = ordered or numbered
     keys = [source.table.c[c].label(f"k{i}") for i, c in enumerate(source.order_by)] if keyed else []
     scaled = sa.select(*(e.label(f"e{j}") for j, e in enumerate(columns.x)), columns.y.label("y"), *keys)
-    inner = scaled.select_from(source.table).subquery("encoded")
+    # OFFSET 0 keeps PostgreSQL from flattening the subquery into the norm guard, which would
+    # evaluate every entry's encoding once per reference (≈ 4d times) instead of once
+    inner = scaled.select_from(source.table).offset(0).subquery("encoded")
     clipped = norm_clipped([inner.c[f"e{j}"] for j in range(d)])
     labelled = (c.label(name) for c, name in zip(clipped, names, strict=True))
     select = sa.select(*labelled, inner.c.y)
