@@ -110,7 +110,10 @@ def make_table(url: str, name: str, rows: int, columns: int) -> None:
 
 def open_table(url: str, name: str) -> SqlSource:
     settings = Settings(
-        database_url="sqlite://", data_roots=(), workers=1, dask_scheduler=None,
+        database_url="sqlite://",
+        data_roots=(),
+        workers=1,
+        dask_scheduler=None,
         sql_connections={"wh": url},
     )
     return open_sql_source(f"sql://wh/{name}", settings)
@@ -121,23 +124,31 @@ def accuracy(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
 
 
 @contextmanager
-def session(source: SqlSource, encoder: Encoder, label: LabelSpec, n: int, *, positions: bool) -> Iterator[Any]:
+def session(
+    source: SqlSource, encoder: Encoder, label: LabelSpec, n: int, *, positions: bool
+) -> Iterator[Any]:
     with encoded_rows(
         source, encoder, label, None, n=n, fingerprint=source.fingerprint(), positions=positions
     ) as conn:
         yield conn
 
 
-def timed(action: Callable[[], Any]) -> tuple[float, Any]:
+def timed(action: Callable[..., Any], *args: Any) -> tuple[float, Any]:
     start = time.perf_counter()
-    out = action()
+    out = action(*args)
     return time.perf_counter() - start, out
+
+
+def _ignore(_: int) -> None:
+    """A progress callback that drops the count."""
 
 
 # --- 1. SGD inside the database ----------------------------------------------------------------
 
 
-def sgd_arms(source: SqlSource, n: int, columns: int, passes: int, repeat: int, X: np.ndarray, y: np.ndarray) -> list[dict[str, Any]]:
+def sgd_arms(
+    source: SqlSource, n: int, columns: int, passes: int, repeat: int, X: np.ndarray, y: np.ndarray
+) -> list[dict[str, Any]]:
     encoder, label = schema(columns)
     d = encoder.dimension
     bolt_on = BoltOnPSGD()
@@ -150,20 +161,36 @@ def sgd_arms(source: SqlSource, n: int, columns: int, passes: int, repeat: int, 
 
     def noiseless(conn: Any, seed: int) -> np.ndarray:
         return in_database_permutation_sgd(
-            conn, LOSS, n=n, d=d, passes=config.passes, batch_size=config.batch_size,
-            schedule=schedule, averaging=config.averaging, radius=config.radius,
+            conn,
+            LOSS,
+            n=n,
+            d=d,
+            passes=config.passes,
+            batch_size=config.batch_size,
+            schedule=schedule,
+            averaging=config.averaging,
+            radius=config.radius,
             rng=np.random.default_rng(seed),
         )
 
     def bolt(conn: Any, seed: int) -> np.ndarray:
-        return fit_bolt_on_in_database(conn, plan, LOSS, n, d, np.random.default_rng(seed), lambda t: None)
+        return fit_bolt_on_in_database(
+            conn, plan, LOSS, n, d, np.random.default_rng(seed), lambda t: None
+        )
 
     def per_step(conn: Any, seed: int) -> np.ndarray:
         rng = np.random.default_rng(seed)
         return in_database_permutation_sgd(
-            conn, LOSS, n=n, d=d, passes=scs_config.passes, batch_size=scs_config.batch_size,
-            schedule=schedule_from_json(scs_config.schedule), averaging=False,
-            radius=scs_config.radius, rng=rng,
+            conn,
+            LOSS,
+            n=n,
+            d=d,
+            passes=scs_config.passes,
+            batch_size=scs_config.batch_size,
+            schedule=schedule_from_json(scs_config.schedule),
+            averaging=False,
+            radius=scs_config.radius,
+            rng=rng,
             step_noise=noise_source(scs_plan.mechanism, d, scs_plan.noise_scale, rng),
         )
 
@@ -178,10 +205,10 @@ def sgd_arms(source: SqlSource, n: int, columns: int, passes: int, repeat: int, 
     with session(source, encoder, label, n, positions=True) as conn:
         for r in range(repeat):
             for name, arm in arms.items():
-                elapsed, models[name] = timed(lambda: arm(conn, 100 + r))
+                elapsed, models[name] = timed(arm, conn, 100 + r)
                 best[name] = min(best[name], elapsed)
             elapsed, models["worker"] = timed(
-                lambda: bolt_on.fit(plan, LOSS, X, y, np.random.default_rng(100 + r), lambda t: None)
+                bolt_on.fit, plan, LOSS, X, y, np.random.default_rng(100 + r), _ignore
             )
             worker_best = min(worker_best, elapsed)
     base = best["noiseless SGD (in database)"]
@@ -229,9 +256,9 @@ def gradient_job(source: SqlSource, n: int, columns: int, repeat: int) -> dict[s
             keep("db_setup_s", time.perf_counter() - start)
             oracle = InDatabaseGradient(conn, GD_LOSS, n, d)
             w0 = np.full(d, 0.1)
-            keep("db_gradient_s", timed(lambda: oracle.gradient(w0))[0])
+            keep("db_gradient_s", timed(oracle.gradient, w0)[0])
             fit_s, w_db = timed(
-                lambda: optimizer.fit_oracle(plan, GD_LOSS, oracle, np.random.default_rng(r), lambda t: None)
+                optimizer.fit_oracle, plan, GD_LOSS, oracle, np.random.default_rng(r), _ignore
             )
         keep("db_job_s", time.perf_counter() - start)
         keep("db_fit_s", fit_s)
@@ -241,9 +268,9 @@ def gradient_job(source: SqlSource, n: int, columns: int, repeat: int) -> dict[s
         X, y = read_encoded(source, encoder, label, None)
         keep("worker_setup_s", time.perf_counter() - start)
         local = LocalGradient(GD_LOSS, X, y)
-        keep("worker_gradient_s", timed(lambda: local.gradient(w0))[0])
+        keep("worker_gradient_s", timed(local.gradient, w0)[0])
         fit_s, w_worker = timed(
-            lambda: optimizer.fit(plan, GD_LOSS, X, y, np.random.default_rng(r), lambda t: None)
+            optimizer.fit, plan, GD_LOSS, X, y, np.random.default_rng(r), _ignore
         )
         keep("worker_job_s", time.perf_counter() - start)
         keep("worker_fit_s", fit_s)
@@ -282,11 +309,19 @@ def _peak_rss(url: str, table: str, n: int, columns: int, job: str) -> dict[str,
         optimizer: Any = get_optimizer("dp_agd")
         plan = optimizer.plan(optimizer.Params(), GD_LOSS, n, d, TARGET)
         with session(source, encoder, label, n, positions=False) as conn:
-            optimizer.fit_oracle(plan, GD_LOSS, InDatabaseGradient(conn, GD_LOSS, n, d), np.random.default_rng(0), lambda t: None)
+            optimizer.fit_oracle(
+                plan,
+                GD_LOSS,
+                InDatabaseGradient(conn, GD_LOSS, n, d),
+                np.random.default_rng(0),
+                lambda t: None,
+            )
     elif job == "bolt-on PSGD in database":
         plan = BoltOnPSGD().plan(BoltOnPSGDParams(passes=1, batch_size=BATCH), LOSS, n, d, TARGET)
         with session(source, encoder, label, n, positions=True) as conn:
-            fit_bolt_on_in_database(conn, plan, LOSS, n, d, np.random.default_rng(0), lambda t: None)
+            fit_bolt_on_in_database(
+                conn, plan, LOSS, n, d, np.random.default_rng(0), lambda t: None
+            )
     else:  # the worker path
         optimizer = get_optimizer("dp_agd")
         plan = optimizer.plan(optimizer.Params(), GD_LOSS, n, d, TARGET)
@@ -299,11 +334,15 @@ def _peak_rss(url: str, table: str, n: int, columns: int, job: str) -> dict[str,
 def peak_rss(url: str, table: str, n: int, columns: int, job: str) -> dict[str, float]:
     """:func:`_peak_rss` in a fresh interpreter that imports this module only (not ``bench``'s
     other suites, as a spawned ``multiprocessing`` child of ``python -m bench`` would)."""
-    code = "import json, sys; from bench.in_database import _peak_rss; " \
+    code = (
+        "import json, sys; from bench.in_database import _peak_rss; "
         "print(json.dumps(_peak_rss(*json.loads(sys.argv[1]))))"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code, json.dumps([url, table, n, columns, job])],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -334,31 +373,49 @@ def run(args: argparse.Namespace) -> None:
             for table, n in (("small", small), ("big", rows))
         ]
     d = columns + 1
-    print(f"\n### SGD inside PostgreSQL (paper 004 §5): {rows:,} rows × {columns} columns (d = {d}), "
-          f"{passes} passes, b = {BATCH}, best of {repeat}\n")
+    print(
+        f"\n### SGD inside PostgreSQL (paper 004 §5): {rows:,} rows × {columns} columns (d = {d}), "
+        f"{passes} passes, b = {BATCH}, best of {repeat}\n"
+    )
     print("| arm | job | per pass | × noiseless | training accuracy |")
     print("|---|---|---|---|---|")
     for r in results["sgd"]:
-        print(f"| {r['arm']} | {seconds(r['job_s'])} | {seconds(r['pass_s'])} | {r['ratio']:.3f} "
-              f"| {r['accuracy']:.4f} |")
+        print(
+            f"| {r['arm']} | {seconds(r['job_s'])} | {seconds(r['pass_s'])} | {r['ratio']:.3f} "
+            f"| {r['accuracy']:.4f} |"
+        )
     g = results["gradient"]
-    print(f"\n### dp_agd ({g['iterations']} gradients): in the database vs the worker path, "
-          f"{rows:,} rows, best of {repeat}\n")
-    print("| path | setup (fingerprint + materialise / read) | one gradient (epoch) | optimizer | job "
-          "| training accuracy |")
+    print(
+        f"\n### dp_agd ({g['iterations']} gradients): in the database vs the worker path, "
+        f"{rows:,} rows, best of {repeat}\n"
+    )
+    print(
+        "| path | setup (fingerprint + materialise / read) | one gradient (epoch) | optimizer "
+        "| job | training accuracy |"
+    )
     print("|---|---|---|---|---|---|")
-    print(f"| in database | {seconds(g['db_setup_s'])} | {seconds(g['db_gradient_s'])} "
-          f"| {seconds(g['db_fit_s'])} | {seconds(g['db_job_s'])} | {g['db_accuracy']:.4f} |")
-    print(f"| worker path | {seconds(g['worker_setup_s'])} | {seconds(g['worker_gradient_s'])} "
-          f"| {seconds(g['worker_fit_s'])} | {seconds(g['worker_job_s'])} | {g['worker_accuracy']:.4f} |")
-    print(f"| ratio (database / worker) | {g['db_setup_s'] / g['worker_setup_s']:.2f} "
-          f"| {g['db_gradient_s'] / g['worker_gradient_s']:.2f} | {g['db_fit_s'] / g['worker_fit_s']:.2f} "
-          f"| {g['db_job_s'] / g['worker_job_s']:.2f} | max relative difference of the models "
-          f"{g['max_relative_difference']:.1e} |")
-    print(f"\n### the worker's peak RSS (fresh process each; MiB)\n")
+    print(
+        f"| in database | {seconds(g['db_setup_s'])} | {seconds(g['db_gradient_s'])} "
+        f"| {seconds(g['db_fit_s'])} | {seconds(g['db_job_s'])} | {g['db_accuracy']:.4f} |"
+    )
+    print(
+        f"| worker path | {seconds(g['worker_setup_s'])} | {seconds(g['worker_gradient_s'])} "
+        f"| {seconds(g['worker_fit_s'])} | {seconds(g['worker_job_s'])} "
+        f"| {g['worker_accuracy']:.4f} |"
+    )
+    print(
+        f"| ratio (database / worker) | {g['db_setup_s'] / g['worker_setup_s']:.2f} "
+        f"| {g['db_gradient_s'] / g['worker_gradient_s']:.2f} "
+        f"| {g['db_fit_s'] / g['worker_fit_s']:.2f} "
+        f"| {g['db_job_s'] / g['worker_job_s']:.2f} | max relative difference of the models "
+        f"{g['max_relative_difference']:.1e} |"
+    )
+    print("\n### the worker's peak RSS (fresh process each; MiB)\n")
     print("| job | rows | RSS before | peak | growth |")
     print("|---|---|---|---|---|")
     for r in results["rss"]:
-        print(f"| {r['job']} | {r['rows']:,} | {r['before_mib']:.0f} | {r['peak_mib']:.0f} "
-              f"| {r['peak_mib'] - r['before_mib']:.0f} |")
+        print(
+            f"| {r['job']} | {r['rows']:,} | {r['before_mib']:.0f} | {r['peak_mib']:.0f} "
+            f"| {r['peak_mib'] - r['before_mib']:.0f} |"
+        )
     save_json(results_dir(args.smoke) / "in-database.json", results)

@@ -374,7 +374,11 @@ def in_database_permutation_sgd(
     if l2 != loss.l2:
         raise ValueError("the schedule was made for a different l2")
     cfg = [
-        float(d), float(q), float(r), float(initial), float(l2),
+        float(d),
+        float(q),
+        float(r),
+        float(initial),
+        float(l2),
         -1.0 if decay_start is None else float(decay_start),
         0.0 if radius is None else float(radius),
         1.0 if averaging else 0.0,
@@ -470,19 +474,19 @@ def _order_chunks(order: np.ndarray) -> Iterator[bytes]:
 def _ship_order(conn: Connection, order: np.ndarray) -> None:
     conn.exec_driver_sql(f"TRUNCATE pg_temp.{_ORDER}")
     raw = conn.connection.driver_connection
-    with raw.cursor() as cursor:  # type: ignore[union-attr]
-        with cursor.copy(f"COPY pg_temp.{_ORDER} (seq, pos) FROM STDIN (FORMAT BINARY)") as copy:
-            for chunk in _order_chunks(order):
-                copy.write(chunk)
+    statement = f"COPY pg_temp.{_ORDER} (seq, pos) FROM STDIN (FORMAT BINARY)"
+    with raw.cursor() as cursor, cursor.copy(statement) as copy:  # type: ignore[union-attr]
+        for chunk in _order_chunks(order):
+            copy.write(chunk)
     conn.exec_driver_sql(f"ANALYZE pg_temp.{_ORDER}")
 
 
 def _ship_noise(conn: Connection, batch_ends: np.ndarray, draws: list[FloatArray]) -> None:
     conn.exec_driver_sql(f"TRUNCATE pg_temp.{_NOISE}")
     raw = conn.connection.driver_connection
-    with raw.cursor() as cursor:  # type: ignore[union-attr]
-        with cursor.copy(f"COPY pg_temp.{_NOISE} (seq, z) FROM STDIN") as copy:
-            for seq, z in zip(batch_ends.tolist(), draws, strict=True):
-                # repr is the shortest round-trip text; float8in reads it back exactly
-                values = ",".join(repr(float(v)) for v in z)
-                copy.write(f"{seq}\t{{{values}}}\n".encode())
+    statement = f"COPY pg_temp.{_NOISE} (seq, z) FROM STDIN"
+    with raw.cursor() as cursor, cursor.copy(statement) as copy:  # type: ignore[union-attr]
+        for seq, z in zip(batch_ends.tolist(), draws, strict=True):
+            # repr is the shortest round-trip text; float8in reads it back exactly
+            values = ",".join(repr(float(v)) for v in z)
+            copy.write(f"{seq}\t{{{values}}}\n".encode())

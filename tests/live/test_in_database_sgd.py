@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from service.data.encoding import Encoder
 from service.data.reader import read_encoded
+from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 from service.data.sql_encoding import InDatabaseUnsupported
 from service.data.sql_source import open_sql_source
 from service.models.logistic import LogisticLoss
@@ -22,7 +23,6 @@ from service.optimizers.base import PrivacyTarget
 from service.optimizers.bolt_on_psgd import BoltOnPSGD, BoltOnPSGDParams, permutation_sgd
 from service.optimizers.sgd_common import InverseSqrtSchedule, StepSchedule
 from service.settings import Settings
-from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 from service.workers.in_database import encoded_rows
 from service.workers.in_database_sgd import fit_bolt_on_in_database, in_database_permutation_sgd
 from tests.support.fixtures import _fresh_postgres_database
@@ -42,7 +42,10 @@ def warehouse() -> Iterator[str]:
 
 def _settings(url: str) -> Settings:
     return Settings(
-        database_url="sqlite://", data_roots=(), workers=1, dask_scheduler=None,
+        database_url="sqlite://",
+        data_roots=(),
+        workers=1,
+        dask_scheduler=None,
         sql_connections={"wh": url},
     )
 
@@ -59,7 +62,14 @@ def _table(url: str, name: str, n: int, seed: int) -> None:
     logit = 0.06 * (age - 45) + 0.05 * (hours - 40) + 1.2 * score + (kind == "x")
     positive = (logit + rng.logistic(size=n)) > 0
     rows = [
-        (int(ids[i]), int(age[i]), float(hours[i]), float(score[i]), str(kind[i]), bool(positive[i]))
+        (
+            int(ids[i]),
+            int(age[i]),
+            float(hours[i]),
+            float(score[i]),
+            str(kind[i]),
+            bool(positive[i]),
+        )
         for i in range(n)
     ]
     engine = sa.create_engine(url)
@@ -95,11 +105,20 @@ CASES = {
     "convex-averaged": (LogisticLoss(l2=0.0), 7, 3, StepSchedule.constant(3.0), True, None),
     "convex-projected": (LogisticLoss(l2=0.0), 10, 3, StepSchedule.constant(4.0), True, 0.8),
     "strongly-convex": (
-        LogisticLoss(l2=0.02), 5, 4, StepSchedule.capped_inverse_t(1.0 / 0.27, 0.02), False, None,
+        LogisticLoss(l2=0.02),
+        5,
+        4,
+        StepSchedule.capped_inverse_t(1.0 / 0.27, 0.02),
+        False,
+        None,
     ),
     "strongly-convex-projected-averaged-clipped": (
-        LogisticLoss(l2=0.02, gradient_clip=0.5), 9, 3,
-        StepSchedule.capped_inverse_t(1.0 / 0.27, 0.02), True, 0.6,
+        LogisticLoss(l2=0.02, gradient_clip=0.5),
+        9,
+        3,
+        StepSchedule.capped_inverse_t(1.0 / 0.27, 0.02),
+        True,
+        0.6,
     ),
 }
 
@@ -119,8 +138,13 @@ def test_passes_equal_permutation_sgd_on_the_readers_rows(warehouse: str, case: 
         source, encoder, label, None, n=N, fingerprint=source.fingerprint(), positions=True
     ) as conn:
         got = in_database_permutation_sgd(
-            conn, loss, n=N, d=encoder.dimension, rng=np.random.default_rng(11),
-            progress=steps.append, **kwargs,
+            conn,
+            loss,
+            n=N,
+            d=encoder.dimension,
+            rng=np.random.default_rng(11),
+            progress=steps.append,
+            **kwargs,
         )
     np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
     m = N // batch
@@ -132,7 +156,9 @@ def test_passes_equal_permutation_sgd_on_the_readers_rows(warehouse: str, case: 
         assert schedule.decay_start < passes * m  # both regimes of the schedule are run
     if radius is not None:
         assert np.linalg.norm(got) <= radius * (1 + 1e-12)
-        free = permutation_sgd(loss, X, y, rng=np.random.default_rng(11), **{**kwargs, "radius": None})
+        free = permutation_sgd(
+            loss, X, y, rng=np.random.default_rng(11), **{**kwargs, "radius": None}
+        )
         assert np.linalg.norm(free) > radius * 1.1  # the projection binds
 
 
@@ -152,7 +178,10 @@ def test_per_step_noise_sgd_equals_scs13(warehouse: str, l2: float) -> None:
     optimizer = NoisySGDSCS13()
     plan = optimizer.plan(
         NoisySGDSCS13Params(passes=2, batch_size=25, mode="strongly_convex" if l2 else "convex"),
-        loss, N, d, PrivacyTarget(1.0, 1e-6),
+        loss,
+        N,
+        d,
+        PrivacyTarget(1.0, 1e-6),
     )
     config = SCS13Config.from_hyperparameters(plan.hyperparameters)
     schedule = schedule_from_json(config.schedule)
@@ -166,8 +195,16 @@ def test_per_step_noise_sgd_equals_scs13(warehouse: str, l2: float) -> None:
         source, encoder, label, None, n=N, fingerprint=source.fingerprint(), positions=True
     ) as conn:
         got = in_database_permutation_sgd(
-            conn, loss, n=N, d=d, passes=config.passes, batch_size=config.batch_size,
-            schedule=schedule, averaging=False, radius=config.radius, rng=rng,
+            conn,
+            loss,
+            n=N,
+            d=d,
+            passes=config.passes,
+            batch_size=config.batch_size,
+            schedule=schedule,
+            averaging=False,
+            radius=config.radius,
+            rng=rng,
             step_noise=noise_source(plan.mechanism, d, plan.noise_scale, rng),
         )
     np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
@@ -237,12 +274,14 @@ def test_select_only_role_runs_it_and_leaves_nothing(warehouse: str) -> None:
         conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
         conn.exec_driver_sql(f'REVOKE ALL ON DATABASE "{database}" FROM PUBLIC')
         conn.exec_driver_sql(f'GRANT CONNECT, TEMPORARY ON DATABASE "{database}" TO {role}')
-        conn.exec_driver_sql(f"REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+        conn.exec_driver_sql("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
         conn.exec_driver_sql(f"GRANT USAGE ON SCHEMA public TO {role}")
         conn.exec_driver_sql(f"GRANT SELECT ON people TO {role}")
     url = sa.engine.make_url(warehouse).set(username=role, password=None)
     try:
-        source = open_sql_source("sql://wh/people", _settings(url.render_as_string(hide_password=False)))
+        source = open_sql_source(
+            "sql://wh/people", _settings(url.render_as_string(hide_password=False))
+        )
         encoder, label = _schema()
         loss = LogisticLoss(l2=0.0)
         plan = _plan(loss, passes=2, batch_size=50)
@@ -276,13 +315,15 @@ def test_select_only_role_runs_it_and_leaves_nothing(warehouse: str) -> None:
 def test_a_vanishing_coefficient_does_not_fail_the_job(warehouse: str) -> None:
     """PostgreSQL raises where a product underflows to 0 (numpy returns 0). A feature seen in
     one row only decays by (1 − ημ) = 0.7 at every other step, into the subnormals within a
-    pass, down to 2⁻¹⁰⁷⁴, where μ·w rounds to 0: without the flush the job would fail on this table and not on
-    others — a data-dependent failure. With it the pass runs and agrees with numpy (the flush
-    moves entries < 2⁻⁴⁰⁰)."""
+    pass, down to 2⁻¹⁰⁷⁴, where μ·w rounds to 0: without the flush the job would fail on this
+    table and not on others — a data-dependent failure. With it the pass runs and agrees with
+    numpy (the flush moves entries < 2⁻⁴⁰⁰)."""
     n = 4000
     engine = sa.create_engine(warehouse)
     with engine.begin() as conn:
-        conn.exec_driver_sql("CREATE TABLE rare (id integer PRIMARY KEY, v double precision, y boolean)")
+        conn.exec_driver_sql(
+            "CREATE TABLE rare (id integer PRIMARY KEY, v double precision, y boolean)"
+        )
         rows = [(i, 1.0 if i == 3 else 0.0, i % 3 == 0) for i in range(n)]
         conn.exec_driver_sql("INSERT INTO rare VALUES (%s, %s, %s)", rows)
     engine.dispose()
