@@ -241,5 +241,9 @@ def _gradient_query(loss: LogisticLoss, d: int) -> sa.TextClause | sa.Select[Any
     if clip is not None and clip < 1.0:
         slope = sa.func.least(slope, sa.literal(float(clip), FLOAT8))
     coefficient = (slope * y).label("c")
-    per_row = sa.select(*(rows.c[f"x{j}"] for j in range(d)), coefficient).subquery("per_row")
+    # OFFSET 0: the coefficient is computed once per row, not once per sum (PostgreSQL would
+    # otherwise flatten the subquery and evaluate c — d products and a tanh — d times)
+    per_row = (
+        sa.select(*(rows.c[f"x{j}"] for j in range(d)), coefficient).offset(0).subquery("per_row")
+    )
     return sa.select(*(sa.func.sum(per_row.c.c * per_row.c[f"x{j}"]) for j in range(d)))
