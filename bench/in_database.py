@@ -354,10 +354,11 @@ def peak_rss(url: str, table: str, n: int, columns: int, job: str) -> dict[str, 
     )
     done = subprocess.run(
         [sys.executable, "-c", code, json.dumps([url, table, n, columns, job])],
-        check=True,
         capture_output=True,
         text=True,
     )
+    if done.returncode != 0:
+        raise RuntimeError(f"the RSS probe failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
