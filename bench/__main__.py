@@ -14,6 +14,7 @@ from bench import (
     fairness,
     head_to_head,
     hostile,
+    in_database,
     load,
     multiclass,
     neighbours,
@@ -41,6 +42,7 @@ SUITES: dict[str, ModuleType] = {
     "neighbours": neighbours,
     "multiclass": multiclass,
     "noise": noise,
+    "in-database": in_database,
 }
 
 

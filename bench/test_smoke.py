@@ -96,3 +96,13 @@ def test_noise_smoke_prints_its_tables(
     out = capsys.readouterr().out
     assert out.count("|---|") >= 3, out
     assert (tmp_path / "smoke" / "noise.md").is_file()
+def test_in_database_smoke_prints_tables(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Needs the local PostgreSQL server (skipped without it, like tests/live)."""
+    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
+    assert main(["in-database", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\| bolt-on PSGD \(in database\) \|", out, flags=re.MULTILINE), out
+    assert re.search(r"^\| in database \|", out, flags=re.MULTILINE), out
+    assert (tmp_path / "smoke" / "in-database.json").is_file()

@@ -79,12 +79,12 @@ def check_in_database(model: str, optimizer: Any, label_type: str) -> None:
             + ", ".join(sorted(IN_DATABASE_MODELS))
             + " only",
         )
-    if not hasattr(optimizer, "fit_oracle"):
+    if not hasattr(optimizer, "fit_oracle") and getattr(optimizer, "name", "") != "bolt_on_psgd":
         raise InDatabaseUnsupported(
             "optimizer.name",
-            "this dataset is fitted inside its database, which runs the full-gradient "
-            "optimizers (dp_gd, dp_agd, dp_agd_averaged, dp_agd_centred, "
-            "output_perturbation_gd, dp_accmd, auto)",
+            "this dataset is fitted inside its database, which runs bolt_on_psgd (SGD as an "
+            "aggregate) and the full-gradient optimizers (dp_gd, dp_agd, dp_agd_averaged, "
+            "dp_agd_centred, output_perturbation_gd, dp_accmd, auto)",
         )
     if label_type != "binary":
         raise InDatabaseUnsupported(
@@ -108,15 +108,20 @@ def encoded_rows(
     *,
     n: int,
     fingerprint: str,
+    positions: bool = False,
 ) -> Iterator[Connection]:
     """A session holding ``pg_temp.dpfit_rows(x0 … x_{d−1}, y)``: the table's encoded rows,
     checked against the registered ``fingerprint`` and the public ``n`` in one snapshot.
+
+    With ``positions``, a column ``pos bigint`` holds each row's 0-based position in the source's
+    stable order (the reader's row index), which bolt-on PSGD's passes join their permutation
+    to (:mod:`service.workers.in_database_sgd`).
 
     Raises :class:`SourceError` (no data in its message) when the table changed, its row count
     is not ``n`` or the database fails; the temporary table is dropped on the way out."""
     if source.dialect != "postgresql":
         raise SourceError("in-database execution needs a PostgreSQL table")
-    select, names = encoded_select(source, encoder, label, label_bound)
+    select, names = encoded_select(source, encoder, label, label_bound, numbered=positions)
     conn = source.connect().execution_options(isolation_level="REPEATABLE READ")
     try:
         timeout = statement_timeout_ms(n, len(names))
@@ -125,12 +130,14 @@ def encoded_rows(
         if source.fingerprint_on(conn) != fingerprint:
             raise SourceError("the table changed since it was registered")
         column_list = ", ".join(f"{name} double precision" for name in names)
+        position_column = ", pos bigint" if positions else ""
         conn.exec_driver_sql(
-            f"CREATE TEMPORARY TABLE {_TEMP_TABLE} ({column_list}, y double precision) "
-            "ON COMMIT PRESERVE ROWS"
+            f"CREATE TEMPORARY TABLE {_TEMP_TABLE} ({column_list}, y double precision"
+            f"{position_column}) ON COMMIT PRESERVE ROWS"
         )
-        target = sa.table(_TEMP_TABLE, *(sa.column(c) for c in [*names, "y"]))
-        conn.execute(sa.insert(target).from_select([*names, "y"], select))
+        targets = [*names, "y", *(["pos"] if positions else [])]
+        target = sa.table(_TEMP_TABLE, *(sa.column(c) for c in targets))
+        conn.execute(sa.insert(target).from_select(targets, select))
         count = conn.execute(sa.select(sa.func.count()).select_from(target)).scalar_one()
         if int(count) != n:
             raise SourceError("the table changed since it was registered")
@@ -155,9 +162,11 @@ def encoded_select(
     label_bound: float | None,
     *,
     ordered: bool = False,
+    numbered: bool = False,
 ) -> tuple[sa.Select[Any], list[str]]:
     """``SELECT x0 … x_{d−1}, y FROM <table>``: the encoded rows and their column names (in the
-    source's stable order when ``ordered``, e.g. to compare with the reader); needs
+    source's stable order when ``ordered``, e.g. to compare with the reader; with ``numbered``
+    a last column ``pos``, the row's 0-based position in that order); needs
     :data:`~service.data.sql_encoding.PARSE_FUNCTION` in the session."""
     columns = compile_rows(
         source.table,
@@ -169,8 +178,9 @@ def encoded_select(
     )
     d = len(columns.x)
     names = [f"x{j}" for j in range(d)]
+    keyed = ordered or numbered
     keys = (
-        [source.table.c[c].label(f"k{i}") for i, c in enumerate(source.order_by)] if ordered else []
+        [source.table.c[c].label(f"k{i}") for i, c in enumerate(source.order_by)] if keyed else []
     )
     # Two fenced levels (OFFSET 0 keeps PostgreSQL from inlining a subquery's expressions):
     # each encoded entry is computed once per row, then its squared norm once, then the clip.
@@ -184,6 +194,10 @@ def encoded_select(
     clipped = norm_clipped([middle.c[f"e{j}"] for j in range(d)], middle.c.sq)
     labelled = (c.label(name) for c, name in zip(clipped, names, strict=True))
     select = sa.select(*labelled, middle.c.y)
+    if numbered:
+        order = [middle.c[f"k{i}"] for i in range(len(keys))]
+        position = sa.func.row_number().over(order_by=order) - sa.literal(1, sa.BigInteger)
+        select = select.add_columns(position.label("pos"))
     if ordered:
         select = select.order_by(*(middle.c[f"k{i}"] for i in range(len(keys))))
     return select, names
@@ -246,5 +260,9 @@ def _gradient_query(loss: LogisticLoss, d: int) -> sa.TextClause | sa.Select[Any
     if clip is not None and clip < 1.0:
         slope = sa.func.least(slope, sa.literal(float(clip), FLOAT8))
     coefficient = (slope * y).label("c")
-    per_row = sa.select(*(rows.c[f"x{j}"] for j in range(d)), coefficient).subquery("per_row")
+    # OFFSET 0: the coefficient is computed once per row, not once per sum (PostgreSQL would
+    # otherwise flatten the subquery and evaluate c — d products and a tanh — d times)
+    per_row = (
+        sa.select(*(rows.c[f"x{j}"] for j in range(d)), coefficient).offset(0).subquery("per_row")
+    )
     return sa.select(*(sa.func.sum(per_row.c.c * per_row.c[f"x{j}"]) for j in range(d)))

@@ -109,6 +109,7 @@ from service.workers.data_parallel import (
 from service.workers.db_retry import with_retry
 from service.workers.engines import job_engine
 from service.workers.in_database import InDatabaseGradient, encoded_rows
+from service.workers.in_database_sgd import fit_bolt_on_in_database
 from service.workers.row_cache import Rows, cached_rows, row_key
 
 logger = logging.getLogger("dpfit.worker")
@@ -440,9 +441,19 @@ def _fit_in_database(
     progress = _ProgressReporter(sessions, job_id, attempt, plan, deadline)
     rng = SecureRandom()  # every bit from os.urandom; never logged or returned
     bound = getattr(loss, "label_bound", None)
+    bolt_on = record.spec["optimizer"]["name"] == "bolt_on_psgd"
     with encoded_rows(
-        source, encoder, label, bound, n=record.n_rows, fingerprint=record.fingerprint
+        source,
+        encoder,
+        label,
+        bound,
+        n=record.n_rows,
+        fingerprint=record.fingerprint,
+        positions=bolt_on,
     ) as conn:
+        if bolt_on:  # SGD as an aggregate in the database (service/workers/in_database_sgd.py)
+            n, d = record.n_rows, encoder.dimension
+            return fit_bolt_on_in_database(conn, plan, loss, n, d, rng, progress)
         oracle = InDatabaseGradient(conn, loss, record.n_rows, encoder.dimension)
         return np.asarray(optimizer.fit_oracle(plan, loss, oracle, rng, progress))
 

@@ -469,6 +469,11 @@ def test_an_in_database_dataset_end_to_end(warehouse: str, tmp_path) -> None:
         done = _wait(analyst, job.json()["id"])
         assert done["status"] == "succeeded", done
         rows = [{"age": 60, "hours": 70, "kind": "x"}, {"age": 20, "hours": 10, "kind": "z"}]
+        bolt_on = {**auto, "model": {"type": "logistic_regression", "l2": 0.01}}
+        bolt_on["optimizer"] = {"name": "bolt_on_psgd", "params": {}}
+        job = analyst.post("/v1/jobs", json=bolt_on)
+        assert job.status_code == 202, job.text
+        assert _wait(analyst, job.json()["id"])["status"] == "succeeded"
         predicted = analyst.post(f"/v1/models/{done['model_id']}/predict", json={"rows": rows})
         assert predicted.status_code == 200, predicted.text
         evaluation = analyst.post(
