@@ -129,6 +129,7 @@ def descent(job: JobPlan, oracle: Any, noise_std: float, rng: np.random.Generato
         step_size=config.step_size,
         iterations=config.iterations,
         noise_std=noise_std,
+        sensitivity=job.plan.sensitivity,
         rng=rng,
     )
 

@@ -305,6 +305,7 @@ def _old_fit(planned: _Planned, X: np.ndarray, y: np.ndarray) -> Callable[[], An
             step_size=hp["step_size"],
             iterations=planned.plan.total_steps,
             noise_std=planned.plan.noise_scale,
+            sensitivity=planned.plan.sensitivity,
             rng=np.random.default_rng(0),
         )
 
