@@ -255,7 +255,13 @@ def regression_pair(n: int, b: float, coefficients: list[float]) -> tuple[Any, A
     features = [{"name": "x", "type": "numeric", "min": 0, "max": 1}]
     label = {"column": "y", "type": "numeric"}
     dataset = SimpleNamespace(
-        id="ds_1", retired_at=None, features=features, label=label, delta=1e-5, n_rows=n
+        id="ds_1",
+        retired_at=None,
+        features=features,
+        label=label,
+        delta=1e-5,
+        n_rows=n,
+        execution="workers",
     )
     model = SimpleNamespace(
         id="mdl_1",
