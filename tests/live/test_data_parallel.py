@@ -578,19 +578,6 @@ def test_embedded_cluster_partitions_a_job_too_big_for_one_worker_and_refuses_on
         server.stop()
 
 
-def _worker_memory_settings(dask_worker: Any) -> tuple[int, float]:
-    """(memory limit, pause fraction) of the worker ``client.run`` passes."""
-    return (
-        int(dask_worker.memory_manager.memory_limit or 0),
-        float(dask_worker.memory_manager.memory_pause_fraction),
-    )
-
-
-def _nanny_terminate_fraction(dask_worker: Any) -> float:
-    """The terminate fraction of the worker's nanny (``client.run(..., nanny=True)``)."""
-    return float(dask_worker.memory_manager.memory_terminate_fraction)
-
-
 def test_embedded_workers_are_limited_by_default_with_headroom_below_the_pause(
     tmp_path: Path,
 ) -> None:
@@ -600,14 +587,24 @@ def test_embedded_workers_are_limited_by_default_with_headroom_below_the_pause(
     TERMINATE_FRACTION."""
     from service.data.partitions import PAUSE_FRACTION, TERMINATE_FRACTION, default_worker_memory
 
+    # Nested, so that cloudpickle ships them by value: the server's workers cannot import tests.
+    def worker_memory_settings(dask_worker: Any) -> tuple[int, float]:
+        return (
+            int(dask_worker.memory_manager.memory_limit or 0),
+            float(dask_worker.memory_manager.memory_pause_fraction),
+        )
+
+    def nanny_terminate_fraction(dask_worker: Any) -> float:
+        return float(dask_worker.memory_manager.memory_terminate_fraction)
+
     server = _server(f"sqlite:///{tmp_path / 'dpfit.db'}", [], tmp_path, {}, workers=2)
     try:
         address = _scheduler_address(server)
         with Client(
             address, security=_security(tmp_path / "dask-tls"), timeout=CONNECT_TIMEOUT
         ) as client:
-            seen = client.run(_worker_memory_settings)
-            nannies = client.run(_nanny_terminate_fraction, nanny=True)
+            seen = client.run(worker_memory_settings)
+            nannies = client.run(nanny_terminate_fraction, nanny=True)
         assert len(seen) == 2 and len(nannies) == 2
         assert set(seen.values()) == {(default_worker_memory(2), PAUSE_FRACTION)}
         assert set(nannies.values()) == {TERMINATE_FRACTION}
