@@ -91,7 +91,7 @@ class Settings:
       kept, default 512; 0 disables), ``DPFIT_PRINCIPAL_RATE`` / ``DPFIT_PRINCIPAL_BURST``
       (expensive requests per second per principal, default 50, bursts of 100),
       ``DPFIT_PRINCIPAL_CONCURRENCY`` (running at once per principal, default 2),
-      ``DPFIT_PRINCIPAL_QUEUE`` (waiting per principal, default 32), ``DPFIT_COMPUTE_SLOTS``
+      ``DPFIT_PRINCIPAL_QUEUE`` (waiting per principal, default 64), ``DPFIT_COMPUTE_SLOTS``
       (running at once for all principals, default 8), ``DPFIT_COMPUTE_WAIT`` (longest wait for
       a slot, default 30 s); connections: ``DPFIT_MAX_CONNECTIONS`` (default 512; more are
       answered 503), ``DPFIT_KEEP_ALIVE_SECONDS`` (idle connection between requests, default
@@ -133,7 +133,7 @@ class Settings:
     principal_rate: float = 50.0
     principal_burst: int = 100
     principal_concurrency: int = 2
-    principal_queue: int = 32
+    principal_queue: int = 64
     compute_slots: int = 8
     compute_wait_seconds: float = 30.0
     max_connections: int = 512

@@ -129,7 +129,16 @@ class BoundedLog(logging.Filter):
         self._counts: dict[tuple[str, str], list[float | int]] = {}
         self._lock = threading.Lock()
 
+    #: Set by :func:`install_bounded_logs`: the logger this filter bounds. A filter on a handler
+    #: sees every record that handler writes (a shared handler carries other loggers' records):
+    #: those pass untouched.
+    scope: str | None = None
+
     def filter(self, record: logging.LogRecord) -> bool:
+        if self.scope is not None and not (
+            record.name == self.scope or record.name.startswith(self.scope + ".")
+        ):
+            return True
         if record.exc_info and record.exc_info[0] is not None:
             name = record.exc_info[0].__name__
             record.msg = f"{str(record.msg).rstrip()} ({name})"
@@ -175,6 +184,7 @@ def install_bounded_logs() -> None:
     for name, bounded in targets.items():
         logger = logging.getLogger(name)
         bounded.name = _BOUNDED
+        bounded.scope = name
         # A logger's filters see only records logged on it; Dask logs on child loggers
         # (distributed.scheduler, .nanny, …) that reach the handlers of "distributed".
         for holder in [logger, *(logger.handlers if name == "distributed" else [])]:

@@ -50,7 +50,7 @@ class Limits:
     rate: float = 50.0
     burst: int = 100
     concurrency: int = 2
-    queue: int = 32
+    queue: int = 64
     wait_seconds: float = 30.0
     slots: int = 8
 
