@@ -47,11 +47,6 @@ def _header_timeout() -> float:
     return float(api_limits(dict(os.environ)).get("header_timeout_seconds", 15.0) or 15.0)
 
 
-#: How long a connection answered before its body was read keeps dropping that body before it
-#: closes (bounded: a client cannot hold it longer).
-LINGER_S = 1.0
-
-
 class HardenedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, plus a deadline for every request head.
 
@@ -69,8 +64,7 @@ class HardenedH11Protocol(H11Protocol):
         self._arm_head_timer()
 
     def data_received(self, data: bytes) -> None:
-        if getattr(self, "_draining", False):
-            return  # the rest of a body already answered: read and dropped (lingering close)
+        self._last_data = self.loop.time()
         super().data_received(data)
         if self.conn.their_state is h11.IDLE:
             if self._head_timer is None:
@@ -82,18 +76,17 @@ class HardenedH11Protocol(H11Protocol):
         super().on_response_complete()
         if self.transport.is_closing():
             return
-        if self.conn.their_state is h11.SEND_BODY:
-            # Answered before its body was read (408, 413, 401…): the rest of the body is of no
-            # use, and a client that stopped sending it would hold the connection forever. A
-            # lingering close: stop writing, drop what still arrives for LINGER_S, then close —
-            # closing with unread bytes makes the kernel reset the connection, and the client
-            # may lose the answer it has not read yet.
-            self._draining = True
-            if self.transport.can_write_eof():
-                self.transport.write_eof()
-            self.loop.call_later(LINGER_S, self.transport.close)
+        if self.conn.their_state is h11.SEND_BODY and self._body_stalled():
+            # Answered (408) while the body had stopped arriving: a client that stopped sending
+            # would hold the connection forever. A body still arriving (a 413 answered early)
+            # is left to uvicorn, so that the client reads its answer.
+            self.transport.close()
         elif self.conn.their_state is h11.IDLE:
             self._arm_head_timer()
+
+    def _body_stalled(self) -> bool:
+        last = getattr(self, "_last_data", None)
+        return last is None or self.loop.time() - last >= 1.0
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
