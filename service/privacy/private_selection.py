@@ -294,15 +294,31 @@ def repetition_slots(
     largest, κ decreases in λ) is ≤ ``kappa_max`` — public (η, γ) only. Raises ValueError
     beyond :data:`MAX_SLOTS`."""
     _check(gamma, shape)
-    slots = 1
-    while slots <= MAX_SLOTS:
-        tau, tail_mean = tnb_tail(slots, gamma, shape)
-        # cheap necessary condition first (κ ≥ r), then the exact table's κ
-        if tail_mean / tnb_pmf(1, gamma, shape) <= kappa_max:
-            law = truncated_table(slots, gamma, shape)
-            if truncation_overhead(law, [min_order])[0] <= kappa_max:
+    # A necessary condition first, in one pass: κ ≥ log(1/(1 − r)) ≥ r = E[K·1{K > F}]/p_1, so
+    # no F whose r exceeds the allowance can do. E[K·1{K > F}] for every F ≤ MAX_SLOTS by
+    # suffix sums (added from the smallest term: accurate however small the tail).
+    _, beyond = tnb_tail(MAX_SLOTS, gamma, shape)
+    terms = [k * tnb_pmf(k, gamma, shape) for k in range(1, MAX_SLOTS + 1)]
+    p_1 = tnb_pmf(1, gamma, shape)
+    suffix = [0.0] * (MAX_SLOTS + 1)  # suffix[F] = E[K·1{K > F}]
+    acc = beyond
+    for slots in range(MAX_SLOTS, 0, -1):
+        suffix[slots] = acc
+        acc += terms[slots - 1]
+    first = next(
+        (f for f in range(1, MAX_SLOTS + 1) if suffix[f] / p_1 <= kappa_max * (1.0 + 1e-9)),
+        None,
+    )
+    if first is not None:
+        # then the exact overhead of the sampler's table, from just below that point (the two
+        # sums agree to rounding)
+        for slots in range(max(1, first - 2), MAX_SLOTS + 1):
+            try:
+                kappa = truncation_overhead(truncated_table(slots, gamma, shape), [min_order])
+            except ValueError:
+                continue
+            if kappa[0] <= kappa_max:
                 return slots
-        slots += 1
     raise ValueError(f"the law of K needs more than {MAX_SLOTS} slots to truncate")
 
 
