@@ -155,6 +155,13 @@ class SelectionConfig(ShapeConfig):
     #: F, the public number of slots; None in plans stored before the schedule (module docstring)
     slots: int | None = None
 
+    def to_hyperparameters(self) -> dict[str, Any]:
+        """The stored keys read (a plan stored before the schedule has no ``slots``)."""
+        out = super().to_hyperparameters()
+        if self.slots is None:
+            del out["slots"]
+        return out
+
 
 class SelectionCandidate(BaseModel):
     """One setting to try."""
