@@ -36,13 +36,14 @@ service's own. Guarantees:
   → ``string``. NULL is null. A cell whose stored value is not of its column's declared type
   (possible only where the database does not enforce types, i.e. SQLite) is null. No cell can
   make a read fail.
-- **A ``real`` is its float32.** A PostgreSQL ``real`` cell holds a float32; what the driver
-  hands over for it depends on the driver and the session (psycopg's text protocol parses the
-  server's shortest text, "0.1" → 0.1; a binary protocol or ``extra_float_digits = 3`` gives
-  the widened 0.10000000149… or "0.100000001"). Every one of these rounds back to the same
-  float32, so the column is yielded as ``float32`` and the reader converts it by the rule for
-  every narrow float, :func:`service.data.cells.numeric_cells` — the float32's shortest text,
-  0.1 — exactly as it converts a Parquet float32 column. So a table and its Parquet export agree
+- **A ``real`` is its float32.** A PostgreSQL ``real`` cell holds a float32; the Python float
+  the driver hands over for it depends on the driver, the protocol and the session (measured
+  with psycopg 3 on this reader's query: the widened 0.10000000149…; a text result parsed
+  from the server's shortest output: 0.1; with ``extra_float_digits = 3``: "0.100000001").
+  Every one of these rounds back to the same float32, so the column is yielded as
+  ``float32`` and the reader converts it by the rule for every narrow float,
+  :func:`service.data.cells.numeric_cells` — the float32's shortest text, 0.1 — exactly as it
+  converts a Parquet float32 column. So a table and its Parquet export agree
   whatever the driver. (SQLite's ``REAL`` is 8 bytes: ``float64``.)
 """
 

@@ -487,7 +487,7 @@ def test_a_real_column_converts_like_a_parquet_float32(
         encoder = Encoder(
             features=[NumericFeature(name="v", min=-4.0, max=4.0)], fit_intercept=True
         )
-        label = LabelSpec(column="y", type="binary", positive=True)
+        label = LabelSpec(column="y", type="binary", positive=True, negative=False)
         X_sql, y_sql = read_encoded(source, encoder, label, None)
         X_parquet, y_parquet = read_encoded(parquet, encoder, label, None)
         np.testing.assert_allclose(X_sql, X_parquet, rtol=1e-15, atol=0)
