@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> None:
     X = np.hstack([X, np.ones((rows, 1))])
     X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
     job = plan_job(
-        parse_model_spec(MODEL), "private_selection", {}, rows, 11, PrivacyTarget(1.0, 1e-5)
+        parse_model_spec(MODEL), "private_selection", {}, rows, 10, PrivacyTarget(1.0, 1e-5)
     )
     slots = int(job.plan.hyperparameters["slots"])
     ks = sorted({1, max(1, slots // 4), max(1, slots // 2), max(1, 3 * slots // 4), slots})
