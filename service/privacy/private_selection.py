@@ -67,7 +67,7 @@ G⁻(y) = P[s(Q(D)) < s(y)]. Run i of k is released iff the runs before it score
 after it ≤ s(y), so P[best of k ∈ E] = ∫_E dQ_D(y) Σ_{i=1}^{k} G⁻^{i−1} G^{k−i}
 = ∫_E dQ_D(y) ⟨k t^{k−1}⟩_{t∈[G⁻, G]} (the mean of k t^{k−1} over the interval; its value at
 G when G⁻ = G). Averaging over K: A_p(D)(E) = ∫_E dQ_D(y) ⟨f_p′(t)⟩, A_q(D)(E) = ∫_E dQ_D(y)
-⟨f_q′(t)⟩ (PS22's Lemma 7 is built on the same density). For t ∈ [0, 1]:
+⟨f_q′(t)⟩ (the density PS22's analysis starts from). For t ∈ [0, 1]:
 f_q′(t) = Σ_{k≤F} k q_k t^{k−1} ≤ U Σ_{k≤F} k p_k t^{k−1} ≤ U f_p′(t), and
 f_q′(t) ≥ L (f_p′(t) − Σ_{k>F} k p_k t^{k−1}) ≥ L (f_p′(t) − T) ≥ L (1 − r) f_p′(t), since
 f_p′(t) ≥ p_1 (its k = 1 term). So the density h = dA_q(D)/dA_p(D) lies in [L(1 − r), U] for
