@@ -273,15 +273,18 @@ class SelectionRun:
 
 
 class PrivateSelection:
-    """Papernot & Steinke (2022): K ~ truncated negative binomial repetitions of (random
-    candidate, fit, noised training accuracy); the best noised score's model is released."""
+    """Papernot & Steinke (2022): a public schedule of F slots of (random candidate, fit,
+    noised training accuracy), every candidate fitted in each; the best noised score among the
+    first K slots (K ~ truncated negative binomial, K ≤ F, hidden) is released."""
 
     name: ClassVar[str] = NAME
     summary: ClassVar[str] = (
-        "Private choice among 2–8 candidate settings of Gaussian-noise optimizers: a random "
-        "number K of repetitions (truncated negative binomial), each fitting a random candidate "
-        "on all rows and scoring it by its noised training accuracy; the best is released. "
-        "One job, one charge (Rényi DP of repeated selection)."
+        "Private choice among 2–8 candidate settings of Gaussian-noise optimizers: a hidden "
+        "random number K of repetitions (truncated negative binomial), each a random candidate "
+        "fitted on all rows and scored by its noised training accuracy; the best is released. "
+        "The job always runs a public schedule of F slots, every candidate fitted in each, so "
+        "its duration and progress do not show K (F × candidates fits). One job, one charge "
+        "(Rényi DP of repeated selection)."
     )
     assumptions: ClassVar[str] = (
         "Classification model; every candidate's optimizer releases a composition of "
@@ -290,7 +293,8 @@ class PrivateSelection:
     )
     guarantee: ClassVar[str] = (
         "(ε, δ)-DP, replace-one: the RDP curve of Papernot & Steinke (2022) Thm 2 for a base "
-        "repetition of GDP μ_Q (fit and noised score composed), converted to (ε, δ) on the "
+        "repetition of GDP μ_Q (fit and noised score composed), plus the truncation of K at F "
+        "(a Rényi overhead ≤ 1e-6, composed into the event), converted to (ε, δ) on the "
         "ledger's orders and charged as that curve."
     )
     reference: ClassVar[str] = (
