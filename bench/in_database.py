@@ -18,11 +18,14 @@ run (arms interleaved, best of ``--repeat``):
    the read-out rows) for reference;
 2. **full-gradient job** (``dp_agd`` with its default iterations, one of ``auto``'s choices):
    in the database (``encoded_rows`` + :class:`InDatabaseGradient`, one aggregate per
-   gradient, through the optimizer's ``fit_oracle``) vs the worker path (fingerprint +
-   ``read_encoded`` + ``fit`` in numpy): the setup, one gradient (epoch) and the whole job;
-3. **the worker's peak RSS** in the in-database mode (the dp_agd job and the bolt-on job, each
-   in a fresh process, at N/10 and N rows: flat in n for the gradient job; bolt-on holds one
-   permutation, 8 bytes a row) next to the worker path's.
+   gradient and session, through the optimizer's ``fit_oracle``; the rows over the default
+   number of sessions, and one session for the setup and one gradient) vs the worker path
+   (fingerprint + ``read_encoded`` + ``fit`` in numpy): the setup, one gradient (epoch, best
+   of 3) and the whole job;
+3. **the worker's peak RSS** in the in-database mode (the dp_agd job with 20 gradients and
+   the bolt-on job with one pass, each in a fresh process, at N/10 and N rows: flat in n for
+   both — bolt-on streams its permutation's keys) next to the worker path's, with each
+   probe's time.
 
 Accuracies are training accuracies (the bench reads the rows out for them; the service does
 not). Prints markdown tables; writes ``in-database.json``. Not a test: speed goes here.
@@ -270,7 +273,8 @@ def gradient_job(source: SqlSource, n: int, columns: int, repeat: int) -> dict[s
             keep("db_setup_s", time.perf_counter() - start)
             oracle = InDatabaseGradient(conn, GD_LOSS, n, d)
             out["sessions"] = oracle.sessions
-            keep("db_gradient_s", timed(oracle.gradient, w0)[0])
+            for _ in range(3):
+                keep("db_gradient_s", timed(oracle.gradient, w0)[0])
             fit_s, w_db = timed(
                 optimizer.fit_oracle, plan, GD_LOSS, oracle, np.random.default_rng(r), _ignore
             )

@@ -376,6 +376,12 @@ def test_sessions_share_the_rows_in_one_snapshot(
             s.exec_driver_sql("SELECT count(*) FROM pg_temp.dpfit_rows").scalar() for s in shards
         ]
         assert counts == [1001, 1000, 1000]
+        # each session's local buffers hold its rows (scans read memory, not the temp file)
+        fits = (
+            "SELECT pg_relation_size('pg_temp.dpfit_rows') "
+            "<= pg_size_bytes(current_setting('temp_buffers'))"
+        )
+        assert all(s.exec_driver_sql(fits).scalar() for s in shards)
         for _ in range(4):
             w = rng.normal(size=encoder.dimension) * 3
             np.testing.assert_allclose(
