@@ -22,7 +22,9 @@ run (arms interleaved, best of ``--repeat``):
    number of sessions, and one session for the setup and one gradient) vs the worker path
    (fingerprint + ``read_encoded`` + ``fit`` in numpy): the setup, one gradient (epoch, best
    of 3) and the whole job;
-3. **the worker's peak RSS** in the in-database mode (the dp_agd job with 20 gradients and
+3. **sessions**: one gradient with the rows over 1, 2 … P sessions (P the default),
+   interleaved round by round;
+4. **the worker's peak RSS** in the in-database mode (the dp_agd job with 20 gradients and
    the bolt-on job with one pass, each in a fresh process, at N/10 and N rows: flat in n for
    both — bolt-on streams its permutation's keys) next to the worker path's, with each
    probe's time.
@@ -40,7 +42,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import numpy as np
@@ -78,7 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--passes", type=int, default=2, help="SGD passes of every SGD arm")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
-        "--parts", default="sgd,gradient,rss", help="comma-separated: sgd, gradient, rss"
+        "--parts",
+        default="sgd,gradient,sessions,rss",
+        help="comma-separated: sgd, gradient, sessions, rss",
     )
     parser.add_argument("--smoke", action="store_true", help="2,000 rows, one pass, one repeat")
 
@@ -304,6 +308,42 @@ def gradient_job(source: SqlSource, n: int, columns: int, repeat: int) -> dict[s
     return out
 
 
+def sessions_sweep(source: SqlSource, n: int, columns: int, rounds: int) -> list[dict[str, Any]]:
+    """One gradient with the rows over 1, 2 … P sessions (P the default), interleaved round
+    by round (the machine's load hits all alike): min and median of ``rounds`` gradients."""
+    encoder, label = schema(columns)
+    d = encoder.dimension
+    fingerprint = source.fingerprint()
+    with ExitStack() as stack:
+        first = stack.enter_context(
+            encoded_rows(source, encoder, label, None, n=n, fingerprint=fingerprint)
+        )
+        planned = InDatabaseGradient(first, GD_LOSS, n, d).sessions
+        oracles = {planned: InDatabaseGradient(first, GD_LOSS, n, d)}
+        for count in range(1, planned):
+            conn = stack.enter_context(
+                encoded_rows(
+                    source, encoder, label, None, n=n, fingerprint=fingerprint, sessions=count
+                )
+            )
+            oracles[count] = InDatabaseGradient(conn, GD_LOSS, n, d)
+        times: dict[int, list[float]] = {count: [] for count in sorted(oracles)}
+        for r in range(rounds):
+            w = np.full(d, 0.1 * (r + 1))
+            for count in times:
+                times[count].append(timed(oracles[count].gradient, w)[0])
+    base = float(np.median(times[1]))
+    return [
+        {
+            "sessions": count,
+            "min_s": min(values),
+            "median_s": float(np.median(values)),
+            "ratio": float(np.median(values)) / base,
+        }
+        for count, values in times.items()
+    ]
+
+
 # --- 3. the worker's peak RSS ---------------------------------------------------------------
 
 
@@ -404,6 +444,10 @@ def run(args: argparse.Namespace) -> None:
             results["gradient"] = gradient_job(source, rows, columns, repeat)
             print_gradient(results, seconds)
             save_json(path, results)
+        if "sessions" in parts:
+            results["sessions"] = sessions_sweep(source, rows, columns, rounds=max(3, 3 * repeat))
+            print_sessions(results, seconds)
+            save_json(path, results)
         if "rss" in parts:
             results["rss"] = [
                 {"job": job, "rows": n, **peak_rss(url, table, n, columns, job)}
@@ -468,6 +512,21 @@ def print_gradient(results: dict[str, Any], seconds: Callable[[float], str]) -> 
         f"| {g['db_job_s'] / g['worker_job_s']:.2f} | max relative difference of the models "
         f"{g['max_relative_difference']:.1e} |"
     )
+    sys.stdout.flush()
+
+
+def print_sessions(results: dict[str, Any], seconds: Callable[[float], str]) -> None:
+    print(
+        f"\n### one gradient over {results['rows']:,} rows × {results['columns']} columns, "
+        "the rows over P sessions (interleaved rounds)\n"
+    )
+    print("| sessions | min | median | median / 1 session |")
+    print("|---|---|---|---|")
+    for r in results["sessions"]:
+        print(
+            f"| {r['sessions']} | {seconds(r['min_s'])} | {seconds(r['median_s'])} "
+            f"| {r['ratio']:.2f} |"
+        )
     sys.stdout.flush()
 
 
