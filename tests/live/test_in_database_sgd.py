@@ -21,7 +21,12 @@ from service.data.sql_source import open_sql_source
 from service.models.logistic import LogisticLoss
 from service.optimizers.base import PrivacyTarget
 from service.optimizers.bolt_on_psgd import BoltOnPSGD, BoltOnPSGDParams, permutation_sgd
-from service.optimizers.sgd_common import StepSchedule
+from service.optimizers.sgd_common import (
+    StepSchedule,
+    pass_layout,
+    permutation_batches,
+    run_sgd,
+)
 from service.privacy.secure_random import SecureRandom
 from service.settings import Settings
 from service.workers import in_database_sgd
@@ -281,6 +286,60 @@ def test_the_pass_order_is_the_workers_permutation_streamed(
         first = np.frombuffer(_TiedStream(N, 5)(8 * N), dtype=np.uint64)
         assert len(set(first.tolist())) == N - 1
         assert not np.array_equal(np.argsort(first, kind="stable"), expected_order)
+
+
+def test_per_step_noise_is_joined_at_the_batch_ends(warehouse: str) -> None:
+    """The per-step-noise variant (``step_noise``: a draw added to every step's gradient,
+    joined to the batch's last row by its rank in the pass) equals ``run_sgd`` adding the same
+    draws to the same batches."""
+    source = _source(warehouse)
+    encoder, label = _schema()
+    d = encoder.dimension
+    X, y = read_encoded(source, encoder, label, None)
+    loss = LogisticLoss(l2=0.0)
+    batch, passes = 10, 2
+    m, _ = pass_layout(N, batch)
+    draws = np.random.default_rng(8).normal(scale=0.05, size=(passes * m, d))
+    schedule = StepSchedule.constant(2.0)
+    taken = iter(draws)
+    steps = iter(draws)
+    expected = run_sgd(
+        loss,
+        X,
+        y,
+        permutation_batches(N, m, passes, np.random.default_rng(13)),
+        schedule,
+        noise=lambda g: g + next(steps),
+    )
+    with encoded_rows(
+        source, encoder, label, None, n=N, fingerprint=source.fingerprint(), positions=True
+    ) as conn:
+        got = in_database_permutation_sgd(
+            conn,
+            loss,
+            n=N,
+            d=d,
+            passes=passes,
+            batch_size=batch,
+            schedule=schedule,
+            averaging=False,
+            radius=None,
+            rng=np.random.default_rng(13),
+            step_noise=lambda: next(taken),
+        )
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
+    plain = permutation_sgd(
+        loss,
+        X,
+        y,
+        rng=np.random.default_rng(13),
+        passes=passes,
+        batch_size=batch,
+        schedule=schedule,
+        averaging=False,
+        radius=None,
+    )
+    assert not np.allclose(plain, expected, rtol=1e-4)  # not vacuous: the draws moved it
 
 
 _MINE = (
