@@ -483,8 +483,8 @@ def print_gradient(results: dict[str, Any], seconds: Callable[[float], str]) -> 
     rows = results["rows"]
     g = results["gradient"]
     print(
-        f"\n### dp_agd ({g['iterations']} gradients): in the database vs the worker path, "
-        f"{rows:,} rows, best of the repeats\n"
+        f"\n### dp_agd ({g['iterations']} gradients): in the database ({g['sessions']} "
+        f"sessions, the default) vs the worker path, {rows:,} rows, best of the repeats\n"
     )
     print(
         "| path | setup (fingerprint + materialise / read) | one gradient (epoch) | optimizer "
@@ -496,7 +496,7 @@ def print_gradient(results: dict[str, Any], seconds: Callable[[float], str]) -> 
         f"| {seconds(g['one_gradient_s'])} | — | — | — |"
     )
     print(
-        f"| in database, {g['sessions']} sessions (the default) | {seconds(g['db_setup_s'])} "
+        f"| in database | {seconds(g['db_setup_s'])} "
         f"| {seconds(g['db_gradient_s'])} "
         f"| {seconds(g['db_fit_s'])} | {seconds(g['db_job_s'])} | {g['db_accuracy']:.4f} |"
     )
