@@ -24,7 +24,10 @@ run (arms interleaved, best of ``--repeat``):
    of 3) and the whole job;
 3. **sessions**: one gradient with the rows over 1, 2 … P sessions (P the default),
    interleaved round by round;
-4. **the worker's peak RSS** in the in-database mode (the dp_agd job with 20 gradients and
+4. **profile**: where one gradient's time goes in one session (the scan alone, the column
+   sums, the margins, the gradient query with JIT off / without inlining / with inlining),
+   wall and backend CPU time;
+5. **the worker's peak RSS** in the in-database mode (the dp_agd job with 20 gradients and
    the bolt-on job with one pass, each in a fresh process, at N/10 and N rows: flat in n for
    both — bolt-on streams its permutation's keys) next to the worker path's, with each
    probe's time.
@@ -38,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -47,6 +51,7 @@ from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from service.data.encoding import Encoder
 from service.data.reader import read_encoded
@@ -59,7 +64,7 @@ from service.optimizers.full_gradient import LocalGradient
 from service.optimizers.registry import get_optimizer
 from service.optimizers.sgd_common import schedule_from_json
 from service.settings import Settings
-from service.workers.in_database import InDatabaseGradient, encoded_rows
+from service.workers.in_database import InDatabaseGradient, _gradient_query, encoded_rows
 from service.workers.in_database_sgd import fit_bolt_on_in_database, in_database_permutation_sgd
 
 # bench.data (plots, pandas …) and the test fixtures are imported in ``run`` only: the RSS
@@ -81,8 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--parts",
-        default="sgd,gradient,sessions,rss",
-        help="comma-separated: sgd, gradient, sessions, rss",
+        default="sgd,gradient,sessions,profile,rss",
+        help="comma-separated: sgd, gradient, sessions, profile, rss",
     )
     parser.add_argument("--smoke", action="store_true", help="2,000 rows, one pass, one repeat")
 
@@ -344,6 +349,66 @@ def sessions_sweep(source: SqlSource, n: int, columns: int, rounds: int) -> list
     ]
 
 
+def _backend_cpu_s(pid: int) -> float:
+    """The CPU time (user + system) of a local PostgreSQL backend, from /proc (NaN when the
+    server is not on this machine)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def profile(source: SqlSource, n: int, columns: int, rounds: int) -> list[dict[str, Any]]:
+    """Where one gradient's time goes, in one session: the scan alone, the column sums, the
+    margins, the whole gradient query (JIT off, JIT without inlining, JIT with inlining and
+    optimisation); wall and backend CPU time, min over ``rounds`` interleaved rounds."""
+    encoder, label = schema(columns)
+    d = encoder.dimension
+    rows = "pg_temp.dpfit_rows"
+    w = [0.1 * (-1) ** j / (j + 1) for j in range(d)]
+    margin = " + ".join(f"x{j} * {w[j]!r}::float8" for j in range(d))
+    gradient = str(
+        _gradient_query(GD_LOSS, d)
+        .params(**{f"w{j}": w[j] for j in range(d)})
+        .compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True})
+    ).replace("%%", "%")
+    no_jit = ["jit = off"]
+    jit = ["jit = on", "jit_above_cost = 0"]
+    arms: dict[str, tuple[str, list[str]]] = {
+        "count(*) (the scan alone)": (f"SELECT count(*) FROM {rows}", no_jit),
+        "the d column sums": (
+            "SELECT " + ", ".join(f"sum(x{j})" for j in range(d)) + f" FROM {rows}",
+            no_jit,
+        ),
+        "the margins' sum": (f"SELECT sum({margin}) FROM {rows}", no_jit),
+        "the gradient query, JIT off": (gradient, no_jit),
+        "the gradient query, JIT without inlining": (
+            gradient,
+            [*jit, "jit_inline_above_cost = -1", "jit_optimize_above_cost = -1"],
+        ),
+        "the gradient query, JIT with inlining and optimisation": (
+            gradient,
+            [*jit, "jit_inline_above_cost = 0", "jit_optimize_above_cost = 0"],
+        ),
+    }
+    wall = {name: math.inf for name in arms}
+    cpu = {name: math.inf for name in arms}
+    with session(source, encoder, label, n, positions=False, sessions=1) as conn:
+        pid = int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+        for _ in range(rounds):
+            for name, (sql, settings) in arms.items():
+                for setting in settings:
+                    conn.exec_driver_sql(f"SET {setting}")
+                before = _backend_cpu_s(pid)
+                elapsed = timed(lambda text=sql: conn.exec_driver_sql(text).all())[0]
+                wall[name] = min(wall[name], elapsed)
+                cpu[name] = min(cpu[name], _backend_cpu_s(pid) - before)
+        conn.exec_driver_sql("RESET jit")
+    return [{"query": name, "wall_s": wall[name], "cpu_s": cpu[name]} for name in arms]
+
+
 # --- 3. the worker's peak RSS ---------------------------------------------------------------
 
 
@@ -448,6 +513,10 @@ def run(args: argparse.Namespace) -> None:
             results["sessions"] = sessions_sweep(source, rows, columns, rounds=max(3, 3 * repeat))
             print_sessions(results, seconds)
             save_json(path, results)
+        if "profile" in parts:
+            results["profile"] = profile(source, rows, columns, rounds=max(3, repeat))
+            print_profile(results, seconds)
+            save_json(path, results)
         if "rss" in parts:
             results["rss"] = [
                 {"job": job, "rows": n, **peak_rss(url, table, n, columns, job)}
@@ -527,6 +596,18 @@ def print_sessions(results: dict[str, Any], seconds: Callable[[float], str]) -> 
             f"| {r['sessions']} | {seconds(r['min_s'])} | {seconds(r['median_s'])} "
             f"| {r['ratio']:.2f} |"
         )
+    sys.stdout.flush()
+
+
+def print_profile(results: dict[str, Any], seconds: Callable[[float], str]) -> None:
+    print(
+        f"\n### where one gradient's time goes: {results['rows']:,} rows × "
+        f"{results['columns']} columns, one session (min over rounds)\n"
+    )
+    print("| query | wall | backend CPU (10 ms ticks) |")
+    print("|---|---|---|")
+    for r in results["profile"]:
+        print(f"| {r['query']} | {seconds(r['wall_s'])} | {seconds(r['cpu_s'])} |")
     sys.stdout.flush()
 
 
