@@ -30,7 +30,7 @@ from service.optimizers.sgd_common import (
 from service.privacy.secure_random import SecureRandom
 from service.settings import Settings
 from service.workers import in_database_sgd
-from service.workers.in_database import encoded_rows
+from service.workers.in_database import InDatabaseGradient, encoded_rows
 from service.workers.in_database_sgd import fit_bolt_on_in_database, in_database_permutation_sgd
 from tests.support.fixtures import _fresh_postgres_database
 
@@ -382,6 +382,13 @@ def test_select_only_role_runs_it_and_leaves_nothing(warehouse: str) -> None:
             # dropped by the job itself, in its own session (only the rows remain until the
             # session ends)
             assert conn.exec_driver_sql(_MINE).scalar_one() == 1
+        # the full-gradient path's sessions (a snapshot exported and adopted) need no more
+        with encoded_rows(
+            source, encoder, label, None, n=N, fingerprint=source.fingerprint(), sessions=2
+        ) as conn:
+            oracle = InDatabaseGradient(conn, loss, N, encoder.dimension)
+            assert oracle.sessions == 2
+            assert np.all(np.isfinite(oracle.gradient(np.full(encoder.dimension, 0.1))))
         with admin.connect() as conn:
             assert conn.exec_driver_sql(_MINE).scalar_one() == 0
     finally:
