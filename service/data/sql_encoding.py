@@ -376,7 +376,7 @@ def _key_is_plain(key: str) -> bool:
 
 
 def compile_rows(
-    table: sa.TableClause,
+    table: sa.TableClause | sa.Subquery,
     families: dict[str, str],
     encoder: Encoder,
     label: LabelSpec,
@@ -431,7 +431,7 @@ def _bounded(
 
 
 def _label(
-    table: sa.TableClause,
+    table: sa.TableClause | sa.Subquery,
     families: dict[str, str],
     label: LabelSpec,
     bound: float | None,
