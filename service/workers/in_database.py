@@ -64,6 +64,7 @@ from service.data.spec import LabelSpec
 from service.data.sql_encoding import (
     FLOAT8,
     PARSE_FUNCTION_SQL,
+    SESSION_SETTINGS,
     InDatabaseUnsupported,
     compile_rows,
     norm_clipped,
@@ -278,6 +279,8 @@ def _prepare(conn: Connection, timeout_ms: int, buffers_kib: int) -> None:
     function."""
     conn.exec_driver_sql(f"SET statement_timeout = {int(timeout_ms)}")
     conn.exec_driver_sql(f"SET temp_buffers = '{int(buffers_kib)}kB'")
+    for setting in SESSION_SETTINGS:
+        conn.exec_driver_sql(setting)
     conn.exec_driver_sql(PARSE_FUNCTION_SQL)
 
 
@@ -332,7 +335,7 @@ def encoded_select(
         table = _shard_of(source, used, k, count)
     columns = compile_rows(
         table,
-        source.families(),
+        source.encoding_families(),
         encoder,
         label,
         label_bound,

@@ -15,7 +15,7 @@ from service.data.encoding import Encoder
 from service.data.reader import read_encoded
 from service.data.sources import SourceError
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
-from service.data.sql_encoding import PARSE_FUNCTION_SQL, InDatabaseUnsupported
+from service.data.sql_encoding import PARSE_FUNCTION_SQL, SESSION_SETTINGS, InDatabaseUnsupported
 from service.data.sql_source import open_sql_source
 from service.models.logistic import LogisticLoss
 from service.optimizers.full_gradient import LocalGradient
@@ -111,7 +111,7 @@ FLOATS = [
     42.0,
     1.0,
 ]
-# single precision (real): widened exactly, as the SQL reader gives it
+# single precision (real): by the float32's shortest text (0.1 stays 0.1), like the SQL reader
 REALS = [
     0.5,
     float("nan"),
@@ -176,6 +176,11 @@ def _sql_rows(
 ) -> tuple[np.ndarray, np.ndarray]:
     select, names = encoded_select(source, encoder, label, bound, ordered=True)
     with source.connect() as conn:
+        # a server that rounds float output (extra_float_digits ≤ 0) must not change a real's
+        # value: the session settings restore the shortest text
+        conn.exec_driver_sql("SET extra_float_digits = 0")
+        for setting in SESSION_SETTINGS:
+            conn.exec_driver_sql(setting)
         conn.exec_driver_sql(PARSE_FUNCTION_SQL)
         rows = conn.execute(select).all()
     data = np.array([[float(v) for v in row] for row in rows], dtype=np.float64)
