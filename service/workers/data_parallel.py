@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,7 @@ from service.optimizers.full_gradient import (
 )
 from service.optimizers.inputs import row_divisors
 from service.settings import Settings
+from service.workers.row_cache import drop_cached_rows
 
 __all__ = [
     "POLL_S",
@@ -89,6 +90,9 @@ PARTITION_BLOCK_BYTES = 2 << 20
 #: Rows per step of the row checks (finite, norms) on a partition: their temporaries stay a few
 #: MiB instead of a boolean copy of the whole partition.
 CHECK_BLOCK_ROWS = 1 << 15
+#: While a worker reads its window, the allocator's free memory goes back to the operating
+#: system every this many blocks (:class:`_Trimmed`; ≈ 8 MiB of cells at 2 MiB blocks).
+TRIM_EVERY_BLOCKS = 4
 
 #: Rows held by this worker process for running jobs: key → (X, Y). Per process, never pickled.
 _STORE: dict[str, tuple[FloatArray, FloatArray]] = {}
@@ -135,13 +139,14 @@ def load_partition(
     this worker; drop rows of other rounds of the same job (``job_prefix``). Returns the row
     count (public). Raises ``SourceError``/``ValueError`` without data values."""
     release_partitions(job_prefix)
+    drop_cached_rows()  # a cached source's rows are not in the plan: never beside a partition
     source = reopen_source(read.source_format, read.location, Settings.from_env())
     encoder = Encoder.from_dict(read.encoder)
     label = LabelSpec.model_validate(read.label)
     columns = len(encoder.columns) + 1
     block = max(1, PARTITION_BLOCK_BYTES // (8 * max(columns, encoder.dimension)))
     windowed = WindowSource(source, window)
-    X, Y = read_encoded(windowed, encoder, label, read.label_bound, block)
+    X, Y = read_encoded(_Trimmed(windowed), encoder, label, read.label_bound, block)
     if read.file_fingerprints and not windowed.files_unchanged(read.file_fingerprints):
         raise SourceError("source changed while the job was reading it")
     _return_free_memory()
@@ -151,6 +156,30 @@ def load_partition(
         _STORE[key] = (X, Y)
         _LOADED[0] += 1
     return int(X.shape[0])
+
+
+class _Trimmed:
+    """``source`` whose :meth:`iter_batches` hands the allocator's free memory back to the
+    operating system every :data:`TRIM_EVERY_BLOCKS` blocks (:func:`_return_free_memory`).
+
+    The blocks' Arrow arrays and the encoder's temporaries are freed block after block, but
+    glibc keeps the freed pages of its heaps for reuse; without a trim they accumulate during the
+    read, and the read's end — every row held, Arrow's page buffers still open — is a partition
+    worker's peak. Reading window 2 of 4 of the 6e6 × 40 folder in a service worker: peak RSS
+    842–845 MiB without, 825–827 MiB with a trim every 4 blocks (every block: 825; every 16:
+    831). What is read, and in which order, is unchanged: only when freed memory is returned."""
+
+    def __init__(self, source: WindowSource) -> None:
+        self._source = source
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._source, name)
+
+    def iter_batches(self, columns: Sequence[str], rows_per_block: int) -> Iterator[Any]:
+        for index, batch in enumerate(self._source.iter_batches(columns, rows_per_block), 1):
+            yield batch
+            if index % TRIM_EVERY_BLOCKS == 0:
+                _return_free_memory()
 
 
 def _check_rows(loss: Loss, X: FloatArray, Y: FloatArray, rows: int, dimension: int) -> None:
