@@ -720,10 +720,12 @@ def test_embedded_workers_are_limited_by_default_with_headroom_below_the_pause(
     from service.data.partitions import PAUSE_FRACTION, TERMINATE_FRACTION, default_worker_memory
 
     # Nested, so that cloudpickle ships them by value: the server's workers cannot import tests.
-    def worker_memory_settings(dask_worker: Any) -> tuple[int, float]:
+    def worker_memory_settings(dask_worker: Any) -> tuple[int, float, bool]:
         return (
             int(dask_worker.memory_manager.memory_limit or 0),
             float(dask_worker.memory_manager.memory_pause_fraction),
+            # the statistical profiler (cluster.WORKER_CONFIG): off, it grew a job's driver
+            "profile-cycle" in dask_worker.periodic_callbacks,
         )
 
     def nanny_terminate_fraction(dask_worker: Any) -> float:
@@ -738,7 +740,7 @@ def test_embedded_workers_are_limited_by_default_with_headroom_below_the_pause(
             seen = client.run(worker_memory_settings)
             nannies = client.run(nanny_terminate_fraction, nanny=True)
         assert len(seen) == 2 and len(nannies) == 2
-        assert set(seen.values()) == {(default_worker_memory(2), PAUSE_FRACTION)}
+        assert set(seen.values()) == {(default_worker_memory(2), PAUSE_FRACTION, False)}
         assert set(nannies.values()) == {TERMINATE_FRACTION}
     finally:
         server.stop()
