@@ -60,15 +60,16 @@ __all__ = [
 ]
 
 # What a worker needs beside a job's rows. Measured (bench/RESULTS.md, "The big folder job",
-# 2026-11-26, 2 shared cores) on the 6e6 × 40 folder over 4 service workers of 900 MiB, RSS
-# sampled every 20 ms: 274 MiB per worker at rest, 481 MiB of rows each, peaks 828–830 MiB for
-# the workers that only hold a partition and 837–844 MiB for the one that also drives the job.
+# 2026-11-26, 2 shared cores) on the 6e6 × 40 folder over 4 service workers, RSS sampled every
+# 20 ms: 274 MiB per worker at rest, 481 MiB of rows each, peaks 824–826 MiB for the workers
+# that only hold a partition and 830–831 MiB for the one that also drives the job.
 #: The worker process: the interpreter, numpy, scipy, pyarrow, pandas, dp-accounting,
 #: SQLAlchemy, psycopg, the service (the dispatcher imports the runner on every worker) and
 #: Dask: 274 MiB RSS at rest; plus what the worker driving a job holds while it runs (its
-#: database engine and ORM, its Dask client: its peak was 9–15 MiB above the other workers',
-#: and it kept 13 MiB more at the job's end). 289 MiB, rounded up.
-WORKER_PROCESS_BYTES = 292 << 20
+#: database engine and ORM, its Dask client: its peak 4–6 MiB above the other workers' with
+#: Dask's profiler off, ``cluster.WORKER_CONFIG``; 9–19 MiB, growing with the job, with it on).
+#: 280 MiB, rounded up to keep 4 MiB above the largest peak measured.
+WORKER_PROCESS_BYTES = 284 << 20
 #: While a window is read, at least: a CSV or SQL source holds one block and its encoding.
 READER_BYTES = 64 << 20
 #: Arrow's Parquet reader per source column read: about one data page and one dictionary page
@@ -86,8 +87,8 @@ READER_BLOCK_BYTES = 18 << 20
 STEP_BYTES_PER_ROW = 24
 #: The memory fraction a job's planned peak may reach (:func:`usable_bytes`): the process, the
 #: reader or the steps' temporaries, and the rows, all from public sizes and measured constants
-#: (the estimate is at or above every measured peak: 846 MiB planned for the 6e6 × 40 job's
-#: workers, 828–844 measured). It sits :data:`PAUSE_FRACTION` − DATA_FRACTION (5 % of the
+#: (the estimate is at or above every measured peak: 838 MiB planned for the 6e6 × 40 job's
+#: workers, 824–831 measured). It sits :data:`PAUSE_FRACTION` − DATA_FRACTION (5 % of the
 #: limit: 45 MiB of a 900 MiB worker) below the pause threshold — headroom for what the
 #: constants cannot see: another host's libraries and allocator (the same job peaked 45 MiB
 #: lower on the previous session's host), run-to-run jitter (± 8 MiB here).

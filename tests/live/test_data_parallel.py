@@ -206,8 +206,8 @@ def test_layout_from_public_facts() -> None:
     forced = choose_layout(10**6, 41, None, [None] * 4, data_parallel=True, min_rows=10**6)
     assert (forced.kind, forced.parts) == ("partitioned", 4)
     # 6e6 x 40 (+ intercept), 41 columns read, in workers of 941 MiB: one cannot, four can —
-    # 1.5e6 rows each need 481 MiB of the 0.9 × 941 − 292 − 73.4 = 481.5 MiB a worker holds
-    # (measured peaks 828–844 MiB, bench/RESULTS.md) — and three cannot (2e6 rows: 641 MiB
+    # 1.5e6 rows each need 481 MiB of the 0.9 × 941 − 284 − 73.4 = 489.5 MiB a worker holds
+    # (measured peaks 824–831 MiB, bench/RESULTS.md) — and three cannot (2e6 rows: 641 MiB
     # each); on 4 × 900 MiB the honest estimate leaves no room for it (issue 23 item 6)
     big = choose_layout(
         6 * 10**6, 41, None, [941 * mib] * 4, data_parallel=True, min_rows=None, columns=41
@@ -665,7 +665,7 @@ def _scheduler_address(server: LiveServer) -> str:
 def test_embedded_cluster_partitions_a_job_too_big_for_one_worker_and_refuses_one_too_big_for_all(
     tmp_path: Path,
 ) -> None:
-    """2 workers of 1 GiB (each holds ≈ 565 MiB of job data beside its own 356 MiB): 7000 wide
+    """2 workers of 1 GiB (each holds ≈ 573 MiB of job data beside its own 348 MiB): 7000 wide
     rows (≈ 321 MiB) exceed what one worker holds comfortably (half of it), so the job runs over
     both; 28000 rows (≈ 1283 MiB, 641 MiB per worker) fit nowhere: 422 on dataset_id before any
     charge."""
