@@ -81,7 +81,7 @@ READER_BYTES_PER_COLUMN = 1384 << 10
 #: Beside the page buffers while reading: one 2 MiB block (``data_parallel.PARTITION_BLOCK_BYTES``)
 #: and what the allocator holds between two trims (``data_parallel.TRIM_EVERY_BLOCKS`` blocks'
 #: freed arrays and temporaries), and what a worker keeps after a read (Arrow's and Python's
-#: caches): 16 MiB measured at the read's end above the pages, rows and process.
+#: caches): 13–15 MiB measured at the read's end above the pages, rows and process; 16 planned.
 READER_BLOCK_BYTES = 18 << 20
 #: While steps run: a gradient's temporaries, about three float64 vectors per row held.
 STEP_BYTES_PER_ROW = 24
@@ -91,7 +91,7 @@ STEP_BYTES_PER_ROW = 24
 #: workers, 824–831 measured). It sits :data:`PAUSE_FRACTION` − DATA_FRACTION (5 % of the
 #: limit: 45 MiB of a 900 MiB worker) below the pause threshold — headroom for what the
 #: constants cannot see: another host's libraries and allocator (the same job peaked 45 MiB
-#: lower on the previous session's host), run-to-run jitter (± 8 MiB here).
+#: lower on the previous session's host), run-to-run jitter (up to 8 MiB here).
 DATA_FRACTION = 0.9
 #: Dask's ``distributed.worker.memory.pause`` for the embedded cluster (cluster.py; external
 #: workers set ``DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE`` to it, docs/reference/cluster.md).

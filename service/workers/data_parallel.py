@@ -168,7 +168,9 @@ class _Trimmed:
     read, and the read's end — every row held, Arrow's page buffers still open — is a partition
     worker's peak. Reading window 2 of 4 of the 6e6 × 40 folder in a service worker: peak RSS
     842–845 MiB without, 825–827 MiB with a trim every 4 blocks (every block: 825; every 16:
-    831). What is read, and in which order, is unchanged: only when freed memory is returned."""
+    831). What is read, and in which order, is unchanged: only when freed memory is returned,
+    after every :data:`TRIM_EVERY_BLOCKS`-th block — a function of the window's public size,
+    never of a cell."""
 
     def __init__(self, source: WindowSource) -> None:
         self._source = source
