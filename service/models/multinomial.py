@@ -205,6 +205,9 @@ class MultinomialLoss:
     l1: float = 0.0
     classes: int = 2
     gradient_clip: float | None = None
+    #: The rows' last column is the intercept's constant (the spec's ``fit_intercept``): what
+    #: ``dp_agd_averaged``'s row map needs (``service/optimizers/dp_agd_row_map.py``).
+    fit_intercept: bool = False
     name: str = field(default=MULTINOMIAL, init=False)
     task: Task = field(default="classification", init=False)
     lipschitz: float = field(default=math.sqrt(2.0), init=False)
@@ -236,7 +239,11 @@ class MultinomialLoss:
     def with_classes(self, classes: int) -> MultinomialLoss:
         """The same loss over ``classes`` declared classes."""
         return MultinomialLoss(
-            l2=self.l2, l1=self.l1, classes=int(classes), gradient_clip=self.gradient_clip
+            l2=self.l2,
+            l1=self.l1,
+            classes=int(classes),
+            gradient_clip=self.gradient_clip,
+            fit_intercept=self.fit_intercept,
         )
 
     def parameter_count(self, width: int) -> int:
@@ -421,4 +428,9 @@ SPEC = MultinomialLogisticSpec
 
 
 def build(spec: MultinomialLogisticSpec) -> MultinomialLoss:
-    return MultinomialLoss(l2=spec.l2, l1=spec.l1, gradient_clip=spec.gradient_clip)
+    return MultinomialLoss(
+        l2=spec.l2,
+        l1=spec.l1,
+        gradient_clip=spec.gradient_clip,
+        fit_intercept=spec.fit_intercept,
+    )
