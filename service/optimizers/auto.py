@@ -235,6 +235,9 @@ AVERAGING_N_EPSILON = 5_000
 L2_FACTOR = 9.0
 L2_FLOOR = 1e-5
 L2_CEILING = 1e-3
+#: The ceiling for a binary logistic job whose dp_agd_averaged steps run on mapped rows
+#: (centred, unit norm: ``dp_agd_row_map``), step 5.
+L2_CEILING_MAPPED = 1e-2
 #: huber_regression without an analyst-set huber_delta: δ = HUBER_FRACTION · label_bound.
 HUBER_FRACTION = 0.03
 RULE = (
@@ -330,13 +333,16 @@ def is_anchored(loss: Loss) -> bool:
     return coefficient_anchor(loss) is not None and not loss.l1
 
 
-def rule_l2(lipschitz: float, n: int, d: int, target: PrivacyTarget) -> float:
-    """Step 5: clamp(9·d·(2L·z₁/n)², 1e-5, 1e-3), with z₁ the noise multiplier of one Gaussian
-    release at the job's (ε, δ) — 9 times the squared norm of one full-budget release's noise."""
+def rule_l2(
+    lipschitz: float, n: int, d: int, target: PrivacyTarget, ceiling: float = L2_CEILING
+) -> float:
+    """Step 5: clamp(9·d·(2L·z₁/n)², 1e-5, ``ceiling``), with z₁ the noise multiplier of one
+    Gaussian release at the job's (ε, δ) — 9 times the squared norm of one full-budget
+    release's noise; the ceiling is 1e-3, or 1e-2 for a binary logistic job on mapped rows."""
     from service.privacy.gdp import gdp_mu
 
     noise = 2.0 * lipschitz / (n * gdp_mu(target.epsilon, target.delta))
-    return min(L2_CEILING, max(L2_FLOOR, L2_FACTOR * d * noise * noise))
+    return min(ceiling, max(L2_FLOOR, L2_FACTOR * d * noise * noise))
 
 
 def choose_model_and_optimizer(
@@ -387,7 +393,14 @@ def choose_model_and_optimizer(
         d = parameter_count(loss, width)  # K·width for the joint model: its noise's dimension
         # Regression: the rule at the label-normalised scale (module docstring, step 5).
         lipschitz = 1.0 if loss.task == "regression" else float(loss.lipschitz)
-        resolved["l2"] = rule_l2(lipschitz, n, max(1, d), target)
+        mapped = (
+            names[0] == "dp_agd_averaged"
+            and resolved.get("type") == "logistic_regression"
+            and bool(resolved.get("fit_intercept"))
+            and classes <= 1
+        )
+        ceiling = L2_CEILING_MAPPED if mapped else L2_CEILING
+        resolved["l2"] = rule_l2(lipschitz, n, max(1, d), target, ceiling)
         filled["model.l2"] = resolved["l2"]
     return resolved, names, filled
 

@@ -114,25 +114,24 @@ class DPAGDAveragedParams(AveragedStepsParams):
         allow_inf_nan=False,
         description="Share f of the job's μ² spent on a private mean row; the steps then run "
         "on the rows centred at it and scaled to unit norm, and the released model is folded "
-        "back (0: no row map). Default: 0.1 for a joint multinomial model with an intercept, "
-        "0 otherwise (service/optimizers/dp_agd_row_map.py).",
+        "back (0: no row map). Default: 0.1 for a logistic model (multinomial or binary) with "
+        "an intercept and no l1, 0 otherwise (service/optimizers/dp_agd_row_map.py).",
     )
 
 
 def resolved_row_map_share(params: DPAGDAveragedParams, loss: Loss) -> float:
-    """The row map's share: the analyst's, else ROW_MAP_SHARE for a joint multiclass model
-    with an intercept and 0 otherwise (public: the model only). InfeasibleSpec on
-    ``optimizer.params.row_map_share`` for a share > 0 on rows without an intercept column."""
-    from service.models.registry import is_joint_multiclass
-
+    """The row map's share: the analyst's, else ROW_MAP_SHARE for a logistic model (joint
+    multinomial or binary) with an intercept and 0 otherwise (public: the model only).
+    InfeasibleSpec on ``optimizer.params.row_map_share`` for a share > 0 on rows without an
+    intercept column."""
     has_intercept = bool(getattr(loss, "fit_intercept", False))
     if params.row_map_share is None:
-        return ROW_MAP_SHARE if is_joint_multiclass(loss) and has_intercept else 0.0
+        return ROW_MAP_SHARE if has_intercept and loss.l1 == 0.0 else 0.0
     if params.row_map_share > 0.0 and not has_intercept:
         raise InfeasibleSpec(
             "optimizer.params.row_map_share",
-            "the row map centres rows on their intercept column: it needs a joint multinomial "
-            "model with fit_intercept (use row_map_share = 0)",
+            "the row map centres rows on their intercept column: it needs a logistic model "
+            "with fit_intercept (use row_map_share = 0)",
         )
     return float(params.row_map_share)
 

@@ -10,8 +10,8 @@
     multiplier z, 1/z₀² = f·μ² and T/z² = (1 − f)·μ², its exact δ(ε) ≤ δ; the mean's noise
     std is z₀·2/n.
 (d) Post-processing: the folded model predicts the fitted model's class on every row.
-(e) Defaults and refusals: the share defaults to 0.1 for a joint model with an intercept, 0
-    otherwise; a share > 0 without an intercept is refused on its field; a plan without
+(e) Defaults and refusals: the share defaults to 0.1 for a logistic model (joint or binary)
+    with an intercept and no l1, 0 otherwise; a share > 0 without an intercept is refused on its field; a plan without
     noise on the mean is refused at fit.
 """
 
@@ -203,7 +203,7 @@ def test_the_folded_model_predicts_the_fitted_class_on_every_row(classes: int) -
 # --- (e) defaults, refusals, the fit ------------------------------------------------------------
 
 
-def test_the_share_defaults_to_the_joint_model_with_an_intercept_only() -> None:
+def test_the_share_defaults_to_logistic_models_with_an_intercept_only() -> None:
     target = TARGET
     joint = build_loss(parse_model_spec({"type": "multinomial_logistic_regression"}), K)
     plain = build_loss(
@@ -215,7 +215,13 @@ def test_the_share_defaults_to_the_joint_model_with_an_intercept_only() -> None:
         optimizer.plan(params, joint, N, K * WIDTH, target).hyperparameters["row_map_share"]
         == ROW_MAP_SHARE
     )
-    for loss, d in ((plain, K * (WIDTH - 1)), (LogisticLoss(l2=0.01), WIDTH)):
+    binary = build_loss(parse_model_spec({"type": "logistic_regression"}))
+    assert (
+        optimizer.plan(params, binary, N, WIDTH, target).hyperparameters["row_map_share"]
+        == ROW_MAP_SHARE
+    )
+    with_l1 = LogisticLoss(l2=0.01, l1=0.01, fit_intercept=True)
+    for loss, d in ((plain, K * (WIDTH - 1)), (LogisticLoss(l2=0.01), WIDTH), (with_l1, WIDTH)):
         plan = optimizer.plan(params, loss, N, d, target)
         assert "row_map_share" not in plan.hyperparameters
     for loss, d in ((plain, K * (WIDTH - 1)), (LogisticLoss(l2=0.01), WIDTH)):
@@ -243,3 +249,22 @@ def test_the_fit_maps_the_rows_and_releases_a_folded_model() -> None:
     oracle = LocalGradient(loss, X, y.astype(float))
     plain = optimizer.fit_oracle(plan, loss, oracle, np.random.default_rng(8), lambda _: None)
     assert plain.shape == (K * WIDTH,) and np.all(np.isfinite(plain))
+
+
+def test_auto_lifts_the_l2_ceiling_for_binary_jobs_on_mapped_rows_only() -> None:
+    from service.optimizers.auto import L2_CEILING, L2_CEILING_MAPPED, resolve
+
+    small = PrivacyTarget(0.5, 1e-5)  # n·ε = 350: dp_agd_averaged, the formula above 1e-2
+    binary = resolve(parse_model_spec({"type": "logistic_regression"}), 700, 20, small, None)
+    assert binary.optimizer == "dp_agd_averaged"
+    assert binary.model["l2"] == L2_CEILING_MAPPED
+    joint = resolve(parse_model_spec({"type": "logistic_regression"}), 700, 20, small, 3)
+    assert joint.model["l2"] == L2_CEILING
+    plain = resolve(
+        parse_model_spec({"type": "logistic_regression", "fit_intercept": False}),
+        700,
+        20,
+        small,
+        None,
+    )
+    assert plain.model["l2"] == L2_CEILING
