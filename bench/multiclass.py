@@ -53,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--datasets", nargs="*", help="only the sets whose names start so (iris, wine, …)"
     )
     parser.add_argument("--epsilons", type=float, nargs="*", help=f"default {EPSILONS}")
+    parser.add_argument(
+        "--small-binary", action="store_true", help="only the small binary sets' table"
+    )
 
 
 def encoded_split(
@@ -273,7 +276,87 @@ def rival_cells(
     return out
 
 
+# --- small binary sets: the default against the majority class (issue 24, "Small data") -------
+
+
+def small_binary_sets() -> list[Dataset]:
+    """1,000-row binary sets (700 training rows): ``synthetic_binary`` at four public settings,
+    and scikit-learn's breast_cancer (569 rows); labels 0/1."""
+    from sklearn.datasets import load_breast_cancer
+
+    sets = [encoded_split("breast_cancer", *load_breast_cancer(return_X_y=True))]
+    for d, offset, scale in ((10, -1.0, 2.0), (20, -1.0, 1.0), (30, -1.2, 2.0), (10, 0.0, 2.0)):
+        sets.append(synthetic_binary(1_000, d, offset, scale, seed=3))
+    return sets
+
+
+def synthetic_binary(n: int, d: int, offset: float, scale: float, seed: int) -> Dataset:
+    """n rows uniform on [−1, 1]^d, y ~ Bernoulli(σ(w·x + offset)), w ~ N(0, scale²I/d) fixed
+    by ``seed``: an imbalanced set (offset < 0) whose features carry little signal."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, size=(n, d))
+    w = rng.standard_normal(d) * scale / math.sqrt(d)
+    y = (rng.uniform(size=n) < 1.0 / (1.0 + np.exp(-(X @ w + offset)))).astype(int)
+    name = f"synthetic binary d={d}, offset {offset:g}, scale {scale:g}"
+    return encoded_split(name, X, y, -np.ones(d), np.ones(d))
+
+
+def small_binary(runs: int, epsilons: tuple[float, ...]) -> list[str]:
+    """auto (through ``price_job``) against the job it ran before the row map — the same
+    optimizer with ``row_map_share`` = 0 and the l2 ceiling 1e-3 — and the majority class."""
+    from service.models.registry import parse_model_spec
+    from service.optimizers.auto import L2_CEILING, rule_l2
+    from service.optimizers.base import PrivacyTarget
+    from service.optimizers.planning import plan_job
+
+    lines = [
+        "| data | n | ε | auto % | before (no row map, l2 ≤ 1e-3) % | majority % | auto l2 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for data in small_binary_sets():
+        y, yt = np.where(data.y > 0, 1.0, -1.0), np.where(data.yt > 0, 1.0, -1.0)
+        majority = 100 * max(float(np.mean(yt > 0)), float(np.mean(yt < 0)))
+        for eps in epsilons:
+            facts = DatasetFacts(
+                id="bench", n_rows=data.n, n_features=data.d - 1, delta=DELTA,
+                label_type="binary", classes=None, retired=False,
+            )  # fmt: skip
+            body = JobCreate.model_validate(
+                {"dataset_id": "bench", "model": {"type": "logistic_regression"},
+                 "privacy": {"epsilon": eps, "delta": DELTA}}
+            )  # fmt: skip
+            auto_job = price_job(facts, body).planned
+            target = PrivacyTarget(eps, DELTA)
+            old_l2 = rule_l2(0.5, data.n, data.d, target, L2_CEILING)
+            spec = parse_model_spec(
+                {"type": "logistic_regression", "gradient_clip": 0.5, "l2": old_l2}
+            )
+            before = plan_job(spec, "dp_agd_averaged", {"row_map_share": 0.0}, data.n,
+                              data.d - 1, target)  # fmt: skip
+            scores: dict[str, list[float]] = {"auto": [], "before": []}
+            for seed in range(runs):
+                for key, job in (("auto", auto_job), ("before", before)):
+                    rng = np.random.default_rng(seed)
+                    w = job.optimizer.fit(job.plan, job.loss, data.X, y, rng, lambda s: None)
+                    scores[key].append(float(np.mean(np.where(data.Xt @ w >= 0, 1.0, -1.0) == yt)))
+            lines.append(
+                f"| {data.name} | {data.n} | {eps:g} | {pm(scores['auto'], 100, 1)} "
+                f"| {pm(scores['before'], 100, 1)} | {majority:.1f} | {auto_job.loss.l2:.2g} |"
+            )
+            print(lines[-1], flush=True)
+    return lines
+
+
 def run(args: argparse.Namespace) -> None:
+    if args.small_binary:
+        runs = 2 if args.smoke else args.runs
+        lines = small_binary(runs, (0.5,) if args.smoke else (0.5, 1.0, 2.0))
+        note = (
+            f"\n\n{runs} seeds per cell, δ = {DELTA:g}, replace-one; 70/30 split (seed "
+            f"{SPLIT_SEED}); test accuracy."
+        )
+        (results_dir(args.smoke) / "small-binary.md").write_text("\n".join(lines) + note + "\n")
+        return
     runs = 2 if args.smoke else args.runs
     epsilons = (1.0,) if args.smoke else tuple(args.epsilons or EPSILONS)
     missing = [name for name in ("diffprivlib", "opacus", "torch") if find_spec(name) is None]
