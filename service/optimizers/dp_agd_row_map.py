@@ -1,5 +1,6 @@
-r"""The row map of ``dp_agd_averaged`` on a joint multiclass model: rows centred at a private
-mean and scaled to unit norm before the noisy steps; the released model folded back.
+r"""The row map of ``dp_agd_averaged`` on a logistic model (joint multinomial or binary) with an
+intercept: rows centred at a private mean and scaled to unit norm before the noisy steps; the
+released model folded back.
 
 Why. Every step's sensitivity is 2L/n because the encoder guarantees ‖x‖ ≤ 1: the noise is set
 by that bound, the signal by how far the rows actually spread. The public encoding maps each
@@ -64,6 +65,15 @@ threshold: equal on wine and iris, 3–9 points better on digits at ε ≤ 1. Un
 at 1 after scaling by s = τ/(typical centred norm) (a second released moment): τ ≥ 1 equals the
 normalisation above, τ = 0.5–0.8 lost 1–6 points, so every row is normalised and no second
 moment is released.
+
+Binary labels (``logistic_regression``, the same map; ``python -m bench multiclass
+--small-binary``, 20 seeds, test accuracy %, with ``auto``'s l2 ceiling 1e-2 for these jobs):
+breast_cancer (398 rows) 91.3 / 93.6 / 95.6 at ε = 0.5 / 1 / 2 against 86.1 / 89.9 / 91.7
+without the map (l2 ≤ 1e-3); four synthetic 700-row sets (d = 10–30, two imbalanced 70/30
+with little signal) +0.8 to +4.7 points in 11 of 12 cells (−0.4 in the twelfth). On the
+development split the map alone gave breast_cancer 90.3 / 95.1 / 96.2 vs 79.3 / 87.9 / 93.8
+and the synthetic sets +0.1 to +3.1; the larger l2 ceiling added up to +5 on the weakest set
+(its bias pulls a noisy model towards the intercept-only one: the majority class).
 """
 
 from __future__ import annotations
