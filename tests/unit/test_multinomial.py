@@ -510,3 +510,42 @@ def test_blocked_and_sparse_rows_give_the_same_gradient_and_value() -> None:
         assert loss.smooth_value(w, X, y) == pytest.approx(whole_value, rel=1e-13)
     finally:
         multinomial.BLOCK_ENTRIES = original
+
+
+@pytest.mark.parametrize("clip", [None, 0.5, 0.2])
+@pytest.mark.parametrize("scale", [1.0, 2_000.0])
+def test_the_in_place_dense_gradient_equals_the_per_row_coefficients(
+    clip: float | None, scale: float
+) -> None:
+    """The dense gradient's in-place kernel (gathered labels, exp in place, the clipped slope as
+    Σ_{k≠y} e / (Σ_{k≠y} e + e_y)) against the reference the value uses (one-hot targets,
+    expit of the margin): equal to 1e-13 relative to the gradient's size, on rows of no
+    declared class, on scores so large that e^{z_y − top} overflows (scale 2,000), and on row
+    blocks of a few rows (the product-size limit forced down) — the summation order only."""
+    from service.models import multinomial
+
+    rng = np.random.default_rng(21)
+    n, width, classes = 700, 9, 6
+    X = _rows(rng, n, width)
+    y = rng.integers(-1, classes, size=n).astype(float)
+    loss = _loss(clip, l2=0.03, classes=classes)
+    w = rng.normal(size=classes * width) * scale
+    _, coef = loss._losses_and_coefficients(
+        loss._scores(loss._matrix(w, width), X), y, with_losses=False
+    )
+    reference = loss._back(X, coef).ravel() / n + loss.l2 * w
+    tolerance = 1e-13 * float(np.abs(reference).max())
+    with np.errstate(over="raise"):  # the kernel's one overflow is masked on purpose
+        np.testing.assert_allclose(loss.gradient(w, X, y), reference, rtol=0, atol=tolerance)
+        original = multinomial.PRODUCT_ENTRIES
+        try:
+            multinomial.PRODUCT_ENTRIES = classes * width * 7  # blocks of 7 rows
+            np.testing.assert_allclose(loss.gradient(w, X, y), reference, rtol=0, atol=tolerance)
+        finally:
+            multinomial.PRODUCT_ENTRIES = original
+    if scale > 1.0 and clip is not None:  # the overflow branch was reached
+        Z = loss._scores(loss._matrix(w, width), X)
+        idx = np.maximum(y.astype(int), 0)
+        z_y = Z[idx, np.arange(n)]
+        others = np.where(np.arange(classes)[:, None] == idx, -np.inf, Z).max(axis=0)
+        assert float(np.max(z_y - others)) > 710.0
