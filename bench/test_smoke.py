@@ -88,6 +88,18 @@ def test_multiclass_smoke_prints_a_table(
     out = capsys.readouterr().out
     assert re.search(r"^\| iris \| 3 \| 105 \| 1 \| .* \| joint, ", out, flags=re.MULTILINE), out
     assert (tmp_path / "smoke" / "multiclass.md").is_file()
+
+
+def test_multiclass_fit_time_smoke_prints_a_table(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
+    assert main(["multiclass", "--fit-time", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\| iris \| 105 \| 1 \| \d+ \| ", out, flags=re.MULTILINE), out
+    assert (tmp_path / "smoke" / "fit-time.md").is_file()
+
+
 def test_noise_smoke_prints_its_tables(
     tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -96,6 +108,8 @@ def test_noise_smoke_prints_its_tables(
     out = capsys.readouterr().out
     assert out.count("|---|") >= 3, out
     assert (tmp_path / "smoke" / "noise.md").is_file()
+
+
 def test_in_database_smoke_prints_tables(
     tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
