@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from dataclasses import replace
 from importlib.util import find_spec
 from typing import Any
 
@@ -60,6 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fit-time",
         action="store_true",
         help="only the fit-time table: auto vs diffprivlib (best C), interleaved, medians",
+    )
+    parser.add_argument(
+        "--before-tree",
+        default=None,
+        help="--fit-time: also fit with the multinomial loss of this code tree (a third arm)",
     )
 
 
@@ -358,15 +364,44 @@ def small_binary(runs: int, epsilons: tuple[float, ...]) -> list[str]:
     return lines
 
 
-def fit_time(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
+def loss_of_tree(tree: str, loss: Any) -> Any:
+    """``loss`` rebuilt with the ``MultinomialLoss`` class of the code tree ``tree`` (its
+    ``service/models/multinomial.py`` loaded under another module name): the same fields, the
+    other tree's gradient. The optimizers only call the loss's methods, so a fit with it is
+    the other tree's fit wherever the rest of the code is unchanged."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(tree) / "service" / "models" / "multinomial.py"
+    spec = importlib.util.spec_from_file_location("bench_before_multinomial", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.MultinomialLoss(
+        l2=loss.l2,
+        l1=loss.l1,
+        classes=loss.classes,
+        gradient_clip=loss.gradient_clip,
+        fit_intercept=loss.fit_intercept,
+    )
+
+
+def fit_time(
+    runs: int, epsilons: tuple[float, ...], names: list[str] | None, before: str | None = None
+) -> list[str]:
     """Fit time of ``auto`` (:func:`fit_scores`, the worker's call) against diffprivlib's
     ``LogisticRegression`` at its best C on test (chosen over 3 seeds per C, as the accuracy
-    table's rival), the two fits interleaved seed by seed in one process (a shared machine's
-    load hits both alike); medians over ``runs`` seeds and the median of the per-seed ratios."""
+    table's rival), the fits interleaved seed by seed in one process (a shared machine's
+    load hits all alike); medians over ``runs`` seeds and the median of the per-seed ratios.
+    ``before``: a code tree whose multinomial loss is fitted as a third arm (same plan, same
+    seeds: :func:`loss_of_tree`)."""
     lines = [
         "| data | n | ε | auto T | auto fit (median) | diffprivlib fit (median, best C) "
-        "| ratio auto / diffprivlib (median of pairs) | auto % | diffprivlib % |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| ratio auto / diffprivlib (median of pairs) | auto % | diffprivlib % |"
+        + (" before: fit | before: ratio / diffprivlib | before % |" if before else ""),
+        "|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if before else ""),
     ]
     rival = find_spec("diffprivlib") is not None  # the bench extra; else auto's times only
     for data in datasets(False):
@@ -387,7 +422,14 @@ def fit_time(runs: int, epsilons: tuple[float, ...], names: list[str] | None) ->
             theirs: list[float] = []
             ours_acc: list[float] = []
             theirs_acc: list[float] = []
+            old_job = None if before is None else replace(job, loss=loss_of_tree(before, job.loss))
+            olds: list[float] = []
+            olds_acc: list[float] = []
             for seed in range(runs):
+                if old_job is not None:
+                    W, took = fit_scores(old_job, data, classes, seed)
+                    olds.append(took)
+                    olds_acc.append(test_accuracy(job, W, data))
                 W, took = fit_scores(job, data, classes, seed)
                 ours.append(took)
                 ours_acc.append(test_accuracy(job, W, data))
@@ -406,6 +448,13 @@ def fit_time(runs: int, epsilons: tuple[float, ...], names: list[str] | None) ->
                 f"| {data.name} | {data.n} | {eps:g} | {steps} | {seconds(float(np.median(ours)))} "
                 f"| {rival_time} | {ratio} | {pm(ours_acc, 100, 1)} | {rival_acc} |"
             )
+            if old_job is not None:
+                old_ratio = (
+                    f"{float(np.median(np.array(olds) / np.array(theirs))):.2f}×" if rival else "–"
+                )
+                lines[-1] += (
+                    f" {seconds(float(np.median(olds)))} | {old_ratio} | {pm(olds_acc, 100, 1)} |"
+                )
             print(lines[-1], flush=True)
     return lines
 
@@ -414,7 +463,9 @@ def run(args: argparse.Namespace) -> None:
     if args.fit_time:
         runs = 2 if args.smoke else max(5, args.runs)
         epsilons = (1.0,) if args.smoke else tuple(args.epsilons or EPSILONS)
-        lines = fit_time(runs, epsilons, ["iris"] if args.smoke else args.datasets)
+        lines = fit_time(
+            runs, epsilons, ["iris"] if args.smoke else args.datasets, args.before_tree
+        )
         note = (
             f"\n\n{runs} seeds per cell, interleaved in one process; δ = {DELTA:g}; 70/30 split "
             f"(seed {SPLIT_SEED}); diffprivlib at its best C on test over {list(C_GRID)}."
