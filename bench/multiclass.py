@@ -63,6 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only the fit-time table: auto vs diffprivlib (best C), interleaved, medians",
     )
     parser.add_argument(
+        "--dev-steps",
+        action="store_true",
+        help="accuracy at auto's T, T/2, T/4 on development splits of the training parts",
+    )
+    parser.add_argument(
         "--before-tree",
         default=None,
         help="--fit-time: also fit with the multinomial loss of this code tree (a third arm)",
@@ -459,7 +464,86 @@ def fit_time(
     return lines
 
 
+#: The other public synthetic sets of the steps' development check: (n, features, K, seed).
+DEV_SYNTHETIC = ((30_000, 10, 3, 12), (20_000, 50, 10, 11), (12_000, 40, 8, 13))
+#: The fractions of auto's T the development check fits with.
+DEV_FRACTIONS = (1.0, 0.5, 0.25)
+
+
+def dev_steps(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
+    """Is ``auto``'s T larger than accuracy needs? Each set's TRAINING part split 70/30 by seed
+    2027 (never the test split); ``auto``'s job on the development part, then the same model
+    (its l2) with ``dp_agd_averaged`` at ``iterations`` = T·f for f in DEV_FRACTIONS; test
+    accuracy on the held-out development rows, mean ± standard error over ``runs`` seeds."""
+    from service.models.base import fit_labels
+    from service.models.multinomial import MULTINOMIAL
+    from service.models.registry import parse_model_spec
+    from service.optimizers.base import PrivacyTarget
+    from service.optimizers.planning import plan_job
+    from service.privacy.secure_random import SecureRandom
+    from service.released_model import class_probabilities, released_weights
+
+    sets = datasets(False)
+    if not names or any("synthetic".startswith(d) or d.startswith("synthetic") for d in names):
+        sets += [synthetic_multiclass(*spec) for spec in DEV_SYNTHETIC]
+    lines = [
+        "| set | dev rows | K | features | ε | auto T | "
+        + " | ".join(f"T·{f:g} %" for f in DEV_FRACTIONS)
+        + " |",
+        "|---|---|---|---|---|---|" + "---|" * len(DEV_FRACTIONS),
+    ]
+    for full in sets:
+        if names and not any(full.name.startswith(d) for d in names):
+            continue
+        order = np.random.default_rng(SPLIT_SEED + 1).permutation(full.n)
+        cut = int(0.7 * full.n)
+        tr, te = order[:cut], order[cut:]
+        dev = Dataset(full.name, full.X[tr], full.y[tr], full.X[te], full.y[te])
+        classes = int(full.y.max()) + 1
+        one_vs_rest = np.stack([np.where(dev.y == k, 1.0, -1.0) for k in range(classes)])
+        for eps in epsilons:
+            job = priced(dev, classes, eps, {"type": "logistic_regression"}).planned
+            steps = int(job.plan.hyperparameters["iterations"])
+            spec = parse_model_spec({"type": MULTINOMIAL, "l2": job.loss.l2, "gradient_clip": 0.5})
+            cells = []
+            for fraction in DEV_FRACTIONS:
+                t = max(1, round(steps * fraction))
+                fixed = plan_job(
+                    spec, "dp_agd_averaged", {"iterations": t}, dev.n, dev.d - 1,
+                    PrivacyTarget(eps, DELTA), classes=classes,
+                )  # fmt: skip
+                labels = fit_labels(fixed.loss, one_vs_rest)
+                accs = []
+                for seed in range(runs):
+                    rng = SecureRandom(np.random.default_rng(seed).bytes)
+                    w = fixed.optimizer.fit(
+                        fixed.plan, fixed.loss, dev.X, labels, rng, lambda _: None
+                    )
+                    W = released_weights(fixed.loss, w)
+                    scores = class_probabilities(W, fixed.loss, dev.Xt)
+                    accs.append(float(np.mean(scores.argmax(axis=1) == dev.yt)))
+                error = float(np.std(accs)) / math.sqrt(runs)
+                cells.append(f"{100 * np.mean(accs):.2f} ± {100 * error:.2f} (T = {t})")
+            lines.append(
+                f"| {full.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | {steps} | "
+                + " | ".join(cells)
+                + " |"
+            )
+            print(lines[-1], flush=True)
+    return lines
+
+
 def run(args: argparse.Namespace) -> None:
+    if args.dev_steps:
+        runs = 2 if args.smoke else args.runs
+        epsilons = (1.0,) if args.smoke else tuple(args.epsilons or EPSILONS)
+        lines = dev_steps(runs, epsilons, ["iris"] if args.smoke else args.datasets)
+        note = (
+            f"\n\n{runs} seeds per cell; development split (seed {SPLIT_SEED + 1}) of each set's "
+            f"training part; δ = {DELTA:g}; mean ± standard error."
+        )
+        (results_dir(args.smoke) / "dev-steps.md").write_text("\n".join(lines) + note + "\n")
+        return
     if args.fit_time:
         runs = 2 if args.smoke else max(5, args.runs)
         epsilons = (1.0,) if args.smoke else tuple(args.epsilons or EPSILONS)
