@@ -22,7 +22,13 @@ scaled to ‖x‖ ≤ 1 as the service's encoder does): scikit-learn's iris (150
 installed packages and this machine has no internet (``fetch_covtype`` downloads) — a synthetic
 set: 20,000 rows, 20 features uniform on [−1, 1], K = 5 classes drawn from a softmax teacher
 (``synthetic_multiclass``). Mean ± std of test accuracy (%) over ``--runs`` seeds (10), and the
-mean fit time of each arm.
+mean fit time of each arm. Each fit gets one ``SecureRandom`` per job, as the worker's
+(:func:`fit_scores`).
+
+Other modes: ``--fit-time`` (auto against diffprivlib at its best C, interleaved in one
+process, medians; ``--before-tree`` adds another tree's multinomial loss as a third arm),
+``--dev-steps`` (accuracy at auto's T, T/2, T/4 on development splits of the training parts),
+``--small-binary`` (the small binary sets against their majority class).
 """
 
 from __future__ import annotations
