@@ -2,7 +2,7 @@
 (``service/api/errors.py:install_error_handlers``).
 
 Errors that belong to one module stay there and are mapped the same way: ``BudgetExceeded`` and
-``IdempotencyConflict`` (ledger/admission.py), ``InfeasibleSpec`` (optimizers/base.py), the
+``IdempotencyConflict`` (ledger/admission.py), ``InfeasibleSpec`` (optimizers/kits/base.py), the
 registration errors (registration.py). Messages never quote data; a ``field`` names the part
 of the request at fault.
 """

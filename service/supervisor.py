@@ -39,7 +39,7 @@ from dataclasses import replace
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.api.metrics import MULTIPROCESS_DIR_ENV
-from service.job_events import JobEventThread
+from service.domain.job_events import JobEventThread
 from service.settings import SUPERVISED_ENV, Settings
 from service.workers.dispatch import Dispatcher, recover_unfinished
 from service.workers.reconciler import Reconciler

@@ -50,9 +50,9 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import job_status
 from service.api.auth import authenticate
 from service.api.errors import ProblemError
+from service.db import job_status
 from service.db.models import Charge, Dataset, Job
 from service.ledger import filter as privacy_filter
 from service.ledger import totals

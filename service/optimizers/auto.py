@@ -202,13 +202,13 @@ from pydantic import BaseModel, ConfigDict
 
 from service.models.base import FloatArray, Loss, coefficient_anchor, parameter_count
 from service.models.multinomial import MULTINOMIAL
-from service.optimizers.base import (
+from service.optimizers.kits.base import (
     InfeasibleSpec,
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.config import PlanConfig
+from service.optimizers.kits.config import PlanConfig
 from service.privacy.secure_random import SecureRandom
 
 __all__ = [
@@ -403,8 +403,8 @@ def resolve(
     resolved model. Raises :class:`InfeasibleSpec` (field ``optimizer``) if none is feasible.
     Public facts only: the spec, n, the number of features, the target, the label's classes."""
     from service.models.registry import build_loss, parse_model_spec
-    from service.optimizers.one_vs_rest import check_multiclass_model
-    from service.optimizers.planning import check_loss_magnitudes, plan_job
+    from service.optimizers.kits.one_vs_rest import check_multiclass_model
+    from service.optimizers.kits.planning import check_loss_magnitudes, plan_job
 
     loss = build_loss(model)
     # A model whose constants overflow is at fault whatever the optimizer: name its field
@@ -451,7 +451,7 @@ def resolve(
 class Auto:
     """Catalog entry and library use: with a fixed loss (the model spec is already decided),
     :meth:`plan` plans the rule's first feasible optimizer and records it; :meth:`fit` runs that
-    optimizer. The service resolves ``auto`` one level higher (``service.submission``), where it
+    optimizer. The service resolves ``auto`` one level higher (``service.domain.submission``), where it
     may also fill the model's ``gradient_clip``, and stores the chosen optimizer's own job."""
 
     name: ClassVar[str] = AUTO
@@ -476,7 +476,7 @@ class Auto:
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
     ) -> ReleasePlan:
-        from service.optimizers.registry import get_optimizer  # the registry imports us
+        from service.optimizers.kits.registry import get_optimizer  # the registry imports us
 
         last: InfeasibleSpec | None = None
         for name in candidates(bool(getattr(loss, "convex", True)), target, n, is_anchored(loss)):
@@ -511,7 +511,7 @@ class Auto:
         rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
-        from service.optimizers.registry import get_optimizer
+        from service.optimizers.kits.registry import get_optimizer
 
         chosen = get_optimizer(AutoConfig.from_hyperparameters(plan.hyperparameters).optimizer)
         return chosen.fit(plan, loss, X, y, rng, progress)

@@ -55,7 +55,7 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.accelerated_kit import (
+from service.optimizers.kits.accelerated_kit import (
     ACCELERATED_ASSUMPTIONS,
     STEP_CAP,
     STEP_FACTOR,
@@ -63,13 +63,10 @@ from service.optimizers.accelerated_kit import (
     averaged_accelerated_descent,
     plan_averaged,
 )
-from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
-from service.optimizers.config import GradientStepsConfig, PlanConfig
-from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
-from service.optimizers.gradient_kit import (
-    check_plan_covers,
-    full_gradient_inputs,
-)
+from service.optimizers.kits.base import PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.kits.config import GradientStepsConfig, PlanConfig
+from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
+from service.optimizers.kits.gradient_kit import check_plan_covers, full_gradient_inputs
 from service.privacy.secure_random import SecureRandom
 
 __all__ = [

@@ -115,15 +115,15 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import (
+from service.optimizers.kits.base import (
     InfeasibleSpec,
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.config import PlanConfig
-from service.optimizers.inputs import checked_data
-from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
+from service.optimizers.kits.config import PlanConfig
+from service.optimizers.kits.inputs import checked_data
+from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.gdp import gaussian_steps_multiplier
 from service.privacy.secure_random import SecureRandom, as_secure
 from service.privacy.target import check_target
@@ -285,7 +285,7 @@ def difference_sensitivity(
 @dataclass(frozen=True)
 class SpiderConfig(PlanConfig):
     """Every resolved value a run needs (``ReleasePlan.hyperparameters`` holds it as JSON;
-    the field names are the stored keys, service/optimizers/config.py)."""
+    the field names are the stored keys, service/optimizers/kits/config.py)."""
 
     n: int
     d: int

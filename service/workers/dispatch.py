@@ -22,7 +22,7 @@ from typing import Protocol
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import job_status
+from service.db import job_status
 from service.db.models import Job
 from service.settings import Settings
 from service.workers.db_retry import with_retry

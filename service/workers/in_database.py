@@ -205,7 +205,7 @@ def encoded_select(
 
 class InDatabaseGradient:
     """The gradient oracle over ``pg_temp.dpfit_rows`` (a
-    :class:`~service.optimizers.full_gradient.GradientOracle`): ∇F(w) = −(1/n)·Σ_i c_i x_i + l2·w
+    :class:`~service.optimizers.kits.full_gradient.GradientOracle`): ∇F(w) = −(1/n)·Σ_i c_i x_i + l2·w
     with c_i = y_i·min(σ(−y_i w·x_i), C), the logistic loss's coefficient written with the same
     operations as :meth:`LogisticLoss.gradient` (σ(t) = (1 + tanh(t/2))/2); the sum is the
     database's, in its own order (agrees with numpy to summation rounding)."""

@@ -69,7 +69,6 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import job_status
 from service.data.encoding import Encoder
 from service.data.partitions import (
     Layout,
@@ -83,22 +82,23 @@ from service.data.source import Source
 from service.data.sources import SourceError, reopen_source
 from service.data.spec import Feature, LabelSpec
 from service.data.sql_source import SqlSource
+from service.db import job_status
 from service.db.models import Dataset, Job, TrainedModel
 from service.db.session import session_factory
-from service.evaluation import evaluate_and_store, is_evaluation
+from service.domain.evaluation import evaluate_and_store, is_evaluation
+from service.domain.registration import location_open
+from service.domain.released_model import pack, released_weights
 from service.ids import new_id
 from service.ledger.admission import cancel_or_refund_unread
 from service.models.base import Loss, fit_labels
 from service.models.registry import ModelSpec, build_loss
-from service.optimizers.base import JobCancelled, ReleasePlan
-from service.optimizers.full_gradient import GradientOracle
-from service.optimizers.inputs import encoder_layout, laid_out
-from service.optimizers.one_vs_rest import class_plan_of
-from service.optimizers.planning import plan_from_json
-from service.optimizers.registry import get_optimizer
+from service.optimizers.kits.base import JobCancelled, ReleasePlan
+from service.optimizers.kits.full_gradient import GradientOracle
+from service.optimizers.kits.inputs import encoder_layout, laid_out
+from service.optimizers.kits.one_vs_rest import class_plan_of
+from service.optimizers.kits.planning import plan_from_json
+from service.optimizers.kits.registry import get_optimizer
 from service.privacy.secure_random import SecureRandom
-from service.registration import location_open
-from service.released_model import pack, released_weights
 from service.settings import Settings
 from service.workers.data_parallel import (
     PartitionRead,
@@ -294,7 +294,7 @@ def _fingerprint_differs(source: Source, registered: str) -> bool:
 
 def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> int | None:
     """queued → running (one more run, data_read_at set), iff this attempt is current; returns
-    the attempt the run holds (:func:`service.job_status.claim`)."""
+    the attempt the run holds (:func:`service.db.job_status.claim`)."""
 
     def write() -> int | None:
         with sessions.begin() as session:
@@ -340,7 +340,7 @@ def _fit_and_store(
     deadline: float | None = None,
 ) -> str:
     registered_fingerprint = record.fingerprint
-    if is_evaluation(record.spec):  # a private evaluation job (service/evaluation.py)
+    if is_evaluation(record.spec):  # a private evaluation job (service/domain/evaluation.py)
         return evaluate_and_store(sessions, job_id, attempt, source, registered_fingerprint)
     spec, plan_json, classes = record.spec, record.plan, record.classes
     file_fingerprints = record.file_fingerprints
@@ -397,7 +397,7 @@ def _fit_and_store(
     )
     X, Y = cached_rows(key, read)  # the rows of the registered bytes (service/workers/row_cache)
     # The schema's public column layout travels with the rows: it alone (with n and d) shapes
-    # the optimizers' computation, never the values (service/optimizers/inputs.py).
+    # the optimizers' computation, never the values (service/optimizers/kits/inputs.py).
     X = laid_out(X, encoder_layout(encoder))
     Y = fit_labels(loss, Y)  # a joint multiclass loss takes class indices (row-local)
 
@@ -507,7 +507,7 @@ def _offset(progress: _ProgressReporter, done: int) -> Callable[[int], None]:
 
 class _ProgressReporter:
     """Writes ``progress_step`` at most every PROGRESS_INTERVAL_S and checks for cancellation
-    (not at the last step: :func:`service.job_status.succeed` writes it, and refuses a job
+    (not at the last step: :func:`service.db.job_status.succeed` writes it, and refuses a job
     whose cancellation was requested), and at every step the wall-clock ``deadline``
     (``time.monotonic()`` value; None: no limit), raising :class:`JobTimedOut` past it."""
 

@@ -20,7 +20,7 @@ from scipy import stats
 
 import service.privacy.secure_random as sr
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import PrivacyTarget
+from service.optimizers.kits.base import PrivacyTarget
 from service.optimizers.output_perturbation_gd import (
     OutputPerturbationGD,
     OutputPerturbationGDParams,
