@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.cli import migrate
+from service.data.backends import open_source
 from service.data.reader import validate_source
-from service.data.sources import open_source
 from service.db.session import make_engine, session_factory
 from service.domain.registration import register_dataset
 from service.schemas import DatasetCreate

@@ -1,13 +1,14 @@
-"""Keyset pagination for every list endpoint: ``limit`` and an opaque ``cursor``.
+"""Keyset pagination for every list: ``limit`` and an opaque cursor, without HTTP.
 
-A list answers at most ``limit`` items (default 100, at most 1000) in ``(created_at, id)`` order
-and, when more remain, the next page's cursor in two headers: ``X-Next-Cursor`` and a
-``Link: <…?cursor=…>; rel="next"`` (RFC 8288). The body stays a plain JSON array, so clients that
-read one page keep working. A page is ONE query (``LIMIT limit + 1`` past the cursor's key), and
-items created while a client pages are never skipped or repeated.
+A list answers at most ``limit`` items (default 100, at most 1000) in ``(created_at, id)`` order.
+A page is ONE query (``LIMIT limit + 1`` past the cursor's key), and items created while a
+client pages are never skipped or repeated. The HTTP side (the ``limit``/``cursor`` query
+parameters, the ``X-Next-Cursor`` and ``Link`` headers, 422 on a malformed cursor) is
+:mod:`service.api.paging`; this module is neutral so the domain (``grants``) pages its queries
+without importing the API.
 
 The cursor is base64url JSON of the last item's ``[created_at, id]``: opaque to clients, never
-secret (it names an item the caller has just been shown). A malformed cursor → 422 on ``cursor``.
+secret (it names an item the caller has just been shown).
 """
 
 from __future__ import annotations
@@ -15,23 +16,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, TypeVar
-from urllib.parse import urlencode
+from typing import Any
 
-from fastapi import Depends, Query, Request, Response
 from sqlalchemy import Select, and_, or_
 from sqlalchemy.orm import InstrumentedAttribute
 
-from service.api.errors import invalid
-
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
-NEXT_CURSOR_HEADER = "X-Next-Cursor"
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -42,30 +35,13 @@ class Page:
     after: tuple[datetime, str] | None
 
 
-async def page_params(
-    limit: Annotated[
-        int, Query(ge=1, le=MAX_LIMIT, description="Items per page (default 100, at most 1000).")
-    ] = DEFAULT_LIMIT,
-    cursor: Annotated[
-        str | None,
-        Query(
-            max_length=500,
-            description="The `X-Next-Cursor` of the previous page (opaque); omit for the first.",
-        ),
-    ] = None,
-) -> Page:
-    return Page(limit=limit, after=decode_cursor(cursor) if cursor else None)
-
-
-PageParams = Annotated[Page, Depends(page_params)]
-
-
 def encode_cursor(created_at: datetime, item_id: str) -> str:
     raw = json.dumps([created_at.isoformat(), item_id], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """The key a cursor of :func:`encode_cursor` holds; ``ValueError`` for anything else."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created, item_id = json.loads(raw)
@@ -76,7 +52,7 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
             raise ValueError("naive cursor time")
         return when, item_id
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError):
-        raise invalid("cursor", "not a cursor this service issued; omit it to start over") from None
+        raise ValueError("not a cursor this service issued") from None
 
 
 def paginate(
@@ -91,21 +67,3 @@ def paginate(
         when, last = page.after
         query = query.where(or_(created_at > when, and_(created_at == when, item_id > last)))
     return query.order_by(created_at, item_id).limit(page.limit + 1)
-
-
-def finish_page(
-    rows: Sequence[T],
-    page: Page,
-    request: Request,
-    response: Response,
-    key: Callable[[T], tuple[datetime, str]],
-) -> list[T]:
-    """The page's rows (the extra one dropped), with the next-page headers set when needed."""
-    items = list(rows[: page.limit])
-    if len(rows) > page.limit:
-        cursor = encode_cursor(*key(items[-1]))
-        params = {k: v for k, v in request.query_params.items() if k != "cursor"}
-        params["cursor"] = cursor
-        response.headers[NEXT_CURSOR_HEADER] = cursor
-        response.headers["Link"] = f'<{request.url.path}?{urlencode(params)}>; rel="next"'
-    return items

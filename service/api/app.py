@@ -22,12 +22,13 @@ from service.api.server import install_bounded_logs
 from service.api.throttle import ComputeLimiter, Limits
 from service.api.ui import install_ui
 from service.db.session import API_THREADS, ApiSessions, expected_schema_revision, make_engine
+from service.domain.dispatching import Dispatcher
 from service.ledger.audit import AuditCache
 from service.logging_setup import configure_logging
 from service.schemas import Problem
 from service.settings import Settings
-from service.supervisor import start_once_per_service
-from service.workers.dispatch import DaskDispatcher, Dispatcher, SupervisorDispatches
+from service.workers.dispatch import DaskDispatcher, SupervisorDispatches
+from service.workers.startup import start_once_per_service
 
 DispatcherFactory = Callable[[Settings, sessionmaker[Session]], Dispatcher]
 

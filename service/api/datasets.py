@@ -18,6 +18,7 @@ from service.api.access import (
 from service.api.auth import Principal
 from service.api.deps import Admin, AnyRole, AppSettings, Owner, Sessions
 from service.api.errors import ProblemError, invalid, not_found
+from service.api.paging import PageParams, finish_page
 from service.db.models import Charge, Dataset, DatasetWithdrawal, Grant, utcnow
 from service.domain.grants import GrantNotFound, list_grants, revoke_grant, with_spend
 from service.domain.principals import NotAnAnalyst, require_analyst
@@ -38,7 +39,7 @@ from service.ledger.admission import budget_of
 from service.ledger.history import budget_history
 from service.ledger.standing import standing
 from service.ledger.totals import curve_to_json
-from service.pagination import PageParams, finish_page, paginate
+from service.pagination import paginate
 from service.schemas import (
     BudgetHistoryOut,
     BudgetHistoryPoint,

@@ -21,6 +21,7 @@ from service.api.deps import (
     Sessions,
 )
 from service.api.errors import ProblemError, problem_response
+from service.api.paging import PageParams, finish_page
 from service.db import job_status
 from service.db.models import Charge, Job
 from service.domain.submission import (
@@ -32,7 +33,7 @@ from service.domain.submission import (
     submit_and_dispatch,
 )
 from service.ledger.admission import budget_of, cancel_or_refund_unread, find_idempotent
-from service.pagination import PageParams, finish_page, paginate
+from service.pagination import paginate
 from service.schemas import JobCreate, JobEstimateOut, JobOut, JobStatus, PrivacyOut, Problem
 from service.settings import Settings
 

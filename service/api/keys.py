@@ -10,10 +10,11 @@ from sqlalchemy import select
 
 from service.api.deps import Admin, Sessions
 from service.api.errors import ProblemError, not_found
+from service.api.paging import PageParams, finish_page
 from service.db.models import ApiKey
 from service.db.models import Principal as PrincipalRow
 from service.domain.principals import KeyNotFound, LastAdminKey, RoleConflict, issue_key, revoke_key
-from service.pagination import PageParams, finish_page, paginate
+from service.pagination import paginate
 from service.schemas import KeyCreate, KeyCreated, KeyOut
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"])

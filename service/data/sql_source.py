@@ -55,6 +55,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from service.data.limits import DEFAULT_LIMITS, ReadLimits, limits_of, text_block_rows
+from service.data.opening import Backend, register
 from service.data.source import SourceFormat
 from service.data.sources import SourceError, exceeded
 from service.settings import Settings
@@ -578,3 +579,13 @@ _CONVERTERS: dict[Family, Callable[[Any], Any]] = {
     "binary": _to_binary,
     "other": _to_text,
 }
+
+
+register(
+    "sql",
+    Backend(
+        open=lambda uri, settings, format: open_sql_source(uri, settings),
+        reopen=lambda format, location, settings: reopen_sql_source(location, settings),
+    ),
+    formats=("sql",),
+)

@@ -66,9 +66,10 @@ from sqlalchemy import delete, or_, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased, sessionmaker
 
+from service.data.backends import open_source, reopen_source
 from service.data.encoding import Encoder
 from service.data.source import Source
-from service.data.sources import SourceError, open_source, reopen_source
+from service.data.sources import SourceError
 from service.db.models import (
     Charge,
     Dataset,
@@ -819,7 +820,7 @@ class _Owner:
 
 def location_open(settings: Settings, source_format: str, location: str) -> bool:
     """Whether a registered ``location`` lies in the data roots (or SQL connections) of
-    ``settings`` — the check a worker's :func:`~service.data.sources.reopen_source` makes
+    ``settings`` — the check a worker's :func:`~service.data.backends.reopen_source` makes
     (called here, not re-implemented), without reading the source: a local path or ``s3://``
     key must lie inside a configured root; a ``sql://`` table's connection must be configured
     (asking the database whether the table exists is left to the worker)."""

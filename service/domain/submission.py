@@ -35,6 +35,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from service.data.partitions import choose_layout, worker_memory_limit
 from service.data.sql_encoding import InDatabaseUnsupported
 from service.db.models import Dataset, Grant, Job
+from service.domain.dispatching import Dispatcher
+from service.domain.execution import check_in_database
 from service.domain.registration import DatasetRetired, ensure_not_retired, ensure_source_open
 from service.errors import ConcurrentChange, DatasetNotFound
 from service.ids import new_id
@@ -57,8 +59,6 @@ from service.optimizers.kits.registry import get_optimizer
 from service.privacy.gdp import parallel_mu
 from service.schemas import JobCreate, OptimizerChoice
 from service.settings import Settings
-from service.workers.dispatch import Dispatcher
-from service.workers.in_database import check_in_database
 
 __all__ = [
     "DatasetFacts",

@@ -44,10 +44,11 @@ from typing import Any
 
 import numpy as np
 
+from service.data.backends import reopen_source
 from service.data.encoding import Encoder
 from service.data.partitions import RowWindow, WindowSource, split_rows
 from service.data.reader import read_encoded
-from service.data.sources import SourceError, reopen_source
+from service.data.sources import SourceError
 from service.data.spec import LabelSpec
 from service.models.base import FloatArray, Loss, fit_labels, parameter_count
 from service.optimizers.kits.full_gradient import (

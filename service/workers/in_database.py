@@ -23,7 +23,7 @@ replaced by generic messages (their text can quote values).
 
 Which models: the per-row coefficient is compiled for the logistic loss (with or without a
 clipped slope) — the model every ``auto`` classification job uses; other losses are refused at
-pricing with 422 naming ``model`` (:func:`check_in_database`).
+pricing with 422 naming ``model`` (:func:`service.domain.execution.check_in_database`).
 """
 
 from __future__ import annotations
@@ -53,43 +53,15 @@ from service.models.base import FloatArray, Loss
 from service.models.logistic import LogisticLoss
 
 __all__ = [
-    "IN_DATABASE_MODELS",
     "InDatabaseGradient",
-    "check_in_database",
     "encoded_rows",
     "encoded_select",
     "statement_timeout_ms",
 ]
 
-#: The models whose per-row gradient coefficient is compiled to SQL.
-IN_DATABASE_MODELS = frozenset({"logistic_regression"})
 _TEMP_TABLE = "dpfit_rows"
 _READ_FAILED = "the in-database job could not read the table"
 _FLUSH = 2.0**-500
-
-
-def check_in_database(model: str, optimizer: Any, label_type: str) -> None:
-    """Raise :class:`InDatabaseUnsupported` (field, message) when a job on an in-database
-    dataset cannot run there: the model must be compiled, the optimizer a full-gradient one
-    (``fit_oracle``), the label binary. Public facts only."""
-    if model not in IN_DATABASE_MODELS:
-        raise InDatabaseUnsupported(
-            "model",
-            "this dataset is fitted inside its database, which runs "
-            + ", ".join(sorted(IN_DATABASE_MODELS))
-            + " only",
-        )
-    if not hasattr(optimizer, "fit_oracle") and getattr(optimizer, "name", "") != "bolt_on_psgd":
-        raise InDatabaseUnsupported(
-            "optimizer.name",
-            "this dataset is fitted inside its database, which runs bolt_on_psgd (SGD as an "
-            "aggregate) and the full-gradient optimizers (dp_gd, dp_agd, dp_agd_averaged, "
-            "dp_agd_centred, output_perturbation_gd, dp_accmd, auto)",
-        )
-    if label_type != "binary":
-        raise InDatabaseUnsupported(
-            "label.type", "in-database execution supports binary labels for now"
-        )
 
 
 def statement_timeout_ms(n: int, dimension: int) -> int:

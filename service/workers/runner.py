@@ -69,6 +69,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.data.backends import reopen_source
 from service.data.encoding import Encoder
 from service.data.partitions import (
     Layout,
@@ -79,7 +80,7 @@ from service.data.partitions import (
 )
 from service.data.reader import read_encoded
 from service.data.source import Source
-from service.data.sources import SourceError, reopen_source
+from service.data.sources import SourceError
 from service.data.spec import Feature, LabelSpec
 from service.data.sql_source import SqlSource
 from service.db import job_status
