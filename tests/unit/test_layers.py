@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "foundation",
         (
-            "service",  # the package itself (its version)
+            "=service",  # the package itself (its version); "=": this module only
             "service.settings",
             "service.ids",
             "service.safe_text",
@@ -94,7 +94,10 @@ def layer_of(module: str) -> int:
     best, rank = -1, -1
     for index, (_, prefixes) in enumerate(LAYERS):
         for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+            exact = prefix.startswith("=")
+            prefix = prefix.removeprefix("=")
+            inside = module == prefix or (not exact and module.startswith(prefix + "."))
+            if inside and len(prefix) > best:
                 best, rank = len(prefix), index
     return rank
 
