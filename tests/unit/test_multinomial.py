@@ -413,7 +413,7 @@ def test_empirical_audit_of_one_noisy_step_below_the_claim() -> None:
 
 
 def test_auto_fits_a_categorical_label_jointly_and_records_it() -> None:
-    from service.cli_http import _auto_text
+    from service.cli_http.jobs import _auto_text
     from service.optimizers.auto import CLIP, resolve
 
     choice = resolve(parse_model_spec({"type": "logistic_regression"}), 1257, 64, TARGET, 10)
