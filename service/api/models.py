@@ -119,7 +119,7 @@ def predicted(
     return result.predictions, result.probabilities, listed, found.total
 
 
-# --- private evaluation (service/domain/evaluation.py) -------------------------------------------------
+# --- private evaluation (service/domain/evaluation.py) ---------------------------------------
 
 
 def _priced_evaluation(

@@ -4,7 +4,8 @@ strongly convex variant), with mini-batches and a free number of iterations as i
 (SIGMOD 2017) §4.1 and Zhang et al. (2017) §4, accounted with numerical RDP.
 
 Algorithm. ``w_0 = 0``; for t = 1 … T: draw a batch B_t of exactly b distinct rows uniformly
-at random, independently of the other steps (:func:`service.optimizers.kits.sgd_common.sampled_batches`);
+at random, independently of the other steps
+(:func:`service.optimizers.kits.sgd_common.sampled_batches`);
 
     g̃_t = ∇F_{B_t}(w_{t−1}) + z_t,  z_t ~ N(0, σ²I),   w_t = Π_R(w_{t−1} − η_t g̃_t),
 
