@@ -5,8 +5,9 @@ other — planned from public facts, priced, admitted and charged on the evaluat
 ledger through :func:`service.domain.submission.submit_job` (the one admission path),
 dispatched to a Dask worker, run by :mod:`service.workers.runner` (which hands
 ``spec.kind == "evaluation"`` jobs to :func:`evaluate_and_store`), its result stored once
-(``evaluations.job_id`` unique) and answered when done. So refunds, cancellation, restart recovery, idempotency and the ledger's
-audit work unchanged. The job's ``optimizer`` shows ``{"name": "evaluation"}``.
+(``evaluations.job_id`` unique) and answered when done. So refunds, cancellation, restart
+recovery, idempotency and the ledger's audit work unchanged. The job's ``optimizer`` shows
+``{"name": "evaluation"}``.
 
 The mechanism and its sensitivity are in :mod:`service.privacy.evaluation`. What is released:
 the noised metrics only (never the exact ones, never a count of anything else), post-processed
