@@ -65,7 +65,7 @@ _claims = sa.table(
 
 
 def _content_key(fingerprint: str) -> str:
-    """``service.domain.registration.content_claim`` (a migration does not import the service)."""
+    """``service.domain.claims.content_claim`` (a migration does not import the service)."""
     return "content:" + hashlib.sha256(fingerprint.encode()).hexdigest()
 
 

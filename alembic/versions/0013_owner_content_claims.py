@@ -67,7 +67,7 @@ def _claims_table() -> sa.TableClause:
 
 
 def _owned_key(owner: str, content_key: str) -> str:
-    """``service.domain.registration.owned_content_claim`` (a migration does not import the service)."""
+    """``service.domain.claims.owned_content_claim`` (a migration does not import the service)."""
     return "owned:" + hashlib.sha256(f"{owner}\0{content_key}".encode()).hexdigest()
 
 

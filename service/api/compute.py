@@ -35,7 +35,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from service.api.errors import ProblemError
-from service.domain.registration import DatasetRetired
+from service.errors import DatasetRetired
 from service.privacy.target import InfeasibleSpec
 
 T = TypeVar("T")

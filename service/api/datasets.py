@@ -20,19 +20,17 @@ from service.api.deps import Admin, AnyRole, AppSettings, Owner, Sessions
 from service.api.errors import ProblemError, invalid, not_found
 from service.api.paging import PageParams, finish_page
 from service.db.models import Charge, Dataset, DatasetWithdrawal, Grant, utcnow
+from service.domain.claims import cross_owner_duplicates
 from service.domain.grants import GrantNotFound, list_grants, revoke_grant, with_spend
 from service.domain.principals import NotAnAnalyst, require_analyst
 from service.domain.registration import (
-    DatasetHasCharges,
     check_registration,
-    cross_owner_duplicates,
-    list_withdrawals,
     register_dataset,
     report_counts,
-    retire_dataset,
     stored_report_counts,
-    withdraw_dataset,
 )
+from service.domain.withdrawal import list_withdrawals, retire_dataset, withdraw_dataset
+from service.errors import DatasetHasCharges
 from service.ledger import filter as privacy_filter
 from service.ledger.accounting import ORDERS
 from service.ledger.admission import budget_of
@@ -68,7 +66,7 @@ def dataset_out(
     dataset: Dataset, principal: Principal, duplicates: dict[str, list[str]] | None = None
 ) -> DatasetOut:
     """The dataset as ``principal`` may see it. ``duplicates`` (admins: from
-    :func:`~service.domain.registration.cross_owner_duplicates`) fills the admin-only field."""
+    :func:`~service.domain.claims.cross_owner_duplicates`) fills the admin-only field."""
     owner_view = is_owner(principal, dataset)
     return DatasetOut.model_validate(
         {

@@ -241,7 +241,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
 def install_registration_handlers(app: FastAPI) -> None:
     """The domain errors of dataset registration and retirement (service/domain/registration.py)."""
-    from service.domain.registration import (
+    from service.errors import (
         DatasetRetired,
         RegistrationRefused,
         SourceAlreadyRegistered,

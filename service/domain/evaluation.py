@@ -41,8 +41,8 @@ from service.data.sources import SourceError
 from service.data.spec import LabelSpec
 from service.db import job_status
 from service.db.models import Dataset, Evaluation, Job, TrainedModel
-from service.domain.registration import DatasetRetired
 from service.domain.released_model import weight_matrix
+from service.errors import DatasetRetired
 from service.ids import new_id
 from service.ledger.accounting import charge_curve, event_to_json
 from service.ledger.admission import JobCharge

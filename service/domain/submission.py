@@ -8,7 +8,7 @@ problem+json in one place (service/api/errors.py):
 ``ConcurrentChange``.
 
 Given the app's settings, both also refuse a dataset whose source lies outside the data roots
-open to its owner (:func:`service.domain.registration.ensure_source_open`, ``SourceNotOpen``): every
+open to its owner (:func:`service.domain.roots.ensure_source_open`, ``SourceNotOpen``): every
 job on it would fail at the worker's roots check, so the estimate says so and the submission
 charges nothing.
 
@@ -37,8 +37,9 @@ from service.data.sql_encoding import InDatabaseUnsupported
 from service.db.models import Dataset, Grant, Job
 from service.domain.dispatching import Dispatcher
 from service.domain.execution import check_in_database
-from service.domain.registration import DatasetRetired, ensure_not_retired, ensure_source_open
-from service.errors import ConcurrentChange, DatasetNotFound
+from service.domain.roots import ensure_source_open
+from service.domain.withdrawal import ensure_not_retired
+from service.errors import ConcurrentChange, DatasetNotFound, DatasetRetired
 from service.ids import new_id
 from service.ledger import filter as privacy_filter
 from service.ledger import totals

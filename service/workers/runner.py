@@ -87,8 +87,8 @@ from service.db import job_status
 from service.db.models import Dataset, Job, TrainedModel
 from service.db.session import session_factory
 from service.domain.evaluation import evaluate_and_store, is_evaluation
-from service.domain.registration import location_open
 from service.domain.released_model import pack, released_weights
+from service.domain.roots import location_open
 from service.ids import new_id
 from service.ledger.admission import cancel_or_refund_unread
 from service.models.base import Loss, fit_labels
