@@ -25,7 +25,8 @@ from service.optimizers.output_perturbation_gd import (
     OutputPerturbationGD,
     OutputPerturbationGDParams,
 )
-from service.privacy.secure_random import SecureRandom, plan_discrete_gaussian
+from service.privacy.discrete_gaussian_plan import plan_discrete_gaussian
+from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import (
     gaussian_release,
     kernel_eta,
