@@ -175,6 +175,32 @@ def test_no_import_cycle_in_the_client() -> None:
     assert cycles(edges) == []
 
 
+#: docs/architecture.md#sizes: a module a reader can hold, a route that only translates HTTP.
+MAX_MODULE_LINES = 600
+MAX_ROUTE_FUNCTION_LINES = 60
+
+
+def test_no_module_is_over_600_lines() -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in sorted((ROOT / "service").rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
+def test_no_route_layer_function_is_over_60_lines() -> None:
+    """Every function of ``service/api/`` (nested functions counted in their parent)."""
+    long = {}
+    for path in sorted((ROOT / "service" / "api").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_ROUTE_FUNCTION_LINES:
+                    long[f"{path.relative_to(ROOT)}:{node.name}"] = lines
+    assert long == {}
+
+
 def test_the_check_sees_an_arrow_up_and_a_circle(tmp_path: Path) -> None:
     """The checks are not vacuous: a tree with a domain module importing the API, and two data
     modules importing each other (one lazily, inside a function), fails both."""
