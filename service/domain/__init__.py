@@ -3,9 +3,13 @@
 Each module is a service the routes, the CLI (through HTTP) and the workers call, raising
 domain errors (:mod:`service.errors`) the API maps to problem+json in one place:
 
-- :mod:`~service.domain.submission` — plan → price → admit → dispatch, the one path of every job;
-- :mod:`~service.domain.registration` — registering and retiring datasets (roots, claims,
-  validation); :mod:`~service.domain.grants` — who may use a dataset;
+- :mod:`~service.domain.submission` — plan → price → admit → dispatch, the one path of every job
+  (:mod:`~service.domain.dispatching`: the dispatcher it is given; :mod:`~service.domain.execution`:
+  which jobs an in-database dataset can run);
+- :mod:`~service.domain.registration` — registering datasets (validation, the label rule);
+  :mod:`~service.domain.claims` — one budget per data; :mod:`~service.domain.roots` — the roots
+  open to an owner; :mod:`~service.domain.withdrawal` — retiring and withdrawing;
+  :mod:`~service.domain.grants` — who may use a dataset;
 - :mod:`~service.domain.principals` — principals and API keys;
 - :mod:`~service.domain.evaluation` — private evaluation jobs, priced and run like fits;
 - :mod:`~service.domain.released_model` — a released model packed, unpacked and scored;
