@@ -25,11 +25,13 @@ from service.domain.grants import GrantNotFound, list_grants, revoke_grant, with
 from service.domain.principals import NotAnAnalyst, require_analyst
 from service.domain.registration import (
     check_registration,
+    list_withdrawals,
     register_dataset,
     report_counts,
+    retire_dataset,
     stored_report_counts,
+    withdraw_dataset,
 )
-from service.domain.withdrawal import list_withdrawals, retire_dataset, withdraw_dataset
 from service.errors import DatasetHasCharges
 from service.ledger import filter as privacy_filter
 from service.ledger.accounting import ORDERS

@@ -6,9 +6,9 @@ domain errors (:mod:`service.errors`) the API maps to problem+json in one place:
 - :mod:`~service.domain.submission` — plan → price → admit → dispatch, the one path of every job
   (:mod:`~service.domain.dispatching`: the dispatcher it is given; :mod:`~service.domain.execution`:
   which jobs an in-database dataset can run);
-- :mod:`~service.domain.registration` — registering datasets (validation, the label rule);
-  :mod:`~service.domain.claims` — one budget per data; :mod:`~service.domain.roots` — the roots
-  open to an owner; :mod:`~service.domain.withdrawal` — retiring and withdrawing;
+- :mod:`~service.domain.registration` — registering (validation, the label rule), retiring and
+  withdrawing datasets; :mod:`~service.domain.claims` — one budget per data;
+  :mod:`~service.domain.roots` — the roots open to an owner;
   :mod:`~service.domain.grants` — who may use a dataset;
 - :mod:`~service.domain.principals` — principals and API keys;
 - :mod:`~service.domain.evaluation` — private evaluation jobs, priced and run like fits;

@@ -37,8 +37,8 @@ from service.data.sql_encoding import InDatabaseUnsupported
 from service.db.models import Dataset, Grant, Job
 from service.domain.dispatching import Dispatcher
 from service.domain.execution import check_in_database
+from service.domain.registration import ensure_not_retired
 from service.domain.roots import ensure_source_open
-from service.domain.withdrawal import ensure_not_retired
 from service.errors import ConcurrentChange, DatasetNotFound, DatasetRetired
 from service.ids import new_id
 from service.ledger import filter as privacy_filter
