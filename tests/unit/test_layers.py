@@ -170,7 +170,7 @@ def test_no_import_cycle_in_the_client() -> None:
     """The hand-written client (sdk/python/dpfit): the model never imports the client (it is
     given a ``ModelClient``), the scikit-learn export never imports the model."""
     edges = graph(ROOT / "sdk" / "python", "dpfit")
-    assert len(edges) >= 7
+    assert len(edges) >= 6
     assert "dpfit.client" not in edges["dpfit.model"]
     assert cycles(edges) == []
 
