@@ -269,6 +269,8 @@ register(
     "s3",
     Backend(
         open=lambda uri, settings, format: open_object_store_source(uri, settings),
-        reopen=reopen_object_store_source,
+        reopen=lambda format, location, settings: reopen_object_store_source(
+            location, format, settings
+        ),
     ),
 )
