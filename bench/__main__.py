@@ -23,6 +23,7 @@ from bench import (
     paper_zhang,
     reader,
     scaling,
+    selection_k,
     service_overhead,
 )
 
@@ -43,6 +44,7 @@ SUITES: dict[str, ModuleType] = {
     "multiclass": multiclass,
     "noise": noise,
     "in-database": in_database,
+    "selection-k": selection_k,
 }
 
 

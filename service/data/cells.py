@@ -107,7 +107,8 @@ def boolean_word(text: str) -> int | None:
     return BOOLEAN_WORDS.get(text.lower()) if text.isascii() else None
 
 
-def _is_text(kind: pa.DataType) -> bool:
+def is_text_type(kind: pa.DataType) -> bool:
+    """String or binary columns of any Arrow layout (large, view): cells read as text."""
     return (
         pa.types.is_string(kind)
         or pa.types.is_large_string(kind)
@@ -171,7 +172,7 @@ def numeric_cells_with_status(array: pa.Array | pa.ChunkedArray) -> tuple[FloatA
 def _numeric(array: pa.Array, with_missing: bool = False) -> tuple[FloatArray, NDArray[np.bool_]]:
     kind = array.type
     nulls = _null_mask(array) if with_missing else np.zeros(0, dtype=bool)
-    if _is_text(kind):
+    if is_text_type(kind):
         values = _numeric_text(array)
         if with_missing:
             blank = pc.fill_null(pc.match_substring_regex(array, _BLANK_ARROW), True)

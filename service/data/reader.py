@@ -37,6 +37,7 @@ from service.data.cells import (
     OK,
     UNPARSEABLE,
     category_cells,
+    is_text_type,
     normalise_value,
     numeric_cells_with_status,
 )
@@ -263,7 +264,7 @@ def bounded_cells(
     kind = array.type
     if pa.types.is_dictionary(kind):
         # Through the dictionary, never decoded: cells pointing at an oversize value become null.
-        if not _is_variable(kind.value_type):
+        if not is_text_type(kind.value_type):
             return array, 0
         if isinstance(array, pa.ChunkedArray):
             array = array.unify_dictionaries().combine_chunks()
@@ -274,24 +275,13 @@ def bounded_cells(
             return array, 0
         indices = pc.if_else(hit, pa.scalar(None, array.indices.type), array.indices)
         return pa.DictionaryArray.from_arrays(indices, array.dictionary), count
-    if not _is_variable(kind):
+    if not is_text_type(kind):
         return array, 0
     over = pc.fill_null(pc.greater(pc.binary_length(array), max_cell_bytes), False)
     count = int(pc.sum(over).as_py() or 0)
     if count == 0:
         return array, 0
     return pc.if_else(over, pa.scalar(None, kind), array), count
-
-
-def _is_variable(kind: pa.DataType) -> bool:
-    return (
-        pa.types.is_string(kind)
-        or pa.types.is_large_string(kind)
-        or pa.types.is_binary(kind)
-        or pa.types.is_large_binary(kind)
-        or pa.types.is_string_view(kind)
-        or pa.types.is_binary_view(kind)
-    )
 
 
 def check_category_limits(

@@ -29,12 +29,22 @@ service's own. Guarantees:
 - **Streaming reads.** :meth:`SqlSource.iter_batches` uses a server-side cursor
   (``stream_results``/``yield_per``) and holds one block of rows at a time.
 - **Total, row-local cells.** Each column is yielded with the natural Arrow type of its declared
-  SQL type: integers → ``int64``, floating point → ``float64``, exact numerics (``numeric``) →
+  SQL type: integers → ``int64``, floating point → ``float64`` except PostgreSQL's ``real``
+  (float4) → ``float32``, exact numerics (``numeric``) →
   ``float64`` (``float(Decimal)`` per cell: huge values become ±inf, ``NaN`` stays NaN), booleans →
   ``bool``, text → ``string``, binary → ``binary``, anything else is cast to text by the database
   → ``string``. NULL is null. A cell whose stored value is not of its column's declared type
   (possible only where the database does not enforce types, i.e. SQLite) is null. No cell can
   make a read fail.
+- **A ``real`` is its float32.** A PostgreSQL ``real`` cell holds a float32; the Python float
+  the driver hands over for it depends on the driver, the protocol and the session (measured
+  with psycopg 3 on this reader's query: the widened 0.10000000149…; a text result parsed
+  from the server's shortest output: 0.1; with ``extra_float_digits = 3``: "0.100000001").
+  Every one of these rounds back to the same float32, so the column is yielded as
+  ``float32`` and the reader converts it by the rule for every narrow float,
+  :func:`service.data.cells.numeric_cells` — the float32's shortest text, 0.1 — exactly as it
+  converts a Parquet float32 column. So a table and its Parquet export agree
+  whatever the driver. (SQLite's ``REAL`` is 8 bytes: ``float64``.)
 """
 
 from __future__ import annotations
@@ -171,6 +181,7 @@ def _open(ref: TableRef, settings: Settings, uri: str) -> SqlSource:
         column_names=columns,
         families={name: _family(types[name]) for name in columns},
         type_names={name: _type_name(types[name], engine) for name in columns},
+        narrow={name for name in columns if _is_float4(types[name], engine.dialect.name)},
         order=order,
         limits=limits,
     )
@@ -252,6 +263,18 @@ def _family(sql_type: Any) -> Family:
     return "other"
 
 
+def _is_float4(sql_type: Any, dialect: str) -> bool:
+    """A PostgreSQL ``real`` (``float4``; also ``float(p)`` with p ≤ 24, which PostgreSQL stores
+    as ``real``): read as float32 (module docstring). Other dialects: never (SQLite's REAL is
+    a double)."""
+    if dialect != "postgresql" or not isinstance(sql_type, sa.Float):
+        return False
+    if isinstance(sql_type, sa.REAL):
+        return True
+    precision = getattr(sql_type, "precision", None)
+    return isinstance(precision, int) and precision <= 24 and not isinstance(sql_type, sa.Double)
+
+
 def _type_name(sql_type: Any, engine: Engine) -> str:
     try:
         return str(sql_type.compile(dialect=engine.dialect))
@@ -277,8 +300,10 @@ class SqlSource:
         type_names: dict[str, str],
         order: list[str],
         limits: ReadLimits = DEFAULT_LIMITS,
+        narrow: set[str] | frozenset[str] = frozenset(),
     ) -> None:
         self._limits = limits
+        self._narrow = frozenset(narrow)  # float columns stored as float4 (read as float32)
         self._ref = ref
         self._engine = engine
         self._columns = column_names
@@ -314,6 +339,8 @@ class SqlSource:
 
     def arrow_type(self, column: str) -> pa.DataType:
         """The Arrow type :meth:`iter_batches` gives ``column``."""
+        if column in self._narrow:
+            return pa.float32()
         return _ARROW_TYPES[self._families[column]]
 
     @property
@@ -399,8 +426,8 @@ class SqlSource:
             for rows in _stream_rows(conn, query, block):
                 cells = list(zip(*rows, strict=True))
                 arrays = [
-                    _column_array(values, family, typed)
-                    for values, family in zip(cells, families, strict=True)
+                    _column_array(values, family, typed, kind)
+                    for values, family, kind in zip(cells, families, schema.types, strict=True)
                 ]
                 yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -552,15 +579,19 @@ def _to_binary(value: Any) -> bytes | None:
 _TRUSTED: frozenset[Family] = frozenset({"int", "float", "bool", "text", "binary", "other"})
 
 
-def _column_array(values: Sequence[Any], family: Family, typed: bool) -> pa.Array:
+def _column_array(
+    values: Sequence[Any], family: Family, typed: bool, arrow_type: pa.DataType | None = None
+) -> pa.Array:
     """One block of one column as an Arrow array, each cell by :data:`_CONVERTERS`.
 
     Where the database enforces column types (``typed``), the values of a trusted family are
     already what the per-cell conversion returns, so Arrow converts the block whole; should it
     refuse one, the block is converted cell by cell instead — the same result either way, so the
-    path taken does not depend on the content.
+    path taken does not depend on the content. ``arrow_type``: the column's type when it is not
+    the family's (``float32`` for a ``real``: each float rounds to the nearest float32, which is
+    the stored one whatever text or width the driver gave it).
     """
-    arrow_type = _ARROW_TYPES[family]
+    arrow_type = arrow_type or _ARROW_TYPES[family]
     if typed and family in _TRUSTED:
         try:
             return pa.array(values, type=arrow_type)

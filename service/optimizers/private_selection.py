@@ -4,17 +4,36 @@ charge. The mechanism's accounting: :mod:`service.privacy.private_selection`.
 
 Algorithm. The plan fixes m candidates (2 ≤ m ≤ 8), each an optimizer of the catalog whose
 release is a composition of Gaussian mechanisms (its plan has an exact GDP μ: ``dp_gd``,
-``dp_agd``, …), with its parameters and optionally an ``l2`` replacing the model's. Then:
+``dp_agd``, …), with its parameters and optionally an ``l2`` replacing the model's, and a PUBLIC
+number F of repetition slots (:func:`~service.privacy.private_selection.repetition_slots`, from
+η and γ only). Then:
 
-1. Draw K ~ D_{η,γ} (truncated negative binomial, public η, γ) from the job's generator.
-2. K times, independently: pick j uniformly from the m candidates; fit candidate j on all n
-   rows with its plan (calibrated at the base target below); score it with
-   s = Σ_i 1[sign(w·x_i) = y_i] + N(0, σ_s²) — its noised number of correctly classified
-   training rows.
-3. Release the fitted w of the repetition with the highest noised score. Nothing else: not K,
-   not which candidate won, not the scores.
+1. Draw K ~ D_{η,γ} conditioned on K ≤ F (truncated negative binomial, public η, γ; an exact
+   inverse-CDF draw on CSPRNG integers) and j_1 … j_F uniform on the m candidates.
+2. For every slot k = 1 … F, the same work: fit EVERY candidate on all n rows with its plan
+   (calibrated at the base target below) and compute its number of correctly classified
+   training rows; noise the count of candidate j_k: s_k = Σ_i 1[sign(w·x_i) = y_i] +
+   N_Z(0, σ_s²) (discrete Gaussian on the release grid). Slot k's outcome is (j_k, w_{j_k}, s_k).
+3. Release the fitted w of the slot k ≤ K with the highest noised score (the first on ties).
+   Nothing else: not K, not which candidate won, not the scores.
 
-Base mechanism Q = one repetition of step 2, output (j, w, s). Privacy of Q (replace-one):
+Why every candidate in every slot. A slot that fitted only its own j_k would last as long as
+candidate j_k does, so the job's timing would show the sequence j_1 … j_F. The j's are public
+coins, but Thm 2 is about IDENTICAL repetitions of Q (whose randomness includes j): given the
+sequence, the repetitions are not identical and the theorem does not apply. Fitting all m in
+every slot makes each slot's work, duration, memory and progress the same whatever K and the
+j's (the unused fits are discarded). Compute: F·m fits, F·Σ_c T_c optimizer steps
+(``hyperparameters.fits`` and ``fit_steps`` of the plan, which the estimate returns).
+
+Progress: ``total_steps`` = F; during slot k the job reports k − 1 slots done (every fit's own
+step callback reports that same number, which also checks cancellation and the time limit),
+and k after it: the sequence of progress values is a function of F and the candidates' public
+step counts only.
+
+Base mechanism Q = one slot's outcome (j, w_j, s): its law is that of "pick j uniformly, fit
+candidate j, noise its count" — the slot's other fits use other bits of the job's random stream
+and are discarded, so they change neither this law nor the independence of the slots. Privacy of
+Q (replace-one):
 candidate j's fit is μ_j-GDP with μ_j ≤ μ_fit (its own plan's exact μ, checked at planning);
 given w, the score's data part Σ_i 1[…] is a sum of per-row terms in {0, 1}, each a function of
 its own row and w only, so replacing one row moves it by at most 1: a Gaussian release of
@@ -27,26 +46,41 @@ Papernot & Steinke's Thm 2 — the plan's event is ``RepeatAndSelectDpEvent(Gaus
 E[K], η)``, which the ledger's RDP accountant evaluates (not a Gaussian-family charge: it goes
 through the filter's Rényi test).
 
-Calibration (public only). μ_Q is the largest value (bisection) for which the event's RDP
-curve on the ledger's 13 orders converts to (ε, δ) (CKS conversion, ``rdp_to_epsilon``);
+Calibration (public only). F is fixed first (η, γ only), then μ_Q is the largest value
+(bisection) for which the plan's whole event — Thm 2's curve composed with the truncation's
+Gaussian term (below) — on the ledger's 13 orders converts to (ε, δ) (CKS conversion,
+``rdp_to_epsilon``), i.e. the very curve the ledger charges;
 μ_s² = ``score_share``·μ_Q² and μ_fit² = μ_Q² − μ_s². Each candidate is planned by its own
 optimizer at the target (ε_fit, δ) with ε_fit = gdp_epsilon(μ_fit, δ), so its exact μ_j ≤ μ_fit
 (verified; a candidate without an exact μ is refused on its ``optimizer`` field).
 
-Cost. Relative to one job at (ε, δ), each repetition runs at μ_fit ≈ 0.6·μ* (E[K] = 3, η = 0,
-ε ∈ [0.5, 2]; 0.7·μ* for E[K] = 1.5): selection pays only when the candidates differ by more
-than that loss. Compute: E[K] fits on average. Small ε cannot be met usefully on the ledger's grid
+Cost. Relative to one job at (ε, δ), each repetition runs at μ_fit ≈ 0.57–0.62·μ* (defaults
+E[K] = 2, η = 1, ε ∈ [0.5, 2]): selection pays only when the candidates differ by more than that
+loss. Compute: F·m fits whatever K (52 for the defaults with two candidates), against E[K] on
+average if K were allowed to show. Small ε cannot be met usefully on the ledger's grid
 of orders (its smallest order, 1.5, cannot convert small ε): a job whose μ_Q would fall below
 ``MIN_MU_RATIO`` = 1/4 of one job's μ* is refused (ε = 0.1 is; ε ≥ 0.2 is not).
 
 Only classification models (binary labels) are supported: the score is the correct count.
 
-Known limit (issue 22, item 6, open). Thm 2 needs K hidden, but the job's duration and progress
-grow with K. Running a public maximum F of fits hides K only if F covers K's tail: for the
-default E[K] = 3, η = 0 (γ ≈ 0.15), P[K > F] ≤ 1e-30 needs F ≈ 400 fits (≈ 170 for η = 1), and a
-truncated K needs its own bound (Thm 2 is about the untruncated law); accounting with K public
-gives finite Rényi bounds only at orders α ≲ 1.7 for μ_Q ≈ 0.5. The scores' noise and the
-candidate draws are exact (:mod:`service.privacy.secure_release`).
+K hidden (issue 22, item 6). Every observable of the job — its duration (up to run-to-run
+noise), its progress values and their order, its status and attempts, what it logs (nothing of
+K), the memory it holds (one copy of the rows, m weight vectors and the best one) — is a
+function of the public plan (F and the candidates' plans) alone: every slot does the same work
+whatever K and j_k, and the only K-dependent step is which of the F computed outcomes is kept
+(one comparison per slot, made for every slot). The accounting of the truncated K is the
+truncation lemma of :mod:`service.privacy.private_selection` (a multiplicative bound on the
+released law, hence a Rényi curve): the charge is Thm 2's curve for the untruncated law plus
+κ(λ) ≤ 1e-6 nats, dominated by a tiny Gaussian term composed into the plan's event
+(``ComposedDpEvent([RepeatAndSelectDpEvent(Gaussian(1/μ_Q), E[K], η),
+GaussianDpEvent(1/μ_κ)])``). μ_Q is calibrated against that composed curve, so the job is
+(ε, δ)-DP as asked, with no δ set aside. The plan records F (``slots``), τ = P[K > F],
+E[K·1{K > F}], κ at the smallest order and μ_κ (``truncation``). The defaults η = 1
+(geometric), E[K] = 2 give F = 26 slots (τ = 2^{−26} ≈ 1.5e-8) at μ_Q ≈ 0.59·μ* for ε = 1;
+η = 0, E[K] = 3 (the former default) would need F = 98 for 0.60·μ*, and η = 1, E[K] = 3 gives
+F = 47 for 0.53·μ*. A plan stored before the schedule (no ``slots``) runs the untruncated law
+it was charged for, K slots (it shows K, as it did when it was admitted). The scores' noise
+and the candidate draws are exact (:mod:`service.privacy.secure_release`).
 """
 
 from __future__ import annotations
@@ -72,11 +106,18 @@ from service.optimizers.kits.config import PlanConfig, ShapeConfig
 from service.optimizers.kits.planning import plan_from_json, plan_to_json
 from service.optimizers.kits.selection_kit import candidate_optimizer, spawn, with_l2
 from service.privacy.gdp import event_mu, gdp_epsilon, gdp_mu
+from service.privacy.private_selection import MAX_SLOTS as MAX_REPETITION_SLOTS
 from service.privacy.private_selection import (
+    overhead_mu,
+    repetition_slots,
     sample_repetitions,
+    sample_untruncated,
     selection_event,
     tnb_gamma,
     tnb_mean,
+    tnb_tail,
+    truncated_table,
+    truncation_overhead,
 )
 from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import secure_gaussian
@@ -94,9 +135,10 @@ __all__ = [
 
 NAME = "private_selection"
 MAX_SELECTION_CANDIDATES = 8
+MAX_SLOTS = MAX_REPETITION_SLOTS
 #: Refuse when a repetition's μ_Q would fall below this share of one job's μ at (ε, δ): below
-#: ε ≈ 0.2 the ledger's smallest order (1.5) makes the CKS conversion collapse (μ_Q/μ* = 0.012
-#: at ε = 0.1, 0.47 at 0.2, 0.58 at 0.5 for E[K] = 3, η = 0).
+#: ε ≈ 0.2 the ledger's smallest order (1.5) makes the CKS conversion collapse (ε = 0.1 is
+#: refused; μ_Q/μ* = 0.43 at ε = 0.2, 0.56 at 0.5, 0.59 at 1 for the defaults E[K] = 2, η = 1).
 MIN_MU_RATIO = 0.25
 #: Relative slack when checking a candidate's exact μ against μ_fit (floating point only).
 _MU_SLACK = 1e-9
@@ -110,6 +152,15 @@ class SelectionConfig(ShapeConfig):
     score_noise_std: float
     gamma: float
     shape: float
+    #: F, the public number of slots; None in plans stored before the schedule (module docstring)
+    slots: int | None = None
+
+    def to_hyperparameters(self) -> dict[str, Any]:
+        """The stored keys read (a plan stored before the schedule has no ``slots``)."""
+        out = super().to_hyperparameters()
+        if self.slots is None:
+            del out["slots"]
+        return out
 
 
 class SelectionCandidate(BaseModel):
@@ -144,24 +195,27 @@ class PrivateSelectionParams(BaseModel):
         default_factory=_default_candidates,
         min_length=2,
         max_length=MAX_SELECTION_CANDIDATES,
-        description="The 2–8 settings to choose among (each repetition picks one uniformly). "
+        description="The 2–8 settings to choose among (each repetition picks one uniformly; "
+        "every slot of the public schedule fits all of them, so the job runs slots × "
+        "candidates fits). "
         "Default: dp_agd and dp_gd at their own defaults (the pair auto's rule is unsure about).",
     )
     mean_repetitions: float = Field(
-        default=3.0,
+        default=2.0,
         gt=1.0,
         le=10.0,
         allow_inf_nan=False,
-        description="E[K], the mean number of repetitions (fits) of the truncated negative "
-        "binomial K. More repetitions try more candidates but cost more privacy per fit.",
+        description="E[K], the mean number of competing repetitions of the truncated negative "
+        "binomial K. More repetitions try more candidates but cost more privacy per fit, and "
+        "a heavier tail needs more slots F (the plan's hyperparameters.slots).",
     )
     shape: float = Field(
-        default=0.0,
+        default=1.0,
         ge=0.0,
         le=10.0,
         allow_inf_nan=False,
-        description="η of the truncated negative binomial: 0 logarithmic (the cheapest in "
-        "privacy), 1 geometric.",
+        description="η of the truncated negative binomial: 1 geometric (the default: a light "
+        "tail, few slots), 0 logarithmic (slightly cheaper in privacy, about twice the slots).",
     )
     score_share: float = Field(
         default=0.05,
@@ -173,15 +227,18 @@ class PrivateSelectionParams(BaseModel):
     )
 
 
-def base_mu(epsilon: float, delta: float, gamma: float, shape: float) -> float:
+def base_mu(
+    epsilon: float, delta: float, gamma: float, shape: float, truncation_mu: float | None = None
+) -> float:
     """The largest μ_Q (bisection, 80 halvings, rounded down) for which
-    RepeatAndSelect(Gaussian(1/μ_Q), E[K], η) converts to (ε, δ) on the ledger's orders;
-    raises ``ValueError`` if none does (ε too small for the grid)."""
+    RepeatAndSelect(Gaussian(1/μ_Q), E[K], η), composed with Gaussian(1/μ_κ) when
+    ``truncation_mu`` = μ_κ is given, converts to (ε, δ) on the ledger's orders; raises
+    ``ValueError`` if none does (ε too small for the grid)."""
     from service.ledger.accounting import rdp_curve
     from service.ledger.filter import rdp_to_epsilon
 
     def fits(mu: float) -> bool:
-        event = selection_event(dp_event.GaussianDpEvent(1.0 / mu), gamma, shape)
+        event = selection_event(dp_event.GaussianDpEvent(1.0 / mu), gamma, shape, truncation_mu)
         return rdp_to_epsilon(rdp_curve(event), delta) <= epsilon
 
     lo, hi = 0.0, 20.0
@@ -203,25 +260,31 @@ def correct_count(loss: Loss, w: FloatArray, X: FloatArray, y: FloatArray) -> in
 
 @dataclasses.dataclass(frozen=True)
 class SelectionRun:
-    """Everything one run computed (tests and audits only: only ``weights`` is released)."""
+    """Everything one run computed (tests and audits only: only ``weights`` is released).
+    ``picked`` and ``scores`` cover every slot; only the first ``repetitions`` competed."""
 
     repetitions: int
+    slots: int
     picked: list[int]
     scores: list[float]
     best: int
     weights: FloatArray
+    fits: int
 
 
 class PrivateSelection:
-    """Papernot & Steinke (2022): K ~ truncated negative binomial repetitions of (random
-    candidate, fit, noised training accuracy); the best noised score's model is released."""
+    """Papernot & Steinke (2022): a public schedule of F slots of (random candidate, fit,
+    noised training accuracy), every candidate fitted in each; the best noised score among the
+    first K slots (K ~ truncated negative binomial, K ≤ F, hidden) is released."""
 
     name: ClassVar[str] = NAME
     summary: ClassVar[str] = (
-        "Private choice among 2–8 candidate settings of Gaussian-noise optimizers: a random "
-        "number K of repetitions (truncated negative binomial), each fitting a random candidate "
-        "on all rows and scoring it by its noised training accuracy; the best is released. "
-        "One job, one charge (Rényi DP of repeated selection)."
+        "Private choice among 2–8 candidate settings of Gaussian-noise optimizers: a hidden "
+        "random number K of repetitions (truncated negative binomial), each a random candidate "
+        "fitted on all rows and scored by its noised training accuracy; the best is released. "
+        "The job always runs a public schedule of F slots, every candidate fitted in each, so "
+        "its duration and progress do not show K (F × candidates fits). One job, one charge "
+        "(Rényi DP of repeated selection)."
     )
     assumptions: ClassVar[str] = (
         "Classification model; every candidate's optimizer releases a composition of "
@@ -230,7 +293,8 @@ class PrivateSelection:
     )
     guarantee: ClassVar[str] = (
         "(ε, δ)-DP, replace-one: the RDP curve of Papernot & Steinke (2022) Thm 2 for a base "
-        "repetition of GDP μ_Q (fit and noised score composed), converted to (ε, δ) on the "
+        "repetition of GDP μ_Q (fit and noised score composed), plus the truncation of K at F "
+        "(a Rényi overhead ≤ 1e-6, composed into the event), converted to (ε, δ) on the "
         "ledger's orders and charged as that curve."
     )
     reference: ClassVar[str] = (
@@ -259,9 +323,24 @@ class PrivateSelection:
                 "model", f"{NAME} scores candidates by training accuracy: classification only"
             )
         check_target(target, pure_allowed=False, optimizer=NAME)
+        from service.ledger.accounting import ORDERS
+
         gamma = tnb_gamma(p.mean_repetitions, p.shape)
         try:
-            mu_q = base_mu(target.epsilon, target.delta, gamma, p.shape)
+            slots = repetition_slots(gamma, p.shape, min(ORDERS))
+        except ValueError:
+            raise InfeasibleSpec(
+                "optimizer.params.mean_repetitions",
+                f"the law of K with mean {p.mean_repetitions:g} and shape {p.shape:g} has too "
+                "heavy a tail for a public schedule of at most "
+                f"{MAX_SLOTS} slots; lower mean_repetitions or raise shape",
+            ) from None
+        law = truncated_table(slots, gamma, p.shape)
+        kappa = truncation_overhead(law, ORDERS)
+        mu_kappa = overhead_mu(law, ORDERS)
+        tail_probability, tail_mean = tnb_tail(slots, gamma, p.shape)
+        try:
+            mu_q = base_mu(target.epsilon, target.delta, gamma, p.shape, mu_kappa)
             if mu_q < MIN_MU_RATIO * gdp_mu(target.epsilon, target.delta):
                 raise ValueError("the grid's conversion leaves too little for the fits")
         except ValueError:
@@ -308,7 +387,7 @@ class PrivateSelection:
                 }
             )
         # √(μ_j² + μ_s²) ≤ √((μ_fit(1 + slack))² + μ_s²) = μ_Q for every candidate
-        event = selection_event(dp_event.GaussianDpEvent(1.0 / mu_q), gamma, p.shape)
+        event = selection_event(dp_event.GaussianDpEvent(1.0 / mu_q), gamma, p.shape, mu_kappa)
         hyperparameters: dict[str, Any] = {
             "n": n,
             "d": d,
@@ -322,14 +401,24 @@ class PrivateSelection:
             "score": "noised_correct_training_rows",
             "score_noise_std": 1.0 / mu_score,
             "candidates": candidates,
+            # the public schedule (module docstring): what the job runs whatever K
+            "slots": slots,
+            "fits": slots * len(plans),
+            "fit_steps": slots * sum(cp.total_steps for cp in plans),
+            "truncation": {
+                "law": "D_{eta,gamma} conditioned on K <= slots",
+                "tail_probability": tail_probability,
+                "tail_mean": tail_mean,
+                "overhead_rdp_at_min_order": kappa[0],
+                "overhead_mu": mu_kappa,
+            },
         }
-        steps = max(cp.total_steps for cp in plans)
         return ReleasePlan(
             mechanism="repeat_and_select+gaussian",
             sensitivity=plans[0].sensitivity,
             noise_scale=plans[0].noise_scale,
             event=event,
-            total_steps=max(1, math.ceil(p.mean_repetitions * steps)),
+            total_steps=slots,
             hyperparameters=hyperparameters,
         )
 
@@ -341,9 +430,15 @@ class PrivateSelection:
         y: FloatArray,
         rng: SecureRandom,
         progress: ProgressCallback,
+        *,
+        force_repetitions: int | None = None,
     ) -> SelectionRun:
-        """Draw K, run the repetitions, keep the best noised score (audits/tests: everything
-        here but ``weights`` is private)."""
+        """Draw K and the slots' candidates, run every slot, keep the best noised score among
+        the first K (audits/tests: everything here but ``weights`` is private).
+
+        ``force_repetitions`` is a TEST HOOK: K is still drawn (the random stream is consumed
+        alike) and then replaced by this value (1 ≤ it ≤ F), so tests can compare the work at
+        K = 1 and K = F. ``fit`` never passes it."""
         config = SelectionConfig.from_hyperparameters(plan.hyperparameters)
         n, d = config.n, config.d
         X = np.asanyarray(X, dtype=np.float64)  # keeps the rows' public layout (inputs.py)
@@ -356,32 +451,59 @@ class PrivateSelection:
         losses = [with_l2(loss, c.get("l2")) for c in candidates]
         std = config.score_noise_std
         control, fits = spawn(rng, 2)
-        repetitions = sample_repetitions(control, config.gamma, config.shape)
+        if config.slots is None:
+            # a plan stored before the public schedule: charged for the untruncated law, it
+            # runs that law (and shows K, as it did when it was admitted)
+            repetitions = sample_untruncated(control, config.gamma, config.shape)
+            slots = repetitions
+        else:
+            slots = config.slots
+            repetitions = sample_repetitions(
+                control, truncated_table(slots, config.gamma, config.shape)
+            )
+        if force_repetitions is not None:
+            if not 1 <= force_repetitions <= slots:
+                raise ValueError("force_repetitions must be in [1, slots]")
+            repetitions = force_repetitions
+        picked = [control.integer(len(candidates)) for _ in range(slots)]
         last = max(1, plan.total_steps - 1)
-        done = 0
-        picked: list[int] = []
         scores: list[float] = []
         best, best_score, best_w = -1, -math.inf, np.zeros(d)
-        for k in range(repetitions):
-            j = control.integer(len(candidates))
-            offset = done
+        fitted = 0
+        for k in range(slots):
+            done = min(k, last)
 
-            def report(step: int, offset: int = offset) -> None:
-                progress(min(offset + step, last))
+            def report(step: int, done: int = done) -> None:
+                progress(done)  # slots done so far (also checks cancellation and the clock)
 
-            w = np.asarray(
-                optimizers[j].fit(plans[j], losses[j], X, y, fits, report), dtype=np.float64
-            )
-            done += plans[j].total_steps
-            count = np.array([float(correct_count(loss, w, X, y))])
-            score = float(secure_gaussian(count, std, 1.0, control)[0])  # sensitivity 1
-            picked.append(j)
+            # the same work in every slot: every candidate fitted and counted
+            weights: list[FloatArray] = []
+            counts: list[float] = []
+            for j in range(len(candidates)):
+                w = np.asarray(
+                    optimizers[j].fit(plans[j], losses[j], X, y, fits, report), dtype=np.float64
+                )
+                fitted += 1
+                weights.append(w)
+                counts.append(float(correct_count(loss, w, X, y)))
+            j = picked[k]
+            score = float(secure_gaussian(np.array([counts[j]]), std, 1.0, control)[0])
             scores.append(score)
-            if score > best_score:
-                best, best_score, best_w = k, score, w
+            # the one K-dependent step: whether this slot competes (a comparison per slot)
+            competes = k < repetitions
+            if competes and score > best_score:
+                best, best_score, best_w = k, score, weights[j]
+            if k + 1 < slots:
+                progress(min(k + 1, last))
         progress(plan.total_steps)
         return SelectionRun(
-            repetitions=repetitions, picked=picked, scores=scores, best=best, weights=best_w
+            repetitions=repetitions,
+            slots=slots,
+            picked=picked,
+            scores=scores,
+            best=best,
+            weights=best_w,
+            fits=fitted,
         )
 
     def fit(

@@ -419,6 +419,81 @@ def test_sqlite_tables_read_with_mistyped_cells_as_null(tmp_path: Path) -> None:
     assert source.fingerprint() != first
 
 
+#: A ``real`` column's cells and the float32 values a Parquet writer stores for them.
+REALS = ["0.1", "1e-45", "3.4028235e38", "NaN", "Infinity", "-Infinity", "-2.5", "16777217"]
+
+
+@pytest.mark.parametrize("extra_float_digits", [None, 3])
+def test_a_real_column_converts_like_a_parquet_float32(
+    tmp_path: Path, extra_float_digits: int | None
+) -> None:
+    """One rule for a float4 in both readers: its shortest text (0.1, not 0.10000000149…),
+    whatever text the server sends (``extra_float_digits = 3`` sends "0.100000001", the
+    pre-PostgreSQL-12 default) — the same values and the same encoded rows as the Parquet
+    float32 column holding the same floats."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from service.data.cells import numeric_cells
+    from service.data.sources import local_source
+
+    for url in _fresh_postgres_database():
+        if extra_float_digits is not None:
+            name = make_url(url).database
+            run(url, f'ALTER DATABASE "{name}" SET extra_float_digits = {extra_float_digits}')
+        values = ", ".join(
+            f"({i}, '{v}'::real, {str(i % 2 == 0).lower()})" for i, v in enumerate(REALS)
+        )
+        run(
+            url,
+            "CREATE TABLE r (id integer PRIMARY KEY, v real, y boolean)",
+            f"INSERT INTO r VALUES {values}",
+        )
+        settings = Settings(
+            database_url="sqlite://",
+            data_roots=(),
+            workers=1,
+            dask_scheduler=None,
+            sql_connections={"wh": url},
+        )
+        source = open_sql_source("sql://wh/r", settings)
+        table = read_all(source, ["v", "y"], block=3)
+        assert table.schema.types == [pa.float32(), pa.bool_()]
+        floats = np.array([float(v) for v in REALS], dtype=np.float32)
+        path = tmp_path / f"r{extra_float_digits}.parquet"
+        pq.write_table(
+            pa.table(
+                {
+                    "v": pa.array(floats, type=pa.float32()),
+                    "y": [i % 2 == 0 for i in range(len(REALS))],
+                }
+            ),
+            path,
+        )
+        parquet = local_source(path, "parquet")
+        via_sql = numeric_cells(table.column("v"))
+        via_parquet = numeric_cells(
+            pa.Table.from_batches(list(parquet.iter_batches(["v"], 3))).column("v")
+        )
+        # the float32's shortest text: 0.1 is 0.1 (the widened float would be 0.10000000149…)
+        assert via_sql[0] == pytest.approx(0.1, rel=1e-15, abs=0)
+        assert via_sql[1] == pytest.approx(1e-45, rel=1e-15, abs=0)
+        assert via_sql[2] == pytest.approx(3.4028235e38, rel=1e-15, abs=0)
+        assert np.isnan(via_sql[3:6]).all()  # NaN and ±inf are MISSING in both readers
+        assert via_sql[7] == 16777216.0  # the float32 stored for 16777217
+        np.testing.assert_array_equal(np.isnan(via_sql), np.isnan(via_parquet))
+        np.testing.assert_allclose(via_sql, via_parquet, rtol=1e-15, atol=0)
+        # and the encoded rows (the reader's whole path) agree
+        encoder = Encoder(
+            features=[NumericFeature(name="v", min=-4.0, max=4.0)], fit_intercept=True
+        )
+        label = LabelSpec(column="y", type="binary", positive=True, negative=False)
+        X_sql, y_sql = read_encoded(source, encoder, label, None)
+        X_parquet, y_parquet = read_encoded(parquet, encoder, label, None)
+        np.testing.assert_allclose(X_sql, X_parquet, rtol=1e-15, atol=0)
+        np.testing.assert_array_equal(y_sql, y_parquet)
+
+
 # ----------------------------------------------------------------------------------------------
 # End to end: a live server registers a PostgreSQL table, runs a job and releases a model
 # ----------------------------------------------------------------------------------------------

@@ -4,8 +4,11 @@ The accounting is checked three ways: our closed form against the ledger's (dp-a
 RepeatAndSelectDpEvent, evaluated on the ledger's orders), the bound against the *exact* Rényi
 divergence of a brute-forced repeat-and-select of randomized response (where a bound without
 the selection overhead is shown to be violated, so the check has teeth), and the sampler's law
-against the pmf the theorem is about. Then the optimizer: its plan, its charge, data
-independence of K and the candidates picked, and the score's sensitivity.
+against the pmf the theorem is about. The truncated schedule (issue 22, item 6): the tails
+against the pmf, the truncation lemma against a brute-forced truncated repeat-and-select, the
+calibration over a grid of targets, and a run's observables (fits, progress) identical at
+K = 1 and K = F. Then the optimizer: its plan, its charge, data independence of K and the
+candidates picked, and the score's sensitivity.
 """
 
 from __future__ import annotations
@@ -32,12 +35,19 @@ from service.optimizers.private_selection import (
 )
 from service.privacy.gdp import event_mu, gdp_mu
 from service.privacy.private_selection import (
+    KAPPA_MAX,
+    overhead_mu,
     repeat_and_select_rdp,
+    repetition_slots,
     sample_repetitions,
+    sample_untruncated,
     selection_event,
     tnb_gamma,
     tnb_mean,
     tnb_pmf,
+    tnb_tail,
+    truncated_table,
+    truncation_overhead,
 )
 
 SHAPES = (0.0, 0.5, 1.0, 2.0)
@@ -68,10 +78,11 @@ def test_the_pmf_matches_the_papers_product_form() -> None:
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_the_sampler_draws_the_claimed_law(shape: float) -> None:
+def test_the_untruncated_sampler_draws_the_claimed_law(shape: float) -> None:
+    # only plans stored before the public schedule still draw from it
     gamma = tnb_gamma(3.0, shape)
     rng = np.random.default_rng(7)
-    draws = np.array([sample_repetitions(rng, gamma, shape) for _ in range(40_000)])
+    draws = np.array([sample_untruncated(rng, gamma, shape) for _ in range(40_000)])
     assert draws.min() >= 1
     edges = list(range(1, 9))
     observed = [int(np.count_nonzero(draws == k)) for k in edges]
@@ -84,6 +95,133 @@ def test_the_sampler_draws_the_claimed_law(shape: float) -> None:
     wrong = [tnb_pmf(k, tnb_gamma(3.3, shape), shape) for k in edges]
     wrong.append(1.0 - math.fsum(wrong))
     assert stats.chisquare(observed, [p * draws.size for p in wrong]).pvalue < 1e-6
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_truncated_sampler_draws_the_conditioned_law(shape: float) -> None:
+    gamma = tnb_gamma(2.0, shape)
+    slots = 12  # a short schedule so that the conditioning is visible
+    law = truncated_table(slots, gamma, shape)
+    # the table's exact law is the pmf conditioned on K ≤ F (to the float pmf's rounding)
+    kept = math.fsum(tnb_pmf(k, gamma, shape) for k in range(1, slots + 1))
+    for k in range(1, slots + 1):
+        assert float(law.probability(k)) == pytest.approx(
+            tnb_pmf(k, gamma, shape) / kept, rel=1e-12
+        )
+    assert sum(law.probability(k) for k in range(1, slots + 1)) == 1
+    rng = np.random.default_rng(11)
+    draws = np.array([sample_repetitions(rng, law) for _ in range(30_000)])
+    assert draws.min() >= 1 and draws.max() <= slots
+    edges = list(range(1, 6))
+    observed = [int(np.count_nonzero(draws == k)) for k in edges]
+    observed.append(int(np.count_nonzero(draws > edges[-1])))
+    probs = [float(law.probability(k)) for k in edges]
+    probs.append(1.0 - math.fsum(probs))
+    assert stats.chisquare(observed, [p * draws.size for p in probs]).pvalue > 1e-3
+    # and a wrong law is rejected by the same test (it has power)
+    other = truncated_table(slots, tnb_gamma(2.3, shape), shape)
+    wrong = [float(other.probability(k)) for k in edges]
+    wrong.append(1.0 - math.fsum(wrong))
+    assert stats.chisquare(observed, [p * draws.size for p in wrong]).pvalue < 1e-6
+
+
+# --- the tail and the truncation ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("slots", [1, 5, 20, 40])
+def test_the_tail_is_the_pmf_summed(shape: float, slots: int) -> None:
+    gamma = tnb_gamma(3.0, shape)
+    tau, tail_mean = tnb_tail(slots, gamma, shape)
+    head = math.fsum(tnb_pmf(k, gamma, shape) for k in range(1, slots + 1))
+    head_mean = math.fsum(k * tnb_pmf(k, gamma, shape) for k in range(1, slots + 1))
+    assert tau == pytest.approx(1.0 - head, rel=1e-9, abs=1e-15)
+    assert tail_mean == pytest.approx(3.0 - head_mean, rel=1e-9, abs=1e-14)
+    # an upper bound (never optimistic) against a long direct sum
+    direct = math.fsum(tnb_pmf(k, gamma, shape) for k in range(slots + 1, 20_000))
+    assert tau >= direct * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("slots", [3, 26, 47, 120])
+def test_the_geometric_tail_in_closed_form(slots: int) -> None:
+    # η = 1: τ = (1 − γ)^F, E[K·1{K > F}] = (1 − γ)^F (F + 1/γ), even far below 1e-15
+    for mean in (2.0, 3.0):
+        gamma = 1.0 / mean
+        tau, tail_mean = tnb_tail(slots, gamma, 1.0)
+        assert tau == pytest.approx((1 - gamma) ** slots, rel=1e-9)
+        assert tail_mean == pytest.approx((1 - gamma) ** slots * (slots + 1 / gamma), rel=1e-9)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("mean", [2.0, 3.0])
+def test_the_slots_are_the_smallest_schedule_within_the_overhead(shape: float, mean: float) -> None:
+    gamma = tnb_gamma(mean, shape)
+    slots = repetition_slots(gamma, shape, min(ORDERS))
+    kappa = truncation_overhead(truncated_table(slots, gamma, shape), ORDERS)
+    assert kappa[0] <= KAPPA_MAX and kappa == sorted(kappa, reverse=True)  # κ decreases in λ
+    tau, _ = tnb_tail(slots, gamma, shape)
+    assert kappa[0] >= 2 * tau  # κ(1.5) ≥ log(1/(1 − τ))/(1.5 − 1)
+    if slots > 1:  # one slot fewer would exceed the allowance
+        shorter = truncated_table(slots - 1, gamma, shape)
+        try:
+            over = truncation_overhead(shorter, [min(ORDERS)])[0]
+        except ValueError:
+            over = math.inf
+        assert over > KAPPA_MAX
+
+
+def test_the_defaults_schedule() -> None:
+    # geometric, E[K] = 2: γ = 1/2, τ = 2^−F; F = 26 (and E[K] = 3 would need 47)
+    assert repetition_slots(0.5, 1.0, min(ORDERS)) == 26
+    assert repetition_slots(1 / 3, 1.0, min(ORDERS)) == 47
+    tau, tail_mean = tnb_tail(26, 0.5, 1.0)
+    assert tau == pytest.approx(2.0**-26, rel=1e-12)
+    assert tail_mean == pytest.approx(2.0**-26 * 28, rel=1e-12)
+
+
+def _best_of_rr(law: list[float], p: float) -> tuple[float, float]:
+    """P[A outputs 1 | x] for x = 1, 0: randomized response (P[1 | x=1] = p, P[1 | x=0] = 1 − p),
+    score = the bit, the best of K runs, K ~ ``law`` (law[k−1] = P[K = k])."""
+
+    def pgf(q: float) -> float:
+        return math.fsum(pk * q**k for k, pk in enumerate(law, start=1))
+
+    return 1 - pgf(1 - p), 1 - pgf(p)
+
+
+@pytest.mark.parametrize("shape", [0.0, 1.0, 2.0])
+@pytest.mark.parametrize("slots", [6, 10])
+@pytest.mark.parametrize("eps0", [0.5, 2.0])
+def test_the_truncation_lemma_covers_a_brute_forced_truncated_selection(
+    shape: float, slots: int, eps0: float
+) -> None:
+    # Short schedules (κ large) so the check has teeth: the exact Rényi divergence of the
+    # truncated mechanism stays below Thm 2 for the untruncated law plus κ(λ), and the
+    # released law is within the lemma's multiplicative band [L(1 − r), U] of the untruncated.
+    gamma = tnb_gamma(2.0, shape)
+    try:
+        law = truncated_table(slots, gamma, shape)
+        kappa = truncation_overhead(law, ORDERS[:-1])
+    except ValueError:
+        pytest.skip("r ≥ 1 at this F: the lemma does not apply (and F is never chosen so)")
+    p = math.exp(eps0) / (1 + math.exp(eps0))
+    base = [_rr_divergence(a, p, 1 - p) for a in ORDERS[:-1]]
+    bound = repeat_and_select_rdp(list(ORDERS[:-1]), base, gamma, shape)
+    truncated = [float(law.probability(k)) for k in range(1, slots + 1)]
+    full = [tnb_pmf(k, gamma, shape) for k in range(1, 5000)]
+    one_q, zero_q = _best_of_rr(truncated, p)
+    one_p, zero_p = _best_of_rr(full, p)
+    for a, b in (
+        (one_q, one_p),
+        (1 - one_q, 1 - one_p),
+        (zero_q, zero_p),
+        (1 - zero_q, 1 - zero_p),
+    ):
+        ratio = a / b
+        assert math.exp(-kappa[-1]) * (1 - 1e-12) <= ratio <= math.exp(kappa[-1]) * (1 + 1e-12)
+    for i, order in enumerate(ORDERS[:-1]):
+        exact = max(_rr_divergence(order, one_q, zero_q), _rr_divergence(order, zero_q, one_q))
+        assert exact <= bound[i] + kappa[i] + 1e-12
 
 
 # --- the bound --------------------------------------------------------------------------------
@@ -192,14 +330,23 @@ def test_it_is_in_the_catalog() -> None:
 def test_the_plan_meets_the_target_and_charges_the_selection_curve(epsilon: float) -> None:
     job = _plan(epsilon)
     plan = job.plan
-    assert isinstance(plan.event, dp_event.RepeatAndSelectDpEvent)
+    # Thm 2's event for the untruncated law, composed with the truncation's Gaussian term
+    assert isinstance(plan.event, dp_event.ComposedDpEvent)
+    select, truncation = plan.event.events
+    assert isinstance(select, dp_event.RepeatAndSelectDpEvent)
     curve = charge_curve(plan.event, plan.parallel_events)
     assert rdp_to_epsilon(curve, 1e-5) <= epsilon
     hp = plan.hyperparameters
-    assert hp["mean_repetitions"] == pytest.approx(3.0)
-    assert hp["shape"] == 0.0
+    assert hp["mean_repetitions"] == pytest.approx(2.0)
+    assert hp["shape"] == 1.0
     mu_q = hp["base_mu"]
-    assert plan.event.event == dp_event.GaussianDpEvent(1.0 / mu_q)
+    assert select.event == dp_event.GaussianDpEvent(1.0 / mu_q)
+    assert truncation == dp_event.GaussianDpEvent(1.0 / hp["truncation"]["overhead_mu"])
+    # the public schedule and its price: F slots, every candidate fitted in each
+    assert hp["slots"] == plan.total_steps == 26
+    assert hp["fits"] == 26 * len(CANDIDATES)
+    steps = [plan_from_json(c["plan"]).total_steps for c in hp["candidates"]]
+    assert hp["fit_steps"] == 26 * sum(steps)
     # fit and score compose below μ_Q, and every candidate's own exact μ is ≤ μ_fit (+slack)
     mu_score = 1.0 / hp["score_noise_std"]
     for candidate in hp["candidates"]:
@@ -211,6 +358,35 @@ def test_the_plan_meets_the_target_and_charges_the_selection_curve(epsilon: floa
     assert plan_from_json(plan_to_json(plan)).event == plan.event
     # nothing data-dependent can be in a plan; it records candidates and the law of K only
     assert set(hp) >= {"candidates", "gamma", "shape", "mean_repetitions", "score_noise_std"}
+
+
+# (c) the calibration over a grid of targets: the charged curve covers Thm 2 plus the
+# truncation's κ at every order, and converts to the target (ε, δ) — no δ set aside.
+@pytest.mark.parametrize("delta", [1e-4, 1e-5, 1e-7])
+@pytest.mark.parametrize("epsilon", [0.25, 0.5, 1.0, 2.0, 4.0])
+@pytest.mark.parametrize(("mean", "shape"), [(2.0, 1.0), (3.0, 0.0)])
+def test_the_calibration_covers_the_truncation_and_meets_the_target(
+    epsilon: float, delta: float, mean: float, shape: float
+) -> None:
+    from service.optimizers.private_selection import base_mu
+
+    gamma = tnb_gamma(mean, shape)
+    law = truncated_table(repetition_slots(gamma, shape, min(ORDERS)), gamma, shape)
+    kappa = truncation_overhead(law, ORDERS)
+    mu_kappa = overhead_mu(law, ORDERS)
+    mu_q = base_mu(epsilon, delta, gamma, shape, mu_kappa)
+    charged = rdp_curve(selection_event(dp_event.GaussianDpEvent(1 / mu_q), gamma, shape, mu_kappa))
+    theorem = rdp_curve(selection_event(dp_event.GaussianDpEvent(1 / mu_q), gamma, shape))
+    for c, t, k in zip(charged, theorem, kappa, strict=True):
+        assert c >= t + k - 1e-15 * max(1.0, t)  # the lemma's overhead is inside the charge
+    assert rdp_to_epsilon(charged, delta) <= epsilon
+    # and the bisection is tight: 0.1 % more noise-free budget would miss the target
+    over = rdp_curve(
+        selection_event(dp_event.GaussianDpEvent(1 / (mu_q * 1.001)), gamma, shape, mu_kappa)
+    )
+    assert rdp_to_epsilon(over, delta) > epsilon
+    # the truncation costs almost nothing: μ_Q within 0.1 % of the untruncated calibration
+    assert mu_q == pytest.approx(base_mu(epsilon, delta, gamma, shape), rel=1e-3)
 
 
 def test_refusals_name_the_field() -> None:
@@ -265,11 +441,12 @@ def test_repetitions_and_candidates_do_not_depend_on_the_data() -> None:
     X, y = _rows(2000, 10, 5)
     X2, y2 = X.copy(), -y
     opt = PrivateSelection()
-    for seed in range(5):
+    for seed in range(2):
         a = opt.run(job.plan, job.loss, X, y, np.random.default_rng(seed), lambda s: None)
         b = opt.run(job.plan, job.loss, X2, y2, np.random.default_rng(seed), lambda s: None)
         assert (a.repetitions, a.picked) == (b.repetitions, b.picked)
-        assert a.repetitions == len(a.scores) >= 1
+        assert len(a.scores) == a.slots == job.plan.hyperparameters["slots"]
+        assert 1 <= a.repetitions <= a.slots
         assert np.array_equal(
             a.weights,
             opt.fit(job.plan, job.loss, X, y, np.random.default_rng(seed), lambda s: None),
@@ -282,7 +459,8 @@ def test_it_releases_the_best_scored_fit_and_learns() -> None:
     opt = PrivateSelection()
     progress: list[int] = []
     run = opt.run(job.plan, job.loss, X, y, np.random.default_rng(0), progress.append)
-    assert run.scores[run.best] == max(run.scores)
+    assert run.best < run.repetitions  # only the first K slots compete
+    assert run.scores[run.best] == max(run.scores[: run.repetitions])
     assert max(progress) == job.plan.total_steps and progress[-1] == job.plan.total_steps
     assert np.mean(np.where(X @ run.weights >= 0, 1.0, -1.0) == y) > 0.85
 
@@ -314,11 +492,97 @@ def test_a_priced_job_is_a_renyi_charge_the_filter_admits_by_its_curve() -> None
     charge = priced.charge
     assert charge.mu is None  # not Gaussian-family: the Rényi half of the filter decides
     event = event_from_json(charge.event)
-    assert isinstance(event, dp_event.RepeatAndSelectDpEvent)
+    assert isinstance(event, dp_event.ComposedDpEvent)
+    assert isinstance(event.events[0], dp_event.RepeatAndSelectDpEvent)
     assert list(charge.rdp) == rdp_curve(event)
     # the recorded plan holds the candidates and the law of K, nothing about their scores
     assert priced.plan_json["hyperparameters"]["candidates"][1]["optimizer"] == "dp_gd"
+    # the price shows the schedule: F slots of progress, F × m fits
+    assert priced.plan_json["total_steps"] == priced.plan_json["hyperparameters"]["slots"]
+    assert priced.plan_json["hyperparameters"]["fits"] == 2 * priced.plan_json["total_steps"]
     decision = admit(Budget(3.0, 1e-5), Spent.nothing(), charge.cost)
     assert decision.admitted and "Rényi order" in decision.reason
     # a budget the curve does not fit refuses it, although one job of (1, 1e-5) is "ε = 1"
     assert not admit(Budget(1.0, 1e-5), Spent.nothing(), charge.cost).admitted
+
+
+# --- K does not show (issue 22, item 6) ---------------------------------------------------------
+
+
+def _observed_run(
+    monkeypatch: pytest.MonkeyPatch, force: int, seed: int
+) -> tuple[list[int], list[str], object]:
+    """Run the small default plan with K forced to ``force``; return the progress values in
+    order, the candidate fits in order (by optimizer name) and the run."""
+    from service.optimizers.registry import get_optimizer
+
+    job = _plan(1.0)
+    fits: list[str] = []
+    for name in ("dp_agd", "dp_gd"):
+        cls = type(get_optimizer(name))
+        original = cls.fit
+
+        def counted(self, *args, _original=original, _name=name, **kwargs):  # type: ignore[no-untyped-def]
+            fits.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "fit", counted)
+    X, y = _rows(2000, 10, 21)
+    progress: list[int] = []
+    run = PrivateSelection().run(
+        job.plan,
+        job.loss,
+        X,
+        y,
+        np.random.default_rng(seed),
+        progress.append,
+        force_repetitions=force,
+    )
+    monkeypatch.undo()
+    return progress, fits, run
+
+
+def test_the_work_and_the_progress_are_the_same_whatever_k(monkeypatch: pytest.MonkeyPatch) -> None:
+    slots = _plan(1.0).plan.hyperparameters["slots"]
+    one_progress, one_fits, one = _observed_run(monkeypatch, 1, seed=4)
+    all_progress, all_fits, every = _observed_run(monkeypatch, slots, seed=4)
+    # (a) the same fits, in the same order, and the same progress events, exactly
+    assert one_fits == all_fits
+    assert len(one_fits) == slots * len(CANDIDATES) == one.fits == every.fits  # type: ignore[attr-defined]
+    assert one_progress == all_progress
+    # progress counts slots out of F: non-decreasing, every slot boundary reported, ends at F
+    assert one_progress == sorted(one_progress) and one_progress[-1] == slots
+    assert set(one_progress) == set(range(slots + 1))
+    # another seed (another K, other candidates drawn) runs the same schedule too
+    other_progress, other_fits, _ = _observed_run(monkeypatch, 3, seed=9)
+    assert (other_progress, other_fits) == (one_progress, one_fits)
+    # the released model differs (K = 1 keeps slot 1; K = F the best of all): the hook works
+    assert one.best == 0 and every.scores[every.best] == max(every.scores)  # type: ignore[attr-defined]
+
+
+def test_the_drawn_k_follows_the_truncated_law_through_the_optimizer() -> None:
+    # the optimizer's own draw (no hook): K ≤ F always, and small K is the most likely
+    job = _plan(1.0)
+    config_slots = job.plan.hyperparameters["slots"]
+    law = truncated_table(config_slots, 0.5, 1.0)
+    rng = np.random.default_rng(5)
+    draws = [sample_repetitions(rng, law) for _ in range(4000)]
+    assert max(draws) <= config_slots
+    assert np.mean(draws) == pytest.approx(2.0, abs=0.1)
+
+
+def test_a_plan_stored_before_the_schedule_runs_its_charged_untruncated_law() -> None:
+    import json
+    from pathlib import Path
+
+    stored = json.loads(
+        (Path(__file__).parent / "data" / "stored_plans" / "private_selection.json").read_text()
+    )["plan"]
+    plan = plan_from_json(stored)
+    assert "slots" not in plan.hyperparameters
+    X, y = _rows(200, 4, 3)
+    run = PrivateSelection().run(
+        plan, LogisticLoss(l2=0.01), X, y, np.random.default_rng(2), lambda s: None
+    )
+    assert run.slots == run.repetitions == len(run.scores) >= 1
+    assert run.fits == run.slots * len(stored["hyperparameters"]["candidates"])
