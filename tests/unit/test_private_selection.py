@@ -514,7 +514,7 @@ def _observed_run(
 ) -> tuple[list[int], list[str], object]:
     """Run the small default plan with K forced to ``force``; return the progress values in
     order, the candidate fits in order (by optimizer name) and the run."""
-    from service.optimizers.registry import get_optimizer
+    from service.optimizers.kits.registry import get_optimizer
 
     job = _plan(1.0)
     fits: list[str] = []
