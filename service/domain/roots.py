@@ -133,7 +133,7 @@ def location_open(settings: Settings, source_format: str, location: str) -> bool
     key must lie inside a configured root; a ``sql://`` table's connection must be configured
     (asking the database whether the table exists is left to the worker)."""
     if source_format == "sql" or location.startswith("sql://"):
-        from service.data.sql_source import parse_sql_uri
+        from service.data.sql_uri import parse_sql_uri
 
         try:
             return parse_sql_uri(location).connection in settings.sql_connections
