@@ -18,11 +18,19 @@ run (arms interleaved, best of ``--repeat``):
    the read-out rows) for reference;
 2. **full-gradient job** (``dp_agd`` with its default iterations, one of ``auto``'s choices):
    in the database (``encoded_rows`` + :class:`InDatabaseGradient`, one aggregate per
-   gradient, through the optimizer's ``fit_oracle``) vs the worker path (fingerprint +
-   ``read_encoded`` + ``fit`` in numpy): the setup, one gradient (epoch) and the whole job;
-3. **the worker's peak RSS** in the in-database mode (the dp_agd job and the bolt-on job, each
-   in a fresh process, at N/10 and N rows: flat in n for the gradient job; bolt-on holds one
-   permutation, 8 bytes a row) next to the worker path's.
+   gradient and session, through the optimizer's ``fit_oracle``; the rows over the default
+   number of sessions, and one session for the setup and one gradient) vs the worker path
+   (fingerprint + ``read_encoded`` + ``fit`` in numpy): the setup, one gradient (epoch, best
+   of 3) and the whole job;
+3. **sessions**: one gradient with the rows over 1, 2 … P sessions (P the default),
+   interleaved round by round;
+4. **profile**: where one gradient's time goes in one session (the scan alone, the column
+   sums, the margins, the gradient query with JIT off / without inlining / with inlining),
+   wall and backend CPU time;
+5. **the worker's peak RSS** in the in-database mode (the dp_agd job with 20 gradients and
+   the bolt-on job with one pass, each in a fresh process, at N/10 and N rows: flat in n for
+   both — bolt-on streams its permutation's keys) next to the worker path's, with each
+   probe's time.
 
 Accuracies are training accuracies (the bench reads the rows out for them; the service does
 not). Prints markdown tables; writes ``in-database.json``. Not a test: speed goes here.
@@ -33,15 +41,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from service.data.encoding import Encoder
 from service.data.reader import read_encoded
@@ -54,7 +64,7 @@ from service.optimizers.kits.full_gradient import LocalGradient
 from service.optimizers.kits.registry import get_optimizer
 from service.optimizers.kits.sgd_common import schedule_from_json
 from service.settings import Settings
-from service.workers.in_database import InDatabaseGradient, encoded_rows
+from service.workers.in_database import InDatabaseGradient, _gradient_query, encoded_rows
 from service.workers.in_database_sgd import fit_bolt_on_in_database, in_database_permutation_sgd
 
 # bench.data (plots, pandas …) and the test fixtures are imported in ``run`` only: the RSS
@@ -75,7 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--passes", type=int, default=2, help="SGD passes of every SGD arm")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
-        "--parts", default="sgd,gradient,rss", help="comma-separated: sgd, gradient, rss"
+        "--parts",
+        default="sgd,gradient,sessions,profile,rss",
+        help="comma-separated: sgd, gradient, sessions, profile, rss",
     )
     parser.add_argument("--smoke", action="store_true", help="2,000 rows, one pass, one repeat")
 
@@ -128,10 +140,23 @@ def accuracy(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
 
 @contextmanager
 def session(
-    source: SqlSource, encoder: Encoder, label: LabelSpec, n: int, *, positions: bool
+    source: SqlSource,
+    encoder: Encoder,
+    label: LabelSpec,
+    n: int,
+    *,
+    positions: bool,
+    sessions: int | None = None,
 ) -> Iterator[Any]:
     with encoded_rows(
-        source, encoder, label, None, n=n, fingerprint=source.fingerprint(), positions=positions
+        source,
+        encoder,
+        label,
+        None,
+        n=n,
+        fingerprint=source.fingerprint(),
+        positions=positions,
+        sessions=sessions,
     ) as conn:
         yield conn
 
@@ -241,14 +266,24 @@ def gradient_job(source: SqlSource, n: int, columns: int, repeat: int) -> dict[s
     def keep(key: str, value: float) -> None:
         best[key] = min(best.get(key, math.inf), value)
 
+    w0 = np.full(d, 0.1)
     for r in range(repeat):
-        # in the database: fingerprint + materialise, then T aggregate queries
+        # one session (PostgreSQL scans a temporary table in one process): setup + 3 gradients
+        start = time.perf_counter()
+        with session(source, encoder, label, n, positions=False, sessions=1) as conn:
+            keep("one_setup_s", time.perf_counter() - start)
+            oracle = InDatabaseGradient(conn, GD_LOSS, n, d)
+            for _ in range(3):
+                keep("one_gradient_s", timed(oracle.gradient, w0)[0])
+        # in the database (the default: the rows over P sessions): fingerprint + materialise,
+        # then T aggregate queries
         start = time.perf_counter()
         with session(source, encoder, label, n, positions=False) as conn:
             keep("db_setup_s", time.perf_counter() - start)
             oracle = InDatabaseGradient(conn, GD_LOSS, n, d)
-            w0 = np.full(d, 0.1)
-            keep("db_gradient_s", timed(oracle.gradient, w0)[0])
+            out["sessions"] = oracle.sessions
+            for _ in range(3):
+                keep("db_gradient_s", timed(oracle.gradient, w0)[0])
             fit_s, w_db = timed(
                 optimizer.fit_oracle, plan, GD_LOSS, oracle, np.random.default_rng(r), _ignore
             )
@@ -260,7 +295,8 @@ def gradient_job(source: SqlSource, n: int, columns: int, repeat: int) -> dict[s
         X, y = read_encoded(source, encoder, label, None)
         keep("worker_setup_s", time.perf_counter() - start)
         local = LocalGradient(GD_LOSS, X, y)
-        keep("worker_gradient_s", timed(local.gradient, w0)[0])
+        for _ in range(3):
+            keep("worker_gradient_s", timed(local.gradient, w0)[0])
         fit_s, w_worker = timed(
             optimizer.fit, plan, GD_LOSS, X, y, np.random.default_rng(r), _ignore
         )
@@ -275,6 +311,102 @@ def gradient_job(source: SqlSource, n: int, columns: int, repeat: int) -> dict[s
         del X, y, local
     out.update(best)
     return out
+
+
+def sessions_sweep(source: SqlSource, n: int, columns: int, rounds: int) -> list[dict[str, Any]]:
+    """One gradient with the rows over 1, 2 … P sessions (P the default), interleaved round
+    by round (the machine's load hits all alike): min and median of ``rounds`` gradients."""
+    encoder, label = schema(columns)
+    d = encoder.dimension
+    fingerprint = source.fingerprint()
+    with ExitStack() as stack:
+        first = stack.enter_context(
+            encoded_rows(source, encoder, label, None, n=n, fingerprint=fingerprint)
+        )
+        planned = InDatabaseGradient(first, GD_LOSS, n, d).sessions
+        oracles = {planned: InDatabaseGradient(first, GD_LOSS, n, d)}
+        for count in range(1, planned):
+            conn = stack.enter_context(
+                encoded_rows(
+                    source, encoder, label, None, n=n, fingerprint=fingerprint, sessions=count
+                )
+            )
+            oracles[count] = InDatabaseGradient(conn, GD_LOSS, n, d)
+        times: dict[int, list[float]] = {count: [] for count in sorted(oracles)}
+        for r in range(rounds):
+            w = np.full(d, 0.1 * (r + 1))
+            for count in times:
+                times[count].append(timed(oracles[count].gradient, w)[0])
+    base = float(np.median(times[1]))
+    return [
+        {
+            "sessions": count,
+            "min_s": min(values),
+            "median_s": float(np.median(values)),
+            "ratio": float(np.median(values)) / base,
+        }
+        for count, values in times.items()
+    ]
+
+
+def _backend_cpu_s(pid: int) -> float:
+    """The CPU time (user + system) of a local PostgreSQL backend, from /proc (NaN when the
+    server is not on this machine)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def profile(source: SqlSource, n: int, columns: int, rounds: int) -> list[dict[str, Any]]:
+    """Where one gradient's time goes, in one session: the scan alone, the column sums, the
+    margins, the whole gradient query (JIT off, JIT without inlining, JIT with inlining and
+    optimisation); wall and backend CPU time, min over ``rounds`` interleaved rounds."""
+    encoder, label = schema(columns)
+    d = encoder.dimension
+    rows = "pg_temp.dpfit_rows"
+    w = [0.1 * (-1) ** j / (j + 1) for j in range(d)]
+    margin = " + ".join(f"x{j} * {w[j]!r}::float8" for j in range(d))
+    gradient = str(
+        _gradient_query(GD_LOSS, d)
+        .params(**{f"w{j}": w[j] for j in range(d)})
+        .compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True})
+    ).replace("%%", "%")
+    no_jit = ["jit = off"]
+    jit = ["jit = on", "jit_above_cost = 0"]
+    arms: dict[str, tuple[str, list[str]]] = {
+        "count(*) (the scan alone)": (f"SELECT count(*) FROM {rows}", no_jit),
+        "the d column sums": (
+            "SELECT " + ", ".join(f"sum(x{j})" for j in range(d)) + f" FROM {rows}",
+            no_jit,
+        ),
+        "the margins' sum": (f"SELECT sum({margin}) FROM {rows}", no_jit),
+        "the gradient query, JIT off": (gradient, no_jit),
+        "the gradient query, JIT without inlining": (
+            gradient,
+            [*jit, "jit_inline_above_cost = -1", "jit_optimize_above_cost = -1"],
+        ),
+        "the gradient query, JIT with inlining and optimisation": (
+            gradient,
+            [*jit, "jit_inline_above_cost = 0", "jit_optimize_above_cost = 0"],
+        ),
+    }
+    wall = {name: math.inf for name in arms}
+    cpu = {name: math.inf for name in arms}
+    with session(source, encoder, label, n, positions=False, sessions=1) as conn:
+        pid = int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+        for _ in range(rounds):
+            for name, (sql, settings) in arms.items():
+                for setting in settings:
+                    conn.exec_driver_sql(f"SET {setting}")
+                before = _backend_cpu_s(pid)
+                elapsed = timed(lambda text=sql: conn.exec_driver_sql(text).all())[0]
+                wall[name] = min(wall[name], elapsed)
+                cpu[name] = min(cpu[name], _backend_cpu_s(pid) - before)
+        conn.exec_driver_sql("RESET jit")
+    return [{"query": name, "wall_s": wall[name], "cpu_s": cpu[name]} for name in arms]
 
 
 # --- 3. the worker's peak RSS ---------------------------------------------------------------
@@ -297,6 +429,7 @@ def _peak_rss(url: str, table: str, n: int, columns: int, job: str) -> dict[str,
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")
     before = _status_mib("VmRSS")
+    start = time.perf_counter()
     # 20 iterations: the peak memory does not depend on the number of gradients
     if job == "dp_agd in database":
         optimizer: Any = get_optimizer("dp_agd")
@@ -321,7 +454,12 @@ def _peak_rss(url: str, table: str, n: int, columns: int, job: str) -> dict[str,
         source.fingerprint()
         X, y = read_encoded(source, encoder, label, None)
         optimizer.fit(plan, GD_LOSS, X, y, np.random.default_rng(0), lambda t: None)
-    return {"before_mib": before, "peak_mib": _status_mib("VmHWM")}
+    # the whole job: setup (fingerprint, materialise or read) + 20 gradients, or one pass
+    return {
+        "before_mib": before,
+        "peak_mib": _status_mib("VmHWM"),
+        "job_s": time.perf_counter() - start,
+    }
 
 
 def peak_rss(url: str, table: str, n: int, columns: int, job: str) -> dict[str, float]:
@@ -371,6 +509,14 @@ def run(args: argparse.Namespace) -> None:
             results["gradient"] = gradient_job(source, rows, columns, repeat)
             print_gradient(results, seconds)
             save_json(path, results)
+        if "sessions" in parts:
+            results["sessions"] = sessions_sweep(source, rows, columns, rounds=max(3, 3 * repeat))
+            print_sessions(results, seconds)
+            save_json(path, results)
+        if "profile" in parts:
+            results["profile"] = profile(source, rows, columns, rounds=max(3, repeat))
+            print_profile(results, seconds)
+            save_json(path, results)
         if "rss" in parts:
             results["rss"] = [
                 {"job": job, "rows": n, **peak_rss(url, table, n, columns, job)}
@@ -406,8 +552,8 @@ def print_gradient(results: dict[str, Any], seconds: Callable[[float], str]) -> 
     rows = results["rows"]
     g = results["gradient"]
     print(
-        f"\n### dp_agd ({g['iterations']} gradients): in the database vs the worker path, "
-        f"{rows:,} rows, best of the repeats\n"
+        f"\n### dp_agd ({g['iterations']} gradients): in the database ({g['sessions']} "
+        f"sessions, the default) vs the worker path, {rows:,} rows, best of the repeats\n"
     )
     print(
         "| path | setup (fingerprint + materialise / read) | one gradient (epoch) | optimizer "
@@ -415,7 +561,12 @@ def print_gradient(results: dict[str, Any], seconds: Callable[[float], str]) -> 
     )
     print("|---|---|---|---|---|---|")
     print(
-        f"| in database | {seconds(g['db_setup_s'])} | {seconds(g['db_gradient_s'])} "
+        f"| in database, 1 session (setup and one gradient only) | {seconds(g['one_setup_s'])} "
+        f"| {seconds(g['one_gradient_s'])} | — | — | — |"
+    )
+    print(
+        f"| in database | {seconds(g['db_setup_s'])} "
+        f"| {seconds(g['db_gradient_s'])} "
         f"| {seconds(g['db_fit_s'])} | {seconds(g['db_job_s'])} | {g['db_accuracy']:.4f} |"
     )
     print(
@@ -424,7 +575,7 @@ def print_gradient(results: dict[str, Any], seconds: Callable[[float], str]) -> 
         f"| {g['worker_accuracy']:.4f} |"
     )
     print(
-        f"| ratio (database / worker) | {g['db_setup_s'] / g['worker_setup_s']:.2f} "
+        f"| ratio (database, default / worker) | {g['db_setup_s'] / g['worker_setup_s']:.2f} "
         f"| {g['db_gradient_s'] / g['worker_gradient_s']:.2f} "
         f"| {g['db_fit_s'] / g['worker_fit_s']:.2f} "
         f"| {g['db_job_s'] / g['worker_job_s']:.2f} | max relative difference of the models "
@@ -433,13 +584,40 @@ def print_gradient(results: dict[str, Any], seconds: Callable[[float], str]) -> 
     sys.stdout.flush()
 
 
+def print_sessions(results: dict[str, Any], seconds: Callable[[float], str]) -> None:
+    print(
+        f"\n### one gradient over {results['rows']:,} rows × {results['columns']} columns, "
+        "the rows over P sessions (interleaved rounds)\n"
+    )
+    print("| sessions | min | median | median / 1 session |")
+    print("|---|---|---|---|")
+    for r in results["sessions"]:
+        print(
+            f"| {r['sessions']} | {seconds(r['min_s'])} | {seconds(r['median_s'])} "
+            f"| {r['ratio']:.2f} |"
+        )
+    sys.stdout.flush()
+
+
+def print_profile(results: dict[str, Any], seconds: Callable[[float], str]) -> None:
+    print(
+        f"\n### where one gradient's time goes: {results['rows']:,} rows × "
+        f"{results['columns']} columns, one session (min over rounds)\n"
+    )
+    print("| query | wall | backend CPU (10 ms ticks) |")
+    print("|---|---|---|")
+    for r in results["profile"]:
+        print(f"| {r['query']} | {seconds(r['wall_s'])} | {seconds(r['cpu_s'])} |")
+    sys.stdout.flush()
+
+
 def print_rss(results: dict[str, Any]) -> None:
     print("\n### the worker's peak RSS (fresh process each; MiB)\n")
-    print("| job | rows | RSS before | peak | growth |")
-    print("|---|---|---|---|---|")
+    print("| job | rows | RSS before | peak | growth | time (setup + 20 gradients, or one pass) |")
+    print("|---|---|---|---|---|---|")
     for r in results["rss"]:
         print(
             f"| {r['job']} | {r['rows']:,} | {r['before_mib']:.0f} | {r['peak_mib']:.0f} "
-            f"| {r['peak_mib'] - r['before_mib']:.0f} |"
+            f"| {r['peak_mib'] - r['before_mib']:.0f} | {r.get('job_s', math.nan):.1f} s |"
         )
     sys.stdout.flush()

@@ -369,6 +369,61 @@ def _vm_hwm(pid: int) -> int:
     return 0
 
 
+class _RssSampler:
+    """Samples the RSS of processes every 20 ms (``/proc/<pid>/statm``) in a thread: when each
+    reached its peak, and where it was before and after (phases seen from outside)."""
+
+    def __init__(self, pids: list[int]) -> None:
+        import threading
+
+        self._pids = pids
+        self._page = os.sysconf("SC_PAGE_SIZE")
+        self._start = time.perf_counter()
+        self._first: dict[int, int] = {}
+        self._peak: dict[int, tuple[int, float]] = {p: (0, 0.0) for p in pids}
+        self._last: dict[int, int] = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _rss(self, pid: int) -> int:
+        try:
+            with open(f"/proc/{pid}/statm") as statm:
+                return int(statm.read().split()[1]) * self._page
+        except OSError:
+            return 0
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            now = time.perf_counter() - self._start
+            for pid in self._pids:
+                rss = self._rss(pid)
+                self._first.setdefault(pid, rss)
+                self._last[pid] = rss
+                if rss > self._peak[pid][0]:
+                    self._peak[pid] = (rss, now)
+            time.sleep(0.02)
+
+    def start(self) -> None:
+        self._start = time.perf_counter()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def summary(self) -> list[dict[str, float]]:
+        rows = [
+            {
+                "start_mib": self._first.get(p, 0) / MIB,
+                "peak_mib": self._peak[p][0] / MIB,
+                "peak_at_s": self._peak[p][1],
+                "end_mib": self._last.get(p, 0) / MIB,
+            }
+            for p in self._pids
+        ]
+        return sorted(rows, key=lambda r: r["peak_mib"])
+
+
 def big_service_job(args: argparse.Namespace, work: Path) -> dict:
     """The big folder job through ``dpfit serve``: the owner registers the folder, the analyst
     submits ``dp_agd``; admission and the runner choose the layout themselves. Peak RSS of the
@@ -409,6 +464,11 @@ def big_service_job(args: argparse.Namespace, work: Path) -> dict:
         registered = time.perf_counter() - started
         dataset_id = made.json()["id"]
         owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": "analyst"})
+        assert server.process is not None
+        api = psutil.Process(server.process.pid)
+        workers = [p for p in api.children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
+        sampler = _RssSampler([p.pid for p in workers])
+        sampler.start()
         started = time.perf_counter()
         submitted = analyst.post(
             "/v1/jobs",
@@ -429,9 +489,7 @@ def big_service_job(args: argparse.Namespace, work: Path) -> dict:
             ):
                 time.sleep(0.5)
         wall = time.perf_counter() - started
-        assert server.process is not None
-        api = psutil.Process(server.process.pid)
-        workers = [p for p in api.children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
+        sampler.stop()
         row = {
             "n": n,
             "d": d,
@@ -444,6 +502,9 @@ def big_service_job(args: argparse.Namespace, work: Path) -> dict:
             "job_wall_s": wall,
             "api_process_peak_rss": _vm_hwm(api.pid),
             "worker_peak_rss": sorted(_vm_hwm(p.pid) for p in workers),
+            # per worker (sorted by peak): sampled RSS at the submission, the sampled peak and
+            # the seconds after the submission it was reached, and the RSS at the job's end
+            "worker_rss_timeline": sampler.summary(),
             "load_average": _load(),
         }
     finally:
@@ -455,6 +516,14 @@ def big_service_job(args: argparse.Namespace, work: Path) -> dict:
         f"MiB, API process {row['api_process_peak_rss'] / MIB:.0f} MiB",
         flush=True,
     )
+    for worker in row["worker_rss_timeline"]:
+        print(
+            "  worker RSS sampled every 20 ms: {start_mib:.0f} MiB at the submission, peak "
+            "{peak_mib:.0f} MiB {peak_at_s:.1f} s after it, {end_mib:.0f} MiB at the end".format(
+                **worker
+            ),
+            flush=True,
+        )
     if args.dp_big_folder is None:
         _remove(folder)
     return row
@@ -468,6 +537,8 @@ def _remove(folder: Path) -> None:
 
 def run(args: argparse.Namespace) -> None:
     out = results_dir(False)
+    # --dp-only-big runs keep their own file: the full suite's figures stay in scaling_parallel.json
+    name = "scaling_parallel_big.json" if args.dp_only_big else "scaling_parallel.json"
     payload: dict[str, Any] = {"cpu_count": os.cpu_count(), "load_average_start": _load()}
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         work = Path(tmp)
@@ -479,16 +550,16 @@ def run(args: argparse.Namespace) -> None:
         if args.dp_skip_ratio:
             args.dp_sizes = []
         payload["ratio"] = step_ratio(args.dp_sizes, args.dp_steps, args.dp_workers, work, tls)
-        save_json(out / "scaling_parallel.json", payload)
+        save_json(out / name, payload)
         if not args.dp_skip_growth:
             payload["growth"] = growth(
                 args.dp_growth_n, args.dp_growth_workers, args.dp_steps, work, tls
             )
-        save_json(out / "scaling_parallel.json", payload)
+        save_json(out / name, payload)
         if not args.dp_skip_big:
             payload["big"] = big_job(args, work, tls)
         if args.dp_big_service:
             payload["big_service"] = big_service_job(args, work)
     payload["load_average_end"] = _load()
-    save_json(out / "scaling_parallel.json", payload)
-    print(f"saved {out / 'scaling_parallel.json'}")
+    save_json(out / name, payload)
+    print(f"saved {out / name}")

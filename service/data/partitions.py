@@ -59,30 +59,39 @@ __all__ = [
     "worker_overhead",
 ]
 
-# What a worker needs beside a job's rows (bench/RESULTS.md, "Data-parallel jobs", measured on
-# 6e6 × 40 over 4 workers of 900 MiB: peak RSS 766–770 MiB with 481 MiB of rows):
-#: The worker process itself — interpreter, numpy, scipy, pyarrow, SQLAlchemy, dp-accounting,
-#: the service, Dask, a database engine: 247 MiB RSS measured, rounded up.
-WORKER_PROCESS_BYTES = 256 << 20
-#: While a window is read: Arrow's Parquet reader holds about one data page and one dictionary
-#: page per source column (≈ 1.3 MiB per column with Arrow's default 1 MiB pages: 51–55 MiB for
-#: 41 columns, measured), plus one 2 MiB block (``data_parallel.PARTITION_BLOCK_BYTES``); a CSV
-#: or SQL source holds one block. Parquet files with many more columns or much larger pages need
-#: more: that is public metadata the owner controls
-#: (docs/reference/cluster.md#growing-to-a-cluster-of-many-machines-data-parallel-jobs).
+# What a worker needs beside a job's rows. Measured (bench/RESULTS.md, "The big folder job",
+# 2026-11-26, 2 shared cores) on the 6e6 × 40 folder over 4 service workers, RSS sampled every
+# 20 ms: 274 MiB per worker at rest, 481 MiB of rows each, peaks 824–826 MiB for the workers
+# that only hold a partition and 830–831 MiB for the one that also drives the job.
+#: The worker process: the interpreter, numpy, scipy, pyarrow, pandas, dp-accounting,
+#: SQLAlchemy, psycopg, the service (the dispatcher imports the runner on every worker) and
+#: Dask: 274 MiB RSS at rest; plus what the worker driving a job holds while it runs (its
+#: database engine and ORM, its Dask client: its peak 4–6 MiB above the other workers' with
+#: Dask's profiler off, ``cluster.WORKER_CONFIG``; 9–19 MiB, growing with the job, with it on).
+#: 280 MiB, rounded up to keep 4 MiB above the largest peak measured.
+WORKER_PROCESS_BYTES = 284 << 20
+#: While a window is read, at least: a CSV or SQL source holds one block and its encoding.
 READER_BYTES = 64 << 20
-#: Arrow's Parquet reader per source column read (one data page and one dictionary page at its
-#: default 1 MiB pages: 1.3 MiB measured), plus the 2 MiB read block: a source with many
-#: columns needs more than :data:`READER_BYTES` while it is read.
-READER_BYTES_PER_COLUMN = 1363 << 10
-READER_BLOCK_BYTES = 2 << 20
+#: Arrow's Parquet reader per source column read: about one data page and one dictionary page
+#: at Arrow's default 1 MiB pages (55.4 MiB for 41 columns: Arrow's pool at its peak, measured);
+#: a source with many columns needs more than :data:`READER_BYTES` while it is read. Parquet
+#: files with much larger pages need more: public metadata the owner controls
+#: (docs/reference/cluster.md#growing-to-a-cluster-of-many-machines-data-parallel-jobs).
+READER_BYTES_PER_COLUMN = 1384 << 10
+#: Beside the page buffers while reading: one 2 MiB block (``data_parallel.PARTITION_BLOCK_BYTES``)
+#: and what the allocator holds between two trims (``data_parallel.TRIM_EVERY_BLOCKS`` blocks'
+#: freed arrays and temporaries), and what a worker keeps after a read (Arrow's and Python's
+#: caches): 13–15 MiB measured at the read's end above the pages, rows and process; 16 planned.
+READER_BLOCK_BYTES = 18 << 20
 #: While steps run: a gradient's temporaries, about three float64 vectors per row held.
 STEP_BYTES_PER_ROW = 24
 #: The memory fraction a job's planned peak may reach (:func:`usable_bytes`): the process, the
-#: reader or the steps' temporaries, and the rows, all from public sizes. It sits
-#: :data:`PAUSE_FRACTION` − DATA_FRACTION (5 % of the limit: 45 MiB of a 900 MiB worker) below the
-#: pause threshold — headroom for what the estimate cannot see (allocator fragmentation, Arrow's
-#: pool); the estimate itself came within 1 MiB of the largest measured peak (bench/RESULTS.md).
+#: reader or the steps' temporaries, and the rows, all from public sizes and measured constants
+#: (the estimate is at or above every measured peak: 838 MiB planned for the 6e6 × 40 job's
+#: workers, 824–831 measured). It sits :data:`PAUSE_FRACTION` − DATA_FRACTION (5 % of the
+#: limit: 45 MiB of a 900 MiB worker) below the pause threshold — headroom for what the
+#: constants cannot see: another host's libraries and allocator (the same job peaked 45 MiB
+#: lower on the previous session's host), run-to-run jitter (up to 8 MiB here).
 DATA_FRACTION = 0.9
 #: Dask's ``distributed.worker.memory.pause`` for the embedded cluster (cluster.py; external
 #: workers set ``DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE`` to it, docs/reference/cluster.md).
@@ -169,7 +178,9 @@ def encoded_bytes(n: int, dimension: int, classes: int | None) -> int:
 
 def reader_bytes(columns: int | None) -> int:
     """What reading needs for ``columns`` source columns (declared features and the label; a
-    public fact of the dataset): at least :data:`READER_BYTES`."""
+    public fact of the dataset): at least :data:`READER_BYTES`; for Parquet, the page buffers
+    of every column read (:data:`READER_BYTES_PER_COLUMN`) and :data:`READER_BLOCK_BYTES`
+    (73.4 MiB for 41 columns; 72–73 MiB measured above the process and the rows)."""
     if not columns:
         return READER_BYTES
     return max(READER_BYTES, READER_BYTES_PER_COLUMN * columns + READER_BLOCK_BYTES)

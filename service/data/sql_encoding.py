@@ -14,7 +14,8 @@ SQL source's families, :mod:`service.data.sql_source`):
 cell                      SQL
 ========================  =======================================================================
 numeric, integer          ``CAST(c AS float8)`` (nearest; NULL → MISSING)
-numeric, float            NULL, NaN, ±Infinity → MISSING; else the value
+numeric, float            NULL, NaN, ±Infinity → MISSING; else the value (a ``real``: by its
+                          shortest text, ``CAST(CAST(c AS text) AS float8)``, like the reader)
 numeric, numeric(p, s)    NaN → MISSING; |c| ≥ 2¹⁰²⁴ − 2⁹⁷⁰ (rounds to ±inf) → MISSING;
                           |c| ≤ 2⁻¹⁰⁷⁵ (rounds to ±0) → 0; else ``CAST(c AS float8)`` (PostgreSQL
                           converts through the shortest decimal text and ``strtod``: correctly
@@ -72,6 +73,7 @@ from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 __all__ = [
     "PARSE_FUNCTION",
     "PARSE_FUNCTION_SQL",
+    "SESSION_SETTINGS",
     "EncodedColumns",
     "InDatabaseUnsupported",
     "check_span",
@@ -223,13 +225,25 @@ def _decimal_number(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
     )
 
 
+#: Settings every in-database session makes before it encodes a row: ``real`` cells convert by
+#: their shortest text (:func:`_float_value`), which ``extra_float_digits`` ≤ 0 would round.
+SESSION_SETTINGS = ("SET extra_float_digits = 1",)
+
+
 def _float_value(column: sa.ColumnElement[Any], family: str) -> sa.ColumnElement[Any]:
-    """The cell's value as float8 with ±inf kept and NULL for MISSING/NaN (numbers only; a
-    ``real`` widens exactly, as the SQL reader gives it)."""
+    """The cell's value as float8 with ±inf kept and NULL for MISSING/NaN (numbers only).
+
+    A ``real`` (family ``float4``) converts by its shortest text, as the SQL reader and a
+    Parquet float32 do (:func:`service.data.cells.numeric_cells_with_status`: 0.1 stays 0.1,
+    not the widened 0.10000000149…): ``float4out`` prints the shortest text that reads back to
+    the same float32 whenever ``extra_float_digits`` > 0 (PostgreSQL ≥ 12; every in-database
+    session sets it to 1, :data:`SESSION_SETTINGS`), and ``float8in`` reads that text correctly
+    rounded — Python's ``float(repr(float32))``."""
     if family == "int":
         return sa.cast(column, FLOAT8)
-    if family == "float":
-        as_double = sa.cast(column, FLOAT8)
+    if family in ("float", "float4"):
+        source = sa.cast(column, sa.Text) if family == "float4" else column
+        as_double = sa.cast(source, FLOAT8)
         return sa.case(
             (as_double == sa.cast(sa.literal("NaN", sa.Text), FLOAT8), sa.null()), else_=as_double
         )
@@ -334,7 +348,7 @@ def _key_matches(column: sa.ColumnElement[Any], family: str, key: str) -> sa.Col
         if pattern is None or not (-(2**63) <= int(key) < 2**63):
             return sa.false()
         return column == sa.literal(int(key), sa.BigInteger)
-    if family in ("float", "decimal"):
+    if family in ("float", "float4", "decimal"):
         if value is None:
             return sa.false()
         return _float_value(column, family) == sa.literal(value, FLOAT8)
@@ -376,7 +390,7 @@ def _key_is_plain(key: str) -> bool:
 
 
 def compile_rows(
-    table: sa.TableClause,
+    table: sa.TableClause | sa.Subquery,
     families: dict[str, str],
     encoder: Encoder,
     label: LabelSpec,
@@ -416,7 +430,7 @@ def compile_rows(
     return EncodedColumns(x=tuple(scaled), y=y)
 
 
-_FAMILIES = ("int", "float", "decimal", "bool", "text")
+_FAMILIES = ("int", "float", "float4", "decimal", "bool", "text")
 
 
 def _bounded(
@@ -431,7 +445,7 @@ def _bounded(
 
 
 def _label(
-    table: sa.TableClause,
+    table: sa.TableClause | sa.Subquery,
     families: dict[str, str],
     label: LabelSpec,
     bound: float | None,

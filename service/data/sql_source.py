@@ -318,6 +318,15 @@ class SqlSource:
         """Each column's SQL family (how its cells convert)."""
         return dict(self._families)
 
+    def encoding_families(self) -> dict[str, str]:
+        """:meth:`families` for the in-database encoding (:mod:`service.data.sql_encoding`):
+        a PostgreSQL ``real`` is ``float4`` there, converted by its shortest text as
+        :meth:`iter_batches` reads it."""
+        return {
+            name: "float4" if name in self._narrow else family
+            for name, family in self._families.items()
+        }
+
     def connect(self) -> Connection:
         """A new connection to the table's database (the caller closes it). Database errors
         while connecting become a generic :class:`SourceError`."""

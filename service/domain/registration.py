@@ -291,7 +291,7 @@ def check_in_database_source(source: Source, body: DatasetCreate) -> None:
     try:
         compile_rows(
             source.table,
-            source.families(),
+            source.encoding_families(),
             encoder,
             body.label,
             max_cell_bytes=source.limits.max_cell_bytes,

@@ -451,8 +451,9 @@ def resolve(
 class Auto:
     """Catalog entry and library use: with a fixed loss (the model spec is already decided),
     :meth:`plan` plans the rule's first feasible optimizer and records it; :meth:`fit` runs that
-    optimizer. The service resolves ``auto`` one level higher (``service.domain.submission``), where it
-    may also fill the model's ``gradient_clip``, and stores the chosen optimizer's own job."""
+    optimizer. The service resolves ``auto`` one level higher (``service.domain.submission``),
+    where it may also fill the model's ``gradient_clip``, and stores the chosen optimizer's own
+    job."""
 
     name: ClassVar[str] = AUTO
     summary: ClassVar[str] = (

@@ -12,7 +12,24 @@ worker never reads. For a job on it the worker opens one session to the owner's 
 2. answers the optimizer's gradient queries with one aggregate each
    (:class:`InDatabaseGradient`): ``SELECT sum(c·x₀), …, sum(c·x_{d−1})`` where ``c`` is the
    loss's per-row coefficient at the iterate ``w`` (bound parameters) — only the d-sized sum
-   leaves the database;
+   leaves the database.
+
+Sessions in parallel. PostgreSQL never scans a temporary table in parallel, and one backend
+runs such an aggregate at ≈ 0.2–0.25 µs per row and column here (≈ 4 ns per SQL operator: the
+floor of its expression interpreter; JIT without inlining gains ≈ 10 %, with inlining its
+compilation costs more than it saves at 10⁶ rows), 3–4× numpy's time. So a full-gradient job
+splits the rows over P sessions, as a parallel query splits a scan over its workers: the
+first session exports its snapshot (``pg_export_snapshot``), the others adopt it (``SET
+TRANSACTION SNAPSHOT``) before reading anything, so all read the one version of the table the
+fingerprint was checked on; session k materialises the rows at positions p ≡ k (mod P) of
+the source's stable order (exactly ⌈(n − k)/P⌉ rows, checked), and each gradient is the P
+sessions' sums, queried concurrently and added in session order (the same gradient to
+summation rounding). P = 1 + the database's ``max_parallel_workers_per_gather`` (as many
+processes as one parallel query may use there: the owner's setting), at most
+:data:`MAX_SESSIONS`, and one session per :data:`MIN_SHARD_ROWS` rows at least — public
+values only. Each session's ``temp_buffers`` is sized to hold its rows (at most
+:data:`TEMP_BUFFERS_CAP_KIB`), so a scan reads memory, not the temporary file. Bolt-on PSGD's
+passes visit the rows in one order and run in one session.
 3. adds the noise in the worker, from the service's sampler, exactly as the worker path does:
    the optimizer is the same ``fit_oracle`` (the data-parallel path's entry point), with the same
    stored plan, so plans, charges and the ledger are unchanged.
@@ -28,9 +45,13 @@ pricing with 422 naming ``model`` (:func:`service.domain.execution.check_in_data
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+import re
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 import sqlalchemy as sa
@@ -43,6 +64,7 @@ from service.data.spec import LabelSpec
 from service.data.sql_encoding import (
     FLOAT8,
     PARSE_FUNCTION_SQL,
+    SESSION_SETTINGS,
     InDatabaseUnsupported,
     compile_rows,
     norm_clipped,
@@ -53,15 +75,29 @@ from service.models.base import FloatArray, Loss
 from service.models.logistic import LogisticLoss
 
 __all__ = [
+    "MAX_SESSIONS",
+    "MIN_SHARD_ROWS",
+    "TEMP_BUFFERS_CAP_KIB",
     "InDatabaseGradient",
     "encoded_rows",
     "encoded_select",
+    "planned_sessions",
     "statement_timeout_ms",
+    "temp_buffers_kib",
 ]
 
 _TEMP_TABLE = "dpfit_rows"
 _READ_FAILED = "the in-database job could not read the table"
 _FLUSH = 2.0**-500
+#: The most sessions one full-gradient job opens on the owner's database.
+MAX_SESSIONS = 4
+#: No session for fewer rows than this (a small table is fitted by one session).
+MIN_SHARD_ROWS = 50_000
+#: The largest ``temp_buffers`` a session asks for (kB): 1 GiB of the database server's memory.
+TEMP_BUFFERS_CAP_KIB = 1 << 20
+_SHARDS = "dpfit_shards"
+_SNAPSHOT_ID = re.compile(r"^[0-9A-Fa-f-]{1,64}$")
+_T = TypeVar("_T")
 
 
 def statement_timeout_ms(n: int, dimension: int) -> int:
@@ -69,6 +105,58 @@ def statement_timeout_ms(n: int, dimension: int) -> int:
     the encoded rows runs at ≈ 0.05–0.2 µs per cell here), so a healthy query never meets it and
     a stalled one cannot hold the session for ever."""
     return int(60_000 + 0.002 * n * max(1, dimension))
+
+
+def planned_sessions(n: int, parallel_workers: int) -> int:
+    """How many sessions share a full-gradient job's rows: 1 + the database's
+    ``max_parallel_workers_per_gather`` (``parallel_workers``), at most :data:`MAX_SESSIONS`
+    and at most one per :data:`MIN_SHARD_ROWS` rows, at least 1. Public values only."""
+    return max(1, min(1 + max(0, parallel_workers), MAX_SESSIONS, n // MIN_SHARD_ROWS))
+
+
+def temp_buffers_kib(rows: int, columns: int) -> int:
+    """A ``temp_buffers`` (kB) that holds ``rows`` rows of ``columns`` ``float8``/``bigint``
+    columns: a heap tuple is a 24-byte header, 8 bytes a column and a 4-byte line pointer, a
+    page holds 8,168 bytes of them; plus 1 MiB. At least PostgreSQL's default (8 MB), at most
+    :data:`TEMP_BUFFERS_CAP_KIB`. A session's local buffers are allocated as they are used,
+    so this is what its rows take in the server's memory instead of its temporary file."""
+    per_page = max(1, 8168 // (24 + 8 * columns + 4))
+    pages = math.ceil(rows / per_page)
+    return max(8192, min(8 * pages + 1024, TEMP_BUFFERS_CAP_KIB))
+
+
+@dataclass(frozen=True)
+class _Shards:
+    """The sessions holding a job's rows (the first is the one :func:`encoded_rows` yields)
+    and the threads that query the others concurrently."""
+
+    sessions: tuple[Connection, ...]
+    pool: ThreadPoolExecutor
+
+    def on_all(self, action: Callable[[int, Connection], _T]) -> list[_T]:
+        """``action(k, session_k)`` on every session at once (session 0 in this thread); every
+        call has returned when this returns; the first failure is raised after that."""
+        return _on_all(self.sessions, self.pool, action)
+
+
+def _on_all(
+    sessions: Sequence[Connection],
+    pool: ThreadPoolExecutor | None,
+    action: Callable[[int, Connection], _T],
+) -> list[_T]:
+    if pool is None or len(sessions) == 1:
+        return [action(k, session) for k, session in enumerate(sessions)]
+    futures: list[Future[_T]] = [
+        pool.submit(action, k, session) for k, session in enumerate(sessions) if k > 0
+    ]
+    try:
+        first = action(0, sessions[0])
+    finally:
+        done = [future.exception() for future in futures]  # waits for every session
+    failed = next((error for error in done if error is not None), None)
+    if failed is not None:
+        raise failed
+    return [first, *(future.result() for future in futures)]
 
 
 @contextmanager
@@ -81,50 +169,118 @@ def encoded_rows(
     n: int,
     fingerprint: str,
     positions: bool = False,
+    sessions: int | None = None,
 ) -> Iterator[Connection]:
     """A session holding ``pg_temp.dpfit_rows(x0 … x_{d−1}, y)``: the table's encoded rows,
     checked against the registered ``fingerprint`` and the public ``n`` in one snapshot.
 
-    With ``positions``, a column ``pos bigint`` holds each row's 0-based position in the source's
+    Without ``positions`` the rows are split over ``sessions`` sessions (default
+    :func:`planned_sessions`; module docstring): the yielded session holds its share and
+    :class:`InDatabaseGradient` on it queries all of them. With ``positions`` one session holds
+    every row and a column ``pos bigint`` holds each row's 0-based position in the source's
     stable order (the reader's row index), which bolt-on PSGD's passes join their permutation
     to (:mod:`service.workers.in_database_sgd`).
 
     Raises :class:`SourceError` (no data in its message) when the table changed, its row count
-    is not ``n`` or the database fails; the temporary table is dropped on the way out."""
+    is not ``n`` or the database fails; the temporary tables are dropped and the sessions
+    closed on the way out (the source's engine pools nothing: every session is fresh)."""
     if source.dialect != "postgresql":
         raise SourceError("in-database execution needs a PostgreSQL table")
-    select, names = encoded_select(source, encoder, label, label_bound, numbered=positions)
     conn = source.connect().execution_options(isolation_level="REPEATABLE READ")
+    opened = [conn]
+    pool: ThreadPoolExecutor | None = None
     try:
+        _, names = encoded_select(source, encoder, label, label_bound)
+        width = len(names) + 1 + (1 if positions else 0)
         timeout = statement_timeout_ms(n, len(names))
-        conn.exec_driver_sql(f"SET statement_timeout = {int(timeout)}")
-        conn.exec_driver_sql(PARSE_FUNCTION_SQL)
+        if positions:
+            count = 1
+        elif sessions is not None:
+            count = max(1, min(int(sessions), MAX_SESSIONS, n))
+        else:
+            workers = conn.exec_driver_sql("SHOW max_parallel_workers_per_gather").scalar_one()
+            count = planned_sessions(n, int(workers))
+        buffers = temp_buffers_kib(math.ceil(n / count), width)
+        _prepare(conn, timeout, buffers)
         if source.fingerprint_on(conn) != fingerprint:
             raise SourceError("the table changed since it was registered")
-        column_list = ", ".join(f"{name} double precision" for name in names)
-        position_column = ", pos bigint" if positions else ""
-        conn.exec_driver_sql(
-            f"CREATE TEMPORARY TABLE {_TEMP_TABLE} ({column_list}, y double precision"
-            f"{position_column}) ON COMMIT PRESERVE ROWS"
-        )
-        targets = [*names, "y", *(["pos"] if positions else [])]
-        target = sa.table(_TEMP_TABLE, *(sa.column(c) for c in targets))
-        conn.execute(sa.insert(target).from_select(targets, select))
-        count = conn.execute(sa.select(sa.func.count()).select_from(target)).scalar_one()
-        if int(count) != n:
+        if count > 1:
+            snapshot = str(conn.exec_driver_sql("SELECT pg_export_snapshot()").scalar_one())
+            if not _SNAPSHOT_ID.match(snapshot):
+                raise SourceError(_READ_FAILED)
+            for _ in range(count - 1):
+                helper = source.connect().execution_options(isolation_level="REPEATABLE READ")
+                opened.append(helper)
+                _prepare(helper, timeout, buffers)
+                helper.commit()
+                # the first statement of the helper's transaction: it reads what conn reads
+                helper.exec_driver_sql(f"SET TRANSACTION SNAPSHOT '{snapshot}'")
+            pool = ThreadPoolExecutor(count - 1, thread_name_prefix="dpfit-in-database")
+
+        def materialise(k: int, session: Connection) -> int:
+            return _materialise(
+                session, source, encoder, label, label_bound, positions, shard=(k, count)
+            )
+
+        counts = _on_all(opened, pool, materialise)
+        if counts != [len(range(k, n, count)) for k in range(count)]:
             raise SourceError("the table changed since it was registered")
-        conn.commit()
+        for session in opened:
+            session.commit()
+        if pool is not None:
+            conn.info[_SHARDS] = _Shards(tuple(opened), pool)
         yield conn
     except SQLAlchemyError:
         raise SourceError(_READ_FAILED) from None
     finally:
-        try:
-            conn.rollback()
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS pg_temp.{_TEMP_TABLE}")
-            conn.commit()
-        except SQLAlchemyError:
-            pass
-        conn.close()
+        conn.info.pop(_SHARDS, None)
+        for session in opened:
+            try:
+                session.rollback()
+                session.exec_driver_sql(f"DROP TABLE IF EXISTS pg_temp.{_TEMP_TABLE}")
+                session.commit()
+            except SQLAlchemyError:
+                pass
+            session.close()
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+def _prepare(conn: Connection, timeout_ms: int, buffers_kib: int) -> None:
+    """A fresh session's settings (before it touches any temporary table) and the parse
+    function."""
+    conn.exec_driver_sql(f"SET statement_timeout = {int(timeout_ms)}")
+    conn.exec_driver_sql(f"SET temp_buffers = '{int(buffers_kib)}kB'")
+    for setting in SESSION_SETTINGS:
+        conn.exec_driver_sql(setting)
+    conn.exec_driver_sql(PARSE_FUNCTION_SQL)
+
+
+def _materialise(
+    conn: Connection,
+    source: SqlSource,
+    encoder: Encoder,
+    label: LabelSpec,
+    label_bound: float | None,
+    positions: bool,
+    *,
+    shard: tuple[int, int],
+) -> int:
+    """Shard ``k`` of ``count`` of the encoded rows into ``pg_temp.dpfit_rows``; its row count."""
+    select, names = encoded_select(
+        source, encoder, label, label_bound, numbered=positions, shard=shard
+    )
+    column_list = ", ".join(f"{name} double precision" for name in names)
+    position_column = ", pos bigint" if positions else ""
+    conn.exec_driver_sql(
+        f"CREATE TEMPORARY TABLE {_TEMP_TABLE} ({column_list}, y double precision"
+        f"{position_column}) ON COMMIT PRESERVE ROWS"
+    )
+    targets = [*names, "y", *(["pos"] if positions else [])]
+    target = sa.table(_TEMP_TABLE, *(sa.column(c) for c in targets))
+    conn.execute(sa.insert(target).from_select(targets, select))
+    conn.exec_driver_sql(f"ANALYZE pg_temp.{_TEMP_TABLE}")
+    return int(conn.execute(sa.select(sa.func.count()).select_from(target)).scalar_one())
 
 
 def encoded_select(
@@ -135,14 +291,23 @@ def encoded_select(
     *,
     ordered: bool = False,
     numbered: bool = False,
+    shard: tuple[int, int] = (0, 1),
 ) -> tuple[sa.Select[Any], list[str]]:
     """``SELECT x0 … x_{d−1}, y FROM <table>``: the encoded rows and their column names (in the
     source's stable order when ``ordered``, e.g. to compare with the reader; with ``numbered``
-    a last column ``pos``, the row's 0-based position in that order); needs
+    a last column ``pos``, the row's 0-based position in that order; with ``shard`` = (k, P),
+    P > 1, only the rows at positions ≡ k mod P, selected before they are encoded); needs
     :data:`~service.data.sql_encoding.PARSE_FUNCTION` in the session."""
+    k, count = shard
+    table: sa.TableClause | sa.Subquery = source.table
+    if count > 1:
+        if ordered or numbered:
+            raise ValueError("a shard is neither ordered nor numbered")
+        used = [feature.name for feature in encoder.features] + [label.column]
+        table = _shard_of(source, used, k, count)
     columns = compile_rows(
-        source.table,
-        source.families(),
+        table,
+        source.encoding_families(),
         encoder,
         label,
         label_bound,
@@ -159,7 +324,7 @@ def encoded_select(
     scaled = sa.select(
         *(e.label(f"e{j}") for j, e in enumerate(columns.x)), columns.y.label("y"), *keys
     )
-    inner = scaled.select_from(source.table).offset(0).subquery("encoded")
+    inner = scaled.select_from(table).offset(0).subquery("encoded")
     entries = [inner.c[f"e{j}"] for j in range(d)]
     normed = sa.select(*entries, inner.c.y, *(inner.c[k.name] for k in keys))
     middle = normed.add_columns(squared_norm(entries).label("sq")).offset(0).subquery("normed")
@@ -175,9 +340,26 @@ def encoded_select(
     return select, names
 
 
+def _shard_of(source: SqlSource, used: Sequence[str], k: int, count: int) -> sa.Subquery:
+    """The columns ``used`` of the table's rows at positions ≡ k (mod count) of its stable
+    order (the position is the same ``row_number()`` as ``numbered``'s)."""
+    table = source.table
+    taken = {c.name for c in table.c}
+    name = "dpfit_position"
+    while name in taken:
+        name += "_"
+    keys = [table.c[c] for c in source.order_by]
+    position = (sa.func.row_number().over(order_by=keys) - sa.literal(1, sa.BigInteger)).label(name)
+    columns = [table.c[c] for c in dict.fromkeys(used)]
+    numbered = sa.select(*columns, position).select_from(table).subquery("dpfit_numbered")
+    chosen = numbered.c[name] % sa.literal(count, sa.BigInteger) == sa.literal(k, sa.BigInteger)
+    return sa.select(*(numbered.c[c.name] for c in columns)).where(chosen).subquery("dpfit_shard")
+
+
 class InDatabaseGradient:
     """The gradient oracle over ``pg_temp.dpfit_rows`` (a
-    :class:`~service.optimizers.kits.full_gradient.GradientOracle`): ∇F(w) = −(1/n)·Σ_i c_i x_i + l2·w
+    :class:`~service.optimizers.kits.full_gradient.GradientOracle`):
+    ∇F(w) = −(1/n)·Σ_i c_i x_i + l2·w
     with c_i = y_i·min(σ(−y_i w·x_i), C), the logistic loss's coefficient written with the same
     operations as :meth:`LogisticLoss.gradient` (σ(t) = (1 + tanh(t/2))/2); the sum is the
     database's, in its own order (agrees with numpy to summation rounding)."""
@@ -186,10 +368,16 @@ class InDatabaseGradient:
         if not isinstance(loss, LogisticLoss):
             raise InDatabaseUnsupported("model", "in-database execution runs logistic regression")
         self._conn = conn
+        self._shards: _Shards | None = conn.info.get(_SHARDS)
         self._loss = loss
         self._n = n
         self._d = dimension
         self._query = _gradient_query(loss, dimension)
+
+    @property
+    def sessions(self) -> int:
+        """How many sessions answer each gradient (module docstring)."""
+        return 1 if self._shards is None else len(self._shards.sessions)
 
     @property
     def n(self) -> int:
@@ -205,11 +393,21 @@ class InDatabaseGradient:
         # nothing a double can hold, so it is sent as 0.
         flushed = np.where(np.abs(w) < _FLUSH, 0.0, np.asarray(w, dtype=np.float64))
         params = {f"w{j}": float(v) for j, v in enumerate(flushed)}
+
+        def shard_sums(k: int, session: Connection) -> FloatArray:
+            row = session.execute(self._query, params).one()
+            return np.array([0.0 if v is None else float(v) for v in row], dtype=np.float64)
+
         try:
-            row = self._conn.execute(self._query, params).one()
+            if self._shards is None:
+                sums = shard_sums(0, self._conn)
+            else:  # every session's share at once, added in session order
+                parts = self._shards.on_all(shard_sums)
+                sums = parts[0].copy()
+                for part in parts[1:]:
+                    sums += part
         except SQLAlchemyError:
             raise SourceError(_READ_FAILED) from None
-        sums = np.array([0.0 if v is None else float(v) for v in row], dtype=np.float64)
         grad: FloatArray = sums * (-1.0 / self._n)
         if self._loss.l2:
             grad += self._loss.l2 * np.asarray(w, dtype=np.float64)

@@ -9,16 +9,24 @@ measures no runtime overhead over noiseless in-database SGD.
 Here the aggregate is plain PL/pgSQL, created for the session in ``pg_temp`` (no extension,
 nothing installed; the role needs only SELECT on the table and TEMP on the database) and
 dropped on the way out. It reproduces, step for step, the noise-free black box of
-:func:`service.optimizers.bolt_on_psgd.permutation_sgd` (:func:`~service.optimizers.kits.sgd_common.
-run_sgd` over :func:`~service.optimizers.kits.sgd_common.permutation_batches`) for the logistic loss:
+:func:`service.optimizers.bolt_on_psgd.permutation_sgd`
+(:func:`~service.optimizers.kits.sgd_common.run_sgd` over
+:func:`~service.optimizers.kits.sgd_common.permutation_batches`) for the logistic loss:
 
-- pass p = 1 … k: the worker draws π_p = ``rng.permutation(n)`` (the job's generator, the same
-  draws in the same order as the worker path) and ships it into the session as the temporary
-  table ``pg_temp.dpfit_order(seq, pos)`` (binary COPY; ``pos = π_p[seq]``, a row index in the
-  source's stable order — data-independent positions, never rows). One aggregate query
-  ``SELECT dpfit_sgd_pass(ARRAY[x0 … x_{d−1}], y, … ORDER BY seq) FROM dpfit_order JOIN
-  dpfit_rows USING (pos)`` is the pass; only the state (the d-sized iterate, the running
-  average and the step counter) leaves the database;
+- pass p = 1 … k: the pass's order is π_p = ``rng.permutation(n)`` — the same draws in the
+  same order as the worker path — but the worker never holds it. :meth:`SecureRandom.
+  permutation` is the argsort of n uniform 64-bit keys u_0 … u_{n−1} (the next n words of the
+  job's generator; redrawn, all n, when two are equal), so the worker streams the keys into the
+  session in chunks of 2¹⁶ as the temporary table ``pg_temp.dpfit_order(pos, key)`` (binary
+  COPY; ``pos`` = i, the row's index in the source's stable order; ``key`` = u_i with its top
+  bit flipped, which orders the signed ``bigint`` keys as the unsigned words), asks the
+  database whether two keys are equal (then it truncates and redraws, as the worker path
+  does), and the pass visits the rows in key order — π_p exactly, an exact uniform
+  permutation with no computational assumption. The worker holds one chunk (1.6 MiB) at a
+  time: its memory is flat in n (the worker path's argsort holds ≈ 40 bytes a row). One
+  aggregate query ``SELECT dpfit_sgd_pass(ARRAY[x0 … x_{d−1}], y, … ORDER BY key) FROM
+  dpfit_order JOIN dpfit_rows USING (pos)`` is the pass; only the state (the d-sized
+  iterate, the running average and the step counter) leaves the database;
 - the pass's batches are the consecutive blocks of π_p that ``np.array_split(π_p, m)`` cuts,
   m = ⌊n/b⌋ (:func:`~service.optimizers.kits.sgd_common.pass_layout`): with n = qm + r, the first r
   batches hold q + 1 rows, the others q. The transition function accumulates the per-row
@@ -40,10 +48,11 @@ So for the same generator state the in-database and worker paths release the sam
 floating-point summation order (the margins and batch sums are added in another order than
 BLAS's; tests/live/test_in_database_sgd.py holds them to 1e-9 relative).
 
-Privacy. The permutations are data-independent and stay in the worker and the session (never
-stored or released); the sensitivity analysis of :mod:`service.optimizers.bolt_on_psgd` holds
-for every fixed permutation sequence, so it holds here unchanged, and the plan's checks are
-those of ``fit`` (:func:`checked_run`). The rows are the encoded rows of
+Privacy. The permutations are data-independent and stay in the session (never stored or
+released; the keys are random words, not rows, and the tie check depends on them alone); the
+sensitivity analysis of :mod:`service.optimizers.bolt_on_psgd` holds for every fixed
+permutation sequence, so it holds here unchanged, and the plan's checks are those of ``fit``
+(:func:`checked_run`). The rows are the encoded rows of
 :func:`~service.workers.in_database.encoded_rows`: ‖x‖ ≤ 1 and y = ±1 by construction of the
 encoding compiled to SQL. The work per pass is the same for every table of the same public n,
 d (a fixed number of rows and steps); errors from the database are replaced by a generic
@@ -395,9 +404,7 @@ def in_database_permutation_sgd(
     try:
         _create_objects(conn, noisy=step_noise is not None, timeout=pass_timeout_ms(n, d))
         for p in range(passes):
-            order = secure.permutation(n)
-            _ship_order(conn, order)
-            del order
+            _ship_order(conn, secure, n)
             if step_noise is not None:
                 _ship_noise(conn, batch_ends, [step_noise() for _ in range(m)])
             row = conn.execute(query, {"init": state.tolist(), "cfg": cfg}).scalar_one()
@@ -418,10 +425,17 @@ def _pass_query(d: int, *, noisy: bool) -> sa.TextClause:
     row = ", ".join(f"r.x{j}" for j in range(d))
     noise = "z.z" if noisy else "NULL::double precision[]"
     join = f" LEFT JOIN pg_temp.{_NOISE} z ON z.seq = o.seq" if noisy else ""
+    # the per-step noise is joined at the batch ends by the row's rank in the pass (seq)
+    order = (
+        f"(SELECT pos, key, row_number() OVER (ORDER BY key) - 1 AS seq FROM pg_temp.{_ORDER} "
+        "OFFSET 0)"
+        if noisy
+        else f"pg_temp.{_ORDER}"
+    )
     return sa.text(
         f"SELECT {_PASS}(ARRAY[{row}]::double precision[], r.y, {noise}, "
-        "CAST(:init AS double precision[]), CAST(:cfg AS double precision[]) ORDER BY o.seq) "
-        f"FROM pg_temp.{_ORDER} o JOIN {_ROWS} r ON r.pos = o.pos{join}"
+        "CAST(:init AS double precision[]), CAST(:cfg AS double precision[]) ORDER BY o.key) "
+        f"FROM {order} o JOIN {_ROWS} r ON r.pos = o.pos{join}"
     )
 
 
@@ -430,7 +444,7 @@ def _create_objects(conn: Connection, *, noisy: bool, timeout: int) -> None:
     conn.exec_driver_sql(_STEP_SQL)
     conn.exec_driver_sql(_PASS_SQL)
     conn.exec_driver_sql(
-        f"CREATE TEMPORARY TABLE {_ORDER} (seq bigint, pos bigint) ON COMMIT PRESERVE ROWS"
+        f"CREATE TEMPORARY TABLE {_ORDER} (pos bigint, key bigint) ON COMMIT PRESERVE ROWS"
     )
     if noisy:
         conn.exec_driver_sql(
@@ -453,33 +467,46 @@ def _drop_objects(conn: Connection) -> None:
 
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big")
 _COPY_TRAILER = (-1).to_bytes(2, "big", signed=True)
-_ORDER_TUPLE = np.dtype(
-    [("fields", ">i2"), ("seq_len", ">i4"), ("seq", ">i8"), ("pos_len", ">i4"), ("pos", ">i8")]
+_KEY_TUPLE = np.dtype(
+    [("fields", ">i2"), ("pos_len", ">i4"), ("pos", ">i8"), ("key_len", ">i4"), ("key", ">u8")]
 )
+_TOP_BIT = np.uint64(1 << 63)
 
 
-def _order_chunks(order: np.ndarray) -> Iterator[bytes]:
-    """Binary COPY of (seq, pos = order[seq]) in chunks of 2¹⁶ tuples (bounded memory)."""
+def _key_chunks(secure: SecureRandom, n: int) -> Iterator[bytes]:
+    """Binary COPY of (pos = i, key = u_i XOR 2⁶³) for the next n words u of ``secure``, drawn
+    2¹⁶ at a time: the byte stream of :meth:`SecureRandom.words` does not depend on how the
+    draws are split, so these are the words ``secure.permutation(n)`` would draw. Flipping the
+    top bit maps the unsigned order onto the signed ``bigint`` order."""
     yield _COPY_HEADER
-    for start in range(0, order.shape[0], _COPY_CHUNK):
-        stop = min(start + _COPY_CHUNK, order.shape[0])
-        block = np.empty(stop - start, dtype=_ORDER_TUPLE)
+    for start in range(0, n, _COPY_CHUNK):
+        stop = min(start + _COPY_CHUNK, n)
+        block = np.empty(stop - start, dtype=_KEY_TUPLE)
         block["fields"] = 2
-        block["seq_len"] = 8
-        block["seq"] = np.arange(start, stop)
         block["pos_len"] = 8
-        block["pos"] = order[start:stop]
+        block["pos"] = np.arange(start, stop)
+        block["key_len"] = 8
+        block["key"] = secure.words(stop - start) ^ _TOP_BIT
         yield block.tobytes()
     yield _COPY_TRAILER
 
 
-def _ship_order(conn: Connection, order: np.ndarray) -> None:
-    conn.exec_driver_sql(f"TRUNCATE pg_temp.{_ORDER}")
+_TIE = f"SELECT EXISTS (SELECT 1 FROM pg_temp.{_ORDER} GROUP BY key HAVING count(*) > 1)"
+
+
+def _ship_order(conn: Connection, secure: SecureRandom, n: int) -> None:
+    """π = ``secure.permutation(n)`` into ``pg_temp.dpfit_order`` as (pos, key), the pass
+    ordered by key: the same words and the same rejection (all n keys redrawn while two are
+    equal) as :meth:`SecureRandom.permutation`, the words streamed, never held."""
     raw = conn.connection.driver_connection
-    statement = f"COPY pg_temp.{_ORDER} (seq, pos) FROM STDIN (FORMAT BINARY)"
-    with raw.cursor() as cursor, cursor.copy(statement) as copy:  # type: ignore[union-attr]
-        for chunk in _order_chunks(order):
-            copy.write(chunk)
+    statement = f"COPY pg_temp.{_ORDER} (pos, key) FROM STDIN (FORMAT BINARY)"
+    while True:
+        conn.exec_driver_sql(f"TRUNCATE pg_temp.{_ORDER}")
+        with raw.cursor() as cursor, cursor.copy(statement) as copy:  # type: ignore[union-attr]
+            for chunk in _key_chunks(secure, n):
+                copy.write(chunk)
+        if n < 2 or not conn.exec_driver_sql(_TIE).scalar_one():
+            break
     conn.exec_driver_sql(f"ANALYZE pg_temp.{_ORDER}")
 
 

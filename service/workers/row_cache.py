@@ -15,8 +15,9 @@ worker now keeps the encoded rows of the **last** source it read, for the next j
   its input would fail loudly instead of corrupting the next job's rows
   (``tests/unit/test_conformance.py`` fits every optimizer on read-only rows).
 - **Bounded memory.** One entry per worker; it is dropped *before* a job reads another source
-  (so a worker never holds two sources' rows at once: a job's peak memory is what it was
-  without the cache), and only rows of at most :data:`MAX_SHARE` of the worker's memory limit
+  and before a worker reads a data-parallel job's partition (:func:`drop_cached_rows`), so a
+  worker never holds two sources' rows at once: a job's peak memory is what it was without the
+  cache; and only rows of at most :data:`MAX_SHARE` of the worker's memory limit
   (:data:`UNLIMITED_CAP` bytes when the worker has none) are kept.
 - **Private.** The rows stay in the worker process that read them, as they did during the job;
   nothing here is logged or leaves the process. Per-worker state lives in a Dask worker plugin
@@ -83,6 +84,11 @@ class RowCache(LockedPlugin):
     def teardown(self, worker: Any) -> None:
         self._entry = None
 
+    def drop(self) -> None:
+        """Forget the cached rows (their memory goes when no running job holds them)."""
+        with self._locked():
+            self._entry = None
+
     def rows(self, key: str, read: Callable[[], Rows]) -> Rows:
         """The rows of ``key``: kept ones, or ``read()`` (after dropping any other source's),
         kept if small enough. ``read`` must return rows already checked against the key's
@@ -99,6 +105,16 @@ class RowCache(LockedPlugin):
             with self._locked():
                 self._entry = _Entry(key, (X, Y))
         return X, Y
+
+
+def drop_cached_rows() -> None:
+    """Drop this worker's cached rows, if any (nothing outside a Dask worker). A data-parallel
+    job calls it before a worker reads its partition: the plan of that job
+    (``service.data.partitions.worker_overhead``) counts the partition's rows, not a previous
+    job's cached source — up to :data:`MAX_SHARE` of the limit (90 MiB of a 900 MiB worker)."""
+    plugin = current_plugin(PLUGIN_NAME, RowCache)
+    if plugin is not None:
+        plugin.drop()
 
 
 def cached_rows(key: str, read: Callable[[], Rows]) -> Rows:

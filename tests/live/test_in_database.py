@@ -4,6 +4,7 @@ database equals the worker path's (same seed) to summation rounding."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -14,11 +15,12 @@ from service.data.encoding import Encoder
 from service.data.reader import read_encoded
 from service.data.sources import SourceError
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
-from service.data.sql_encoding import PARSE_FUNCTION_SQL, InDatabaseUnsupported
+from service.data.sql_encoding import PARSE_FUNCTION_SQL, SESSION_SETTINGS, InDatabaseUnsupported
 from service.data.sql_source import open_sql_source
 from service.models.logistic import LogisticLoss
 from service.optimizers.kits.full_gradient import LocalGradient
 from service.settings import Settings
+from service.workers import in_database
 from service.workers.in_database import InDatabaseGradient, encoded_rows, encoded_select
 from tests.support.fixtures import _fresh_postgres_database
 
@@ -109,7 +111,7 @@ FLOATS = [
     42.0,
     1.0,
 ]
-# single precision (real): widened exactly, as the SQL reader gives it
+# single precision (real): by the float32's shortest text (0.1 stays 0.1), like the SQL reader
 REALS = [
     0.5,
     float("nan"),
@@ -174,6 +176,11 @@ def _sql_rows(
 ) -> tuple[np.ndarray, np.ndarray]:
     select, names = encoded_select(source, encoder, label, bound, ordered=True)
     with source.connect() as conn:
+        # a server that rounds float output (extra_float_digits ≤ 0) must not change a real's
+        # value: the session settings restore the shortest text
+        conn.exec_driver_sql("SET extra_float_digits = 0")
+        for setting in SESSION_SETTINGS:
+            conn.exec_driver_sql(setting)
         conn.exec_driver_sql(PARSE_FUNCTION_SQL)
         rows = conn.execute(select).all()
     data = np.array([[float(v) for v in row] for row in rows], dtype=np.float64)
@@ -330,6 +337,69 @@ def test_gradient_aggregate_equals_numpy(warehouse: str) -> None:
                 np.testing.assert_allclose(
                     oracle.gradient(w), local.gradient(w), rtol=1e-11, atol=1e-14
                 )
+
+
+_TEMP_ROWS = "SELECT count(*) FROM pg_class WHERE relpersistence = 't' AND relname = 'dpfit_rows'"
+
+
+def test_sessions_share_the_rows_in_one_snapshot(
+    warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three sessions hold the rows at positions ≡ 0, 1, 2 (mod 3): every row once, so the
+    summed gradient is numpy's; all three read the snapshot the fingerprint was checked on —
+    a change committed after it (here: between the snapshot and the materialisation) is seen
+    by none of them; the temporary tables are gone afterwards, in every session."""
+    n = 3001
+    _random_table(warehouse, "sharded", n, 6)
+    source = open_sql_source("sql://wh/sharded", _settings(warehouse))
+    encoder, label = _schema()
+    X, y = read_encoded(source, encoder, label, None)
+    loss = LogisticLoss(l2=1e-3, gradient_clip=0.5)
+    local = LocalGradient(loss, X, y)
+    admin = sa.create_engine(warehouse, isolation_level="AUTOCOMMIT")
+    materialise = in_database._materialise
+    lock = threading.Lock()
+    changed: list[bool] = []
+
+    def change_then_materialise(*args: object, **kwargs: object) -> int:
+        with lock:
+            if not changed:  # after every session has its snapshot, before any reads rows
+                with admin.connect() as conn:
+                    conn.exec_driver_sql("UPDATE sharded SET age = 17, y = NOT y WHERE id < 900")
+                changed.append(True)
+        return materialise(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(in_database, "_materialise", change_then_materialise)
+    rng = np.random.default_rng(4)
+    with encoded_rows(
+        source, encoder, label, None, n=n, fingerprint=source.fingerprint(), sessions=3
+    ) as conn:
+        oracle = InDatabaseGradient(conn, loss, n, encoder.dimension)
+        assert oracle.sessions == 3
+        shards = conn.info["dpfit_shards"].sessions
+        counts = [
+            s.exec_driver_sql("SELECT count(*) FROM pg_temp.dpfit_rows").scalar() for s in shards
+        ]
+        assert counts == [1001, 1000, 1000]
+        # each session's local buffers hold its rows (scans read memory, not the temp file)
+        fits = (
+            "SELECT pg_relation_size('pg_temp.dpfit_rows') "
+            "<= pg_size_bytes(current_setting('temp_buffers'))"
+        )
+        assert all(s.exec_driver_sql(fits).scalar() for s in shards)
+        for _ in range(4):
+            w = rng.normal(size=encoder.dimension) * 3
+            np.testing.assert_allclose(
+                oracle.gradient(w), local.gradient(w), rtol=1e-11, atol=1e-14
+            )
+    assert changed  # not vacuous: the table did change under the job …
+    X2, y2 = read_encoded(source, encoder, label, None)
+    w = rng.normal(size=encoder.dimension)
+    # … enough to move the gradient
+    assert not np.allclose(LocalGradient(loss, X2, y2).gradient(w), local.gradient(w), rtol=1e-3)
+    with admin.connect() as conn:
+        assert conn.exec_driver_sql(_TEMP_ROWS).scalar_one() == 0
+    admin.dispose()
 
 
 def test_changed_table_is_refused_and_temp_table_is_gone(warehouse: str) -> None:

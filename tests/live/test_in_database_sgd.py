@@ -21,9 +21,16 @@ from service.data.sql_source import open_sql_source
 from service.models.logistic import LogisticLoss
 from service.optimizers.bolt_on_psgd import BoltOnPSGD, BoltOnPSGDParams, permutation_sgd
 from service.optimizers.kits.base import PrivacyTarget
-from service.optimizers.kits.sgd_common import StepSchedule
+from service.optimizers.kits.sgd_common import (
+    StepSchedule,
+    pass_layout,
+    permutation_batches,
+    run_sgd,
+)
+from service.privacy.secure_random import SecureRandom
 from service.settings import Settings
-from service.workers.in_database import encoded_rows
+from service.workers import in_database_sgd
+from service.workers.in_database import InDatabaseGradient, encoded_rows
 from service.workers.in_database_sgd import fit_bolt_on_in_database, in_database_permutation_sgd
 from tests.support.fixtures import _fresh_postgres_database
 
@@ -211,6 +218,130 @@ def test_plan_checks_are_fits(warehouse: str) -> None:
     assert refused.value.field == "optimizer.params.step_size"
 
 
+class _TiedStream:
+    """A byte source whose first ``n`` words hold two equal ones (a tie the permutation must
+    reject and redraw), then a seeded generator's bytes (asked for in multiples of 8 bytes by
+    :class:`SecureRandom`, so how the reads are split does not change the stream)."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        words = rng.integers(0, 2**64, n, dtype=np.uint64, endpoint=False)
+        words[n // 2] = words[7]
+        self._prefix = words.tobytes()
+        self._rng = rng
+
+    def __call__(self, size: int) -> bytes:
+        head, self._prefix = self._prefix[:size], self._prefix[size:]
+        # (Generator.bytes(0) still draws a word: ask only for what is missing)
+        return head + (self._rng.bytes(size - len(head)) if size > len(head) else b"")
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_the_pass_order_is_the_workers_permutation_streamed(
+    warehouse: str, tied: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keys go into the session 100 at a time (11 chunks for N rows), and the rows are
+    visited in exactly ``SecureRandom.permutation(N)``'s order for the same stream — also when
+    the first draw has a tie (redrawn, as the worker path redraws): the in-database pass and
+    ``permutation_sgd`` then give the same model, and the generators end in the same state."""
+    monkeypatch.setattr(in_database_sgd, "_COPY_CHUNK", 100)
+
+    def secure(seed: int) -> SecureRandom:
+        source = _TiedStream(N, seed) if tied else np.random.default_rng(seed).bytes
+        return SecureRandom(source, chunk_bytes=0)
+
+    source = _source(warehouse)
+    encoder, label = _schema()
+    expected_order = secure(5).permutation(N)
+    with encoded_rows(
+        source, encoder, label, None, n=N, fingerprint=source.fingerprint(), positions=True
+    ) as conn:
+        conn.exec_driver_sql(
+            "CREATE TEMPORARY TABLE dpfit_order (pos bigint, key bigint) ON COMMIT PRESERVE ROWS"
+        )
+        drawn = secure(5)
+        in_database_sgd._ship_order(conn, drawn, N)
+        order = conn.exec_driver_sql("SELECT pos FROM pg_temp.dpfit_order ORDER BY key")
+        np.testing.assert_array_equal(np.array([r[0] for r in order]), expected_order)
+        reference = secure(5)
+        reference.permutation(N)
+        assert drawn.words(4).tolist() == reference.words(4).tolist()  # same words consumed
+        conn.exec_driver_sql("DROP TABLE pg_temp.dpfit_order")
+        conn.commit()
+        loss = LogisticLoss(l2=0.0)
+        kwargs = dict(
+            passes=2,
+            batch_size=10,
+            schedule=StepSchedule.constant(2.0),
+            averaging=False,
+            radius=None,
+        )
+        got = in_database_permutation_sgd(
+            conn, loss, n=N, d=encoder.dimension, rng=secure(6), **kwargs
+        )
+    X, y = read_encoded(source, encoder, label, None)
+    expected = permutation_sgd(loss, X, y, rng=secure(6), **kwargs)
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
+    if tied:  # not vacuous: the first draw really had a tie, and it was not the order used
+        first = np.frombuffer(_TiedStream(N, 5)(8 * N), dtype=np.uint64)
+        assert len(set(first.tolist())) == N - 1
+        assert not np.array_equal(np.argsort(first, kind="stable"), expected_order)
+
+
+def test_per_step_noise_is_joined_at_the_batch_ends(warehouse: str) -> None:
+    """The per-step-noise variant (``step_noise``: a draw added to every step's gradient,
+    joined to the batch's last row by its rank in the pass) equals ``run_sgd`` adding the same
+    draws to the same batches."""
+    source = _source(warehouse)
+    encoder, label = _schema()
+    d = encoder.dimension
+    X, y = read_encoded(source, encoder, label, None)
+    loss = LogisticLoss(l2=0.0)
+    batch, passes = 10, 2
+    m, _ = pass_layout(N, batch)
+    draws = np.random.default_rng(8).normal(scale=0.05, size=(passes * m, d))
+    schedule = StepSchedule.constant(2.0)
+    taken = iter(draws)
+    steps = iter(draws)
+    expected = run_sgd(
+        loss,
+        X,
+        y,
+        permutation_batches(N, m, passes, np.random.default_rng(13)),
+        schedule,
+        noise=lambda g: g + next(steps),
+    )
+    with encoded_rows(
+        source, encoder, label, None, n=N, fingerprint=source.fingerprint(), positions=True
+    ) as conn:
+        got = in_database_permutation_sgd(
+            conn,
+            loss,
+            n=N,
+            d=d,
+            passes=passes,
+            batch_size=batch,
+            schedule=schedule,
+            averaging=False,
+            radius=None,
+            rng=np.random.default_rng(13),
+            step_noise=lambda: next(taken),
+        )
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
+    plain = permutation_sgd(
+        loss,
+        X,
+        y,
+        rng=np.random.default_rng(13),
+        passes=passes,
+        batch_size=batch,
+        schedule=schedule,
+        averaging=False,
+        radius=None,
+    )
+    assert not np.allclose(plain, expected, rtol=1e-4)  # not vacuous: the draws moved it
+
+
 _MINE = (
     "SELECT (SELECT count(*) FROM pg_class WHERE relpersistence = 't' "
     "        AND relname IN ('dpfit_rows', 'dpfit_order', 'dpfit_noise')) "
@@ -251,6 +382,13 @@ def test_select_only_role_runs_it_and_leaves_nothing(warehouse: str) -> None:
             # dropped by the job itself, in its own session (only the rows remain until the
             # session ends)
             assert conn.exec_driver_sql(_MINE).scalar_one() == 1
+        # the full-gradient path's sessions (a snapshot exported and adopted) need no more
+        with encoded_rows(
+            source, encoder, label, None, n=N, fingerprint=source.fingerprint(), sessions=2
+        ) as conn:
+            oracle = InDatabaseGradient(conn, loss, N, encoder.dimension)
+            assert oracle.sessions == 2
+            assert np.all(np.isfinite(oracle.gradient(np.full(encoder.dimension, 0.1))))
         with admin.connect() as conn:
             assert conn.exec_driver_sql(_MINE).scalar_one() == 0
     finally:

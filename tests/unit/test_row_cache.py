@@ -77,3 +77,28 @@ def test_a_failed_read_keeps_nothing_and_rows_over_the_share_are_not_kept() -> N
     small.rows("k", big)
     small.rows("k", big)
     assert big.count == 2
+
+
+def test_a_partition_read_drops_the_kept_rows_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A data-parallel job's plan counts its partition's rows, not a previous job's cached
+    source (up to MAX_SHARE of the limit: 90 MiB of a 900 MiB worker). The worker drops them
+    before it opens its window."""
+    from service.workers import data_parallel, row_cache
+    from service.workers.data_parallel import PartitionRead, load_partition
+
+    cache = _cache(1024 * MIB)
+    cache.rows("a", Reads())
+    monkeypatch.setattr(row_cache, "current_plugin", lambda name, kind: cache)
+
+    class Opened(Exception):
+        pass
+
+    def reopen(*args: object) -> None:
+        assert cache._entry is None  # never the cached rows beside the partition
+        raise Opened
+
+    monkeypatch.setattr(data_parallel, "reopen_source", reopen)
+    read = PartitionRead("parquet", "/d", {}, {}, None, n=10, dimension=2)
+    window = data_parallel.RowWindow(0, 10)
+    with pytest.raises(Opened):
+        load_partition("job-r1-p0", "job", read, window, loss=None)  # type: ignore[arg-type]
