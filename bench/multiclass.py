@@ -47,6 +47,15 @@ SPLIT_SEED = 2026
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--smoke", action="store_true", help="iris only, ε = 1, 2 seeds")
     parser.add_argument("--runs", type=int, default=10, help="seeds per cell")
+    parser.add_argument("--tune-runs", type=int, default=2, help="Opacus seeds per lr")
+    parser.add_argument("--no-rivals", action="store_true", help="no diffprivlib / Opacus")
+    parser.add_argument(
+        "--datasets", nargs="*", help="only the sets whose names start so (iris, wine, …)"
+    )
+    parser.add_argument("--epsilons", type=float, nargs="*", help=f"default {EPSILONS}")
+    parser.add_argument(
+        "--small-binary", action="store_true", help="only the small binary sets' table"
+    )
 
 
 def encoded_split(
@@ -142,16 +151,238 @@ def non_private(data: Dataset) -> float:
     return float(model.score(data.Xt, data.yt))
 
 
-def run(args: argparse.Namespace) -> None:
-    runs = 2 if args.smoke else args.runs
-    epsilons = (1.0,) if args.smoke else EPSILONS
-    rows: list[dict[str, Any]] = []
+# --- rivals: diffprivlib and Opacus (the bench extra; `make install-bench`) ------------------
+
+#: diffprivlib's C grid (best on test, as the issue's reference table) and Opacus's lr grid.
+C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
+LR_GRID = (0.1, 0.3, 1.0, 3.0, 10.0)
+#: Opacus: expected batch min(OPACUS_BATCH, n/10) (Poisson sampling), OPACUS_EPOCHS epochs
+#: (LARGE_EPOCHS from LARGE_N rows: a compute budget).
+OPACUS_BATCH = 256
+OPACUS_EPOCHS = 30
+LARGE_N = 5_000
+LARGE_EPOCHS = 10
+
+
+def opacus_epochs(n: int) -> int:
+    return OPACUS_EPOCHS if n < LARGE_N else LARGE_EPOCHS
+
+
+def diffprivlib_accuracy(data: Dataset, eps: float, c: float, seed: int) -> tuple[float, float]:
+    """One diffprivlib ``LogisticRegression`` fit (objective perturbation, pure ε, one-vs-rest
+    over the classes with its own budget split, ``data_norm`` = 1: our rows satisfy it; no
+    extra intercept: ours is the constant column); (test accuracy, fit seconds)."""
+    import warnings
+
+    from diffprivlib.models import LogisticRegression
+
+    clf = LogisticRegression(
+        epsilon=eps, data_norm=1.0, C=c, fit_intercept=False, random_state=seed
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        start = time.perf_counter()
+        clf.fit(data.X, data.y)
+        took = time.perf_counter() - start
+    return float(np.mean(clf.predict(data.Xt) == data.yt)), took
+
+
+def opacus_accuracy(
+    data: Dataset, classes: int, eps: float, delta: float, lr: float, seed: int
+) -> tuple[float, float]:
+    """One Opacus DP-SGD fit of one linear softmax layer (no bias: the intercept is our constant
+    column) from 0: ``make_private_with_epsilon`` (Poisson sampling, the PRV accountant,
+    add/remove adjacency at (ε, δ)), cross-entropy, plain SGD, max_grad_norm = 1 (per-row
+    gradients have norm ≤ √2‖x‖); (test accuracy, fit seconds)."""
+    import warnings
+
+    import torch
+    from opacus import PrivacyEngine
+
+    torch.manual_seed(seed)
+    X = torch.tensor(data.X, dtype=torch.float32)
+    y = torch.tensor(data.y.astype(np.int64))
+    model = torch.nn.Linear(data.d, classes, bias=False)
+    torch.nn.init.zeros_(model.weight)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    batch = max(16, min(OPACUS_BATCH, data.n // 10))
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(X, y), batch_size=batch, shuffle=True
+    )
+    criterion = torch.nn.CrossEntropyLoss()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        start = time.perf_counter()
+        model, optimizer, loader = PrivacyEngine(accountant="prv").make_private_with_epsilon(
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            target_epsilon=eps,
+            target_delta=delta,
+            epochs=opacus_epochs(data.n),
+            max_grad_norm=1.0,
+        )
+        for _ in range(opacus_epochs(data.n)):
+            for xb, yb in loader:
+                if len(xb) == 0:
+                    continue
+                optimizer.zero_grad()
+                criterion(model(xb), yb).backward()
+                optimizer.step()
+        took = time.perf_counter() - start
+    W = model._module.weight.detach().numpy().astype(np.float64)
+    return float(np.mean((data.Xt @ W.T).argmax(axis=1) == data.yt)), took
+
+
+def replace_one_as_add_remove(eps: float, delta: float) -> tuple[float, float]:
+    """Add/remove (ε/2, δ/(1 + e^{ε/2})) implies replace-one (ε, δ): a replacement is a removal
+    then an addition, and group privacy over two steps gives (2ε', δ' + e^{ε'}δ')."""
+    half = eps / 2.0
+    return half, delta / (1.0 + math.exp(half))
+
+
+def best_on_test(
+    grid: tuple[float, ...], runs: int, once: Any
+) -> tuple[float, list[float], list[float]]:
+    """The grid value with the best mean TEST accuracy over ``runs`` seeds (optimistic for the
+    rival, as the issue's reference table), and its accuracies and fit times."""
+    results = {value: [once(value, seed) for seed in range(runs)] for value in grid}
+    best = max(grid, key=lambda value: float(np.mean([a for a, _ in results[value]])))
+    return best, [a for a, _ in results[best]], [t for _, t in results[best]]
+
+
+def rival_cells(
+    data: Dataset, classes: int, eps: float, runs: int, tune_runs: int
+) -> dict[str, Any]:
+    """diffprivlib (best C on test) and Opacus at add/remove (ε, δ) and at replace-one (ε, δ)
+    through group privacy (best lr on test over ``tune_runs`` seeds 500…, then ``runs`` fresh
+    seeds at that lr)."""
+    out: dict[str, Any] = {}
+    best_c, accs, took = best_on_test(
+        C_GRID, runs, lambda c, seed: diffprivlib_accuracy(data, eps, c, seed)
+    )
+    out["diffprivlib"] = {"C": best_c, "acc": accs, "seconds": took}
+    for key, (e, d) in (
+        ("opacus_add_remove", (eps, DELTA)),
+        ("opacus_replace_one", replace_one_as_add_remove(eps, DELTA)),
+    ):
+        lr, _, _ = best_on_test(
+            LR_GRID,
+            tune_runs,
+            lambda lr, seed, e=e, d=d: opacus_accuracy(data, classes, e, d, lr, 500 + seed),
+        )
+        runs_at = [opacus_accuracy(data, classes, e, d, lr, seed) for seed in range(runs)]
+        out[key] = {"lr": lr, "acc": [a for a, _ in runs_at], "seconds": [t for _, t in runs_at]}
+    return out
+
+
+# --- small binary sets: the default against the majority class (issue 24, "Small data") -------
+
+
+def small_binary_sets() -> list[Dataset]:
+    """1,000-row binary sets (700 training rows): ``synthetic_binary`` at four public settings,
+    and scikit-learn's breast_cancer (569 rows); labels 0/1."""
+    from sklearn.datasets import load_breast_cancer
+
+    sets = [encoded_split("breast_cancer", *load_breast_cancer(return_X_y=True))]
+    for d, offset, scale in ((10, -1.0, 2.0), (20, -1.0, 1.0), (30, -1.2, 2.0), (10, 0.0, 2.0)):
+        sets.append(synthetic_binary(1_000, d, offset, scale, seed=3))
+    return sets
+
+
+def synthetic_binary(n: int, d: int, offset: float, scale: float, seed: int) -> Dataset:
+    """n rows uniform on [−1, 1]^d, y ~ Bernoulli(σ(w·x + offset)), w ~ N(0, scale²I/d) fixed
+    by ``seed``: an imbalanced set (offset < 0) whose features carry little signal."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, size=(n, d))
+    w = rng.standard_normal(d) * scale / math.sqrt(d)
+    y = (rng.uniform(size=n) < 1.0 / (1.0 + np.exp(-(X @ w + offset)))).astype(int)
+    name = f"synthetic binary d={d}, offset {offset:g}, scale {scale:g}"
+    return encoded_split(name, X, y, -np.ones(d), np.ones(d))
+
+
+def small_binary(runs: int, epsilons: tuple[float, ...]) -> list[str]:
+    """auto (through ``price_job``) against the job it ran before the row map — the same
+    optimizer with ``row_map_share`` = 0 and the l2 ceiling 1e-3 — and the majority class."""
+    from service.models.registry import parse_model_spec
+    from service.optimizers.auto import L2_CEILING, rule_l2
+    from service.optimizers.base import PrivacyTarget
+    from service.optimizers.planning import plan_job
+
     lines = [
-        "| data | K | n | ε | auto (joint) % | one-vs-rest % | auto fit | one-vs-rest fit "
-        "| non-private % | majority % | auto chose |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| data | n | ε | auto % | before (no row map, l2 ≤ 1e-3) % | majority % | auto l2 |",
+        "|---|---|---|---|---|---|---|",
     ]
+    for data in small_binary_sets():
+        y, yt = np.where(data.y > 0, 1.0, -1.0), np.where(data.yt > 0, 1.0, -1.0)
+        majority = 100 * max(float(np.mean(yt > 0)), float(np.mean(yt < 0)))
+        for eps in epsilons:
+            facts = DatasetFacts(
+                id="bench", n_rows=data.n, n_features=data.d - 1, delta=DELTA,
+                label_type="binary", classes=None, retired=False,
+            )  # fmt: skip
+            body = JobCreate.model_validate(
+                {"dataset_id": "bench", "model": {"type": "logistic_regression"},
+                 "privacy": {"epsilon": eps, "delta": DELTA}}
+            )  # fmt: skip
+            auto_job = price_job(facts, body).planned
+            target = PrivacyTarget(eps, DELTA)
+            old_l2 = rule_l2(0.5, data.n, data.d, target, L2_CEILING)
+            spec = parse_model_spec(
+                {"type": "logistic_regression", "gradient_clip": 0.5, "l2": old_l2}
+            )
+            before = plan_job(spec, "dp_agd_averaged", {"row_map_share": 0.0}, data.n,
+                              data.d - 1, target)  # fmt: skip
+            scores: dict[str, list[float]] = {"auto": [], "before": []}
+            for seed in range(runs):
+                for key, job in (("auto", auto_job), ("before", before)):
+                    rng = np.random.default_rng(seed)
+                    w = job.optimizer.fit(job.plan, job.loss, data.X, y, rng, lambda s: None)
+                    scores[key].append(float(np.mean(np.where(data.Xt @ w >= 0, 1.0, -1.0) == yt)))
+            lines.append(
+                f"| {data.name} | {data.n} | {eps:g} | {pm(scores['auto'], 100, 1)} "
+                f"| {pm(scores['before'], 100, 1)} | {majority:.1f} | {auto_job.loss.l2:.2g} |"
+            )
+            print(lines[-1], flush=True)
+    return lines
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.small_binary:
+        runs = 2 if args.smoke else args.runs
+        lines = small_binary(runs, (0.5,) if args.smoke else (0.5, 1.0, 2.0))
+        note = (
+            f"\n\n{runs} seeds per cell, δ = {DELTA:g}, replace-one; 70/30 split (seed "
+            f"{SPLIT_SEED}); test accuracy."
+        )
+        (results_dir(args.smoke) / "small-binary.md").write_text("\n".join(lines) + note + "\n")
+        return
+    runs = 2 if args.smoke else args.runs
+    epsilons = (1.0,) if args.smoke else tuple(args.epsilons or EPSILONS)
+    missing = [name for name in ("diffprivlib", "opacus", "torch") if find_spec(name) is None]
+    rivals = not missing and not args.no_rivals
+    if rivals:
+        import torch
+
+        torch.set_num_threads(1)
+    rows: list[dict[str, Any]] = []
+    head = "| data | K | n | ε | auto (joint) % | one-vs-rest % |"
+    rule = "|---|---|---|---|---|---|"
+    if rivals:
+        head += (
+            " diffprivlib, best C† % | Opacus add/remove, best lr† % "
+            "| Opacus replace-one, best lr† % |"
+        )
+        rule += "---|---|---|"
+    head += " non-private % | majority % | auto fit | one-vs-rest fit |"
+    rule += "---|---|---|---|"
+    if rivals:
+        head += " diffprivlib fit | Opacus fit |"
+        rule += "---|---|"
+    lines = [head + " auto chose |", rule + "---|"]
     for data in datasets(args.smoke):
+        if args.datasets and not any(data.name.startswith(d) for d in args.datasets):
+            continue
         classes = int(max(data.y.max(), data.yt.max())) + 1
         majority = max(float(np.mean(data.yt == k)) for k in range(classes)) * 100
         exact = non_private(data) * 100
@@ -171,30 +402,59 @@ def run(args: argparse.Namespace) -> None:
                     times[key].append(took)
             record = arms["auto"].plan_json["auto"]
             chose = f"{record['multiclass']}, {record['optimizer']}"
-            rows.append(
-                {
-                    "dataset": data.name, "classes": classes, "n": data.n, "epsilon": eps,
-                    "auto": accuracy["auto"], "one_vs_rest": accuracy["one_vs_rest"],
-                    "auto_seconds": times["auto"], "one_vs_rest_seconds": times["one_vs_rest"],
-                    "non_private": exact, "majority": majority, "auto_record": record,
-                }
-            )  # fmt: skip
-            lines.append(
+            row: dict[str, Any] = {
+                "dataset": data.name, "classes": classes, "n": data.n, "epsilon": eps,
+                "auto": accuracy["auto"], "one_vs_rest": accuracy["one_vs_rest"],
+                "auto_seconds": times["auto"], "one_vs_rest_seconds": times["one_vs_rest"],
+                "non_private": exact, "majority": majority, "auto_record": record,
+            }  # fmt: skip
+            line = (
                 f"| {data.name} | {classes} | {data.n} | {eps:g} | {pm(accuracy['auto'], 100, 1)} "
-                f"| {pm(accuracy['one_vs_rest'], 100, 1)} "
-                f"| {seconds(float(np.mean(times['auto'])))} "
-                f"| {seconds(float(np.mean(times['one_vs_rest'])))} "
-                f"| {exact:.1f} | {majority:.1f} | {chose} |"
+                f"| {pm(accuracy['one_vs_rest'], 100, 1)} |"
             )
+            if rivals:
+                cells = rival_cells(data, classes, eps, runs, 1 if args.smoke else args.tune_runs)
+                row["rivals"] = cells
+                dpl, add, rep = (
+                    cells["diffprivlib"], cells["opacus_add_remove"], cells["opacus_replace_one"]
+                )  # fmt: skip
+                line += (
+                    f" {pm(dpl['acc'], 100, 1)} (C = {dpl['C']:g}) "
+                    f"| {pm(add['acc'], 100, 1)} (lr {add['lr']:g}) "
+                    f"| {pm(rep['acc'], 100, 1)} (lr {rep['lr']:g}) |"
+                )
+            line += (
+                f" {exact:.1f} | {majority:.1f} | {seconds(float(np.mean(times['auto'])))} "
+                f"| {seconds(float(np.mean(times['one_vs_rest'])))} |"
+            )
+            if rivals:
+                line += (
+                    f" {seconds(float(np.mean(row['rivals']['diffprivlib']['seconds'])))} "
+                    f"| {seconds(float(np.mean(row['rivals']['opacus_add_remove']['seconds'])))} |"
+                )
+            rows.append(row)
+            lines.append(line + f" {chose} |")
             print(lines[-1], flush=True)
-    missing = [name for name in ("diffprivlib", "opacus") if find_spec(name) is None]
     table = "\n".join(lines)
     note = (
-        f"\n\n{runs} seeds per cell, δ = {DELTA:g}, replace-one adjacency, 70/30 split (seed "
-        f"{SPLIT_SEED}). No diffprivlib / Opacus column ({', '.join(missing) or 'none'} not "
-        "importable here; issue 24 quotes their numbers)."
+        f"\n\n{runs} seeds per cell, δ = {DELTA:g}; auto and one-vs-rest at replace-one "
+        f"adjacency; 70/30 split (seed {SPLIT_SEED}). "
+        + (
+            "† tuned on the TEST split (optimistic for the rival, as issue 24's reference): "
+            f"diffprivlib LogisticRegression (pure ε, one-vs-rest, data_norm = 1) over C ∈ "
+            f"{list(C_GRID)}; Opacus DP-SGD on one linear softmax layer (Poisson batches of "
+            f"expected size min({OPACUS_BATCH}, n/10), {OPACUS_EPOCHS} epochs ({LARGE_EPOCHS} from "
+            f"{LARGE_N:,} rows), PRV accountant, "
+            f"max_grad_norm = 1) over lr ∈ {list(LR_GRID)} ({args.tune_runs} tuning seeds, then "
+            f"{runs} fresh ones), at its own add/remove (ε, δ) and at replace-one (ε, δ) through "
+            "group privacy (add/remove (ε/2, δ/(1 + e^{ε/2})))."
+            if rivals
+            else f"No diffprivlib / Opacus column ({', '.join(missing) or '--no-rivals'}: "
+            "`make install-bench` has them)."
+        )
     )
     print("\n" + table + note)
     out = results_dir(args.smoke)
-    (out / "multiclass.md").write_text(table + note + "\n")
-    save_json(out / "multiclass.json", rows)
+    suffix = "" if not args.datasets else "-" + "-".join(args.datasets)
+    (out / f"multiclass{suffix}.md").write_text(table + note + "\n")
+    save_json(out / f"multiclass{suffix}.json", rows)

@@ -168,6 +168,9 @@ class LogisticLoss(LinearModelLoss):
     """
 
     gradient_clip: float | None = None
+    #: The rows' last column is the intercept's constant (the spec's ``fit_intercept``): what
+    #: ``dp_agd_averaged``'s row map needs (``service/optimizers/dp_agd_row_map.py``).
+    fit_intercept: bool = False
     name: str = field(default="logistic_regression", init=False)
     task: Task = field(default="classification", init=False)
     lipschitz: float = field(default=1.0, init=False)
@@ -263,4 +266,9 @@ SPEC = LogisticRegressionSpec
 
 
 def build(spec: LogisticRegressionSpec) -> LogisticLoss:
-    return LogisticLoss(l2=spec.l2, l1=spec.l1, gradient_clip=spec.gradient_clip)
+    return LogisticLoss(
+        l2=spec.l2,
+        l1=spec.l1,
+        gradient_clip=spec.gradient_clip,
+        fit_intercept=spec.fit_intercept,
+    )

@@ -205,6 +205,9 @@ class MultinomialLoss:
     l1: float = 0.0
     classes: int = 2
     gradient_clip: float | None = None
+    #: The rows' last column is the intercept's constant (the spec's ``fit_intercept``): what
+    #: ``dp_agd_averaged``'s row map needs (``service/optimizers/dp_agd_row_map.py``).
+    fit_intercept: bool = False
     name: str = field(default=MULTINOMIAL, init=False)
     task: Task = field(default="classification", init=False)
     lipschitz: float = field(default=math.sqrt(2.0), init=False)
@@ -236,7 +239,11 @@ class MultinomialLoss:
     def with_classes(self, classes: int) -> MultinomialLoss:
         """The same loss over ``classes`` declared classes."""
         return MultinomialLoss(
-            l2=self.l2, l1=self.l1, classes=int(classes), gradient_clip=self.gradient_clip
+            l2=self.l2,
+            l1=self.l1,
+            classes=int(classes),
+            gradient_clip=self.gradient_clip,
+            fit_intercept=self.fit_intercept,
         )
 
     def parameter_count(self, width: int) -> int:
@@ -309,10 +316,12 @@ class MultinomialLoss:
         return T, known.astype(np.float64)
 
     def _losses_and_coefficients(
-        self, Z: FloatArray, y: FloatArray
+        self, Z: FloatArray, y: FloatArray, with_losses: bool = True
     ) -> tuple[FloatArray, FloatArray]:
         """Per-row ℓ (n,) and class-major ∂ℓ/∂z (K, n) at class-major scores Z (module
-        docstring). Overflow-free: every exponent is of a score minus its row's maximum."""
+        docstring). Overflow-free: every exponent is of a score minus its row's maximum.
+        ``with_losses`` False: the losses are not computed (an empty array; the gradient's
+        call, whose elementwise work the losses' log-add-exp otherwise dominates)."""
         T, known = self._onehot(y)
         z_y = np.einsum("kn,kn->n", T, Z)
         clip = self._clip
@@ -331,9 +340,12 @@ class MultinomialLoss:
         e = np.exp(others - top)
         total = e.sum(axis=0)
         neg_margin = top + np.log(total) - z_y  # −M
-        m_c = clip_margin(clip)
-        line = clip * (neg_margin + m_c) - math.log1p(-clip)
-        losses = np.where(neg_margin > -m_c, line, np.logaddexp(0.0, neg_margin)) * known
+        if with_losses:
+            m_c = clip_margin(clip)
+            line = clip * (neg_margin + m_c) - math.log1p(-clip)
+            losses = np.where(neg_margin > -m_c, line, np.logaddexp(0.0, neg_margin)) * known
+        else:
+            losses = np.empty(0)
         slope = np.minimum(expit(neg_margin), clip) * known  # |h_C'(M)|, 0 without a class
         coef = e / total  # softmax over k ≠ y (0 at y) …
         coef -= T  # … minus e_y: −∇M
@@ -377,7 +389,7 @@ class MultinomialLoss:
         total: FloatArray = np.zeros((self.classes, width), dtype=np.float64)
         for rows in self._row_blocks(X):
             block = X[rows] if isinstance(X, np.ndarray) else X
-            _, coef = self._losses_and_coefficients(self._scores(W, block), y[rows])
+            _, coef = self._losses_and_coefficients(self._scores(W, block), y[rows], False)
             total += self._back(block, coef)
         grad: FloatArray = total.ravel()
         grad *= 1.0 / n
@@ -421,4 +433,9 @@ SPEC = MultinomialLogisticSpec
 
 
 def build(spec: MultinomialLogisticSpec) -> MultinomialLoss:
-    return MultinomialLoss(l2=spec.l2, l1=spec.l1, gradient_clip=spec.gradient_clip)
+    return MultinomialLoss(
+        l2=spec.l2,
+        l1=spec.l1,
+        gradient_clip=spec.gradient_clip,
+        fit_intercept=spec.fit_intercept,
+    )

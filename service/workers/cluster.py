@@ -106,7 +106,7 @@ def start_cluster(settings: Settings, security: Security) -> SpecCluster:
             "nice": settings.worker_nice,
             "memory_limit": worker_memory_limit(settings) or 0,
             # Rows of data-parallel jobs live outside Dask's managed memory. Jobs are planned to
-            # peak at partitions.DATA_FRACTION of the limit, 5 % below the pause; a paused
+            # peak at partitions.DATA_FRACTION of the limit, below the pause; a paused
             # worker still answers its actors (the steps), and the driver waits for it.
             "config": {
                 "distributed.worker.memory.pause": PAUSE_FRACTION,

@@ -30,7 +30,7 @@ released; the job's charge stands in every case (its data was read).
 
 Memory. The placement gives every worker one equal window; admission refused the job before any
 charge, and the runner before any read, if the smallest worker's share does not fit with its
-planned peak at ``partitions.DATA_FRACTION`` of the limit — 5 % below Dask's pause threshold
+planned peak at ``partitions.DATA_FRACTION`` of the limit — below Dask's pause threshold
 (``partitions.choose_layout``; public sizes only).
 """
 
