@@ -306,8 +306,8 @@ def small_binary(runs: int, epsilons: tuple[float, ...]) -> list[str]:
     optimizer with ``row_map_share`` = 0 and the l2 ceiling 1e-3 — and the majority class."""
     from service.models.registry import parse_model_spec
     from service.optimizers.auto import L2_CEILING, rule_l2
-    from service.optimizers.base import PrivacyTarget
-    from service.optimizers.planning import plan_job
+    from service.optimizers.kits.base import PrivacyTarget
+    from service.optimizers.kits.planning import plan_job
 
     lines = [
         "| data | n | ε | auto % | before (no row map, l2 ≤ 1e-3) % | majority % | auto l2 |",

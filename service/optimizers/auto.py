@@ -107,7 +107,7 @@ but iris −3.1 to +0.3 and wine −1.3 to −2.8 (20 seeds): the rule is unchan
 
 Row map (step 4's ``dp_agd_averaged``, since issue 24). On a logistic model with an intercept
 its steps run on rows centred at a private mean (10 % of μ²) and scaled to unit norm, the model
-folded back (``service/optimizers/dp_agd_row_map.py``: mechanism, proof, development-split
+folded back (``service/optimizers/kits/dp_agd_row_map.py``: mechanism, proof, development-split
 measurements). Through this rule (``python -m bench multiclass``, 10 seeds, test split, the
 numbers above measured before): digits 59.1 / 80.7 / 88.4 / 92.0 at ε = 0.5 / 1 / 2 / 5, wine
 62.0 / 82.4 / 91.5 / 93.5, iris 70.4 / 85.6 / 90.9 / 94.2, the synthetic set 79.5 / 80.8 at
