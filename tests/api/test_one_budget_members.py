@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from service.data.sources import local_source
 from service.db.models import Dataset, SourceClaim
-from service.registration import content_claim, member_claims, owned_content_claim
+from service.domain.claims import content_claim, member_claims, owned_content_claim
 from tests.support.inprocess import InProcessServer, in_process_server
 
 LABEL = {"column": "y", "positive": "yes", "negative": "no"}

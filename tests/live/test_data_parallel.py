@@ -45,18 +45,18 @@ from service.data.partitions import (
 from service.data.reader import read_encoded
 from service.data.sources import local_source
 from service.data.spec import LabelSpec, NumericFeature
+from service.domain.submission import DatasetFacts, check_fits_cluster
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
 from service.optimizers.dp_accmd import DPAccMD, DPAccMDParams
 from service.optimizers.dp_agd import DPAGD, DPAGDParams
 from service.optimizers.dp_gd import DPGD, DPGDParams, oracle_gradient_descent
-from service.optimizers.full_gradient import LocalGradient, PartitionMissing, SummedGradient
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.full_gradient import LocalGradient, PartitionMissing, SummedGradient
 from service.optimizers.output_perturbation_gd import (
     OutputPerturbationGD,
     OutputPerturbationGDParams,
 )
 from service.settings import Settings
-from service.submission import DatasetFacts, check_fits_cluster
 from service.workers.data_parallel import (
     PartitionRead,
     WorkerLost,
