@@ -2,7 +2,7 @@
 and the error of a private evaluation on Adult's test set (issue 13).
 
 What runs is exactly what the service runs for a job without an optimizer: the body goes
-through :func:`service.submission.price_job` (``auto`` resolved from public facts: n = 32,561,
+through :func:`service.domain.submission.price_job` (``auto`` resolved from public facts: n = 32,561,
 104 features + intercept, ε, δ = 1e-5, binary label), and the resolved optimizer's ``fit`` runs
 on the encoded training rows (the worker's call, minus the database). Test accuracy is on
 Adult's 16,281-row test file, which the rule never saw (``--explore`` re-runs the rule's
@@ -27,7 +27,7 @@ interleaving the fits keeps the machine's load the same for both, so the ratio h
 absolute times do not.
 
 Evaluation: the `auto` model fitted at ε = 1 is evaluated privately on Adult's test set as a
-registered holdout would be (:mod:`service.evaluation`'s plan and row statistics, same code as
+registered holdout would be (:mod:`service.domain.evaluation`'s plan and row statistics, same code as
 the worker), at ε = 0.1, δ = 1e-5; reported: |noised accuracy − exact accuracy| (exact computed
 here only) against the plan's public noise level.
 """
@@ -54,12 +54,12 @@ from bench.data import (
     save_json,
     synthetic_rows,
 )
-from service.evaluation import evaluate_rows
+from service.domain.evaluation import evaluate_rows
+from service.domain.submission import DatasetFacts, price_job
 from service.optimizers.auto import AVERAGED, CLIP, L2_FACTOR
 from service.privacy.evaluation import accuracy_std, loss_clip_bound, plan_evaluation
 from service.privacy.gdp import gdp_mu
 from service.schemas import JobCreate
-from service.submission import DatasetFacts, price_job
 
 TARGETS = {0.1: 83.1, 0.5: 84.1, 1.0: 84.35, 2.0: 84.4}
 DELTA = 1e-5
@@ -219,7 +219,7 @@ def multiclass_datasets(smoke: bool) -> list[tuple[str, Dataset]]:
 def one_vs_rest_accuracy(job: Any, data: Dataset, classes: int, seed: int) -> float:
     """Fit ``job`` one-vs-rest as the worker does (one rng, class by class) and score argmax;
     a joint multinomial job (what ``auto`` runs for these labels now) as the worker fits it."""
-    from service.optimizers.one_vs_rest import class_plan_of
+    from service.optimizers.kits.one_vs_rest import class_plan_of
 
     class_plan = class_plan_of(job.plan)
     if class_plan is None:
@@ -243,7 +243,7 @@ def multiclass_rows(smoke: bool, runs: int) -> list[dict[str, Any]]:
     """auto (the service's job for a categorical label) vs each catalog optimizer at its
     defaults, one-vs-rest, mean test accuracy (%) over ``runs`` seeds."""
     from service.models.registry import parse_model_spec
-    from service.optimizers.planning import plan_job
+    from service.optimizers.kits.planning import plan_job
     from service.privacy.target import InfeasibleSpec, PrivacyTarget
 
     rows = []

@@ -52,11 +52,11 @@ from bench.data import Dataset, accuracy, load_adult, plan, results_dir, save_js
 from service.models.base import FloatArray, Loss
 from service.models.registry import build_loss, parse_model_spec
 from service.optimizers.auto import CLIP, rule_l2
-from service.optimizers.base import PrivacyTarget
-from service.optimizers.config import GradientStepsConfig
 from service.optimizers.dp_agd_averaged import averaged_accelerated_descent
-from service.optimizers.full_gradient import LocalGradient
-from service.optimizers.planning import JobPlan
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.config import GradientStepsConfig
+from service.optimizers.kits.full_gradient import LocalGradient
+from service.optimizers.kits.planning import JobPlan
 from service.privacy.gdp import gdp_mu
 
 EPSILON = 0.5

@@ -20,9 +20,9 @@ import pandas as pd
 from service.data.encoding import Encoder
 from service.data.spec import LabelSpec
 from service.models.registry import build_loss, parse_model_spec
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget
-from service.optimizers.planning import plan_job
-from service.optimizers.registry import optimizer_names
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
+from service.optimizers.kits.planning import plan_job
+from service.optimizers.kits.registry import optimizer_names
 from tests.support.walkthrough import CREDIT_FEATURES, CREDIT_LABEL, EXAMPLES
 
 CONVEX_MODEL = {"type": "logistic_regression", "l2": 0.01, "fit_intercept": True}

@@ -44,9 +44,9 @@ import pandas as pd
 from service.data.encoding import Encoder
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 from service.models.registry import parse_model_spec
-from service.optimizers.base import PrivacyTarget
-from service.optimizers.inputs import encoder_layout, laid_out
-from service.optimizers.planning import JobPlan, plan_job
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.inputs import encoder_layout, laid_out
+from service.optimizers.kits.planning import JobPlan, plan_job
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 

@@ -57,8 +57,8 @@ from bench.data import (
     seconds,
     sklearn_logistic,
 )
-from service.optimizers.base import InfeasibleSpec
-from service.optimizers.registry import optimizer_names
+from service.optimizers.kits.base import InfeasibleSpec
+from service.optimizers.kits.registry import optimizer_names
 
 EPSILONS = [0.1, 0.5, 1.0, 2.0]
 DELTA = 1e-5

@@ -58,11 +58,11 @@ from service.data.reader import read_encoded
 from service.data.spec import LabelSpec, NumericFeature
 from service.data.sql_source import SqlSource, open_sql_source
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import PrivacyTarget
 from service.optimizers.bolt_on_psgd import BoltOnConfig, BoltOnPSGD, BoltOnPSGDParams
-from service.optimizers.full_gradient import LocalGradient
-from service.optimizers.registry import get_optimizer
-from service.optimizers.sgd_common import schedule_from_json
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.full_gradient import LocalGradient
+from service.optimizers.kits.registry import get_optimizer
+from service.optimizers.kits.sgd_common import schedule_from_json
 from service.settings import Settings
 from service.workers.in_database import InDatabaseGradient, _gradient_query, encoded_rows
 from service.workers.in_database_sgd import fit_bolt_on_in_database, in_database_permutation_sgd

@@ -1,7 +1,7 @@
 """Categorical labels: `auto` (the joint multinomial model) vs today's one-vs-rest (issue 24).
 
 What runs is what the service runs for a job on a categorical label: the body goes through
-:func:`service.submission.price_job` (``auto`` resolved from public facts n, d, K, ε, δ = 1e-5),
+:func:`service.domain.submission.price_job` (``auto`` resolved from public facts n, d, K, ε, δ = 1e-5),
 and the resolved optimizer's ``fit`` runs on the encoded training rows (the worker's call, minus
 the database). Two arms, side by side on the same rows and seeds:
 
@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 
 from bench.data import Dataset, pm, results_dir, save_json, seconds
+from service.domain.submission import DatasetFacts, price_job
 from service.schemas.jobs import JobCreate
-from service.submission import DatasetFacts, price_job
 
 DELTA = 1e-5
 EPSILONS = (0.5, 1.0, 2.0, 5.0)
@@ -141,10 +141,10 @@ def fit_scores(job: Any, data: Dataset, classes: int, seed: int) -> tuple[np.nda
     worker reads os.urandom). Passing the Generator itself would wrap it afresh at every noise
     draw (``as_secure``), losing the sampler's pool: 1 ms per step on 105 coordinates that
     the worker never pays."""
+    from service.domain.released_model import released_weights
     from service.models.base import fit_labels
-    from service.optimizers.one_vs_rest import class_plan_of
+    from service.optimizers.kits.one_vs_rest import class_plan_of
     from service.privacy.secure_random import SecureRandom
-    from service.released_model import released_weights
 
     rng = SecureRandom(np.random.default_rng(seed).bytes)
     start = time.perf_counter()
@@ -165,7 +165,7 @@ def fit_scores(job: Any, data: Dataset, classes: int, seed: int) -> tuple[np.nda
 
 
 def test_accuracy(job: Any, W: np.ndarray, data: Dataset) -> float:
-    from service.released_model import class_probabilities
+    from service.domain.released_model import class_probabilities
 
     probabilities = class_probabilities(W, job.loss, data.Xt)
     return float(np.mean(probabilities.argmax(axis=1) == data.yt))
@@ -334,8 +334,8 @@ def small_binary(runs: int, epsilons: tuple[float, ...]) -> list[str]:
     optimizer with ``row_map_share`` = 0 and the l2 ceiling 1e-3 — and the majority class."""
     from service.models.registry import parse_model_spec
     from service.optimizers.auto import L2_CEILING, rule_l2
-    from service.optimizers.base import PrivacyTarget
-    from service.optimizers.planning import plan_job
+    from service.optimizers.kits.base import PrivacyTarget
+    from service.optimizers.kits.planning import plan_job
 
     lines = [
         "| data | n | ε | auto % | before (no row map, l2 ≤ 1e-3) % | majority % | auto l2 |",
@@ -484,10 +484,10 @@ def dev_steps(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -
     from service.models.base import fit_labels
     from service.models.multinomial import MULTINOMIAL
     from service.models.registry import parse_model_spec
-    from service.optimizers.base import PrivacyTarget
-    from service.optimizers.planning import plan_job
+    from service.optimizers.kits.base import PrivacyTarget
+    from service.optimizers.kits.planning import plan_job
     from service.privacy.secure_random import SecureRandom
-    from service.released_model import class_probabilities, released_weights
+    from service.domain.released_model import class_probabilities, released_weights
 
     sets = datasets(False)
     if not names or any("synthetic".startswith(d) or d.startswith("synthetic") for d in names):

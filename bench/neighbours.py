@@ -3,7 +3,7 @@
 Issue 22, item 2: the rows' representation used to follow the realised share of non-zeros
 (sparse at ≤ 25 %), so one row could move a job between a fast and a slow path (0.8 s vs 5.2 s
 in process). Now every choice that shapes a fit is a function of n, the declared schema and the
-spec (``service/optimizers/inputs.py``). This suite times the service's fit on pairs of
+spec (``service/optimizers/kits/inputs.py``). This suite times the service's fit on pairs of
 datasets that differ in **one row**, interleaved in one process (median of ``--repeat`` fits
 each; the ratio neighbour / base should be 1 within run-to-run noise, which the control row —
 the first dataset timed again as if it were another — measures):
@@ -38,9 +38,9 @@ from bench.data import load_adult, read_adult_frame, results_dir, save_json, sec
 from service.data.encoding import Encoder
 from service.data.spec import CategoricalFeature, NumericFeature
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import PrivacyTarget
-from service.optimizers.inputs import encoder_layout, laid_out
-from service.optimizers.registry import get_optimizer
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.inputs import encoder_layout, laid_out
+from service.optimizers.kits.registry import get_optimizer
 
 #: The previous rule's threshold on the realised share of non-zeros (sparse at or below it).
 OLD_THRESHOLD = 0.25
@@ -293,8 +293,8 @@ def old_rows(X: np.ndarray) -> Any:
 
 def _old_fit(planned: _Planned, X: np.ndarray, y: np.ndarray) -> Callable[[], Any]:
     """The default method's loop (``dp_agd_averaged``) on the old rows, same noise draws."""
-    from service.optimizers.accelerated_kit import averaged_accelerated_descent
-    from service.optimizers.full_gradient import LocalGradient
+    from service.optimizers.kits.accelerated_kit import averaged_accelerated_descent
+    from service.optimizers.kits.full_gradient import LocalGradient
 
     hp = planned.plan.hyperparameters
 

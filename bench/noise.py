@@ -29,7 +29,8 @@ import numpy as np
 
 from bench.data import accuracy, results_dir
 from service.privacy import secure_release
-from service.privacy.secure_random import SecureRandom, plan_discrete_gaussian
+from service.privacy.discrete_gaussian_plan import plan_discrete_gaussian
+from service.privacy.secure_random import SecureRandom
 
 SIZES = [100, 1_000, 10_000, 100_000, 1_000_000]
 SIGMA_EXPONENTS = [0, 10, 20, 30, 40]

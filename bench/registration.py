@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.cli import migrate
+from service.data.backends import open_source
 from service.data.reader import validate_source
-from service.data.sources import open_source
 from service.db.session import make_engine, session_factory
-from service.registration import register_dataset
+from service.domain.registration import register_dataset
 from service.schemas import DatasetCreate
 from service.settings import Settings
 from tests.support.walkthrough import CREDIT_FEATURES, CREDIT_LABEL, EXAMPLES

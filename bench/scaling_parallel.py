@@ -35,9 +35,9 @@ from service.data.encoding import Encoder
 from service.data.reader import read_encoded
 from service.data.sources import local_source
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import PrivacyTarget
 from service.optimizers.dp_agd import DPAGD, DPAGDParams
 from service.optimizers.dp_gd import DPGD, DPGDParams
+from service.optimizers.kits.base import PrivacyTarget
 from service.workers.data_parallel import PartitionRead, fit_partitioned
 
 MIB = 1 << 20

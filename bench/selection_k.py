@@ -32,11 +32,11 @@ import numpy as np
 
 from bench.data import results_dir, save_json, seconds, synthetic_rows
 from service.models.registry import parse_model_spec
-from service.optimizers.base import PrivacyTarget
-from service.optimizers.planning import JobPlan, plan_from_json, plan_job
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.planning import JobPlan, plan_from_json, plan_job
+from service.optimizers.kits.registry import get_optimizer
+from service.optimizers.kits.selection_kit import spawn, with_l2
 from service.optimizers.private_selection import PrivateSelection, correct_count
-from service.optimizers.registry import get_optimizer
-from service.optimizers.selection_kit import spawn, with_l2
 from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import secure_gaussian
 

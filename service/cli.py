@@ -89,7 +89,7 @@ def create_key_cli(database_url: str, name: str, role: str) -> str:
     """A new key for principal ``name`` under the same rules as POST /v1/keys (one role per
     principal; same name and role = rotation). Raises `RoleConflict`."""
     from service.db.session import make_engine, session_factory
-    from service.principals import issue_key
+    from service.domain.principals import issue_key
 
     engine = make_engine(database_url)
     try:
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         migrate(settings.database_url)
         from pydantic import ValidationError
 
-        from service.principals import RoleConflict
+        from service.domain.principals import RoleConflict
         from service.schemas import KeyCreate
 
         try:

@@ -196,6 +196,10 @@ class Settings:
 
 
 SUPERVISED_ENV = "DPFIT_SUPERVISED"
+#: Set by the supervisor for its API processes (service/supervisor.py): the directory of
+#: prometheus-client's multiprocess mode, read by it when first imported
+#: (service/api/metrics.py).
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class SettingsError(ValueError):
@@ -365,6 +369,8 @@ def _positive_float(env: dict[str, str], name: str, default: float, zero: bool =
     if not (value > 0 or (zero and value == 0)) or value != value or value == float("inf"):
         raise SettingsError(f"{name} must be a positive number of seconds")
     return value
+
+
 def api_limits(env: dict[str, str]) -> dict[str, float | int | None]:
     """The limits on the API from the environment (unset: the dataclass defaults)."""
     integers = {

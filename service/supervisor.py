@@ -36,56 +36,10 @@ import shutil
 import tempfile
 from dataclasses import replace
 
-from sqlalchemy.orm import Session, sessionmaker
-
-from service.api.metrics import MULTIPROCESS_DIR_ENV
-from service.job_events import JobEventThread
-from service.settings import SUPERVISED_ENV, Settings
-from service.workers.dispatch import Dispatcher, recover_unfinished
-from service.workers.reconciler import Reconciler
+from service.settings import MULTIPROCESS_DIR_ENV, SUPERVISED_ENV, Settings
+from service.workers.startup import start_once_per_service
 
 logger = logging.getLogger("dpfit.supervisor")
-
-
-class ServiceThreads:
-    """The job-event log and (for a dispatcher that tracks its jobs) the reconciler."""
-
-    def __init__(self, job_events: JobEventThread, reconciler: Reconciler | None) -> None:
-        self.job_events = job_events
-        self.reconciler = reconciler
-
-    def stop(self) -> None:
-        if self.reconciler is not None:
-            self.reconciler.stop()
-        self.job_events.stop()
-
-
-def start_once_per_service(
-    sessions: sessionmaker[Session],
-    dispatcher: Dispatcher,
-    max_attempts: int,
-    settings: Settings | None = None,
-    *,
-    admits: bool = True,
-) -> ServiceThreads:
-    """What one process of the service does, before any request: re-dispatch the jobs a
-    previous run left unfinished, then start the job-event log and the reconciler (returned;
-    the caller stops them). The single API process does it itself; with several, only the
-    supervisor (``admits=False``: it admits no job, so a queued job needs no grace).
-
-    The reconciler runs when ``settings.reconcile_interval_s`` > 0 and the dispatcher tracks
-    its jobs (``tracked``/``refresh``; test dispatchers that run nothing do not)."""
-    recovered = recover_unfinished(sessions, dispatcher, max_attempts)
-    if recovered:
-        logger.warning("re-dispatched %d unfinished job(s)", len(recovered))
-    job_events = JobEventThread(sessions)
-    job_events.start()
-    interval = (settings or Settings.from_env()).reconcile_interval_s
-    reconciler = None
-    if interval > 0 and hasattr(dispatcher, "tracked") and hasattr(dispatcher, "refresh"):
-        reconciler = Reconciler(sessions, dispatcher, max_attempts, interval, grace=admits)  # type: ignore[arg-type]
-        reconciler.start()
-    return ServiceThreads(job_events, reconciler)
 
 
 def serve_with_workers(settings: Settings, host: str, port: int) -> None:

@@ -12,7 +12,7 @@ Create Date: 2026-11-22 23:10:00
   location (``"location:" + sha256(source_path)``) and its content
   (``"content:" + sha256(fingerprint)``); the primary key lets no second dataset claim either.
   Claims are never deleted, so the rule holds across retired datasets too (the service never
-  hands out a second budget for the same data). ``service/registration.py`` computes the same
+  hands out a second budget for the same data). ``service/domain/registration.py`` computes the same
   keys (``location_claim``/``content_claim``).
 
 Existing databases may already hold several datasets of one location or content (the old

@@ -8,7 +8,7 @@ A Parquet folder (local or an ``s3://`` prefix) claimed its location and its who
 fingerprint, not its member files' contents: a member copied out as a single file, a folder
 holding a subset of a registered folder's files, or a folder holding a registered file got a
 second budget for the same rows. The service now claims each member's content at registration
-(``service/registration.py:member_claims``): ``"content:" + sha256(member fingerprint)``, the
+(``service/domain/registration.py:member_claims``): ``"content:" + sha256(member fingerprint)``, the
 very key a single file of those bytes claims (a member's fingerprint is ``sha256:<hex>`` of its
 bytes, computed as a single file's).
 
@@ -65,7 +65,7 @@ _claims = sa.table(
 
 
 def _content_key(fingerprint: str) -> str:
-    """``service.registration.content_claim`` (a migration does not import the service)."""
+    """``service.domain.claims.content_claim`` (a migration does not import the service)."""
     return "content:" + hashlib.sha256(fingerprint.encode()).hexdigest()
 
 

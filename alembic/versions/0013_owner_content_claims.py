@@ -19,7 +19,7 @@ answered 409 (issue 22). Now:
   NULL on location claims), indexed: admins see which datasets of different owners hold the
   same content (``duplicates`` on their dataset view) and decide about the budgets.
 
-``service/registration.py`` computes the same keys (``location_claim``, ``content_claim``,
+``service/domain/registration.py`` computes the same keys (``location_claim``, ``content_claim``,
 ``owned_content_claim``).
 
 The upgrade rewrites every existing content claim (keys starting ``content:``) to its owner's
@@ -67,7 +67,7 @@ def _claims_table() -> sa.TableClause:
 
 
 def _owned_key(owner: str, content_key: str) -> str:
-    """``service.registration.owned_content_claim`` (a migration does not import the service)."""
+    """``service.domain.claims.owned_content_claim`` (a migration does not import the service)."""
     return "owned:" + hashlib.sha256(f"{owner}\0{content_key}".encode()).hexdigest()
 
 

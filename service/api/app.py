@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from anyio import to_thread
@@ -22,12 +22,13 @@ from service.api.server import install_bounded_logs
 from service.api.throttle import ComputeLimiter, Limits
 from service.api.ui import install_ui
 from service.db.session import API_THREADS, ApiSessions, expected_schema_revision, make_engine
+from service.domain.dispatching import Dispatcher
 from service.ledger.audit import AuditCache
 from service.logging_setup import configure_logging
 from service.schemas import Problem
 from service.settings import Settings
-from service.supervisor import start_once_per_service
-from service.workers.dispatch import DaskDispatcher, Dispatcher, SupervisorDispatches
+from service.workers.dispatch import DaskDispatcher, SupervisorDispatches
+from service.workers.startup import start_once_per_service
 
 DispatcherFactory = Callable[[Settings, sessionmaker[Session]], Dispatcher]
 
@@ -65,6 +66,36 @@ def create_app(
     default: DispatcherFactory = SupervisorDispatches if settings.supervised else DaskDispatcher
     factory: DispatcherFactory = dispatcher_factory or default
     configure_logging("text" if settings.log_format == "text" else "json")
+    app = FastAPI(
+        title="dpfit",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=_lifespan(settings, factory),
+        generate_unique_id_function=lambda route: route.name,
+        responses=ERROR_RESPONSES,
+        # Offline Swagger UI / ReDoc with vendored assets (service/api/docs.py) replace these.
+        docs_url=None,
+        redoc_url=None,
+    )
+    _install_state(app, settings)
+    install_error_handlers(app)
+    # Outermost last: request id + failure log, then the body limit, then safe paths/queries.
+    app.add_middleware(SafeTarget)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, deadline=settings.body_timeout_seconds
+    )
+    app.add_middleware(RequestContext)
+    for module in (datasets, jobs, models, keys, me, catalog, docs, metrics):
+        app.include_router(module.router)
+    install_ui(app)
+    _serve_problem_json_schema(app)
+    return app
+
+
+def _lifespan(
+    settings: Settings, factory: DispatcherFactory
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """What starting the app does, and stopping it undoes (see :func:`create_app`)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -102,17 +133,11 @@ def create_app(
             app.state.sessions.dispose()
             engine.dispose()
 
-    app = FastAPI(
-        title="dpfit",
-        version=__version__,
-        description=DESCRIPTION,
-        lifespan=lifespan,
-        generate_unique_id_function=lambda route: route.name,
-        responses=ERROR_RESPONSES,
-        # Offline Swagger UI / ReDoc with vendored assets (service/api/docs.py) replace these.
-        docs_url=None,
-        redoc_url=None,
-    )
+    return lifespan
+
+
+def _install_state(app: FastAPI, settings: Settings) -> None:
+    """The app's state before it starts: settings, metrics, compute pool and limits, caches."""
     app.state.settings = settings
     app.state.metrics = metrics.create_metrics(
         lambda: getattr(app.state, "sessions", None),
@@ -137,18 +162,6 @@ def create_app(
     app.state.schema_revision = expected_schema_revision()
     app.state.integrity = IntegrityCheck()
     app.state.ledger_audits = AuditCache()
-    install_error_handlers(app)
-    # Outermost last: request id + failure log, then the body limit, then safe paths/queries.
-    app.add_middleware(SafeTarget)
-    app.add_middleware(
-        BodyLimit, max_bytes=settings.max_body_bytes, deadline=settings.body_timeout_seconds
-    )
-    app.add_middleware(RequestContext)
-    for module in (datasets, jobs, models, keys, me, catalog, docs, metrics):
-        app.include_router(module.router)
-    install_ui(app)
-    _serve_problem_json_schema(app)
-    return app
 
 
 def _serve_problem_json_schema(app: FastAPI) -> None:

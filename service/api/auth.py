@@ -1,6 +1,6 @@
 """Authentication: a bearer API key → the `Principal` (id, name, role) it belongs to.
 
-Keys and principals live in ``service.principals``; this module only turns a request into a
+Keys and principals live in ``service.domain.principals``; this module only turns a request into a
 principal, and gates routes by role.
 """
 
@@ -14,7 +14,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.api.errors import ProblemError
-from service.principals import authenticate_key
+from service.domain.principals import authenticate_key
 
 _bearer = HTTPBearer(
     auto_error=False, description="An API key from `dpfit keys create` or POST /v1/keys."

@@ -9,7 +9,7 @@ from service.api.deps import Sessions
 from service.api.errors import problem_response
 from service.api.middleware import RETRY_AFTER_SECONDS
 from service.db.session import schema_revision
-from service.optimizers.registry import catalog
+from service.optimizers.kits.registry import catalog
 from service.schemas import Health, OptimizerInfo
 
 router = APIRouter()

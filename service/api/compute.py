@@ -35,12 +35,12 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from service.api.errors import ProblemError
+from service.errors import DatasetRetired
 from service.privacy.target import InfeasibleSpec
-from service.registration import DatasetRetired
 
 T = TypeVar("T")
 #: Modules the compute processes import before forking (the work the routes send them).
-PRELOAD = ("service.submission", "service.api.models")
+PRELOAD = ("service.domain.submission", "service.api.models")
 
 __all__ = ["ComputePool", "PriceCache", "default_processes"]
 

@@ -18,20 +18,13 @@ from service.api.access import (
 from service.api.auth import Principal
 from service.api.deps import Admin, AnyRole, AppSettings, Owner, Sessions
 from service.api.errors import ProblemError, invalid, not_found
-from service.api.pagination import PageParams, finish_page, paginate
+from service.api.paging import PageParams, finish_page
 from service.db.models import Charge, Dataset, DatasetWithdrawal, Grant, utcnow
-from service.grants import GrantNotFound, list_grants, revoke_grant, with_spend
-from service.ledger import filter as privacy_filter
-from service.ledger.accounting import ORDERS
-from service.ledger.admission import budget_of
-from service.ledger.history import budget_history
-from service.ledger.standing import standing
-from service.ledger.totals import curve_to_json
-from service.principals import NotAnAnalyst, require_analyst
-from service.registration import (
-    DatasetHasCharges,
+from service.domain.claims import cross_owner_duplicates
+from service.domain.grants import GrantNotFound, list_grants, revoke_grant, with_spend
+from service.domain.principals import NotAnAnalyst, require_analyst
+from service.domain.registration import (
     check_registration,
-    cross_owner_duplicates,
     list_withdrawals,
     register_dataset,
     report_counts,
@@ -39,6 +32,14 @@ from service.registration import (
     stored_report_counts,
     withdraw_dataset,
 )
+from service.errors import DatasetHasCharges
+from service.ledger import filter as privacy_filter
+from service.ledger.accounting import ORDERS
+from service.ledger.admission import budget_of
+from service.ledger.history import budget_history
+from service.ledger.standing import standing
+from service.ledger.totals import curve_to_json
+from service.pagination import paginate
 from service.schemas import (
     BudgetHistoryOut,
     BudgetHistoryPoint,
@@ -67,7 +68,7 @@ def dataset_out(
     dataset: Dataset, principal: Principal, duplicates: dict[str, list[str]] | None = None
 ) -> DatasetOut:
     """The dataset as ``principal`` may see it. ``duplicates`` (admins: from
-    :func:`~service.registration.cross_owner_duplicates`) fills the admin-only field."""
+    :func:`~service.domain.claims.cross_owner_duplicates`) fills the admin-only field."""
     owner_view = is_owner(principal, dataset)
     return DatasetOut.model_validate(
         {
@@ -327,7 +328,7 @@ def revoke(dataset_id: str, grantee: str, principal: Owner, sessions: Sessions) 
     stay; its queued and running jobs keep running and keep their charge (cancelling one that no
     worker has read is refunded as always), and it still sees its own jobs and models. Granting
     again later is a new grant; earlier charges count against its cap. A submission whose access
-    check ran just before the revocation committed may still be admitted (service/grants.py).
+    check ran just before the revocation committed may still be admitted (service/domain/grants.py).
     No such grant → 404 (a second revocation too)."""
     with sessions.begin() as session:
         owned_dataset(session, principal, dataset_id)
@@ -451,7 +452,7 @@ def get_ledger(
 
 def _ledger_cursor_id(item_id: str) -> int:
     """The ledger row id a cursor names (its cursors carry ``[created_at, str(id)]``, the
-    format of :func:`service.api.pagination.encode_cursor`)."""
+    format of :func:`service.pagination.encode_cursor`)."""
     if not item_id.isdigit() or len(item_id) > 18:
         raise invalid("cursor", "not a cursor this service issued; omit it to start over")
     return int(item_id)

@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.api.auth import Principal, authenticate, require
 from service.api.compute import ComputePool, PriceCache
+from service.domain.dispatching import Dispatcher
 from service.settings import Settings
-from service.workers.dispatch import Dispatcher
 
 
 async def get_sessions(request: Request) -> sessionmaker[Session]:

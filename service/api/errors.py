@@ -240,8 +240,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 def install_registration_handlers(app: FastAPI) -> None:
-    """The domain errors of dataset registration and retirement (service/registration.py)."""
-    from service.registration import (
+    """The domain errors of dataset registration and retirement (service/domain/registration.py)."""
+    from service.errors import (
         DatasetRetired,
         RegistrationRefused,
         SourceAlreadyRegistered,
@@ -288,7 +288,7 @@ def install_domain_handlers(app: FastAPI) -> None:
     from service.api.throttle import TooManyRequests
     from service.errors import ConcurrentChange, DatasetNotFound
     from service.ledger.admission import BudgetExceeded, IdempotencyConflict
-    from service.optimizers.base import InfeasibleSpec
+    from service.optimizers.kits.base import InfeasibleSpec
 
     @app.exception_handler(TooManyRequests)
     async def _too_many(_: Request, exc: TooManyRequests) -> JSONResponse:

@@ -9,7 +9,6 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import Exists, bindparam, exists, select
 from sqlalchemy.orm import Session
 
-from service import job_status
 from service.api.access import shown_job, visible_dataset, visible_job
 from service.api.compute import ComputePool, PriceCache
 from service.api.deps import (
@@ -22,12 +21,10 @@ from service.api.deps import (
     Sessions,
 )
 from service.api.errors import ProblemError, problem_response
-from service.api.pagination import PageParams, finish_page, paginate
+from service.api.paging import PageParams, finish_page
+from service.db import job_status
 from service.db.models import Charge, Job
-from service.ledger.admission import budget_of, cancel_or_refund_unread, find_idempotent
-from service.schemas import JobCreate, JobEstimateOut, JobOut, JobStatus, PrivacyOut, Problem
-from service.settings import Settings
-from service.submission import (
+from service.domain.submission import (
     DatasetFacts,
     PricedJob,
     estimate_job,
@@ -35,6 +32,10 @@ from service.submission import (
     request_hash,
     submit_and_dispatch,
 )
+from service.ledger.admission import budget_of, cancel_or_refund_unread, find_idempotent
+from service.pagination import paginate
+from service.schemas import JobCreate, JobEstimateOut, JobOut, JobStatus, PrivacyOut, Problem
+from service.settings import Settings
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -1,6 +1,6 @@
 """API keys (admins only): create (new principal or rotation), list, revoke.
 
-The rules live in ``service.principals``; these routes translate its errors to HTTP.
+The rules live in ``service.domain.principals``; these routes translate its errors to HTTP.
 """
 
 from __future__ import annotations
@@ -10,16 +10,11 @@ from sqlalchemy import select
 
 from service.api.deps import Admin, Sessions
 from service.api.errors import ProblemError, not_found
-from service.api.pagination import PageParams, finish_page, paginate
+from service.api.paging import PageParams, finish_page
 from service.db.models import ApiKey
 from service.db.models import Principal as PrincipalRow
-from service.principals import (
-    KeyNotFound,
-    LastAdminKey,
-    RoleConflict,
-    issue_key,
-    revoke_key,
-)
+from service.domain.principals import KeyNotFound, LastAdminKey, RoleConflict, issue_key, revoke_key
+from service.pagination import paginate
 from service.schemas import KeyCreate, KeyCreated, KeyOut
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"])

@@ -50,17 +50,15 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import job_status
 from service.api.auth import authenticate
 from service.api.errors import ProblemError
+from service.db import job_status
 from service.db.models import Charge, Dataset, Job
 from service.ledger import filter as privacy_filter
 from service.ledger import totals
 from service.ledger.admission import budget_of
+from service.settings import MULTIPROCESS_DIR_ENV
 
-#: Set by the supervisor for its API processes (service/supervisor.py); prometheus-client reads
-#: it when first imported.
-MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 JOB_STATUSES = job_status.STATUSES
 DURATION_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, float("inf"))
 # The classic text format every Prometheus version reads (generate_latest writes it).

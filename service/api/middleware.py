@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl
 
 import anyio
 from fastapi import HTTPException
+from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import safe_text
@@ -88,43 +89,53 @@ class RequestContext:
             await self.app(scope, receive, send_with_id)
         except Exception as error:  # noqa: BLE001 - the last line of defence, by design
             unavailable = database_unavailable(error) or database_corrupt(error)
-            route = getattr(scope.get("route"), "path", None) or "(unrouted)"
-            logger.error(
-                "%s %s failed: %s (request %s)%s",
-                scope.get("method", "?"),
-                route,
-                type(error).__name__,
-                request_id,
-                " — database unavailable, answered 503" if unavailable else "",
-                extra={
-                    "fields": {
-                        "event": "request_failed",
-                        "exception": type(error).__name__,
-                        "request_id": request_id,
-                    }
-                },
-            )
+            _log_failure(scope, error, request_id, unavailable)
             if started:
                 return  # the status line is out; the server closes the connection
-            if unavailable:
-                response = problem_response(
-                    503,
-                    "Service unavailable",
-                    "The database is unreachable or its schema is missing; retry later.",
-                    request_id=request_id,
-                )
-                response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-            else:
-                response = problem_response(
-                    500,
-                    "Internal error",
-                    "The server failed; nothing was charged twice.",
-                    request_id=request_id,
-                )
-            await response(scope, receive, send_with_id)
+            await _failure_response(unavailable, request_id)(scope, receive, send_with_id)
         finally:
             status, replayed = int(answer["status"]), bool(answer["replayed"])
             _record(scope, request_id, status, replayed, began, _route_of(scope, root_path))
+
+
+def _log_failure(scope: Scope, error: Exception, request_id: str, unavailable: bool) -> None:
+    """ONE line for an exception that escaped the routes: method, route template, exception
+    type and request id — never its message or a traceback (they can carry request data)."""
+    route = getattr(scope.get("route"), "path", None) or "(unrouted)"
+    logger.error(
+        "%s %s failed: %s (request %s)%s",
+        scope.get("method", "?"),
+        route,
+        type(error).__name__,
+        request_id,
+        " — database unavailable, answered 503" if unavailable else "",
+        extra={
+            "fields": {
+                "event": "request_failed",
+                "exception": type(error).__name__,
+                "request_id": request_id,
+            }
+        },
+    )
+
+
+def _failure_response(unavailable: bool, request_id: str) -> JSONResponse:
+    """503 with ``Retry-After`` when the database is unavailable, else 500."""
+    if unavailable:
+        response = problem_response(
+            503,
+            "Service unavailable",
+            "The database is unreachable or its schema is missing; retry later.",
+            request_id=request_id,
+        )
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
+    return problem_response(
+        500,
+        "Internal error",
+        "The server failed; nothing was charged twice.",
+        request_id=request_id,
+    )
 
 
 def _route_of(scope: Scope, root_path: str) -> str:

@@ -12,7 +12,6 @@ from pydantic import TypeAdapter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service import released_model
 from service.api.access import visible_dataset, visible_job, visible_model
 from service.api.deps import AnyRole, AppDispatcher, AppSettings, Compute, ComputeSlot, Sessions
 from service.api.errors import invalid, not_found
@@ -20,11 +19,13 @@ from service.api.jobs import TOO_MANY, was_refunded
 from service.data.encoding import Encoder
 from service.data.spec import LabelSpec
 from service.db.models import Evaluation, Job
-from service.evaluation import PricedEvaluation, is_evaluation, price_evaluation
+from service.domain import released_model
+from service.domain.evaluation import PricedEvaluation, is_evaluation, price_evaluation
+from service.domain.prediction_warnings import prediction_warnings
+from service.domain.released_model import weight_matrix
+from service.domain.submission import estimate_job, submit_and_dispatch
 from service.ledger.admission import budget_of
 from service.models.registry import ModelSpec, build_loss
-from service.prediction_warnings import prediction_warnings
-from service.released_model import weight_matrix
 from service.schemas import (
     EvaluationCreate,
     EvaluationOut,
@@ -35,7 +36,6 @@ from service.schemas import (
     PredictResponse,
     PrivacyOut,
 )
-from service.submission import estimate_job, submit_and_dispatch
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 logger = logging.getLogger("dpfit.api")
@@ -119,7 +119,7 @@ def predicted(
     return result.predictions, result.probabilities, listed, found.total
 
 
-# --- private evaluation (service/evaluation.py) -------------------------------------------------
+# --- private evaluation (service/domain/evaluation.py) ---------------------------------------
 
 
 def _priced_evaluation(

@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from service.data.limits import limits_of
+from service.data.opening import Backend, register
 from service.data.sources import (
     CSV_SUFFIXES,
     PARQUET_SUFFIXES,
@@ -262,3 +263,14 @@ def _os_errors(action: Callable[[], T]) -> T:
         raise PermissionError("access denied by the object store") from None
     except Exception:  # noqa: BLE001 - botocore/aiohttp errors are not OSErrors; none may escape
         raise OSError("the object store request failed") from None
+
+
+register(
+    "s3",
+    Backend(
+        open=lambda uri, settings, format: open_object_store_source(uri, settings),
+        reopen=lambda format, location, settings: reopen_object_store_source(
+            location, format, settings
+        ),
+    ),
+)

@@ -1,10 +1,10 @@
-"""Dataset sources registered by reference: a CSV file, a Parquet file or a Parquet folder.
+"""File sources: a CSV file, a Parquet file or a Parquet folder on any filesystem.
 
-Local locations are resolved against a fixed list of allowed data roots; nothing outside them is
-ever opened (symlinks and ``..`` are resolved before the check, also for every file of a folder).
-:class:`FileSource` reads a file or folder through any ``pyarrow.fs.FileSystem`` (local here; the
-object-store source reuses it with another filesystem), and implements
-:class:`~service.data.source.Source`.
+:class:`FileSource` reads a file or folder through any ``pyarrow.fs.FileSystem`` (local:
+:mod:`service.data.local_files`, which resolves locations against the allowed data roots; the
+object store: :mod:`service.data.object_store`), and implements
+:class:`~service.data.source.Source`. Opening a location goes through the source registry
+(:mod:`service.data.backends`); this module imports no backend.
 
 Errors are :class:`SourceError` with messages meant for users. They may quote what the user typed
 (the URI, the requested column names — public schema) but never a cell value, a line number or
@@ -36,13 +36,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import os
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-from urllib.parse import unquote, urlsplit
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -50,10 +47,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from service.data.csv_lines import iter_csv_tables, normalise_lines
-from service.data.limits import DEFAULT_LIMITS, ENV_NAMES, ReadLimits, limits_of
-
-if TYPE_CHECKING:
-    from service.data.source import Source
+from service.data.limits import DEFAULT_LIMITS, ENV_NAMES, ReadLimits
 
 Format = Literal["csv", "parquet"]
 
@@ -67,7 +61,6 @@ _CSV_READ_BYTES = 8 << 20
 _CSV_PAD_BYTES = 8 << 20
 _NEWLINE = ord("\n")
 _READ_BUFFER_BYTES = 1 << 16
-_URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SOURCE_CHANGED_WHILE_READING = "the source changed while it was being read"
 
 
@@ -95,313 +88,14 @@ def exceeded(field: str, limits: ReadLimits, what: str) -> LimitExceeded:
     return LimitExceeded(variable, f"{what} exceeds the limit of {value} ({variable})")
 
 
-# --------------------------------------------------------------------------------------------
-# Opening a source from a URI (registration) or from a dataset row (worker)
-# --------------------------------------------------------------------------------------------
-
-
-def open_source(uri: str, settings: Any, format: Format | None = None) -> Source:
-    """The source a registration names: a path relative to a local data root or a ``file://``
-    URI (here), ``s3://`` (:mod:`service.data.object_store`) or ``sql://``
-    (:mod:`service.data.sql_source`). ``format`` overrides the suffix-based detection of files.
-    ``settings.data_roots`` are the roots open to the registrant; roots of
-    ``settings.root_owners`` that are not among them are closed to it (see
-    :func:`resolve_source`). The source reads within ``settings.read_limits``.
-    Raises :class:`SourceError` (never quoting file contents)."""
-    scheme = _scheme(uri)
-    if scheme == "s3":
-        from service.data.object_store import open_object_store_source
-
-        return open_object_store_source(uri, settings)
-    if scheme == "sql":
-        from service.data.sql_source import open_sql_source
-
-        return open_sql_source(uri, settings)
-    path = resolve_source(uri, settings.data_roots, closed_roots(settings), limits_of(settings))
-    return local_source(path, format or detect_format(path), limits_of(settings))
-
-
-def reopen_source(format: str, location: str, settings: Any) -> Source:
-    """The source of a registered dataset, from what its row stores (``source_format``,
-    ``source_path``): a worker's way in. A local path — and every member of a folder — is
-    re-checked against the data roots."""
-    scheme = _scheme(location)
-    if scheme == "s3":
-        from service.data.object_store import reopen_object_store_source
-
-        return reopen_object_store_source(location, format, settings)
-    if scheme == "sql" or format == "sql":
-        from service.data.sql_source import reopen_sql_source
-
-        return reopen_sql_source(location, settings)
-    if format not in ("csv", "parquet"):
-        raise SourceError(f"unknown source format {format!r}")
-    path = Path(location)
-    roots = _real_roots(settings.data_roots)
-    outside = SourceError("the dataset's location lies outside the allowed data roots")
-    if not path.is_absolute() or not _inside(path.resolve(), roots):
-        raise outside
-    resolved = path.resolve()
-    if resolved.is_dir():
-        try:
-            _check_members(resolved, str(resolved), roots, [], limits_of(settings))
-        except LimitExceeded:
-            raise
-        except SourceError:
-            raise outside from None
-    return local_source(resolved, format, limits_of(settings))  # type: ignore[arg-type]
-
-
-def local_source(path: Path, format: Format, limits: ReadLimits = DEFAULT_LIMITS) -> FileSource:
-    """A :class:`FileSource` on the local filesystem for an already resolved ``path``."""
-    return FileSource(pafs.LocalFileSystem(), str(path), format, location=str(path), limits=limits)
-
-
-def closed_roots(settings: Any) -> list[Path]:
-    """The local roots scoped to owners (``settings.root_owners``) that are not among
-    ``settings.data_roots`` — closed to whoever ``settings`` was narrowed for
-    (``registration.settings_for``). Empty for the full settings (admins, workers)."""
-    opened = {str(Path(root).resolve()) for root in settings.data_roots}
-    owners = getattr(settings, "root_owners", None) or {}
-    return [Path(r) for r in owners if "://" not in r and str(Path(r)) not in opened]
-
-
-def _scheme(uri: str) -> str | None:
-    match = _URI_SCHEME.match(uri.strip())
-    return match.group(1).lower() if match else None
-
-
-# --------------------------------------------------------------------------------------------
-# Resolution of local paths
-# --------------------------------------------------------------------------------------------
-
-
-def resolve_source(
-    uri: str,
-    roots: Sequence[Path | str],
-    closed: Sequence[Path | str] = (),
-    limits: ReadLimits = DEFAULT_LIMITS,
-) -> Path:
-    """The real path of ``uri`` inside one of the allowed ``roots``.
-
-    ``uri`` is a path relative to a root (roots are tried in order; the first that holds an
-    existing file or folder wins) or a ``file://`` URI with an absolute path inside a root.
-    Symlinks and ``..`` are resolved before checking containment — for a folder, for every
-    member too, a dangling symlink included. The result is a ``.csv``, ``.parquet`` or ``.pq``
-    file, or a folder of ``*.parquet``/``*.pq`` files.
-
-    ``closed`` are roots open to other owners only (possibly nested in an open root; the
-    deepest root holding a path decides). The path is resolved one component and one symlink
-    hop at a time, and as soon as a step lands in a closed root the answer is the one a path
-    that does not exist gets — decided before anything inside that root is looked at, so
-    whether a file, folder or link exists there is never observable. A folder member that
-    resolves into a closed root refuses the folder, whether its target exists or not.
-    Raises :class:`SourceError` otherwise, with a distinct message for each reason.
-    """
-    real_roots = _real_roots(roots)
-    shut = [Path(c) for c in closed]
-    text = uri.strip()
-    if not text or "\x00" in text:
-        raise SourceError("the dataset location is empty or invalid")
-    try:
-        if _is_file_uri(text):
-            path = _resolve_file_uri(text, uri, real_roots, shut)
-        else:
-            path = _resolve_relative(text, uri, real_roots, shut)
-        _check_kind(path, uri, real_roots, shut, limits)
-    except SourceError:
-        raise
-    except PermissionError:
-        raise SourceError(f"the service is not permitted to access {uri!r}") from None
-    except (OSError, RuntimeError, ValueError):  # e.g. symlink loops, over-long names
-        # The original message may spell out resolved paths outside the roots: drop it.
-        raise SourceError(f"{uri!r} cannot be resolved") from None
-    return path
-
-
-class _Closed(Exception):
-    """A resolution step landed in a root closed to the registrant."""
-
-
-_MAX_LINK_HOPS = 40  # as Linux's path resolution
-
-
-def _is_closed(path: Path, roots: list[Path], closed: list[Path]) -> bool:
-    """Whether the deepest root holding ``path`` (open or closed) is a closed one."""
-    best, shut = -1, False
-    for root, is_closed in [*((r, False) for r in roots), *((c, True) for c in closed)]:
-        if path == root or path.is_relative_to(root):
-            depth = len(root.parts)
-            if depth > best or (depth == best and not is_closed):
-                best, shut = depth, is_closed
-    return shut
-
-
-def _real_path(path: Path, roots: list[Path], closed: list[Path]) -> Path:
-    """``os.path.realpath`` of the absolute ``path`` (non-strict: missing components kept),
-    walked one component and one symlink hop at a time; raises :class:`_Closed` the moment a
-    step lands in a closed root, before that path is inspected."""
-    if not closed:
-        return path.resolve()
-    pending = list(reversed(path.parts[1:]))
-    current = Path(path.anchor)
-    hops = 0
-    while pending:
-        part = pending.pop()
-        if part in ("", "."):
-            continue
-        candidate = current.parent if part == ".." else current / part
-        if _is_closed(candidate, roots, closed):
-            if not any(root.is_relative_to(candidate) for root in roots):
-                raise _Closed
-            # An ancestor of an open root nested in the closed one: a real directory (roots are
-            # resolved), so it is passed through without looking at anything inside it.
-            current = candidate
-            continue
-        if part != ".." and candidate.is_symlink():
-            hops += 1
-            if hops > _MAX_LINK_HOPS:
-                raise OSError("too many levels of symbolic links")
-            target = Path(os.readlink(candidate))
-            if target.is_absolute():
-                current = Path(target.anchor)
-                pending.extend(reversed(target.parts[1:]))
-            else:
-                pending.extend(reversed(target.parts))
-            continue
-        current = candidate
-    return current
-
-
-def _real_roots(roots: Sequence[Path | str]) -> list[Path]:
-    if not roots:
-        raise SourceError("no data roots are configured; datasets cannot be registered")
-    return [Path(root).resolve() for root in roots]
-
-
-def _is_file_uri(text: str) -> bool:
-    match = _URI_SCHEME.match(text)
-    if match and match.group(1).lower() != "file":
-        raise SourceError(
-            f"unsupported URI scheme {match.group(1)!r} in {text!r}; use a path relative to a "
-            "data root or a file:// URI"
-        )
-    return bool(match) or text.lower().startswith("file:")
-
-
-def _resolve_file_uri(text: str, uri: str, roots: list[Path], closed: list[Path]) -> Path:
-    parts = urlsplit(text)
-    if parts.netloc not in ("", "localhost"):
-        raise SourceError(f"file URI {uri!r} names a remote host; only local files are supported")
-    if parts.query or parts.fragment:
-        raise SourceError(f"file URI {uri!r} must not have a query or fragment")
-    raw = Path(unquote(parts.path))
-    if not raw.is_absolute():
-        raise SourceError(f"file URI {uri!r} must hold an absolute path (file:///...)")
-    try:
-        path = _real_path(raw, roots, closed)
-    except _Closed:
-        raise SourceError(f"{uri!r} lies outside the allowed data roots") from None
-    if not _inside(path, roots):
-        raise SourceError(f"{uri!r} lies outside the allowed data roots")
-    if not path.exists():
-        raise SourceError(f"{uri!r} does not exist")
-    return path
-
-
-def _resolve_relative(text: str, uri: str, roots: list[Path], closed: list[Path]) -> Path:
-    if Path(text).is_absolute() or text.startswith("~"):
-        raise SourceError(
-            f"absolute path {uri!r} is not accepted; give a path relative to a data root "
-            "or a file:// URI"
-        )
-    for root in roots:
-        try:
-            candidate = _real_path(root / text, roots, closed)
-        except _Closed:
-            continue  # as if it did not exist there
-        if not _inside(candidate, roots):
-            raise SourceError(f"{uri!r} resolves outside the allowed data roots")
-        if candidate.exists():
-            return candidate
-    raise SourceError(f"{uri!r} was not found under any data root")
-
-
-def _inside(path: Path, roots: list[Path]) -> bool:
-    return any(path == root or path.is_relative_to(root) for root in roots)
-
-
-def _check_kind(
-    path: Path, uri: str, roots: list[Path], closed: list[Path], limits: ReadLimits
-) -> None:
-    if path.is_dir():
-        _check_members(path, uri, roots, closed, limits)
-        return
-    if not path.is_file():
-        raise SourceError(f"{uri!r} is not a regular file or folder")
-    if path.suffix.lower() not in CSV_SUFFIXES | PARQUET_SUFFIXES:
-        raise SourceError(f"{uri!r} is not a .csv, .parquet or .pq file")
-
-
-def _check_members(
-    folder: Path, uri: str, roots: list[Path], closed: list[Path], limits: ReadLimits | None
-) -> None:
-    """Every entry of ``folder`` named like a data file — a dangling symlink too, so that a
-    link's target existing or not makes no difference — must resolve inside an open root."""
-    limits = limits or DEFAULT_LIMITS
-    names = _member_names(folder, limits)
-    if not names:
-        raise SourceError(f"folder {uri!r} holds no .parquet files")
-    outside = SourceError(f"a file in folder {uri!r} resolves outside the allowed data roots")
-    for name in names:
-        try:
-            real = _real_path(folder / name, roots, closed)
-        except _Closed:
-            raise outside from None
-        if not _inside(real, roots):
-            raise outside
-    if not any((folder / name).is_file() for name in names):
-        raise SourceError(f"folder {uri!r} holds no .parquet files")
-
-
-def _member_names(folder: Path, limits: ReadLimits) -> list[str]:
-    """The names of ``folder``'s entries that look like data files, sorted; at most
-    ``limits.max_folder_files`` of them (more: :class:`LimitExceeded`, counted while listing,
-    so a huge folder is never listed whole)."""
-    names: list[str] = []
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if _is_parquet_member(entry.name):
-                names.append(entry.name)
-                if len(names) > limits.max_folder_files:
-                    raise exceeded("max_folder_files", limits, "the number of files in the folder")
-    return sorted(names)
-
-
 def _is_parquet_member(name: str) -> bool:
     suffix = PurePosixPath(name).suffix.lower()
     return suffix in PARQUET_SUFFIXES and not name.startswith((".", "_"))
 
 
-def parquet_members(folder: Path) -> list[Path]:
-    """The data files of a Parquet folder: its top-level ``*.parquet``/``*.pq`` files, sorted.
-
-    Hidden and ``_``-prefixed files (``_SUCCESS``, ``.crc`` …) are skipped, as Arrow does; nested
-    (Hive-partitioned) folders are not read.
-    """
-    return sorted(p for p in folder.iterdir() if _is_parquet_member(p.name) and p.is_file())
-
-
-def detect_format(path: Path) -> Format:
-    """``"csv"`` or ``"parquet"`` from the file suffix; a folder is a Parquet folder."""
-    if path.is_dir():
-        return "parquet"
-    suffix = path.suffix.lower()
-    if suffix in CSV_SUFFIXES:
-        return "csv"
-    if suffix in PARQUET_SUFFIXES:
-        return "parquet"
-    raise SourceError(f"cannot tell the format of {path.name!r}; expected .csv, .parquet or .pq")
+def local_source(path: Path, format: Format, limits: ReadLimits = DEFAULT_LIMITS) -> FileSource:
+    """A :class:`FileSource` on the local filesystem for an already resolved ``path``."""
+    return FileSource(pafs.LocalFileSystem(), str(path), format, location=str(path), limits=limits)
 
 
 # --------------------------------------------------------------------------------------------

@@ -50,11 +50,9 @@ service's own. Guarantees:
 from __future__ import annotations
 
 import hashlib
-import re
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -65,13 +63,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from service.data.limits import DEFAULT_LIMITS, ReadLimits, limits_of, text_block_rows
+from service.data.opening import Backend, register
 from service.data.source import SourceFormat
 from service.data.sources import SourceError, exceeded
+from service.data.sql_uri import TableRef, parse_sql_uri
 from service.settings import Settings
 
-SCHEME = "sql://"
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
-_CONNECTION = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _FINGERPRINT_ROWS = 10_000
 # Rows fetched (as Python objects, ~10x their Arrow size) and converted at a time: batches are
 # at most this long whatever the caller's block, so the peak stays a few tens of MiB.
@@ -91,42 +88,6 @@ _ARROW_TYPES: dict[Family, pa.DataType] = {
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # Families whose cells can be of any length (cut by the database: SqlSource._selected).
 _VARIABLE: frozenset[Family] = frozenset({"text", "binary", "other"})
-
-
-@dataclass(frozen=True)
-class TableRef:
-    """A table named by an owner: the connection's name and validated identifiers."""
-
-    connection: str
-    schema: str | None
-    table: str
-
-    @property
-    def location(self) -> str:
-        qualified = self.table if self.schema is None else f"{self.schema}.{self.table}"
-        return f"{SCHEME}{self.connection}/{qualified}"
-
-
-def parse_sql_uri(uri: str) -> TableRef:
-    """``sql://<connection>/<table>`` or ``sql://<connection>/<schema>.<table>``, validated.
-
-    Raises :class:`SourceError` (quoting only what the user typed) when the form or an
-    identifier is invalid. Nothing is looked up.
-    """
-    text = uri.strip()
-    if not text.lower().startswith(SCHEME):
-        raise SourceError(f"{uri!r} is not a sql://<connection>/<table> URI")
-    connection, slash, name = text[len(SCHEME) :].partition("/")
-    if not _CONNECTION.fullmatch(connection):
-        raise SourceError(f"{uri!r}: the connection name must be 1-64 letters, digits, '_' or '-'")
-    parts = name.split(".")
-    if not slash or len(parts) > 2 or not all(_IDENTIFIER.fullmatch(p) for p in parts):
-        raise SourceError(
-            f"{uri!r}: the table must be <table> or <schema>.<table>, each an identifier of "
-            "letters, digits, '_' or '$' (not starting with a digit, at most 63 characters)"
-        )
-    schema, table = (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
-    return TableRef(connection=connection, schema=schema, table=table)
 
 
 def open_sql_source(uri: str, settings: Settings) -> SqlSource:
@@ -618,3 +579,13 @@ _CONVERTERS: dict[Family, Callable[[Any], Any]] = {
     "binary": _to_binary,
     "other": _to_text,
 }
+
+
+register(
+    "sql",
+    Backend(
+        open=lambda uri, settings, format: open_sql_source(uri, settings),
+        reopen=lambda format, location, settings: reopen_sql_source(location, settings),
+    ),
+    formats=("sql",),
+)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service import job_status
+from service.db import job_status
 from service.db.models import Charge, Dataset, Grant, Job
 from service.errors import DatasetNotFound
 from service.ledger import filter as privacy_filter
@@ -180,7 +180,7 @@ def cancel_or_refund_unread(
 ) -> bool:
     """Move a job that no worker has read to ``status`` and refund it, atomically.
 
-    :func:`service.job_status.end_unread` races safely with a worker's claim: exactly one of
+    :func:`service.db.job_status.end_unread` races safely with a worker's claim: exactly one of
     them matches the row. Returns whether it happened.
     """
     if not job_status.end_unread(session, job_id, status, error):

@@ -169,7 +169,7 @@ class LogisticLoss(LinearModelLoss):
 
     gradient_clip: float | None = None
     #: The rows' last column is the intercept's constant (the spec's ``fit_intercept``): what
-    #: ``dp_agd_averaged``'s row map needs (``service/optimizers/dp_agd_row_map.py``).
+    #: ``dp_agd_averaged``'s row map needs (``service/optimizers/kits/dp_agd_row_map.py``).
     fit_intercept: bool = False
     name: str = field(default="logistic_regression", init=False)
     task: Task = field(default="classification", init=False)

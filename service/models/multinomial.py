@@ -212,7 +212,7 @@ class MultinomialLoss:
     classes: int = 2
     gradient_clip: float | None = None
     #: The rows' last column is the intercept's constant (the spec's ``fit_intercept``): what
-    #: ``dp_agd_averaged``'s row map needs (``service/optimizers/dp_agd_row_map.py``).
+    #: ``dp_agd_averaged``'s row map needs (``service/optimizers/kits/dp_agd_row_map.py``).
     fit_intercept: bool = False
     name: str = field(default=MULTINOMIAL, init=False)
     task: Task = field(default="classification", init=False)

@@ -18,7 +18,7 @@ compatibility rules of docs/adding-an-optimizer.md.
 
 from __future__ import annotations
 
-from service.optimizers.base import (
+from service.optimizers.kits.base import (
     MECHANISMS,
     InfeasibleSpec,
     JobCancelled,
@@ -28,9 +28,9 @@ from service.optimizers.base import (
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP, PASSES_CAP, SAMPLED_STEPS_CAP
-from service.optimizers.planning import JobPlan, plan_from_json, plan_job, plan_to_json
-from service.optimizers.registry import catalog, get_optimizer, optimizer_names
+from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP, PASSES_CAP, SAMPLED_STEPS_CAP
+from service.optimizers.kits.planning import JobPlan, plan_from_json, plan_job, plan_to_json
+from service.optimizers.kits.registry import catalog, get_optimizer, optimizer_names
 
 __all__ = [
     "FULL_GRADIENT_STEPS_CAP",

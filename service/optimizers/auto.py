@@ -107,7 +107,7 @@ but iris −3.1 to +0.3 and wine −1.3 to −2.8 (20 seeds): the rule is unchan
 
 Row map (step 4's ``dp_agd_averaged``, since issue 24). On a logistic model with an intercept
 its steps run on rows centred at a private mean (10 % of μ²) and scaled to unit norm, the model
-folded back (``service/optimizers/dp_agd_row_map.py``: mechanism, proof, development-split
+folded back (``service/optimizers/kits/dp_agd_row_map.py``: mechanism, proof, development-split
 measurements). Through this rule (``python -m bench multiclass``, 10 seeds, test split, the
 numbers above measured before): digits 59.1 / 80.7 / 88.4 / 92.0 at ε = 0.5 / 1 / 2 / 5, wine
 62.0 / 82.4 / 91.5 / 93.5, iris 70.4 / 85.6 / 90.9 / 94.2, the synthetic set 79.5 / 80.8 at
@@ -227,13 +227,13 @@ from pydantic import BaseModel, ConfigDict
 
 from service.models.base import FloatArray, Loss, coefficient_anchor, parameter_count
 from service.models.multinomial import MULTINOMIAL
-from service.optimizers.base import (
+from service.optimizers.kits.base import (
     InfeasibleSpec,
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.config import PlanConfig
+from service.optimizers.kits.config import PlanConfig
 from service.privacy.secure_random import SecureRandom
 
 __all__ = [
@@ -443,8 +443,8 @@ def resolve(
     resolved model. Raises :class:`InfeasibleSpec` (field ``optimizer``) if none is feasible.
     Public facts only: the spec, n, the number of features, the target, the label's classes."""
     from service.models.registry import build_loss, parse_model_spec
-    from service.optimizers.one_vs_rest import check_multiclass_model
-    from service.optimizers.planning import check_loss_magnitudes, plan_job
+    from service.optimizers.kits.one_vs_rest import check_multiclass_model
+    from service.optimizers.kits.planning import check_loss_magnitudes, plan_job
 
     loss = build_loss(model)
     # A model whose constants overflow is at fault whatever the optimizer: name its field
@@ -491,8 +491,9 @@ def resolve(
 class Auto:
     """Catalog entry and library use: with a fixed loss (the model spec is already decided),
     :meth:`plan` plans the rule's first feasible optimizer and records it; :meth:`fit` runs that
-    optimizer. The service resolves ``auto`` one level higher (``service.submission``), where it
-    may also fill the model's ``gradient_clip``, and stores the chosen optimizer's own job."""
+    optimizer. The service resolves ``auto`` one level higher (``service.domain.submission``),
+    where it may also fill the model's ``gradient_clip``, and stores the chosen optimizer's own
+    job."""
 
     name: ClassVar[str] = AUTO
     summary: ClassVar[str] = (
@@ -516,7 +517,7 @@ class Auto:
     def plan(
         self, params: BaseModel, loss: Loss, n: int, d: int, target: PrivacyTarget
     ) -> ReleasePlan:
-        from service.optimizers.registry import get_optimizer  # the registry imports us
+        from service.optimizers.kits.registry import get_optimizer  # the registry imports us
 
         last: InfeasibleSpec | None = None
         for name in candidates(bool(getattr(loss, "convex", True)), target, n, is_anchored(loss)):
@@ -551,7 +552,7 @@ class Auto:
         rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
-        from service.optimizers.registry import get_optimizer
+        from service.optimizers.kits.registry import get_optimizer
 
         chosen = get_optimizer(AutoConfig.from_hyperparameters(plan.hyperparameters).optimizer)
         return chosen.fit(plan, loss, X, y, rng, progress)

@@ -4,7 +4,7 @@ Alg. 1 and 2 with the §3.2.3 extensions), with an exact worst-case batch-form s
 Algorithm. Plain (non-private) permutation SGD is run as a black box and noise is added once:
 ``w_0 = 0``; for each of k passes draw a fresh uniformly random permutation and cut it into
 m = ⌊n/b⌋ batches (sizes ⌊n/m⌋ or ⌈n/m⌉, all ≥ b_min = ⌊n/m⌋ ≥ b; see
-:mod:`service.optimizers.sgd_common`); step t = 1 … T = k·m on batch B_t:
+:mod:`service.optimizers.kits.sgd_common`); step t = 1 … T = k·m on batch B_t:
 
     w_t = Π_R(w_{t−1} − η_t ∇F_{B_t}(w_{t−1})),   ∇F_B(w) = (1/|B|) Σ_{i∈B} ∇ℓ_i(w) + μ w,
 
@@ -102,16 +102,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.special import digamma
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import (
+from service.optimizers.kits.base import (
     InfeasibleSpec,
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.config import PlanConfig, ShapeConfig
-from service.optimizers.inputs import checked_data
-from service.optimizers.limits import PASSES_CAP
-from service.optimizers.sgd_common import (
+from service.optimizers.kits.config import PlanConfig, ShapeConfig
+from service.optimizers.kits.inputs import checked_data
+from service.optimizers.kits.limits import PASSES_CAP
+from service.optimizers.kits.sgd_common import (
     Mode,
     StepSchedule,
     check_convex_loss,

@@ -77,16 +77,16 @@ from dp_accounting import dp_event
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import (
+from service.optimizers.kits.base import (
     InfeasibleSpec,
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.config import PlanConfig
-from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
-from service.optimizers.inputs import checked_data
-from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
+from service.optimizers.kits.config import PlanConfig
+from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
+from service.optimizers.kits.inputs import checked_data
+from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.gdp import gaussian_steps_multiplier
 from service.privacy.secure_random import SecureRandom, as_secure
 from service.privacy.secure_release import secure_gaussian

@@ -64,17 +64,17 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss, resolved_objective_gap
-from service.optimizers.accelerated_kit import (
+from service.optimizers.kits.accelerated_kit import (
     ACCELERATED_ASSUMPTIONS,
     noisy_accelerated_descent,
     oracle_accelerated_descent,
     plan_accelerated,
 )
-from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
-from service.optimizers.config import GradientStepsConfig, PlanConfig
-from service.optimizers.full_gradient import GradientOracle, fit_on_oracle, noisy_descent
-from service.optimizers.gradient_kit import check_plan_covers, full_gradient_inputs
-from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
+from service.optimizers.kits.base import PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.kits.config import GradientStepsConfig, PlanConfig
+from service.optimizers.kits.full_gradient import GradientOracle, fit_on_oracle, noisy_descent
+from service.optimizers.kits.gradient_kit import check_plan_covers, full_gradient_inputs
+from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.secure_random import SecureRandom
 
 __all__ = ["DPAGD", "DPAGDParams"]

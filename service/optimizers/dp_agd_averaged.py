@@ -48,7 +48,7 @@ Row map (joint multiclass models). With ``row_map_share`` f > 0 — the default 
 joint multinomial model with an intercept (``multinomial_logistic_regression``; 0 for every
 other loss) — the steps run on the rows centred at a private mean and scaled to unit norm, a
 share f of μ² paid for the mean, and the released model is folded back to the encoded rows:
-``service/optimizers/dp_agd_row_map.py`` has the mechanism, its privacy proof (one Gaussian
+``service/optimizers/kits/dp_agd_row_map.py`` has the mechanism, its privacy proof (one Gaussian
 release of sensitivity 2/n, then these steps on rows still of norm ≤ 1, composed exactly) and
 its measurements (digits at ε = 1: 48.6 → 71.8 % on a development split). The data-parallel
 path (``fit_oracle``) has no rows to map: it runs the plain steps at the plan's step noise and
@@ -67,7 +67,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.accelerated_kit import (
+from service.optimizers.kits.accelerated_kit import (
     ACCELERATED_ASSUMPTIONS,
     STEP_CAP,
     STEP_FACTOR,
@@ -75,9 +75,14 @@ from service.optimizers.accelerated_kit import (
     averaged_accelerated_descent,
     plan_averaged,
 )
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallback, ReleasePlan
-from service.optimizers.config import GradientStepsConfig, PlanConfig
-from service.optimizers.dp_agd_row_map import (
+from service.optimizers.kits.base import (
+    InfeasibleSpec,
+    PrivacyTarget,
+    ProgressCallback,
+    ReleasePlan,
+)
+from service.optimizers.kits.config import GradientStepsConfig, PlanConfig
+from service.optimizers.kits.dp_agd_row_map import (
     ROW_MAP_SHARE,
     RowMapConfig,
     fold,
@@ -87,12 +92,9 @@ from service.optimizers.dp_agd_row_map import (
     release_mean,
     row_map,
 )
-from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
-from service.optimizers.gradient_kit import (
-    check_plan_covers,
-    full_gradient_inputs,
-)
-from service.optimizers.inputs import checked_data
+from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
+from service.optimizers.kits.gradient_kit import check_plan_covers, full_gradient_inputs
+from service.optimizers.kits.inputs import checked_data
 from service.privacy.secure_random import SecureRandom
 
 __all__ = [
@@ -115,7 +117,7 @@ class DPAGDAveragedParams(AveragedStepsParams):
         description="Share f of the job's μ² spent on a private mean row; the steps then run "
         "on the rows centred at it and scaled to unit norm, and the released model is folded "
         "back (0: no row map). Default: 0.1 for a logistic model (multinomial or binary) with "
-        "an intercept and no l1, 0 otherwise (service/optimizers/dp_agd_row_map.py).",
+        "an intercept and no l1, 0 otherwise (service/optimizers/kits/dp_agd_row_map.py).",
     )
 
 

@@ -79,15 +79,20 @@ from service.models.base import (
     coefficient_anchor,
     soft_threshold,
 )
-from service.optimizers.accelerated_kit import (
+from service.optimizers.kits.accelerated_kit import (
     AveragedStepsParams,
     averaged_accelerated_descent,
     plan_averaged,
 )
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallback, ReleasePlan
-from service.optimizers.config import GradientStepsConfig
-from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
-from service.optimizers.inputs import checked_rows
+from service.optimizers.kits.base import (
+    InfeasibleSpec,
+    PrivacyTarget,
+    ProgressCallback,
+    ReleasePlan,
+)
+from service.optimizers.kits.config import GradientStepsConfig
+from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
+from service.optimizers.kits.inputs import checked_rows
 from service.privacy.gdp import event_mu, gdp_delta, gdp_mu
 from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import secure_gaussian

@@ -3,7 +3,7 @@ losses that are non-convex, satisfy the Polyak–Łojasiewicz (PL) condition, or
 
 The pieces the other gradient-perturbation optimizers share (the record of one noisy release,
 the proximal step, the data checks, the plan of T Gaussian steps) live in
-:mod:`service.optimizers.gradient_kit`.
+:mod:`service.optimizers.kits.gradient_kit`.
 
 Algorithm (Alg. 4, with the L1 term handled by a proximal step). ``w_0 = 0``; for t = 1 … T:
 
@@ -87,15 +87,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss, resolved_objective_gap
-from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
-from service.optimizers.config import GradientStepsConfig, PlanConfig
-from service.optimizers.full_gradient import (
+from service.optimizers.kits.base import PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.kits.config import GradientStepsConfig, PlanConfig
+from service.optimizers.kits.full_gradient import (
     GradientOracle,
     LocalGradient,
     fit_on_oracle,
     noisy_descent,
 )
-from service.optimizers.gradient_kit import (
+from service.optimizers.kits.gradient_kit import (
     QueryRecord,
     check_full_gradient_job,
     check_plan_covers,
@@ -104,8 +104,8 @@ from service.optimizers.gradient_kit import (
     proximal_step,
     single_release_multiplier,
 )
-from service.optimizers.inputs import Rows
-from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
+from service.optimizers.kits.inputs import Rows
+from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import secure_gaussian
 

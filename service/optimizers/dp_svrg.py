@@ -1,9 +1,9 @@
 r"""DP-SVRG: noisy proximal SVRG for strongly convex objectives (Wang, Ye & Xu 2017, Alg. 1,
 built on Prox-SVRG of Xiao & Zhang 2014), with a privacy analysis derived here.
 
-The engine :func:`~service.optimizers.svrg_common.noisy_svrg` and the accounting shared with
+The engine :func:`~service.optimizers.kits.svrg_common.noisy_svrg` and the accounting shared with
 ``dp_svrg_pp`` (Alg. 2, same analysis, doubling epochs) live in
-:mod:`service.optimizers.svrg_common`; the derivations are here.
+:mod:`service.optimizers.kits.svrg_common`; the derivations are here.
 
 Algorithm. ``w̃_0 = 0``; for epochs s = 1 … S, with m_s inner steps:
 
@@ -83,9 +83,14 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss, resolved_objective_gap
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallback, ReleasePlan
-from service.optimizers.config import PlanConfig
-from service.optimizers.svrg_common import (
+from service.optimizers.kits.base import (
+    InfeasibleSpec,
+    PrivacyTarget,
+    ProgressCallback,
+    ReleasePlan,
+)
+from service.optimizers.kits.config import PlanConfig
+from service.optimizers.kits.svrg_common import (
     SvrgConfig,
     SvrgSchedule,
     batch_size_field,

@@ -43,14 +43,14 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import (
+from service.optimizers.kits.base import (
     InfeasibleSpec,
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.config import PlanConfig
-from service.optimizers.svrg_common import (
+from service.optimizers.kits.config import PlanConfig
+from service.optimizers.kits.svrg_common import (
     SvrgConfig,
     SvrgSchedule,
     batch_size_field,

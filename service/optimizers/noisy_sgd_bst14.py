@@ -4,12 +4,13 @@ strongly convex variant), with mini-batches and a free number of iterations as i
 (SIGMOD 2017) §4.1 and Zhang et al. (2017) §4, accounted with numerical RDP.
 
 Algorithm. ``w_0 = 0``; for t = 1 … T: draw a batch B_t of exactly b distinct rows uniformly
-at random, independently of the other steps (:func:`service.optimizers.sgd_common.sampled_batches`);
+at random, independently of the other steps
+(:func:`service.optimizers.kits.sgd_common.sampled_batches`);
 
     g̃_t = ∇F_{B_t}(w_{t−1}) + z_t,  z_t ~ N(0, σ²I),   w_t = Π_R(w_{t−1} − η_t g̃_t),
 
 with ∇F_B(w) = (1/b) Σ_{i∈B} ∇ℓ_i(w) + μw and Π_R the projection onto the public ball
-‖w‖ ≤ R. Release w_T. Steps (:func:`service.optimizers.sgd_common.baseline_steps`, BST14 via
+‖w‖ ≤ R. Release w_T. Steps (:func:`service.optimizers.kits.sgd_common.baseline_steps`, BST14 via
 Shamir & Zhang 2013): η_t = c/√t with c = 2R/G (convex), 1/(μt) (strongly convex).
 
 Assumptions. ℓ(·; x, y) convex and L-Lipschitz for every admissible row (‖x‖ ≤ 1); l1 = 0;
@@ -39,7 +40,7 @@ Defaults. b = min(50, n) (Zhang et al. §4 and Wu et al. §4.3 run BST14 with ba
 T = (n/b)², clamped to [1, ``max_iterations``]: BST14 take T = n² for b = 1, the point where the
 amplified noise multiplier z ≈ q√(T log(1/δ))/ε (q = b/n) is of order one and the noise
 per step stops growing with n; with batches the same balance is at T = (n/b)². Mode, R and c
-per :func:`service.optimizers.sgd_common.baseline_steps`.
+per :func:`service.optimizers.kits.sgd_common.baseline_steps`.
 """
 
 from __future__ import annotations
@@ -53,11 +54,11 @@ from dp_accounting import dp_event
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import PrivacyTarget, ProgressCallback, ReleasePlan
-from service.optimizers.config import PlanConfig, ShapeConfig
-from service.optimizers.inputs import checked_data
-from service.optimizers.limits import SAMPLED_STEPS_CAP
-from service.optimizers.sgd_common import (
+from service.optimizers.kits.base import PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.kits.config import PlanConfig, ShapeConfig
+from service.optimizers.kits.inputs import checked_data
+from service.optimizers.kits.limits import SAMPLED_STEPS_CAP
+from service.optimizers.kits.sgd_common import (
     IntArray,
     InverseSqrtSchedule,
     Mode,
@@ -172,7 +173,7 @@ def sampled_noisy_sgd(
     """BST14 on the rows: batches and Gaussian noise drawn from ``rng`` at every step.
     ``noise=False`` runs the same batches without noise (for sensitivity tests); with noise,
     each step's gradient is released exactly at the per-step ``sensitivity`` Δ
-    (:func:`~service.optimizers.sgd_common.noisy_release`)."""
+    (:func:`~service.optimizers.kits.sgd_common.noisy_release`)."""
     n, d = X.shape
     return run_sgd(
         loss,

@@ -4,13 +4,13 @@ Wu et al. (SIGMOD 2017) §4.1.
 
 Algorithm. ``w_0 = 0``; for each of k passes draw a fresh uniformly random permutation and cut
 it into m = ⌊n/b⌋ batches (sizes ⌊n/m⌋ or ⌈n/m⌉, all ≥ b_min = ⌊n/m⌋ ≥ b; see
-:mod:`service.optimizers.sgd_common`); step t = 1 … T = k·m on batch B_t:
+:mod:`service.optimizers.kits.sgd_common`); step t = 1 … T = k·m on batch B_t:
 
     g̃_t = ∇F_{B_t}(w_{t−1}) + z_t,   w_t = Π_R(w_{t−1} − η_t g̃_t),
 
 with ∇F_B(w) = (1/|B|) Σ_{i∈B} ∇ℓ_i(w) + μw, fresh noise z_t at every step and Π_R the
 projection onto the public ball ‖w‖ ≤ R (Wu et al. §4.1 run SCS13 with a projection, as SCS13
-did). Release w_T. Steps (:func:`service.optimizers.sgd_common.baseline_steps`): η_t = c/√t
+did). Release w_T. Steps (:func:`service.optimizers.kits.sgd_common.baseline_steps`): η_t = c/√t
 (convex) or 1/(μt) (strongly convex).
 
 Assumptions. ℓ(·; x, y) convex and L-Lipschitz for every admissible row (‖x‖ ≤ 1); l1 = 0.
@@ -52,7 +52,7 @@ variant, density ∝ exp(−‖z_t‖/s) with s = kΔ/ε (each of the k steps to
 Defaults. b = min(50, n) (Wu et al. §4.3; SCS13 found mini-batches essential); k = 1 pass
 (SCS13's original; with the noise dominating, E‖g̃‖² grows like k and T like k, so the
 Shamir–Zhang bounds no longer improve with k — more passes cost compute, not accuracy);
-mode, R and c per :func:`service.optimizers.sgd_common.baseline_steps`.
+mode, R and c per :func:`service.optimizers.kits.sgd_common.baseline_steps`.
 """
 
 from __future__ import annotations
@@ -66,15 +66,11 @@ from dp_accounting import dp_event
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import (
-    PrivacyTarget,
-    ProgressCallback,
-    ReleasePlan,
-)
-from service.optimizers.config import PlanConfig, ShapeConfig
-from service.optimizers.inputs import checked_data
-from service.optimizers.limits import PASSES_CAP
-from service.optimizers.sgd_common import (
+from service.optimizers.kits.base import PrivacyTarget, ProgressCallback, ReleasePlan
+from service.optimizers.kits.config import PlanConfig, ShapeConfig
+from service.optimizers.kits.inputs import checked_data
+from service.optimizers.kits.limits import PASSES_CAP
+from service.optimizers.kits.sgd_common import (
     IntArray,
     InverseSqrtSchedule,
     Mode,
@@ -172,7 +168,7 @@ def noisy_permutation_sgd(
     """SCS13 on the rows: permutations (one per pass) and per-step noise drawn from ``rng``.
     ``noise=False`` runs the same batches without noise (for sensitivity tests); with noise,
     each step's gradient is released exactly at the per-step ``sensitivity`` Δ
-    (:func:`~service.optimizers.sgd_common.noisy_release`)."""
+    (:func:`~service.optimizers.kits.sgd_common.noisy_release`)."""
     n, d = X.shape
     m, _ = pass_layout(n, batch_size)
     return run_sgd(

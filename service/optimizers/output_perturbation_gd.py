@@ -58,16 +58,16 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import (
+from service.optimizers.kits.base import (
     InfeasibleSpec,
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.config import GradientStepsConfig, PlanConfig
-from service.optimizers.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
-from service.optimizers.inputs import Rows, checked_rows
-from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
+from service.optimizers.kits.config import GradientStepsConfig, PlanConfig
+from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
+from service.optimizers.kits.inputs import Rows, checked_rows
+from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.output_perturbation import (
     calibrate_release,
     release_with_noise,

@@ -95,16 +95,16 @@ from dp_accounting import dp_event
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import (
+from service.optimizers.kits.base import (
     InfeasibleSpec,
     Optimizer,
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.config import PlanConfig, ShapeConfig
-from service.optimizers.planning import plan_from_json, plan_to_json
-from service.optimizers.selection_kit import candidate_optimizer, spawn, with_l2
+from service.optimizers.kits.config import PlanConfig, ShapeConfig
+from service.optimizers.kits.planning import plan_from_json, plan_to_json
+from service.optimizers.kits.selection_kit import candidate_optimizer, spawn, with_l2
 from service.privacy.gdp import event_mu, gdp_epsilon, gdp_mu
 from service.privacy.private_selection import MAX_SLOTS as MAX_REPETITION_SLOTS
 from service.privacy.private_selection import (

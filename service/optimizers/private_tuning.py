@@ -90,7 +90,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import (
+from service.optimizers.kits.base import (
     InfeasibleSpec,
     Optimizer,
     PrivacyTarget,
@@ -98,9 +98,9 @@ from service.optimizers.base import (
     ReleasePlan,
     as_mechanism,
 )
-from service.optimizers.config import PlanConfig, ShapeConfig
-from service.optimizers.planning import plan_from_json, plan_to_json
-from service.optimizers.selection_kit import candidate_optimizer, spawn, with_l2
+from service.optimizers.kits.config import PlanConfig, ShapeConfig
+from service.optimizers.kits.planning import plan_from_json, plan_to_json
+from service.optimizers.kits.selection_kit import candidate_optimizer, spawn, with_l2
 from service.privacy.output_perturbation import MAX_PURE_EPSILON, pure_dp_event
 from service.privacy.secure_random import SecureRandom, as_secure
 from service.privacy.target import check_target

@@ -76,21 +76,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy import optimize
 
 from service.models.base import FloatArray, Loss, resolved_objective_gap
-from service.optimizers.base import (
+from service.optimizers.kits.base import (
     InfeasibleSpec,
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.config import PlanConfig, ShapeConfig
-from service.optimizers.gradient_kit import (
+from service.optimizers.kits.config import PlanConfig, ShapeConfig
+from service.optimizers.kits.gradient_kit import (
     QueryRecord,
     check_lipschitz,
     gradient_sensitivity,
     sample_batch,
 )
-from service.optimizers.inputs import checked_data
-from service.optimizers.limits import SAMPLED_STEPS_CAP
+from service.optimizers.kits.inputs import checked_data
+from service.optimizers.kits.limits import SAMPLED_STEPS_CAP
 from service.privacy.calibration import calibrate_noise_multiplier
 from service.privacy.secure_random import SecureRandom, as_secure
 from service.privacy.secure_release import secure_gaussian

@@ -61,13 +61,12 @@ from functools import lru_cache
 import numpy as np
 
 from service.models.base import FloatArray
-from service.privacy.secure_random import (
+from service.privacy.discrete_gaussian_plan import (
     DiscreteGaussianPlan,
-    SecureRandom,
-    as_secure,
     plan_discrete_gaussian,
     theta_tau,
 )
+from service.privacy.secure_random import SecureRandom, as_secure
 
 __all__ = [
     "GRID_BITS",

@@ -16,7 +16,8 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from service import job_status, safe_text
+from service import safe_text
+from service.db import job_status
 
 Role = Literal["admin", "owner", "analyst"]
 JobStatus = job_status.JobStatus

@@ -12,7 +12,7 @@ seceded thread — never the API process):
    ``Y`` in its own process memory (:data:`_STORE`, keyed by job, attempt, round and partition)
    — outside Dask's managed memory, so Dask never spills, moves or replicates the rows. Only the
    row count (public) comes back.
-2. Every step, the optimizer asks its :class:`~service.optimizers.full_gradient.SummedGradient`
+2. Every step, the optimizer asks its :class:`~service.optimizers.kits.full_gradient.SummedGradient`
    oracle for ∇F(w); the driver calls ``partial_gradient(w)`` on every actor (a direct call to
    its worker: w in, one d-vector out), waits for *all* answers and reduces them in partition
    order; the optimizer adds the noise once and steps. Only d-vectors travel.
@@ -45,19 +45,20 @@ from typing import Any, cast
 
 import numpy as np
 
+from service.data.backends import reopen_source
 from service.data.encoding import Encoder
 from service.data.partitions import RowWindow, WindowSource, split_rows
 from service.data.reader import read_encoded
-from service.data.sources import SourceError, reopen_source
+from service.data.sources import SourceError
 from service.data.spec import LabelSpec
 from service.models.base import FloatArray, Loss, fit_labels, parameter_count
-from service.optimizers.full_gradient import (
+from service.optimizers.kits.full_gradient import (
     GradientOracle,
     PartitionMissing,
     SummedGradient,
     partial_gradient_sum,
 )
-from service.optimizers.inputs import row_divisors
+from service.optimizers.kits.inputs import row_divisors
 from service.settings import Settings
 from service.workers.row_cache import drop_cached_rows
 

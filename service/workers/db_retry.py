@@ -8,7 +8,7 @@ retried unit: the whole transaction runs again after an exponential back-off (0.
 to 5 s) on a *connection-level* error, for up to ``budget_s`` seconds (default 120).
 
 Retrying a whole transaction is safe because every status write is a conditional UPDATE
-(:mod:`service.job_status`): a transaction that did commit before its connection broke is
+(:mod:`service.db.job_status`): a transaction that did commit before its connection broke is
 found already applied on the retry and changes nothing. Errors that are not about the
 connection (an integrity error, a bug) are raised at once. Nothing about the data is in what
 is retried or logged: the log line names the exception type only.

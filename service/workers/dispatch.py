@@ -22,8 +22,9 @@ from typing import Protocol
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import job_status
+from service.db import job_status
 from service.db.models import Job
+from service.domain.dispatching import Dispatcher
 from service.settings import Settings
 from service.workers.db_retry import with_retry
 from service.workers.engines import WorkerEngines
@@ -38,14 +39,6 @@ RECOVERY_FAILED = (
 INTERRUPTED_UNREAD = (
     "The job's worker task failed before any data was read; its charge was refunded."
 )
-
-
-class Dispatcher(Protocol):
-    def submit(self, job_id: str, attempt: int) -> None: ...
-
-    def close(self) -> None: ...
-
-    def describe(self) -> str: ...
 
 
 class Tracking(Protocol):

@@ -40,7 +40,7 @@ replaced by generic messages (their text can quote values).
 
 Which models: the per-row coefficient is compiled for the logistic loss (with or without a
 clipped slope) — the model every ``auto`` classification job uses; other losses are refused at
-pricing with 422 naming ``model`` (:func:`check_in_database`).
+pricing with 422 naming ``model`` (:func:`service.domain.execution.check_in_database`).
 """
 
 from __future__ import annotations
@@ -75,12 +75,10 @@ from service.models.base import FloatArray, Loss
 from service.models.logistic import LogisticLoss
 
 __all__ = [
-    "IN_DATABASE_MODELS",
     "MAX_SESSIONS",
     "MIN_SHARD_ROWS",
     "TEMP_BUFFERS_CAP_KIB",
     "InDatabaseGradient",
-    "check_in_database",
     "encoded_rows",
     "encoded_select",
     "planned_sessions",
@@ -88,8 +86,6 @@ __all__ = [
     "temp_buffers_kib",
 ]
 
-#: The models whose per-row gradient coefficient is compiled to SQL.
-IN_DATABASE_MODELS = frozenset({"logistic_regression"})
 _TEMP_TABLE = "dpfit_rows"
 _READ_FAILED = "the in-database job could not read the table"
 _FLUSH = 2.0**-500
@@ -102,30 +98,6 @@ TEMP_BUFFERS_CAP_KIB = 1 << 20
 _SHARDS = "dpfit_shards"
 _SNAPSHOT_ID = re.compile(r"^[0-9A-Fa-f-]{1,64}$")
 _T = TypeVar("_T")
-
-
-def check_in_database(model: str, optimizer: Any, label_type: str) -> None:
-    """Raise :class:`InDatabaseUnsupported` (field, message) when a job on an in-database
-    dataset cannot run there: the model must be compiled, the optimizer a full-gradient one
-    (``fit_oracle``), the label binary. Public facts only."""
-    if model not in IN_DATABASE_MODELS:
-        raise InDatabaseUnsupported(
-            "model",
-            "this dataset is fitted inside its database, which runs "
-            + ", ".join(sorted(IN_DATABASE_MODELS))
-            + " only",
-        )
-    if not hasattr(optimizer, "fit_oracle") and getattr(optimizer, "name", "") != "bolt_on_psgd":
-        raise InDatabaseUnsupported(
-            "optimizer.name",
-            "this dataset is fitted inside its database, which runs bolt_on_psgd (SGD as an "
-            "aggregate) and the full-gradient optimizers (dp_gd, dp_agd, dp_agd_averaged, "
-            "dp_agd_centred, output_perturbation_gd, dp_accmd, auto)",
-        )
-    if label_type != "binary":
-        raise InDatabaseUnsupported(
-            "label.type", "in-database execution supports binary labels for now"
-        )
 
 
 def statement_timeout_ms(n: int, dimension: int) -> int:
@@ -386,7 +358,8 @@ def _shard_of(source: SqlSource, used: Sequence[str], k: int, count: int) -> sa.
 
 class InDatabaseGradient:
     """The gradient oracle over ``pg_temp.dpfit_rows`` (a
-    :class:`~service.optimizers.full_gradient.GradientOracle`): ∇F(w) = −(1/n)·Σ_i c_i x_i + l2·w
+    :class:`~service.optimizers.kits.full_gradient.GradientOracle`):
+    ∇F(w) = −(1/n)·Σ_i c_i x_i + l2·w
     with c_i = y_i·min(σ(−y_i w·x_i), C), the logistic loss's coefficient written with the same
     operations as :meth:`LogisticLoss.gradient` (σ(t) = (1 + tanh(t/2))/2); the sum is the
     database's, in its own order (agrees with numpy to summation rounding)."""

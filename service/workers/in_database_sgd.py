@@ -9,8 +9,9 @@ measures no runtime overhead over noiseless in-database SGD.
 Here the aggregate is plain PL/pgSQL, created for the session in ``pg_temp`` (no extension,
 nothing installed; the role needs only SELECT on the table and TEMP on the database) and
 dropped on the way out. It reproduces, step for step, the noise-free black box of
-:func:`service.optimizers.bolt_on_psgd.permutation_sgd` (:func:`~service.optimizers.sgd_common.
-run_sgd` over :func:`~service.optimizers.sgd_common.permutation_batches`) for the logistic loss:
+:func:`service.optimizers.bolt_on_psgd.permutation_sgd`
+(:func:`~service.optimizers.kits.sgd_common.run_sgd` over
+:func:`~service.optimizers.kits.sgd_common.permutation_batches`) for the logistic loss:
 
 - pass p = 1 … k: the pass's order is π_p = ``rng.permutation(n)`` — the same draws in the
   same order as the worker path — but the worker never holds it. :meth:`SecureRandom.
@@ -27,7 +28,7 @@ run_sgd` over :func:`~service.optimizers.sgd_common.permutation_batches`) for th
   dpfit_order JOIN dpfit_rows USING (pos)`` is the pass; only the state (the d-sized
   iterate, the running average and the step counter) leaves the database;
 - the pass's batches are the consecutive blocks of π_p that ``np.array_split(π_p, m)`` cuts,
-  m = ⌊n/b⌋ (:func:`~service.optimizers.sgd_common.pass_layout`): with n = qm + r, the first r
+  m = ⌊n/b⌋ (:func:`~service.optimizers.kits.sgd_common.pass_layout`): with n = qm + r, the first r
   batches hold q + 1 rows, the others q. The transition function accumulates the per-row
   gradients of one batch at the batch's starting iterate, g = Σ_{i∈B} c_i x_i with
   c_i = y_i·min(σ(−y_i w·x_i), C) written with :meth:`LogisticLoss.gradient`'s operations
@@ -36,7 +37,7 @@ run_sgd` over :func:`~service.optimizers.sgd_common.permutation_batches`) for th
       ∇ = g·(−1/|B|) + μw (+ z_t),   w ← Π_R(w − η_t ∇),   w̄ ← w̄ + (w − w̄)/t,
 
   η_t the plan's schedule (η₀ for t ≤ t₀, 1/(μt) after), Π_R the projection of
-  :func:`~service.optimizers.sgd_common.project_to_ball` (same operations), w̄ the running
+  :func:`~service.optimizers.kits.sgd_common.project_to_ball` (same operations), w̄ the running
   average when the plan averages. z_t is only for the per-step-noise comparison of the bench
   (drawn by the worker, shipped as ``pg_temp.dpfit_noise``); bolt-on passes none;
 - then the worker adds the release noise with the optimizer's own
@@ -83,9 +84,9 @@ from service.data.sources import SourceError
 from service.data.sql_encoding import InDatabaseUnsupported
 from service.models.base import FloatArray, Loss
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import ProgressCallback, ReleasePlan
 from service.optimizers.bolt_on_psgd import BoltOnConfig, bolt_on_sensitivity, max_step_size
-from service.optimizers.sgd_common import (
+from service.optimizers.kits.base import ProgressCallback, ReleasePlan
+from service.optimizers.kits.sgd_common import (
     InverseSqrtSchedule,
     StepSchedule,
     check_convex_loss,

@@ -31,7 +31,8 @@ from typing import Protocol
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.db.models import utcnow
-from service.workers.dispatch import Dispatcher, Tracking, recover_unfinished
+from service.domain.dispatching import Dispatcher
+from service.workers.dispatch import Tracking, recover_unfinished
 
 logger = logging.getLogger("dpfit.dispatch")
 

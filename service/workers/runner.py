@@ -65,11 +65,9 @@ from typing import Any
 
 import numpy as np
 from pydantic import TypeAdapter
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import job_status
+from service.data.backends import reopen_source
 from service.data.encoding import Encoder
 from service.data.partitions import (
     Layout,
@@ -80,25 +78,25 @@ from service.data.partitions import (
 )
 from service.data.reader import read_encoded
 from service.data.source import Source
-from service.data.sources import SourceError, reopen_source
+from service.data.sources import SourceError
 from service.data.spec import Feature, LabelSpec
 from service.data.sql_source import SqlSource
-from service.db.models import Dataset, Job, TrainedModel
+from service.db import job_status
+from service.db.models import Dataset, Job
 from service.db.session import session_factory
-from service.evaluation import evaluate_and_store, is_evaluation
-from service.ids import new_id
+from service.domain.evaluation import evaluate_and_store, is_evaluation
+from service.domain.released_model import released_weights
+from service.domain.roots import location_open
 from service.ledger.admission import cancel_or_refund_unread
 from service.models.base import Loss, fit_labels
 from service.models.registry import ModelSpec, build_loss
-from service.optimizers.base import JobCancelled, ReleasePlan
-from service.optimizers.full_gradient import GradientOracle
-from service.optimizers.inputs import encoder_layout, laid_out
-from service.optimizers.one_vs_rest import class_plan_of
-from service.optimizers.planning import plan_from_json
-from service.optimizers.registry import get_optimizer
+from service.optimizers.kits.base import JobCancelled, ReleasePlan
+from service.optimizers.kits.full_gradient import GradientOracle
+from service.optimizers.kits.inputs import encoder_layout, laid_out
+from service.optimizers.kits.one_vs_rest import class_plan_of
+from service.optimizers.kits.planning import plan_from_json
+from service.optimizers.kits.registry import get_optimizer
 from service.privacy.secure_random import SecureRandom
-from service.registration import location_open
-from service.released_model import pack, released_weights
 from service.settings import Settings
 from service.workers.data_parallel import (
     PartitionRead,
@@ -111,10 +109,18 @@ from service.workers.engines import job_engine
 from service.workers.in_database import InDatabaseGradient, encoded_rows
 from service.workers.in_database_sgd import fit_bolt_on_in_database
 from service.workers.row_cache import Rows, cached_rows, row_key
+from service.workers.run_writes import (
+    JobTimedOut,
+    ProgressReporter,
+    current_status,
+    finish,
+    mark_failed,
+    offset,
+    store_model,
+)
 
 logger = logging.getLogger("dpfit.worker")
 
-PROGRESS_INTERVAL_S = 0.25
 TIMED_OUT = (
     "The job ran longer than the service's wall-clock limit per job (DPFIT_JOB_TIME_LIMIT) and "
     "was stopped; its charge stands. Submit fewer steps or a smaller job."
@@ -130,14 +136,6 @@ SOURCE_NOT_OPEN = (
     "or DPFIT_SQL_CONNECTIONS for a table, no longer holds it): nothing was read and the charge "
     "was refunded. The data is not known to have changed; the operator must re-open its root."
 )
-
-
-class NonFiniteModel(Exception):
-    """A fit produced a non-finite coefficient; the model is not stored (no value attached)."""
-
-
-class JobTimedOut(Exception):
-    """A run passed the wall-clock limit (``DPFIT_JOB_TIME_LIMIT``); carries no value."""
 
 
 def run_job(job_id: str, attempt: int, database_url: str) -> str:
@@ -225,12 +223,12 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
         with sessions.begin() as session:
             if cancel_or_refund_unread(session, job_id, "failed", SOURCE_NOT_OPEN):
                 return "failed"
-        return _mark_failed(sessions, job_id, attempt, SOURCE_NOT_OPEN)
+        return mark_failed(sessions, job_id, attempt, SOURCE_NOT_OPEN)
     source = None if settings is None else _reopen(record, settings)
     if settings is None or source is None or not _source_unchanged(source, registered_fingerprint):
         if _refund_unread(sessions, job_id, SOURCE_CHANGED):
             return "failed"
-        return _mark_failed(sessions, job_id, attempt, SOURCE_CHANGED)
+        return mark_failed(sessions, job_id, attempt, SOURCE_CHANGED)
 
     layout = Layout("single", 0) if record.execution == "in_database" else _layout(record, settings)
     if layout.kind == "infeasible":
@@ -238,27 +236,25 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
         message = f"{layout.reason}; nothing was read and the charge was refunded."
         if _refund_unread(sessions, job_id, message):
             return "failed"
-        return _mark_failed(sessions, job_id, attempt, message)
+        return mark_failed(sessions, job_id, attempt, message)
 
     held = _claim(sessions, job_id, attempt)
     if held is None:
-        return _current_status(sessions, job_id)
+        return current_status(sessions, job_id)
     attempt = held  # a re-run of a lost dispatch holds the next attempt (job_status.claim)
     deadline = time.monotonic() + settings.job_time_limit_s  # public, fixed before the read
 
     try:
         return _fit_and_store(sessions, job_id, attempt, source, record, layout, deadline)
     except JobCancelled:
-        return _finish(sessions, job_id, attempt, "cancelled", None)
+        return finish(sessions, job_id, attempt, "cancelled", None)
     except JobTimedOut:
         logger.warning("job %s attempt %d passed the wall-clock limit", job_id, attempt)
-        return _mark_failed(sessions, job_id, attempt, TIMED_OUT)
+        return mark_failed(sessions, job_id, attempt, TIMED_OUT)
     except Exception as exc:  # noqa: BLE001 - any failure after reading keeps the charge
         logger.error("job %s attempt %d failed: %s", job_id, attempt, type(exc).__name__)
         changed = _fingerprint_differs(source, registered_fingerprint)
-        return _mark_failed(
-            sessions, job_id, attempt, SOURCE_CHANGED if changed else FAILED_READING
-        )
+        return mark_failed(sessions, job_id, attempt, SOURCE_CHANGED if changed else FAILED_READING)
 
 
 def _settings() -> Settings | None:
@@ -294,7 +290,7 @@ def _fingerprint_differs(source: Source, registered: str) -> bool:
 
 def _claim(sessions: sessionmaker[Session], job_id: str, attempt: int) -> int | None:
     """queued → running (one more run, data_read_at set), iff this attempt is current; returns
-    the attempt the run holds (:func:`service.job_status.claim`)."""
+    the attempt the run holds (:func:`service.db.job_status.claim`)."""
 
     def write() -> int | None:
         with sessions.begin() as session:
@@ -340,7 +336,7 @@ def _fit_and_store(
     deadline: float | None = None,
 ) -> str:
     registered_fingerprint = record.fingerprint
-    if is_evaluation(record.spec):  # a private evaluation job (service/evaluation.py)
+    if is_evaluation(record.spec):  # a private evaluation job (service/domain/evaluation.py)
         return evaluate_and_store(sessions, job_id, attempt, source, registered_fingerprint)
     spec, plan_json, classes = record.spec, record.plan, record.classes
     file_fingerprints = record.file_fingerprints
@@ -353,7 +349,7 @@ def _fit_and_store(
             sessions, job_id, attempt, source, record, (encoder, loss, label), deadline
         )
         plan = plan_from_json(plan_json)
-        return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
+        return store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
     if layout is not None and layout.kind == "partitioned":
         read = PartitionRead(
             source_format=record.source_format,
@@ -374,12 +370,12 @@ def _fit_and_store(
                 raise SourceError("source changed while the job was reading it")
 
         plan = plan_from_json(plan_json)
-        progress = _ProgressReporter(sessions, job_id, attempt, plan, deadline)
+        progress = ProgressReporter(sessions, job_id, attempt, plan, deadline)
         w = _fit_partitioned(
             f"{job_id}-{attempt}", read, plan, spec, loss, progress, unchanged, classes
         )
         w = released_weights(loss, w)
-        return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
+        return store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
     label_bound = getattr(loss, "label_bound", None)
 
     def read() -> Rows:
@@ -397,13 +393,13 @@ def _fit_and_store(
     )
     X, Y = cached_rows(key, read)  # the rows of the registered bytes (service/workers/row_cache)
     # The schema's public column layout travels with the rows: it alone (with n and d) shapes
-    # the optimizers' computation, never the values (service/optimizers/inputs.py).
+    # the optimizers' computation, never the values (service/optimizers/kits/inputs.py).
     X = laid_out(X, encoder_layout(encoder))
     Y = fit_labels(loss, Y)  # a joint multiclass loss takes class indices (row-local)
 
     plan = plan_from_json(plan_json)
     optimizer = get_optimizer(spec["optimizer"]["name"])
-    progress = _ProgressReporter(sessions, job_id, attempt, plan, deadline)
+    progress = ProgressReporter(sessions, job_id, attempt, plan, deadline)
     progress.check_clock()  # the read counts towards the limit
     rng = SecureRandom()  # every bit from os.urandom; never logged or returned
     class_plan = class_plan_of(plan)
@@ -413,13 +409,13 @@ def _fit_and_store(
         steps = class_plan.total_steps
         w = np.stack(
             [
-                optimizer.fit(class_plan, loss, X, Y[k], rng, _offset(progress, k * steps))
+                optimizer.fit(class_plan, loss, X, Y[k], rng, offset(progress, k * steps))
                 for k in range(Y.shape[0])
             ]
         )
     del X, Y
     w = released_weights(loss, w)
-    return _store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
+    return store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
 
 
 def _fit_in_database(
@@ -438,7 +434,7 @@ def _fit_in_database(
     encoder, loss, label = schema
     plan = plan_from_json(record.plan)
     optimizer = get_optimizer(record.spec["optimizer"]["name"])
-    progress = _ProgressReporter(sessions, job_id, attempt, plan, deadline)
+    progress = ProgressReporter(sessions, job_id, attempt, plan, deadline)
     rng = SecureRandom()  # every bit from os.urandom; never logged or returned
     bound = getattr(loss, "label_bound", None)
     bolt_on = record.spec["optimizer"]["name"] == "bolt_on_psgd"
@@ -464,7 +460,7 @@ def _fit_partitioned(
     plan: ReleasePlan,
     spec: dict[str, Any],
     loss: Loss,
-    progress: _ProgressReporter,
+    progress: ProgressReporter,
     after_load: Callable[[], None],
     classes: int | None,
 ) -> np.ndarray:
@@ -481,7 +477,7 @@ def _fit_partitioned(
         return np.stack(
             [
                 optimizer.fit_oracle(
-                    class_plan, loss, oracle_for(k), rng, _offset(progress, k * steps)
+                    class_plan, loss, oracle_for(k), rng, offset(progress, k * steps)
                 )
                 for k in range(classes or 0)
             ]
@@ -499,137 +495,3 @@ def _fit_partitioned(
         max_rounds=Settings.from_env().max_attempts,
         min_free_bytes=placeable,
     )
-
-
-def _offset(progress: _ProgressReporter, done: int) -> Callable[[int], None]:
-    return lambda step: progress(done + step)
-
-
-class _ProgressReporter:
-    """Writes ``progress_step`` at most every PROGRESS_INTERVAL_S and checks for cancellation
-    (not at the last step: :func:`service.job_status.succeed` writes it, and refuses a job
-    whose cancellation was requested), and at every step the wall-clock ``deadline``
-    (``time.monotonic()`` value; None: no limit), raising :class:`JobTimedOut` past it."""
-
-    def __init__(
-        self,
-        sessions: sessionmaker[Session],
-        job_id: str,
-        attempt: int,
-        plan: ReleasePlan,
-        deadline: float | None = None,
-    ) -> None:
-        self._sessions = sessions
-        self._job_id = job_id
-        self._attempt = attempt
-        self._total = plan.total_steps
-        self._last = 0.0
-        self._deadline = deadline
-
-    def check_clock(self) -> None:
-        if self._deadline is not None and time.monotonic() > self._deadline:
-            raise JobTimedOut()
-
-    def __call__(self, step: int) -> None:
-        self.check_clock()
-        if step >= self._total:
-            return  # storing the model writes the last step and honours a cancellation
-        now = time.monotonic()
-        if now - self._last < PROGRESS_INTERVAL_S:
-            return
-        self._last = now
-
-        def write() -> bool:
-            with self._sessions.begin() as session:
-                return job_status.write_progress(
-                    session, self._job_id, self._attempt, min(step, self._total)
-                )
-
-        cancelled = with_retry(write, what="writing progress")
-        if cancelled:
-            raise JobCancelled(self._job_id)
-
-
-def _store_model(
-    sessions: sessionmaker[Session],
-    job_id: str,
-    attempt: int,
-    spec: dict[str, object],
-    plan: ReleasePlan,
-    encoder: Encoder,
-    label: LabelSpec,
-    w: np.ndarray,
-) -> str:
-    """Store the noised weights (a vector, or one row per class for one-vs-rest).
-
-    Never a non-finite coefficient: planning refuses what would overflow, and should a fit
-    still produce NaN or ±inf this raises :class:`NonFiniteModel` — the job fails with the
-    generic :data:`FAILED_READING` (no value in it), nothing is released, the charge stands."""
-    if not np.all(np.isfinite(w)):
-        raise NonFiniteModel()
-    coefficients, intercept = pack(w, encoder.fit_intercept)
-    privacy = dict(spec["privacy"])  # type: ignore[arg-type]
-    privacy.update(
-        mechanism=plan.mechanism, noise_scale=plan.noise_scale, sensitivity=plan.sensitivity
-    )
-    model_id = new_id("mdl")
-
-    def write() -> str:  # one transaction, retried as a whole through an outage
-        try:
-            with sessions() as session:
-                job = session.get(Job, job_id)
-                assert job is not None
-                stored = job_status.succeed(
-                    session, job_id, attempt, progress=plan.total_steps, model_id=model_id
-                )
-                if not stored:
-                    session.rollback()
-                    return _current_status(sessions, job_id)
-                session.add(
-                    TrainedModel(
-                        id=model_id,
-                        job_id=job_id,
-                        dataset_id=job.dataset_id,
-                        principal=job.principal,
-                        model_spec=dict(spec["model"]),  # type: ignore[arg-type]
-                        coefficients=coefficients,
-                        intercept=intercept,
-                        feature_names=list(encoder.feature_names),
-                        encoder=encoder.to_dict(),
-                        label=label.model_dump(mode="json"),
-                        privacy=privacy,
-                    )
-                )
-                session.commit()
-        except IntegrityError:
-            return _current_status(sessions, job_id)
-        return "succeeded"
-
-    return with_retry(write, what="storing a model")
-
-
-def _finish(
-    sessions: sessionmaker[Session],
-    job_id: str,
-    attempt: int,
-    status: job_status.Ending,
-    error: str | None,
-) -> str:
-    def write() -> None:
-        with sessions.begin() as session:
-            job_status.end_run(session, job_id, attempt, status, error)
-
-    with_retry(write, what="ending a run")
-    return _current_status(sessions, job_id)
-
-
-def _mark_failed(sessions: sessionmaker[Session], job_id: str, attempt: int, error: str) -> str:
-    return _finish(sessions, job_id, attempt, "failed", error)
-
-
-def _current_status(sessions: sessionmaker[Session], job_id: str) -> str:
-    def read() -> str:
-        with sessions() as session:
-            return session.scalar(select(Job.status).where(Job.id == job_id)) or "missing"
-
-    return with_retry(read, what="reading a job's status")

@@ -20,7 +20,7 @@ from service.api.app import create_app
 from service.api.compute import ComputePool, PriceCache
 from service.api.throttle import ComputeLimiter, Limits, TooManyRequests
 from service.cli import create_key_cli, migrate
-from service.optimizers.base import InfeasibleSpec
+from service.optimizers.kits.base import InfeasibleSpec
 from service.settings import Settings
 from tests.support.inprocess import QueueOnly, bearer
 from tests.support.walkthrough import COPIES, credit_dataset, logistic_job

@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from service.domain.submission import DatasetFacts, price_job
 from service.models.registry import parse_model_spec
 from service.optimizers.auto import AVERAGING_N_EPSILON, RULE, resolve, rule_l2
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget
-from service.optimizers.planning import plan_job
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
+from service.optimizers.kits.planning import plan_job
 from service.privacy.gdp import gdp_mu
 from service.schemas import JobCreate
-from service.submission import DatasetFacts, price_job
 from service.workers.runner import run_job
 from tests.support.inprocess import bearer, in_process_app
 from tests.support.walkthrough import COPIES, credit_dataset

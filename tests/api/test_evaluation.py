@@ -15,7 +15,7 @@ import pytest
 from dp_accounting import dp_event
 from fastapi.testclient import TestClient
 
-from service.evaluation import evaluate_rows, true_classes
+from service.domain.evaluation import evaluate_rows, true_classes
 from service.ledger.accounting import ORDERS, charge_curve
 from service.privacy.evaluation import (
     EvaluationKind,

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from service.api.app import create_app
 from service.cli import create_key_cli, migrate
 from service.db.models import Charge, Job, utcnow
-from service.job_events import JobEventLog
+from service.domain.job_events import JobEventLog
 from service.settings import Settings
 from service.workers.dispatch import recover_unfinished
 from service.workers.reconciler import Reconciler

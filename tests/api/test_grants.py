@@ -1,5 +1,5 @@
 """Grants are visible and revocable (issue 12): `GET /v1/datasets/{id}/grants` and
-`POST /v1/datasets/{id}/grants/{principal}/revoke` (service/grants.py).
+`POST /v1/datasets/{id}/grants/{principal}/revoke` (service/domain/grants.py).
 
 In-process app (real routes and auth, a dispatcher that runs nothing, the worker's own
 ``run_job`` when a job must run) on a SQLite file and on PostgreSQL.
@@ -17,9 +17,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.db.models import Dataset
+from service.domain.submission import DatasetFacts, price_job, request_hash, submit_job
 from service.errors import DatasetNotFound
 from service.schemas import JobCreate
-from service.submission import DatasetFacts, price_job, request_hash, submit_job
 from service.workers.runner import run_job
 from tests.support.inprocess import bearer, in_process_app
 from tests.support.walkthrough import COPIES, credit_dataset, logistic_job

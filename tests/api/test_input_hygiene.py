@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from service.models.registry import parse_model_spec
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget
-from service.optimizers.planning import plan_job
-from service.optimizers.registry import optimizer_names
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
+from service.optimizers.kits.planning import plan_job
+from service.optimizers.kits.registry import optimizer_names
 from service.schemas import MIN_EPSILON, MIN_POSITIVE_DELTA
 from tests.support.inprocess import InProcessServer
 from tests.support.walkthrough import credit_dataset, logistic_job

@@ -18,7 +18,7 @@ from alembic import command
 from service.cli import ROOT
 from service.db.models import Base
 from service.db.session import make_engine
-from service.registration import content_claim, location_claim, owned_content_claim
+from service.domain.claims import content_claim, location_claim, owned_content_claim
 
 _datasets = sa.table(
     "datasets",

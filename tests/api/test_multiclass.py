@@ -132,8 +132,8 @@ def test_the_joint_model_on_a_binary_label_is_refused_on_model(api: dict[str, An
 def test_the_recorded_joint_spec_replans_the_same_job() -> None:
     """Re-sending an auto job's stored model and optimizer on a categorical label prices the
     very same plan and charge (the joint model's objective gap, log K, included)."""
+    from service.domain.submission import DatasetFacts, price_job
     from service.schemas import JobCreate
-    from service.submission import DatasetFacts, price_job
 
     facts = DatasetFacts(
         id="ds_x", n_rows=1257, n_features=64, delta=1e-5,

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from service.optimizers.registry import get_optimizer
+from service.optimizers.kits.registry import get_optimizer
 from service.workers import runner
 from service.workers.runner import FAILED_READING, run_job
 from tests.support.inprocess import bearer, in_process_app

@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from service.data.sources import local_source
 from service.db.models import Dataset, SourceClaim
-from service.registration import content_claim, member_claims, owned_content_claim
+from service.domain.claims import content_claim, member_claims, owned_content_claim
 from tests.support.inprocess import InProcessServer, in_process_server
 
 LABEL = {"column": "y", "positive": "yes", "negative": "no"}
@@ -29,10 +29,11 @@ FEATURES = [{"name": "x", "type": "numeric", "min": -10.0, "max": 10.0}]
 
 
 def write_part(path: Path) -> None:
-    """A small Parquet file whose content is its own (the values are random)."""
-    seed = uuid.uuid4().int % 1000
+    """A small Parquet file whose content is its own (a random 40-bit value: the 1,000 values
+    this drew before collided between two of a test's seven files about one run in fifty)."""
+    seed = uuid.uuid4().int % (1 << 40)
     table = pa.table(
-        {"x": [seed / 100.0, -0.5, 0.25, (seed % 7) / 10.0], "y": ["yes", "no", "yes", "no"]}
+        {"x": [seed / (1 << 37), -0.5, 0.25, (seed % 7) / 10.0], "y": ["yes", "no", "yes", "no"]}
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)

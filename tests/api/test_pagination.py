@@ -18,7 +18,7 @@ import httpx
 import pytest
 from sqlalchemy import event
 
-from service.job_events import JobEventThread
+from service.domain.job_events import JobEventThread
 from service.workers.runner import run_job
 from tests.support.inprocess import InProcessServer, bearer, in_process_app
 from tests.support.walkthrough import COPIES, EXAMPLES, credit_dataset, logistic_job
@@ -296,7 +296,7 @@ def test_ledger_pages_keep_the_totals_on_every_page(tmp_path: Path) -> None:
 
         from datetime import UTC, datetime
 
-        from service.api.pagination import encode_cursor
+        from service.pagination import encode_cursor
 
         another_list = encode_cursor(datetime.now(UTC), dataset_id)  # a dataset list's cursor
         for cursor in ("abc", "WzEsMl0", another_list):

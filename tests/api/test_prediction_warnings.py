@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from service.data.encoding import Encoder
-from service.prediction_warnings import prediction_warnings
+from service.domain.prediction_warnings import prediction_warnings
 from service.workers.runner import run_job
 from tests.support.inprocess import bearer, in_process_app
 from tests.support.walkthrough import COPIES, CREDIT_FEATURES, credit_dataset, logistic_job

@@ -25,7 +25,7 @@ from alembic import command
 from service.cli import ROOT, main, migrate
 from service.db.models import Base
 from service.db.session import make_engine, session_factory
-from service.principals import (
+from service.domain.principals import (
     LastAdminKey,
     RoleConflict,
     authenticate_key,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from service.optimizers.registry import catalog, optimizer_names
+from service.optimizers.kits.registry import catalog, optimizer_names
 from tests.support.live import LiveServer
 from tests.support.walkthrough import credit_dataset, logistic_job
 

@@ -1,5 +1,5 @@
 """The `dpfit` CLI's HTTP commands against a live `dpfit serve`: `-o json` answers, text
-output, and exit codes that say what went wrong (service/cli_http.py)."""
+output, and exit codes that say what went wrong (service/cli_http/)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from service.cli import main
-from service.cli_http import (
+from service.cli_http.common import (
     EXIT_AUTH,
     EXIT_BUDGET,
     EXIT_CONFLICT,

@@ -33,6 +33,7 @@ from distributed.security import Security
 
 from service.data.encoding import Encoder
 from service.data.partitions import (
+    DATA_FRACTION,
     WORKER_PROCESS_BYTES,
     RowWindow,
     WindowSource,
@@ -44,18 +45,18 @@ from service.data.partitions import (
 from service.data.reader import read_encoded
 from service.data.sources import local_source
 from service.data.spec import LabelSpec, NumericFeature
+from service.domain.submission import DatasetFacts, check_fits_cluster
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
 from service.optimizers.dp_accmd import DPAccMD, DPAccMDParams
 from service.optimizers.dp_agd import DPAGD, DPAGDParams
 from service.optimizers.dp_gd import DPGD, DPGDParams, oracle_gradient_descent
-from service.optimizers.full_gradient import LocalGradient, PartitionMissing, SummedGradient
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.full_gradient import LocalGradient, PartitionMissing, SummedGradient
 from service.optimizers.output_perturbation_gd import (
     OutputPerturbationGD,
     OutputPerturbationGDParams,
 )
 from service.settings import Settings
-from service.submission import DatasetFacts, check_fits_cluster
 from service.workers.data_parallel import (
     PartitionRead,
     WorkerLost,
@@ -205,23 +206,23 @@ def test_layout_from_public_facts() -> None:
     )
     forced = choose_layout(10**6, 41, None, [None] * 4, data_parallel=True, min_rows=10**6)
     assert (forced.kind, forced.parts) == ("partitioned", 4)
-    # 6e6 x 40 (+ intercept), 41 columns read, in workers of 941 MiB: one cannot, four can —
-    # 1.5e6 rows each need 481 MiB of the 0.9 × 941 − 284 − 73.4 = 489.5 MiB a worker holds
-    # (measured peaks 824–831 MiB, bench/RESULTS.md) — and three cannot (2e6 rows: 641 MiB
-    # each); on 4 × 900 MiB the honest estimate leaves no room for it (issue 23 item 6)
+    # 6e6 x 40 (+ intercept), 41 columns read, in workers of 900 MiB (issue 23 item 6): one
+    # cannot, four can — 1.5e6 rows each need 481 MiB of the 0.935 × 900 − 284 − 73.4 = 484 MiB
+    # a worker holds (measured peaks 824–831 MiB, bench/RESULTS.md) — and three cannot (2e6
+    # rows: 641 MiB each)
     big = choose_layout(
-        6 * 10**6, 41, None, [941 * mib] * 4, data_parallel=True, min_rows=None, columns=41
+        6 * 10**6, 41, None, [900 * mib] * 4, data_parallel=True, min_rows=None, columns=41
     )
     assert (big.kind, big.parts) == ("partitioned", 4)
     assert (
         encoded_bytes(1_500_000, 41, None)
-        <= usable_bytes(941 * mib, 1_500_000, 41)
+        <= usable_bytes(900 * mib, 1_500_000, 41)
         < (encoded_bytes(2_000_000, 41, None))
     )
-    assert usable_bytes(900 * mib, 1_500_000, 41) < encoded_bytes(1_500_000, 41, None)
+    assert usable_bytes(890 * mib, 1_500_000, 41) < encoded_bytes(1_500_000, 41, None)
     # the step's temporaries count once they exceed the reader's buffers: 24 bytes per row
     assert usable_bytes(900 * mib, 10**7) == (
-        int(0.9 * 900 * mib) - WORKER_PROCESS_BYTES - 24 * 10**7
+        int(DATA_FRACTION * 900 * mib) - WORKER_PROCESS_BYTES - 24 * 10**7
     )
     # not a data-parallel optimizer, or too big even spread: infeasible, saying the MiB needed
     for layout in (

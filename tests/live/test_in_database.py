@@ -18,7 +18,7 @@ from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 from service.data.sql_encoding import PARSE_FUNCTION_SQL, SESSION_SETTINGS, InDatabaseUnsupported
 from service.data.sql_source import open_sql_source
 from service.models.logistic import LogisticLoss
-from service.optimizers.full_gradient import LocalGradient
+from service.optimizers.kits.full_gradient import LocalGradient
 from service.settings import Settings
 from service.workers import in_database
 from service.workers.in_database import InDatabaseGradient, encoded_rows, encoded_select
@@ -426,8 +426,8 @@ def test_changed_table_is_refused_and_temp_table_is_gone(warehouse: str) -> None
 def test_a_fit_through_the_database_equals_the_worker_path(warehouse: str) -> None:
     """Same plan, same seed: fit_oracle over the database's aggregates = fit_oracle over the
     reader's rows, to summation rounding (the noise is drawn in the worker either way)."""
-    from service.optimizers.base import PrivacyTarget
-    from service.optimizers.registry import get_optimizer
+    from service.optimizers.kits.base import PrivacyTarget
+    from service.optimizers.kits.registry import get_optimizer
 
     _random_table(warehouse, "same_fit", 2000, 5)
     source = open_sql_source("sql://wh/same_fit", _settings(warehouse))

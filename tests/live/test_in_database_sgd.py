@@ -19,9 +19,9 @@ from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 from service.data.sql_encoding import InDatabaseUnsupported
 from service.data.sql_source import open_sql_source
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import PrivacyTarget
 from service.optimizers.bolt_on_psgd import BoltOnPSGD, BoltOnPSGDParams, permutation_sgd
-from service.optimizers.sgd_common import (
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.sgd_common import (
     StepSchedule,
     pass_layout,
     permutation_batches,

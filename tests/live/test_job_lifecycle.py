@@ -14,8 +14,8 @@ import pytest
 from service.ledger import filter as privacy_filter
 from service.ledger.accounting import rdp_curve
 from service.models.registry import parse_model_spec
-from service.optimizers.base import PrivacyTarget
-from service.optimizers.planning import plan_job
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.planning import plan_job
 from service.privacy.gdp import event_mu
 from tests.support.live import LiveServer
 from tests.support.walkthrough import EXAMPLES, credit_dataset, logistic_job, write_large_credit

@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy.orm import sessionmaker
 
 from service.db.session import make_engine
-from service.job_events import JobEventLog
+from service.domain.job_events import JobEventLog
 from service.logging_setup import JsonFormatter, configure_logging
 from service.settings import Settings, SettingsError
 from tests.support.inprocess import bearer, in_process_app

@@ -14,7 +14,7 @@ from alembic.config import Config
 from alembic import command
 from service.cli import ROOT
 from service.db.session import make_engine
-from service.registration import content_claim, location_claim, member_claims
+from service.domain.claims import content_claim, location_claim, member_claims
 
 
 def _alembic(url: str) -> Config:

@@ -144,7 +144,7 @@ def test_readme_own_data_line_keeps_the_examples_root() -> None:
 def test_readme_lists_every_optimizer_and_model() -> None:
     """The optimizer reference (linked from the README) names every optimizer and model."""
     from service.models.registry import model_names
-    from service.optimizers.registry import optimizer_names
+    from service.optimizers.kits.registry import optimizer_names
 
     assert "](docs/reference/optimizers.md)" in (ROOT / "README.md").read_text()
     reference = (ROOT / "docs" / "reference" / "optimizers.md").read_text()

@@ -671,7 +671,7 @@ def test_migration_keeps_the_earliest_of_legacy_duplicates(
 
     from service.db.models import Dataset, SourceClaim
     from service.db.session import make_engine, session_factory
-    from service.registration import content_claim, location_claim, owned_content_claim
+    from service.domain.claims import content_claim, location_claim, owned_content_claim
 
     def partial_owned(unscoped: Any) -> Any:
         return lambda fingerprint: owned_content_claim("o", unscoped(fingerprint))

@@ -27,7 +27,8 @@ from service.data.encoding import Encoder
 from service.data.reader import read_encoded
 from service.data.sources import SourceError
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
-from service.data.sql_source import open_sql_source, parse_sql_uri, reopen_sql_source
+from service.data.sql_source import open_sql_source, reopen_sql_source
+from service.data.sql_uri import parse_sql_uri
 from service.settings import Settings, SettingsError
 from tests.support.fixtures import EXAMPLES, _fresh_postgres_database
 from tests.support.live import LiveServer, start_server

@@ -25,8 +25,8 @@ from scipy import stats
 from scipy.special import expit
 
 from service.models.base import FloatArray
-from service.optimizers.gradient_kit import QueryRecord
-from service.optimizers.svrg_common import batch_difference_query
+from service.optimizers.kits.gradient_kit import QueryRecord
+from service.optimizers.kits.svrg_common import batch_difference_query
 
 SIGMOID_BETA = 1.0 / (6.0 * math.sqrt(3.0))
 

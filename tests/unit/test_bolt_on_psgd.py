@@ -28,7 +28,6 @@ from service.models.huber_regression import HuberRegressionLoss
 from service.models.huber_svm import HuberSVMLoss
 from service.models.logistic import LogisticLoss
 from service.models.sigmoid import SigmoidLoss
-from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
 from service.optimizers.bolt_on_psgd import (
     BoltOnPSGD,
     BoltOnPSGDParams,
@@ -36,10 +35,11 @@ from service.optimizers.bolt_on_psgd import (
     max_step_size,
     permutation_sgd,
 )
-from service.optimizers.limits import PASSES_CAP
-from service.optimizers.planning import plan_from_json, plan_to_json
-from service.optimizers.registry import catalog, get_optimizer
-from service.optimizers.sgd_common import (
+from service.optimizers.kits.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.limits import PASSES_CAP
+from service.optimizers.kits.planning import plan_from_json, plan_to_json
+from service.optimizers.kits.registry import catalog, get_optimizer
+from service.optimizers.kits.sgd_common import (
     StepSchedule,
     pass_layout,
     permutation_batches,

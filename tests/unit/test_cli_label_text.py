@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from service.cli_http import EXIT_INVALID, EXIT_OK, datasets_register, load_spec
+from service.cli_http.common import EXIT_INVALID, EXIT_OK
+from service.cli_http.datasets import datasets_register, load_spec
 from tests.support.inprocess import in_process_server
 
 SPEC = """\

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from service.cli_http import EXIT_OK, SpecLoader, datasets_register, load_spec
+from service.cli_http.common import EXIT_OK
+from service.cli_http.datasets import SpecLoader, datasets_register, load_spec
 from tests.support.fixtures import EXAMPLES
 from tests.support.inprocess import in_process_server
 from tests.support.walkthrough import readme_block

@@ -12,20 +12,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from service.data.backends import open_source, reopen_source
 from service.data.cells import numeric_cells
 from service.data.encoding import Encoder
 from service.data.limits import ReadLimits
+from service.data.local_files import detect_format, resolve_source
 from service.data.reader import read_encoded
 from service.data.sources import (
     SourceError,
     available_columns,
     count_rows,
-    detect_format,
     fingerprint,
     local_source,
-    open_source,
-    reopen_source,
-    resolve_source,
 )
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 from service.settings import Settings

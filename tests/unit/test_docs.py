@@ -262,7 +262,7 @@ def test_no_optimizer_module_imports_another() -> None:
     """Optimizers share code through kits (gradient_kit, accelerated_kit, svrg_common,
     sgd_common, full_gradient, selection_kit) and reach each other through the registry, never
     by importing another optimizer's module (docs/adding-an-optimizer.md)."""
-    from service.optimizers.registry import optimizer_names
+    from service.optimizers.kits.registry import optimizer_names
 
     folder = ROOT / "service" / "optimizers"
     names = set(optimizer_names())

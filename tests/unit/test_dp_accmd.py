@@ -20,7 +20,6 @@ from sklearn.linear_model import LogisticRegression
 from service.ledger.accounting import rdp_curve
 from service.models.base import FloatArray
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
 from service.optimizers.dp_accmd import (
     AccMDConfig,
     AccMDStep,
@@ -31,7 +30,8 @@ from service.optimizers.dp_accmd import (
     dual_noise_factor,
     simplex_to_weights,
 )
-from service.optimizers.registry import catalog, get_optimizer, optimizer_names
+from service.optimizers.kits.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.registry import catalog, get_optimizer, optimizer_names
 from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon, gdp_mu
 
 OPT = DPAccMD()

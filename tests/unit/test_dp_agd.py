@@ -19,13 +19,16 @@ from sklearn.linear_model import LogisticRegression
 
 from service.models.base import FloatArray
 from service.models.logistic import LogisticLoss
-from service.optimizers.accelerated_kit import accelerated_iterations, noisy_accelerated_descent
-from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
 from service.optimizers.dp_agd import DPAGD, DPAGDParams
 from service.optimizers.dp_gd import DPGD, DPGDParams, noisy_gradient_descent
-from service.optimizers.gradient_kit import QueryRecord, single_release_multiplier
-from service.optimizers.planning import plan_from_json, plan_to_json
-from service.optimizers.registry import catalog, get_optimizer
+from service.optimizers.kits.accelerated_kit import (
+    accelerated_iterations,
+    noisy_accelerated_descent,
+)
+from service.optimizers.kits.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.gradient_kit import QueryRecord, single_release_multiplier
+from service.optimizers.kits.planning import plan_from_json, plan_to_json
+from service.optimizers.kits.registry import catalog, get_optimizer
 from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon
 from tests.support.nonconvex_loss import (
     LinearLoss,

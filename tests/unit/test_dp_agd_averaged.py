@@ -8,8 +8,6 @@ import pytest
 
 from service.ledger.accounting import charge_curve
 from service.models.logistic import LogisticLoss
-from service.optimizers.accelerated_kit import noisy_accelerated_descent
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.dp_agd import DPAGD, DPAGDParams
 from service.optimizers.dp_agd_averaged import (
     STEP_CAP,
@@ -18,8 +16,10 @@ from service.optimizers.dp_agd_averaged import (
     DPAGDAveragedParams,
     averaged_accelerated_descent,
 )
-from service.optimizers.full_gradient import LocalGradient
-from service.optimizers.gradient_kit import QueryRecord
+from service.optimizers.kits.accelerated_kit import noisy_accelerated_descent
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
+from service.optimizers.kits.full_gradient import LocalGradient
+from service.optimizers.kits.gradient_kit import QueryRecord
 from service.privacy.gdp import event_mu, gdp_mu
 
 TARGET = PrivacyTarget(1.0, 1e-5)

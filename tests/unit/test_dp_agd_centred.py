@@ -39,8 +39,6 @@ from service.models.base import FloatArray
 from service.models.huber_regression import HuberRegressionLoss
 from service.models.huber_svm import HuberSVMLoss
 from service.models.logistic import LogisticLoss
-from service.optimizers.accelerated_kit import averaged_accelerated_descent
-from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
 from service.optimizers.dp_agd_averaged import DPAGDAveraged, DPAGDAveragedParams
 from service.optimizers.dp_agd_centred import (
     STEP_SHARE,
@@ -49,15 +47,17 @@ from service.optimizers.dp_agd_centred import (
     DPAGDCentred,
     DPAGDCentredParams,
 )
-from service.optimizers.full_gradient import (
+from service.optimizers.kits.accelerated_kit import averaged_accelerated_descent
+from service.optimizers.kits.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.full_gradient import (
     GradientOracle,
     LocalGradient,
     SummedGradient,
     partial_gradient_sum,
 )
-from service.optimizers.gradient_kit import QueryRecord
-from service.optimizers.planning import plan_from_json, plan_to_json
-from service.optimizers.registry import catalog, get_optimizer
+from service.optimizers.kits.gradient_kit import QueryRecord
+from service.optimizers.kits.planning import plan_from_json, plan_to_json
+from service.optimizers.kits.registry import catalog, get_optimizer
 from service.privacy.gdp import event_mu, gdp_delta, gdp_mu
 from service.privacy.secure_release import secure_gaussian
 from tests.support.nonconvex_loss import clopper_pearson, epsilon_lower_bound

@@ -20,11 +20,15 @@ from sklearn.linear_model import LogisticRegression
 from service.ledger.accounting import rdp_curve
 from service.models.base import FloatArray
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
 from service.optimizers.dp_gd import DPGD, DPGDParams, default_iterations, noisy_gradient_descent
-from service.optimizers.gradient_kit import QueryRecord, single_release_multiplier, zcdp_noise_std
-from service.optimizers.planning import plan_from_json, plan_to_json
-from service.optimizers.registry import catalog, get_optimizer
+from service.optimizers.kits.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.gradient_kit import (
+    QueryRecord,
+    single_release_multiplier,
+    zcdp_noise_std,
+)
+from service.optimizers.kits.planning import plan_from_json, plan_to_json
+from service.optimizers.kits.registry import catalog, get_optimizer
 from service.privacy.calibration import calibrate_noise_multiplier, event_epsilon
 from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon
 from tests.support.nonconvex_loss import (

@@ -21,22 +21,24 @@ from sklearn.linear_model import LogisticRegression
 from service.ledger.accounting import rdp_curve
 from service.models.base import FloatArray
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
 from service.optimizers.dp_spiderboost import (
     DPSpiderBoost,
     DPSpiderBoostParams,
+    rows_needed,
+    solve_alpha,
+    theory_alpha,
+)
+from service.optimizers.kits.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.registry import catalog, get_optimizer, optimizer_names
+from service.optimizers.kits.spider_run import (
     SpiderConfig,
     StreamRecord,
     difference_batch_size,
     difference_sensitivity,
     first_sensitivity,
-    rows_needed,
-    solve_alpha,
     spiderboost_run,
     stream_element,
-    theory_alpha,
 )
-from service.optimizers.registry import catalog, get_optimizer, optimizer_names
 from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon
 from service.privacy.tree_aggregation import node_sums, tree_depth
 

@@ -16,13 +16,13 @@ from sklearn.linear_model import LogisticRegression
 from service.ledger.accounting import ORDERS, rdp_curve
 from service.models.base import FloatArray
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
 from service.optimizers.dp_svrg import DPSVRG, DPSVRGParams
 from service.optimizers.dp_svrg_pp import DPSVRGPlusPlus, DPSVRGPlusPlusParams
-from service.optimizers.gradient_kit import QueryRecord, full_gradient_query
-from service.optimizers.planning import plan_from_json, plan_to_json
-from service.optimizers.registry import catalog
-from service.optimizers.svrg_common import batch_difference_query, noisy_svrg, svrg_contraction
+from service.optimizers.kits.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.gradient_kit import QueryRecord, full_gradient_query
+from service.optimizers.kits.planning import plan_from_json, plan_to_json
+from service.optimizers.kits.registry import catalog
+from service.optimizers.kits.svrg_common import batch_difference_query, noisy_svrg, svrg_contraction
 from service.privacy.calibration import event_epsilon
 from tests.support.nonconvex_loss import (
     LinearLoss,

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from service.evaluation import price_evaluation
+from service.domain.evaluation import price_evaluation
 from service.privacy.evaluation import (
     EvaluationKind,
     EvaluationPlan,

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from service.models.logistic import LogisticLoss
-from service.optimizers.accelerated_kit import noisy_accelerated_descent
-from service.optimizers.base import PrivacyTarget
 from service.optimizers.dp_agd import DPAGD, DPAGDParams
 from service.optimizers.dp_gd import DPGD, DPGDParams, noisy_gradient_descent
-from service.optimizers.inputs import (
+from service.optimizers.kits.accelerated_kit import noisy_accelerated_descent
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.inputs import (
     ColumnLayout,
     GradientRows,
     checked_rows,
@@ -161,7 +161,7 @@ def test_averaged_fit_on_sparse_rows_equals_the_dense_algorithm() -> None:
         DPAGDAveragedParams,
         averaged_accelerated_descent,
     )
-    from service.optimizers.full_gradient import LocalGradient
+    from service.optimizers.kits.full_gradient import LocalGradient
 
     rng = np.random.default_rng(3)
     n = 300

@@ -448,8 +448,8 @@ def test_gradient_clip_round_trips_through_the_registry() -> None:
 
 def test_clip_one_half_halves_an_optimizers_sensitivity_and_noise() -> None:
     """The optimizers only see L: dp_gd's per-step Δ = 2L/n and its noise halve at C = 1/2."""
-    from service.optimizers.base import PrivacyTarget
     from service.optimizers.dp_gd import DPGD, DPGDParams
+    from service.optimizers.kits.base import PrivacyTarget
 
     params = DPGDParams.model_validate({"iterations": 50})
     target = PrivacyTarget(1.0, 1e-5)

@@ -34,9 +34,9 @@ from service.data.partitions import (
     worker_memory_limit,
     worker_overhead,
 )
-from service.optimizers.base import InfeasibleSpec
+from service.domain.submission import DatasetFacts, check_fits_cluster
+from service.optimizers.kits.base import InfeasibleSpec
 from service.settings import Settings
-from service.submission import DatasetFacts, check_fits_cluster
 
 MIB = 1 << 20
 

@@ -30,9 +30,9 @@ from service.models.multinomial import (
     class_indices,
 )
 from service.models.registry import build_loss, parse_model_spec
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
-from service.optimizers.planning import plan_job
-from service.optimizers.registry import get_optimizer, optimizer_names
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.planning import plan_job
+from service.optimizers.kits.registry import get_optimizer, optimizer_names
 from tests.support.nonconvex_loss import epsilon_lower_bound
 
 K, WIDTH, N = 4, 3, 40
@@ -413,7 +413,7 @@ def test_empirical_audit_of_one_noisy_step_below_the_claim() -> None:
 
 
 def test_auto_fits_a_categorical_label_jointly_and_records_it() -> None:
-    from service.cli_http import _auto_text
+    from service.cli_http.jobs import _auto_text
     from service.optimizers.auto import CLIP, resolve
 
     choice = resolve(parse_model_spec({"type": "logistic_regression"}), 1257, 64, TARGET, 10)
@@ -460,7 +460,11 @@ def test_partitioned_gradients_and_fits_equal_the_single_process_ones() -> None:
     """What a data-parallel job computes (service/workers/data_parallel.py): per-partition
     sums of the joint loss's gradients, summed by :class:`SummedGradient` over K·d' parameters —
     the same gradient, and the same fit, as the rows in one process."""
-    from service.optimizers.full_gradient import LocalGradient, SummedGradient, partial_gradient_sum
+    from service.optimizers.kits.full_gradient import (
+        LocalGradient,
+        SummedGradient,
+        partial_gradient_sum,
+    )
 
     rng = np.random.default_rng(12)
     loss = _loss(0.5, l2=0.02)
@@ -487,7 +491,7 @@ def test_partitioned_gradients_and_fits_equal_the_single_process_ones() -> None:
 def test_blocked_and_sparse_rows_give_the_same_gradient_and_value() -> None:
     """Row blocks (dense) and the optimizers' sparse rows change only the summation order."""
     from service.models import multinomial
-    from service.optimizers.inputs import gradient_rows
+    from service.optimizers.kits.inputs import gradient_rows
 
     rng = np.random.default_rng(13)
     n, width = 3000, 12

@@ -13,6 +13,13 @@ from dpfit.model import Model
 
 from service.data.encoding import Encoder
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
+from service.domain.released_model import (
+    class_probabilities,
+    pack,
+    predict,
+    released_weights,
+    weight_matrix,
+)
 from service.models.multinomial import MultinomialLoss
 from service.models.registry import build_loss, parse_model_spec
 from service.privacy.evaluation import (
@@ -21,13 +28,6 @@ from service.privacy.evaluation import (
     metric_sums,
     plan_evaluation,
     release_metrics,
-)
-from service.released_model import (
-    class_probabilities,
-    pack,
-    predict,
-    released_weights,
-    weight_matrix,
 )
 
 CLASSES = ["setosa", "versicolor", "virginica", "other"]

@@ -1,4 +1,5 @@
-"""dp_agd_averaged's row map on the joint multinomial model (service/optimizers/dp_agd_row_map.py).
+"""dp_agd_averaged's row map on the joint multinomial model
+(service/optimizers/kits/dp_agd_row_map.py).
 
 (a) The mean row's release: noise-off neighbours move it by at most 2/n, attained (x' = −x,
     ‖x‖ = 1); its realised noise has the plan's std (an empirical calibration check).
@@ -26,9 +27,9 @@ import pytest
 from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss
 from service.models.registry import build_loss, parse_model_spec
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.dp_agd_averaged import DPAGDAveraged, DPAGDAveragedParams
-from service.optimizers.dp_agd_row_map import (
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
+from service.optimizers.kits.dp_agd_row_map import (
     ROW_MAP_SHARE,
     RowMap,
     fold,
@@ -37,7 +38,7 @@ from service.optimizers.dp_agd_row_map import (
     release_mean,
     row_map,
 )
-from service.optimizers.full_gradient import LocalGradient
+from service.optimizers.kits.full_gradient import LocalGradient
 from service.privacy.gdp import event_mu, gdp_delta, gdp_mu
 
 K, WIDTH, N = 4, 5, 60

@@ -28,8 +28,16 @@ from service.models.base import FloatArray, LinearModelLoss, Task
 from service.models.huber_svm import HuberSVMLoss
 from service.models.logistic import LogisticLoss
 from service.models.sigmoid import SigmoidLoss
-from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
-from service.optimizers.limits import SAMPLED_STEPS_CAP
+from service.optimizers.kits.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.limits import SAMPLED_STEPS_CAP
+from service.optimizers.kits.planning import plan_from_json, plan_to_json
+from service.optimizers.kits.registry import catalog, get_optimizer
+from service.optimizers.kits.sgd_common import (
+    InverseSqrtSchedule,
+    StepSchedule,
+    baseline_steps,
+    schedule_from_json,
+)
 from service.optimizers.noisy_sgd_bst14 import (
     NoisySGDBST14,
     NoisySGDBST14Params,
@@ -41,14 +49,6 @@ from service.optimizers.noisy_sgd_scs13 import (
     NoisySGDSCS13Params,
     noisy_permutation_sgd,
     scs13_event,
-)
-from service.optimizers.planning import plan_from_json, plan_to_json
-from service.optimizers.registry import catalog, get_optimizer
-from service.optimizers.sgd_common import (
-    InverseSqrtSchedule,
-    StepSchedule,
-    baseline_steps,
-    schedule_from_json,
 )
 from service.privacy.calibration import calibrate_noise_multiplier, event_epsilon
 from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon

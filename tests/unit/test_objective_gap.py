@@ -16,8 +16,8 @@ import pytest
 
 from service.models.base import objective_gap_bound
 from service.models.registry import build_loss, parse_model_spec
-from service.optimizers.base import PrivacyTarget
-from service.optimizers.planning import plan_job
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.planning import plan_job
 
 CLASSIFIERS = (
     {"type": "logistic_regression"},

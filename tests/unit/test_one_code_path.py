@@ -23,16 +23,11 @@ import pytest
 from service.data.encoding import Encoder
 from service.data.spec import CategoricalFeature, NumericFeature
 from service.models.logistic import LogisticLoss
-from service.optimizers import gradient_kit
-from service.optimizers import inputs as inputs_module
-from service.optimizers.base import PrivacyTarget
-from service.optimizers.inputs import (
-    ColumnLayout,
-    GradientRows,
-    encoder_layout,
-    laid_out,
-)
-from service.optimizers.registry import get_optimizer
+from service.optimizers.kits import gradient_kit
+from service.optimizers.kits import inputs as inputs_module
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.inputs import ColumnLayout, GradientRows, encoder_layout, laid_out
+from service.optimizers.kits.registry import get_optimizer
 
 N = 400
 NUMERIC = [f"x{i}" for i in range(6)]

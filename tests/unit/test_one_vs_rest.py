@@ -10,10 +10,10 @@ from dp_accounting import dp_event
 from service.data.encoding import encode_one_vs_rest
 from service.data.spec import LabelSpec
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import PrivacyTarget
-from service.optimizers.one_vs_rest import class_plan_of, plan_one_vs_rest
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.one_vs_rest import class_plan_of, plan_one_vs_rest
+from service.optimizers.kits.planning import plan_from_json, plan_to_json
 from service.optimizers.output_perturbation_gd import OutputPerturbationGD
-from service.optimizers.planning import plan_from_json, plan_to_json
 from service.privacy.analytic_gaussian import analytic_gaussian_sigma
 from service.privacy.calibration import event_epsilon
 from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon
@@ -65,7 +65,7 @@ def test_one_vs_rest_labels() -> None:
 def test_a_class_refusal_says_it_was_planned_at_a_share_of_the_job_budget() -> None:
     """private_selection refuses below ε ≈ 0.2; at a job ε of 0.1 over 3 classes its message
     quotes the per-class ε, so the refusal names the job's own (ε, δ) beside it."""
-    from service.optimizers.base import InfeasibleSpec
+    from service.optimizers.kits.base import InfeasibleSpec
     from service.optimizers.private_selection import PrivateSelection
 
     optimizer = PrivateSelection()

@@ -1,5 +1,5 @@
 """The contract every registered optimizer keeps (docs/adding-an-optimizer.md): parametrized over
-``service.optimizers.registry``, so a new optimizer is checked the moment it registers.
+``service.optimizers.kits.registry``, so a new optimizer is checked the moment it registers.
 
 (a) Plan JSON round trip: ``plan_from_json(json(plan_to_json(plan))) == plan`` — queued jobs are
     re-run from the stored JSON, so the worker must run exactly the plan the ledger charged.
@@ -35,9 +35,9 @@ import numpy as np
 import pytest
 
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import PrivacyTarget, ReleasePlan
-from service.optimizers.planning import plan_from_json, plan_to_json
-from service.optimizers.registry import get_optimizer, optimizer_names
+from service.optimizers.kits.base import PrivacyTarget, ReleasePlan
+from service.optimizers.kits.planning import plan_from_json, plan_to_json
+from service.optimizers.kits.registry import get_optimizer, optimizer_names
 
 N, D = 200, 4
 LOSS = LogisticLoss(l2=0.01)

@@ -26,8 +26,9 @@ from service.models.huber_regression import HuberRegressionLoss
 from service.models.huber_svm import HuberSVMLoss
 from service.models.logistic import LogisticLoss
 from service.models.sigmoid import SigmoidLoss
-from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
-from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
+from service.optimizers.kits.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP
+from service.optimizers.kits.registry import catalog, get_optimizer, optimizer_names
 from service.optimizers.output_perturbation_gd import (
     OutputPerturbationGD,
     OutputPerturbationGDParams,
@@ -36,7 +37,6 @@ from service.optimizers.output_perturbation_gd import (
     gradient_descent,
     max_step_size,
 )
-from service.optimizers.registry import catalog, get_optimizer, optimizer_names
 from service.privacy.analytic_gaussian import analytic_gaussian_sigma
 from service.privacy.output_perturbation import release_with_noise
 from service.privacy.secure_release import gaussian_release, laplace_release

@@ -1,4 +1,4 @@
-"""The planning layer's numeric guard (service/optimizers/planning.py): a spec whose plan would
+"""The planning layer's numeric guard (service/optimizers/kits/planning.py): a spec whose plan would
 have a non-finite or absurd quantity (Lipschitz constant, label bound, sensitivity, noise scale,
 step) is refused by ``plan_job`` with InfeasibleSpec naming the field at fault — for every
 optimizer of the catalog, never an OverflowError (a 500 at estimate) and never a plan whose
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from service.models.registry import parse_model_spec
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget
-from service.optimizers.limits import SAFE_MAGNITUDE
-from service.optimizers.planning import plan_job
-from service.optimizers.registry import optimizer_names
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
+from service.optimizers.kits.limits import SAFE_MAGNITUDE
+from service.optimizers.kits.planning import plan_job
+from service.optimizers.kits.registry import optimizer_names
 
 TARGET = PrivacyTarget(0.1, 1e-5)
 

@@ -25,14 +25,14 @@ from service.ledger.accounting import ORDERS, charge_curve, rdp_curve
 from service.ledger.filter import rdp_to_epsilon
 from service.models.logistic import LogisticLoss
 from service.models.registry import parse_model_spec
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget
-from service.optimizers.planning import plan_from_json, plan_job, plan_to_json
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
+from service.optimizers.kits.planning import plan_from_json, plan_job, plan_to_json
+from service.optimizers.kits.registry import optimizer_names
 from service.optimizers.private_selection import (
     PrivateSelection,
     PrivateSelectionParams,
     correct_count,
 )
-from service.optimizers.registry import optimizer_names
 from service.privacy.gdp import event_mu, gdp_mu
 from service.privacy.private_selection import (
     KAPPA_MAX,
@@ -466,10 +466,10 @@ def test_it_releases_the_best_scored_fit_and_learns() -> None:
 
 
 def test_a_priced_job_is_a_renyi_charge_the_filter_admits_by_its_curve() -> None:
+    from service.domain.submission import DatasetFacts, price_job
     from service.ledger.accounting import event_from_json
     from service.ledger.filter import Budget, Spent, admit
     from service.schemas import JobCreate
-    from service.submission import DatasetFacts, price_job
 
     facts = DatasetFacts(
         id="ds",
@@ -514,7 +514,7 @@ def _observed_run(
 ) -> tuple[list[int], list[str], object]:
     """Run the small default plan with K forced to ``force``; return the progress values in
     order, the candidate fits in order (by optimizer name) and the run."""
-    from service.optimizers.registry import get_optimizer
+    from service.optimizers.kits.registry import get_optimizer
 
     job = _plan(1.0)
     fits: list[str] = []

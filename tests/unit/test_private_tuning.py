@@ -26,9 +26,10 @@ from service.models.huber_regression import HuberRegressionLoss
 from service.models.logistic import LogisticLoss
 from service.models.registry import parse_model_spec
 from service.models.sigmoid import SigmoidLoss
-from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.planning import plan_from_json, plan_job, plan_to_json
+from service.optimizers.kits.registry import catalog, get_optimizer, optimizer_names
 from service.optimizers.output_perturbation_gd import OutputPerturbationGD, gradient_descent
-from service.optimizers.planning import plan_from_json, plan_job, plan_to_json
 from service.optimizers.private_tuning import (
     DEFAULT_L2_GRID,
     PrivateTuning,
@@ -40,7 +41,6 @@ from service.optimizers.private_tuning import (
     select_candidate,
     selection_probabilities,
 )
-from service.optimizers.registry import catalog, get_optimizer, optimizer_names
 from service.privacy.output_perturbation import pure_dp_event
 
 OPT = PrivateTuning()

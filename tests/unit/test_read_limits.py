@@ -26,10 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from service.data.backends import open_source
 from service.data.encoding import Encoder
 from service.data.limits import ReadLimits
 from service.data.reader import read_encoded, validate_source
-from service.data.sources import LimitExceeded, local_source, open_source
+from service.data.sources import LimitExceeded, local_source
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
 from service.settings import Settings
 

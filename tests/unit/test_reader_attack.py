@@ -23,7 +23,7 @@ from service.data.reader import read_encoded
 from service.data.sources import local_source
 from service.data.spec import LabelSpec, NumericFeature
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import PrivacyTarget
+from service.optimizers.kits.base import PrivacyTarget
 from service.optimizers.output_perturbation_gd import (
     OutputPerturbationGD,
     OutputPerturbationGDParams,

@@ -17,10 +17,10 @@ from sklearn.linear_model import LogisticRegression
 from service.ledger.accounting import rdp_curve
 from service.models.base import FloatArray
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
-from service.optimizers.gradient_kit import QueryRecord
-from service.optimizers.planning import plan_from_json, plan_to_json
-from service.optimizers.registry import catalog
+from service.optimizers.kits.base import InfeasibleSpec, JobCancelled, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.gradient_kit import QueryRecord
+from service.optimizers.kits.planning import plan_from_json, plan_to_json
+from service.optimizers.kits.registry import catalog
 from service.optimizers.rrpsgd import (
     RRPSGD,
     RRPSGDParams,

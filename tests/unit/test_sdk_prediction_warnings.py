@@ -1,5 +1,5 @@
 """The client's local prediction warns as the service's does (issue 26 item 4): the same cells,
-kinds and messages as ``service/prediction_warnings.py`` for the same rows, one
+kinds and messages as ``service/domain/prediction_warnings.py`` for the same rows, one
 ``dpfit.PredictionWarning`` from ``Model.predict`` attributed to the caller's line, none for
 clean rows."""
 
@@ -13,7 +13,7 @@ import pytest
 from dpfit import Model, PredictionWarning
 
 from service.data.encoding import Encoder
-from service.prediction_warnings import prediction_warnings
+from service.domain.prediction_warnings import prediction_warnings
 from tests.support.walkthrough import CREDIT_FEATURES
 
 GOOD = {"age": 45, "hours_per_week": 50, "education": "PhD", "sector": "private"}

@@ -20,12 +20,13 @@ from scipy import stats
 
 import service.privacy.secure_random as sr
 from service.models.logistic import LogisticLoss
-from service.optimizers.base import PrivacyTarget
+from service.optimizers.kits.base import PrivacyTarget
 from service.optimizers.output_perturbation_gd import (
     OutputPerturbationGD,
     OutputPerturbationGDParams,
 )
-from service.privacy.secure_random import SecureRandom, plan_discrete_gaussian
+from service.privacy.discrete_gaussian_plan import plan_discrete_gaussian
+from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import (
     gaussian_release,
     kernel_eta,

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from service.models.registry import parse_model_spec
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget
-from service.optimizers.planning import plan_job
-from service.optimizers.sgd_common import project_to_ball
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
+from service.optimizers.kits.planning import plan_job
+from service.optimizers.kits.sgd_common import project_to_ball
 
 LOGISTIC = {"type": "logistic_regression", "l2": 0.01}  # β_F = 0.25 + 0.01, 2/β_F ≈ 7.69
 TARGET = PrivacyTarget(1.0, 1e-6)

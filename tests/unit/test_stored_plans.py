@@ -29,8 +29,8 @@ import numpy as np
 import pytest
 
 from service.models.logistic import LogisticLoss
-from service.optimizers.planning import plan_from_json, plan_to_json
-from service.optimizers.registry import get_optimizer, optimizer_names
+from service.optimizers.kits.planning import plan_from_json, plan_to_json
+from service.optimizers.kits.registry import get_optimizer, optimizer_names
 from service.privacy.target import PrivacyTarget
 
 DATA = Path(__file__).parent / "data" / "stored_plans"

@@ -25,26 +25,47 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from dpfit.encoding import PublicEncoding, Rows, to_records
 from dpfit.errors import warn_about_rows
+from dpfit.kinds import JOINT_MULTICLASS_MODELS, REGRESSION_MODELS
 
-if TYPE_CHECKING:
-    from dpfit.client import Client, Estimate, Evaluation
-
-__all__ = ["JOINT_MULTICLASS_MODELS", "REGRESSION_MODELS", "Model"]
+__all__ = ["JOINT_MULTICLASS_MODELS", "REGRESSION_MODELS", "Model", "ModelClient"]
 
 FloatArray = NDArray[np.float64]
 
-#: Model types whose label is a number (the others are classifiers).
-REGRESSION_MODELS = frozenset({"huber_regression", "cauchy_regression"})
 _HINGE_SCORES = frozenset({"huber_svm"})
-#: Model types fitted jointly over a categorical label's classes (scored by a softmax).
-JOINT_MULTICLASS_MODELS = frozenset({"multinomial_logistic_regression"})
+
+
+class ModelClient(Protocol):
+    """What a :class:`Model` needs of the client that fetched it: pricing and running a
+    private evaluation (:class:`dpfit.Client` has both; the model never imports the client)."""
+
+    def estimate_evaluation(
+        self,
+        model_id: str,
+        dataset_id: str,
+        *,
+        epsilon: float,
+        delta: float,
+        loss_clip: float | None = None,
+    ) -> Any: ...
+
+    def evaluate(
+        self,
+        model_id: str,
+        dataset_id: str,
+        *,
+        epsilon: float,
+        delta: float,
+        loss_clip: float | None = None,
+        wait: bool = True,
+        timeout: float | None = None,
+    ) -> Any: ...
 
 
 def _softmax(z: FloatArray) -> FloatArray:
@@ -76,8 +97,8 @@ class Model:
     label, a ``(classes, features)`` array; ``intercept`` a float, an array (one per class) or
     ``None``. ``classes`` lists the label values in the order of :meth:`predict_proba`'s columns
     (binary: ``[negative, positive]``; regression: ``None``). ``client``: the
-    :class:`~dpfit.Client` that fetched it (``Client.model``), used by :meth:`evaluate`; it is
-    not pickled.
+    :class:`~dpfit.Client` that fetched it (``Client.model``; any :class:`ModelClient`), used by
+    :meth:`evaluate`; it is not pickled.
     """
 
     id: str
@@ -92,14 +113,14 @@ class Model:
     privacy: dict[str, Any]
     created_at: datetime | None
     raw: dict[str, Any] = field(repr=False)
-    client: Client | None = field(default=None, repr=False, compare=False)
+    client: ModelClient | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_json(
         cls,
         body: Mapping[str, Any],
         label: Mapping[str, Any] | None = None,
-        client: Client | None = None,
+        client: ModelClient | None = None,
     ) -> Model:
         """Build from the JSON of ``GET /v1/models/{id}``; ``label`` is the dataset's public
         label spec (needed for a binary label's two values, which the model does not carry)."""
@@ -235,7 +256,7 @@ class Model:
 
     # --- private evaluation -------------------------------------------------------------------
 
-    def _bound(self) -> Client:
+    def _bound(self) -> ModelClient:
         if self.client is None:
             from dpfit.errors import DpfitError
 
@@ -251,8 +272,9 @@ class Model:
         epsilon: float,
         delta: float,
         loss_clip: float | None = None,
-    ) -> Estimate:
-        """Price :meth:`evaluate` without charging (see :meth:`Client.estimate_evaluation`)."""
+    ) -> Any:
+        """Price :meth:`evaluate` without charging: a :class:`dpfit.Estimate` (see
+        :meth:`Client.estimate_evaluation`)."""
         return self._bound().estimate_evaluation(self.id, dataset_id, epsilon=epsilon, delta=delta, loss_clip=loss_clip)
 
     def evaluate(
@@ -264,10 +286,10 @@ class Model:
         loss_clip: float | None = None,
         wait: bool = True,
         timeout: float | None = None,
-    ) -> Evaluation:
+    ) -> Any:
         """Evaluate this model privately on ``dataset_id``, charged (ε, δ) on that dataset's
-        ledger; with ``wait`` (default), returns once the noised metrics are there (see
-        :meth:`Client.evaluate`)."""
+        ledger: a :class:`dpfit.Evaluation`; with ``wait`` (default), returns once the noised
+        metrics are there (see :meth:`Client.evaluate`)."""
         return self._bound().evaluate(
             self.id,
             dataset_id,

@@ -22,7 +22,7 @@ equal :meth:`dpfit.Model.predict` (up to the rounding of a matrix product, ~1e-1
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
@@ -32,9 +32,31 @@ from sklearn.svm import LinearSVC
 
 from dpfit.encoding import PublicEncoding, to_records
 from dpfit.errors import warn_about_rows
-from dpfit.model import JOINT_MULTICLASS_MODELS, Model
+from dpfit.kinds import JOINT_MULTICLASS_MODELS
 
-__all__ = ["OneVsRestLinear", "PublicEncodingTransformer", "to_sklearn"]
+__all__ = ["OneVsRestLinear", "PublicEncodingTransformer", "ReleasedModel", "to_sklearn"]
+
+
+class ReleasedModel(Protocol):
+    """What :func:`to_sklearn` reads of a :class:`dpfit.Model` (this module does not import
+    the model: ``Model.to_sklearn`` imports this one)."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def is_regression(self) -> bool: ...
+
+    @property
+    def is_multiclass(self) -> bool: ...
+
+    @property
+    def classes(self) -> list[Any] | None: ...
+
+    @property
+    def encoding(self) -> PublicEncoding: ...
+
+    def weights(self) -> np.ndarray: ...
 
 
 class PublicEncodingTransformer(TransformerMixin, BaseEstimator):  # type: ignore[misc]
@@ -152,7 +174,7 @@ def _regressor(kind: str, weights: np.ndarray) -> Any:
     return estimator
 
 
-def to_sklearn(model: Model) -> Pipeline:
+def to_sklearn(model: ReleasedModel) -> Pipeline:
     """The fitted pipeline for ``model`` (see the module docstring)."""
     weights = model.weights()
     if model.is_regression:

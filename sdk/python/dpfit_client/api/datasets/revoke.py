@@ -102,7 +102,7 @@ def sync_detailed(
     stay; its queued and running jobs keep running and keep their charge (cancelling one that no
     worker has read is refunded as always), and it still sees its own jobs and models. Granting
     again later is a new grant; earlier charges count against its cap. A submission whose access
-    check ran just before the revocation committed may still be admitted (service/grants.py).
+    check ran just before the revocation committed may still be admitted (service/domain/grants.py).
     No such grant → 404 (a second revocation too).
 
     Args:
@@ -144,7 +144,7 @@ def sync(
     stay; its queued and running jobs keep running and keep their charge (cancelling one that no
     worker has read is refunded as always), and it still sees its own jobs and models. Granting
     again later is a new grant; earlier charges count against its cap. A submission whose access
-    check ran just before the revocation committed may still be admitted (service/grants.py).
+    check ran just before the revocation committed may still be admitted (service/domain/grants.py).
     No such grant → 404 (a second revocation too).
 
     Args:
@@ -181,7 +181,7 @@ async def asyncio_detailed(
     stay; its queued and running jobs keep running and keep their charge (cancelling one that no
     worker has read is refunded as always), and it still sees its own jobs and models. Granting
     again later is a new grant; earlier charges count against its cap. A submission whose access
-    check ran just before the revocation committed may still be admitted (service/grants.py).
+    check ran just before the revocation committed may still be admitted (service/domain/grants.py).
     No such grant → 404 (a second revocation too).
 
     Args:
@@ -221,7 +221,7 @@ async def asyncio(
     stay; its queued and running jobs keep running and keep their charge (cancelling one that no
     worker has read is refunded as always), and it still sees its own jobs and models. Granting
     again later is a new grant; earlier charges count against its cap. A submission whose access
-    check ran just before the revocation committed may still be admitted (service/grants.py).
+    check ran just before the revocation committed may still be admitted (service/domain/grants.py).
     No such grant → 404 (a second revocation too).
 
     Args:

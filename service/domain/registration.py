@@ -55,20 +55,16 @@ Guarantees
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import unquote, urlsplit
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, or_, select, text
+from sqlalchemy import delete, select, text
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, aliased, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from service.data.encoding import Encoder
 from service.data.source import Source
-from service.data.sources import SourceError, open_source, reopen_source
+from service.data.sources import SourceError
 from service.db.models import (
     Charge,
     Dataset,
@@ -76,11 +72,25 @@ from service.db.models import (
     Grant,
     Job,
     LedgerTotal,
-    Principal,
     SourceClaim,
     utcnow,
 )
-from service.errors import DatasetNotFound
+from service.domain.claims import (
+    Claims,
+    check_distinct_members,
+    claimed_by,
+    conflicting,
+    fingerprints_of,
+)
+from service.domain.principals import Actor
+from service.domain.roots import open_for_registration
+from service.errors import (
+    DatasetHasCharges,
+    DatasetNotFound,
+    DatasetRetired,
+    RegistrationRefused,
+    SourceAlreadyRegistered,
+)
 from service.ids import new_id
 from service.ledger.admission import lock_dataset
 from service.schemas import DatasetCreate, NumericFeature
@@ -90,219 +100,6 @@ if TYPE_CHECKING:
     from service.data.reader import ValidationReport
 
 
-class Actor(Protocol):
-    """Who acts: the API's authenticated principal (only its name and admin flag matter here)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def is_admin(self) -> bool: ...
-
-
-class RegistrationRefused(Exception):
-    """The registration cannot be accepted; ``field`` is the request field at fault. The
-    message quotes the request and counts of the owner's validation report, never a cell."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
-class SourceAlreadyRegistered(Exception):
-    """The source's location (or a location nesting with it) already backs a dataset, or its
-    content, or the content of one of its files, already backs one of the caller's own datasets
-    (one budget per data).
-
-    ``existing_id`` is that dataset's id when the caller owns it or is an admin, else ``None``
-    (another owner learns only that the location she named is registered, not by which
-    dataset; content is never compared across owners)."""
-
-    def __init__(self, existing_id: str | None) -> None:
-        super().__init__(existing_id or "")
-        self.existing_id = existing_id
-
-
-class DatasetHasCharges(Exception):
-    """The dataset cannot be withdrawn: a job was submitted on it, so the ledger holds its
-    charge (append-only) and the budget it spent is final."""
-
-    def __init__(self, dataset_id: str) -> None:
-        super().__init__(dataset_id)
-        self.dataset_id = dataset_id
-
-
-class SourceNotOpen(Exception):
-    """The dataset's source lies outside the data roots (or SQL connections) open to its owner
-    on this server, so no worker could read it: refused before anything is charged. Says
-    nothing about the data (the check reads only the server's configuration and the stored
-    location, never the source)."""
-
-    def __init__(self, dataset_id: str) -> None:
-        super().__init__(dataset_id)
-        self.dataset_id = dataset_id
-
-
-class DatasetRetired(Exception):
-    """The dataset was retired by an admin: its budget is final, no job is admitted."""
-
-    def __init__(self, dataset_id: str) -> None:
-        super().__init__(dataset_id)
-        self.dataset_id = dataset_id
-
-
-# --------------------------------------------------------------------------------------------
-# Claims (alembic revisions 0005, 0012 and 0013 compute the same keys for existing datasets)
-# --------------------------------------------------------------------------------------------
-
-
-def location_claim(location: str) -> str:
-    """The claim key of a canonical source location (``Source.location``)."""
-    return "location:" + hashlib.sha256(location.encode()).hexdigest()
-
-
-def _fingerprints(source: Source) -> tuple[str, dict[str, str] | None]:
-    """The content fingerprint and, for a Parquet folder, each file's (one pass)."""
-    both = getattr(source, "fingerprints", None)
-    if callable(both):
-        whole, files = both()
-        return str(whole), files
-    return source.fingerprint(), None
-
-
-def content_claim(fingerprint: str) -> str:
-    """The unscoped content key of a fingerprint (``Source.fingerprint()``): what
-    ``SourceClaim.content`` holds, the same for every owner (admins compare it)."""
-    return "content:" + hashlib.sha256(fingerprint.encode()).hexdigest()
-
-
-def owned_content_claim(owner: str, content_key: str) -> str:
-    """The claim key of ``content_key`` (:func:`content_claim`) held by ``owner``'s dataset:
-    unique per owner and content, so a registration learns whether *its owner* already holds
-    that content and nothing about other owners (owner names are permanent, never re-used)."""
-    return "owned:" + hashlib.sha256(f"{owner}\0{content_key}".encode()).hexdigest()
-
-
-def member_claims(file_fingerprints: Mapping[str, str] | None) -> list[str]:
-    """The content claims of a Parquet folder's member files (``Dataset.file_fingerprints``:
-    file name → fingerprint), one per distinct content, in sorted order; ``[]`` for a source
-    without members.
-
-    A member's fingerprint is ``"sha256:<hex>"`` of its bytes, the very value a single file of
-    those bytes has as its ``Source.fingerprint()`` (both are computed by
-    :meth:`~service.data.sources.FileSource.fingerprints`, locally and on object stores), so a
-    member's key is the :func:`content_claim` a registration of that file alone would take, and
-    the other way round. Alembic revision 0012 computes the same keys for existing datasets."""
-    if not file_fingerprints:
-        return []
-    return sorted({content_claim(fp) for fp in file_fingerprints.values()})
-
-
-def check_distinct_members(file_fingerprints: Mapping[str, str] | None) -> None:
-    """Refuse a folder two of whose member files hold the same bytes: their rows would enter
-    every job twice, so one person's row would count as two (the replace-one guarantee assumes
-    each row once). Names the files (public: the owner's own listing), never their content."""
-    seen: dict[str, str] = {}
-    for name, fingerprint in sorted((file_fingerprints or {}).items()):
-        if fingerprint in seen:
-            raise RegistrationRefused(
-                "source.uri",
-                f"the folder holds the same file twice ({seen[fingerprint]!r} and {name!r} are "
-                "byte-identical): its rows would count twice; remove one copy",
-            )
-        seen[fingerprint] = name
-
-
-def claimed_by(session: Session, keys: list[str]) -> Dataset | None:
-    """The (earliest) dataset holding any of the claim ``keys``, if one does."""
-    return session.scalar(
-        select(Dataset)
-        .join(SourceClaim, SourceClaim.dataset_id == Dataset.id)
-        .where(SourceClaim.key.in_(keys))
-        .order_by(Dataset.created_at)
-        .limit(1)
-    )
-
-
-def nested_with(session: Session, location: str) -> Dataset | None:
-    """The (earliest) dataset whose location holds ``location`` (a Parquet folder or prefix
-    holding this file) or lies inside it (a file of this folder): part of the same data.
-
-    Local paths and ``s3://`` keys nest by ``/`` segments; ``sql://`` tables never nest."""
-    if location.startswith("sql://"):
-        return None
-    parts = location.rstrip("/").split("/")
-    ancestors = ["/".join(parts[:i]) for i in range(1, len(parts))]
-    ancestors = [a for a in ancestors if a and not a.endswith(":") and a != "s3:/"]
-    inside = Dataset.source_path.startswith(location.rstrip("/") + "/", autoescape=True)
-    return session.scalar(
-        select(Dataset)
-        .where(or_(Dataset.source_path.in_(ancestors), inside))
-        .order_by(Dataset.created_at)
-        .limit(1)
-    )
-
-
-def _conflicting(session: Session, location: str, keys: list[str]) -> Dataset | None:
-    return claimed_by(session, keys) or nested_with(session, location)
-
-
-@dataclass(frozen=True)
-class Claims:
-    """What a registration claims: its location (global) and its contents (the whole source's
-    and each member file's unscoped keys, distinct, scoped to ``owner`` when stored)."""
-
-    owner: str
-    location: str
-    contents: tuple[str, ...]
-
-    @staticmethod
-    def of(owner: str, location: str, fingerprint: str, files: Mapping[str, str] | None) -> Claims:
-        contents = dict.fromkeys([content_claim(fingerprint), *member_claims(files)])
-        return Claims(owner, location, tuple(contents))
-
-    @property
-    def keys(self) -> list[str]:
-        """The primary keys a conflicting dataset would hold: the location's and the owner's
-        content keys — never another owner's."""
-        return [location_claim(self.location)] + [
-            owned_content_claim(self.owner, c) for c in self.contents
-        ]
-
-    def rows(self, dataset_id: str) -> list[SourceClaim]:
-        location = SourceClaim(key=location_claim(self.location), dataset_id=dataset_id)
-        return [location] + [
-            SourceClaim(key=owned_content_claim(self.owner, c), dataset_id=dataset_id, content=c)
-            for c in self.contents
-        ]
-
-
-def cross_owner_duplicates(session: Session, dataset_ids: list[str]) -> dict[str, list[str]]:
-    """For admins: each of ``dataset_ids`` → the other datasets holding the same content (the
-    whole source's or a member file's), oldest first. Only datasets of other owners can share
-    content (one owner's second registration of it is refused), so these are the duplicates
-    registration let through without telling anyone; an admin decides about their budgets."""
-    if not dataset_ids:
-        return {}
-    mine, theirs = aliased(SourceClaim), aliased(SourceClaim)
-    rows = session.execute(
-        select(mine.dataset_id, theirs.dataset_id)
-        .join(theirs, theirs.content == mine.content)
-        .join(Dataset, Dataset.id == theirs.dataset_id)
-        .where(mine.dataset_id.in_(dataset_ids), theirs.dataset_id != mine.dataset_id)
-        .order_by(mine.dataset_id, Dataset.created_at, Dataset.id)
-    ).all()
-    found: dict[str, list[str]] = {}
-    for dataset_id, other in rows:
-        if other not in found.setdefault(dataset_id, []):
-            found[dataset_id].append(other)
-    return found
-
-
-# Registrations take this PostgreSQL advisory lock in their inserting transaction, so the
-# nesting check (a range, not a key) cannot race; SQLite transactions are serial already
-# (BEGIN IMMEDIATE). The claims' primary key stays the guard for equal locations and contents.
 _REGISTRATION_LOCK = 0x6470666974_01
 
 
@@ -314,87 +111,6 @@ def _serialise_registrations(session: Session) -> None:
 def _already_registered(principal: Actor, existing: Dataset) -> SourceAlreadyRegistered:
     visible = principal.is_admin or existing.owner == principal.name
     return SourceAlreadyRegistered(existing.id if visible else None)
-
-
-# --------------------------------------------------------------------------------------------
-# Data roots open to an owner
-# --------------------------------------------------------------------------------------------
-
-
-def settings_for(settings: Settings, principal: Actor) -> Settings:
-    """``settings`` with only the data roots and SQL connections ``principal`` may register
-    from (admins: all). A connection scoped to others is then "not configured" for them, the
-    answer a connection that does not exist gets."""
-    if principal.is_admin or not (settings.root_owners or settings.sql_connection_owners):
-        return settings
-    return replace(
-        settings,
-        data_roots=tuple(r for r in settings.data_roots if _open_to(settings, str(r), principal)),
-        object_store_roots=tuple(
-            r for r in settings.object_store_roots if _open_to(settings, r, principal)
-        ),
-        sql_connections={
-            name: url
-            for name, url in settings.sql_connections.items()
-            if principal.name in settings.sql_connection_owners.get(name, {principal.name})
-        },
-    )
-
-
-def _open_to(settings: Settings, root: str, principal: Actor) -> bool:
-    owners = settings.root_owners.get(root)
-    return owners is None or principal.name in owners
-
-
-def _inside_foreign_root(settings: Settings, location: str, principal: Actor) -> bool:
-    """Whether ``location`` lies in a root scoped to others (also when reached through an
-    unscoped root that contains it)."""
-    if principal.is_admin:
-        return False
-    for root, owners in settings.root_owners.items():
-        if principal.name in owners:
-            continue
-        if root.startswith("s3://"):
-            if location == root or location.startswith(root + "/"):
-                return True
-        elif "://" not in location and Path(location).is_relative_to(root):
-            return True
-    return False
-
-
-def _open(body: DatasetCreate, settings: Settings, principal: Actor) -> Source:
-    """Open the source inside the roots open to ``principal``. A location in a root scoped to
-    others is refused with the message a location that does not exist there would get: for a
-    ``file://`` URI the check comes before any existence check; a relative path that only
-    exists in such a root is "not found"."""
-    uri = body.source.uri
-    text = uri.strip()
-    mine = settings_for(settings, principal)
-    outside = RegistrationRefused("source.uri", f"{uri!r} lies outside the allowed data roots")
-    not_found = RegistrationRefused("source.uri", f"{uri!r} was not found under any data root")
-    is_file_uri = text.lower().startswith("file:")
-    is_relative = not is_file_uri and "://" not in text
-    if is_file_uri and _inside_foreign_root(settings, _file_uri_path(text), principal):
-        raise outside
-    if text.lower().startswith("s3://") and _inside_foreign_root(settings, text, principal):
-        raise outside  # before the object store is asked whether the key exists
-    if (is_file_uri or is_relative) and not mine.data_roots and settings.data_roots:
-        raise outside if is_file_uri else not_found
-    try:
-        source = open_source(uri, mine, body.source.format)
-    except SourceError as exc:
-        raise RegistrationRefused("source.uri", str(exc)) from None
-    if _inside_foreign_root(settings, source.location, principal):
-        raise not_found if is_relative else outside
-    return source
-
-
-def _file_uri_path(text: str) -> str:
-    """The resolved local path a ``file://`` URI names (existing or not; "" if malformed)."""
-    try:
-        return str(Path(unquote(urlsplit(text).path)).resolve())
-    except (OSError, RuntimeError, ValueError):
-        return ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -434,7 +150,7 @@ def _prepare(
     folder, each member's), the claim check (cheap, so a duplicate is refused before the whole
     source is parsed), validation of the whole source, then the label rule (its refusal is
     returned, not raised, so a dry run can show it beside the report)."""
-    source = _open(body, settings, principal)
+    source = open_for_registration(body, settings, principal)
     try:
         columns = set(source.columns())
     except SourceError as exc:
@@ -442,7 +158,7 @@ def _prepare(
     _check_columns(body, columns)
     try:
         n_rows = source.count_rows()
-        fingerprint, file_fingerprints = _fingerprints(source)
+        fingerprint, file_fingerprints = fingerprints_of(source)
     except (SourceError, OSError):
         raise RegistrationRefused("source.uri", "the source could not be read") from None
     if n_rows < 2:
@@ -452,7 +168,7 @@ def _prepare(
     check_distinct_members(file_fingerprints)
     claims = Claims.of(principal.name, source.location, fingerprint, file_fingerprints)
     with sessions() as session:
-        existing = _conflicting(session, source.location, claims.keys)
+        existing = conflicting(session, source.location, claims.keys)
         if existing is not None:
             raise _already_registered(principal, existing)
 
@@ -540,7 +256,7 @@ def register_dataset(
     try:
         with sessions.begin() as session:
             _serialise_registrations(session)
-            existing = _conflicting(session, source.location, claims.keys)
+            existing = conflicting(session, source.location, claims.keys)
             if existing is not None:
                 raise _already_registered(principal, existing)
             session.add(dataset)
@@ -795,66 +511,3 @@ def list_withdrawals(session: Session) -> list[DatasetWithdrawal]:
     """Every withdrawal, oldest first (the admins' audit view)."""
     order = (DatasetWithdrawal.withdrawn_at, DatasetWithdrawal.id)
     return list(session.scalars(select(DatasetWithdrawal).order_by(*order)))
-
-
-# --------------------------------------------------------------------------------------------
-# Is the source still open? (estimate and submission, before anything is charged)
-# --------------------------------------------------------------------------------------------
-
-
-class _Owner:
-    """A dataset's owner as an :class:`Actor` (name and admin flag from ``principals``)."""
-
-    def __init__(self, name: str, is_admin: bool) -> None:
-        self._name, self._admin = name, is_admin
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def is_admin(self) -> bool:
-        return self._admin
-
-
-def location_open(settings: Settings, source_format: str, location: str) -> bool:
-    """Whether a registered ``location`` lies in the data roots (or SQL connections) of
-    ``settings`` — the check a worker's :func:`~service.data.sources.reopen_source` makes
-    (called here, not re-implemented), without reading the source: a local path or ``s3://``
-    key must lie inside a configured root; a ``sql://`` table's connection must be configured
-    (asking the database whether the table exists is left to the worker)."""
-    if source_format == "sql" or location.startswith("sql://"):
-        from service.data.sql_source import parse_sql_uri
-
-        try:
-            return parse_sql_uri(location).connection in settings.sql_connections
-        except SourceError:
-            return False
-    try:
-        reopen_source(source_format, location, settings)
-    except (SourceError, OSError, ValueError):
-        return False
-    return True
-
-
-def source_open_to_owner(session: Session, dataset: Dataset, settings: Settings) -> bool:
-    """Whether ``dataset``'s stored location lies in the roots open to its owner on this server
-    (:func:`settings_for`; a root scoped to other owners does not count, admins may use every
-    root). Reads the configuration and the ``principals`` row, never the source."""
-    role = session.scalar(select(Principal.role).where(Principal.name == dataset.owner))
-    owner = _Owner(dataset.owner, role == "admin")
-    return location_open(
-        settings_for(settings, owner), dataset.source_format, dataset.source_path
-    ) and not _inside_foreign_root(settings, dataset.source_path, owner)
-
-
-def ensure_source_open(session: Session, dataset_id: str, settings: Settings | None) -> None:
-    """Raise :class:`SourceNotOpen` if the dataset's source lies outside the roots open to its
-    owner (:func:`source_open_to_owner`). Job estimates and submissions call it before
-    anything is charged: every job on such a dataset would fail (refunded) at the worker's
-    roots check. ``settings`` None (a caller without the app's settings): nothing is checked."""
-    if settings is None:
-        return
-    dataset = session.get(Dataset, dataset_id)
-    if dataset is not None and not source_open_to_owner(session, dataset, settings):
-        raise SourceNotOpen(dataset_id)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.exc import IntegrityError
@@ -35,6 +35,16 @@ from service.ids import new_id
 
 Role = Literal["admin", "owner", "analyst"]
 KEY_PREFIX = "dpf_"
+
+
+class Actor(Protocol):
+    """Who acts: the API's authenticated principal (only its name and admin flag matter here)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def is_admin(self) -> bool: ...
 
 
 class RoleConflict(Exception):

@@ -5,7 +5,7 @@ its plan.
 
 The privacy analysis is DP-GD's (``dp_gd`` module docstring; Wang, Ye & Xu 2017, Alg. 4): the
 T noisy gradients are queried at points that are post-processing of earlier releases, each of
-replace-one sensitivity 2L/n, so the plan is :func:`~service.optimizers.gradient_kit.
+replace-one sensitivity 2L/n, so the plan is :func:`~service.optimizers.kits.gradient_kit.
 gaussian_steps_plan`'s. The default T is derived in ``dp_agd``'s module docstring.
 """
 
@@ -18,18 +18,23 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.models.base import FloatArray, Loss, resolved_objective_gap
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ProgressCallback, ReleasePlan
-from service.optimizers.config import GradientStepsConfig
-from service.optimizers.full_gradient import GradientOracle, LocalGradient
-from service.optimizers.gradient_kit import (
+from service.optimizers.kits.base import (
+    InfeasibleSpec,
+    PrivacyTarget,
+    ProgressCallback,
+    ReleasePlan,
+)
+from service.optimizers.kits.config import GradientStepsConfig
+from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient
+from service.optimizers.kits.gradient_kit import (
     QueryRecord,
     check_full_gradient_job,
     gaussian_steps_plan,
     proximal_step,
     single_release_multiplier,
 )
-from service.optimizers.inputs import Rows
-from service.optimizers.limits import FULL_GRADIENT_STEPS_CAP
+from service.optimizers.kits.inputs import Rows
+from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import secure_gaussian
 

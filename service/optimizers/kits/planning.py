@@ -16,16 +16,16 @@ from pydantic import BaseModel, ValidationError
 from service.ledger.accounting import event_from_json, event_to_json
 from service.models.base import Loss, parameter_count
 from service.models.registry import ModelSpec, build_loss
-from service.optimizers.base import (
+from service.optimizers.kits.base import (
     InfeasibleSpec,
     Optimizer,
     PrivacyTarget,
     ReleasePlan,
     as_mechanism,
 )
-from service.optimizers.limits import SAFE_MAGNITUDE
-from service.optimizers.one_vs_rest import check_multiclass_model, plan_one_vs_rest
-from service.optimizers.registry import get_optimizer
+from service.optimizers.kits.limits import SAFE_MAGNITUDE
+from service.optimizers.kits.one_vs_rest import check_multiclass_model, plan_one_vs_rest
+from service.optimizers.kits.registry import get_optimizer
 
 __all__ = [
     "JobPlan",
@@ -65,7 +65,7 @@ def plan_job(
     """Resolve and calibrate a job; raises :class:`InfeasibleSpec` naming the field at fault.
 
     With ``classes`` (a categorical label) the job is one-vs-rest over that many classes, the
-    budget composed across them (optimizers/one_vs_rest.py) — or, for a joint multiclass model,
+    budget composed across them (optimizers/kits/one_vs_rest.py) — or, for a joint multiclass model,
     one plan over its K·d parameters (``check_multiclass_model``).
     """
     try:

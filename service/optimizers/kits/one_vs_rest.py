@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from service.models.base import Loss
 from service.models.multinomial import JOINT_OPTIMIZERS
 from service.models.registry import is_joint_multiclass
-from service.optimizers.base import InfeasibleSpec, Optimizer, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.base import InfeasibleSpec, Optimizer, PrivacyTarget, ReleasePlan
 from service.privacy.calibration import event_epsilon
 from service.privacy.gdp import event_mu, gdp_delta, gdp_epsilon, gdp_mu
 

@@ -84,8 +84,8 @@ from dataclasses import dataclass
 import numpy as np
 from dp_accounting import dp_event
 
-from service.optimizers.base import PrivacyTarget
-from service.optimizers.config import GradientStepsConfig
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.config import GradientStepsConfig
 from service.privacy.gdp import event_mu, gdp_delta, gdp_mu
 from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import secure_gaussian

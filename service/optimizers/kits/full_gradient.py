@@ -28,9 +28,9 @@ from typing import Protocol
 import numpy as np
 
 from service.models.base import FloatArray, Loss, parameter_count
-from service.optimizers.base import ProgressCallback, ReleasePlan
-from service.optimizers.config import GradientStepsConfig, ShapeConfig
-from service.optimizers.inputs import Rows
+from service.optimizers.kits.base import ProgressCallback, ReleasePlan
+from service.optimizers.kits.config import GradientStepsConfig, ShapeConfig
+from service.optimizers.kits.inputs import Rows
 from service.privacy.secure_random import SecureRandom
 
 __all__ = [
@@ -151,7 +151,7 @@ def fit_on_oracle(
 ) -> FloatArray:
     """What every full-gradient optimizer's ``fit_oracle`` does once its own plan-vs-loss checks
     passed: check that ``oracle`` answers over the plan's public ``n`` and ``d`` (its
-    :class:`~service.optimizers.config.ShapeConfig`; ``ValueError`` without data values
+    :class:`~service.optimizers.kits.config.ShapeConfig`; ``ValueError`` without data values
     otherwise) and return ``run(oracle)``. The rows' own checks (finite, ‖x‖₂ ≤ 1, admissible
     labels) are the oracle's: :class:`LocalGradient` gets checked rows, each partition of a
     :class:`SummedGradient` checks its own (``service.workers.data_parallel``)."""
@@ -188,7 +188,7 @@ def noisy_descent(
     progress: ProgressCallback,
 ) -> Callable[[GradientOracle], FloatArray]:
     """``descent`` bound to the plan's public step size η and T (its
-    :class:`~service.optimizers.config.GradientStepsConfig`) and noise std σ
+    :class:`~service.optimizers.kits.config.GradientStepsConfig`) and noise std σ
     (``plan.noise_scale``): the ``run`` of :func:`fit_on_oracle` for the optimizers that add
     Gaussian noise to every gradient."""
     config = GradientStepsConfig.from_hyperparameters(plan.hyperparameters)

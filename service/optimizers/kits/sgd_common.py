@@ -37,8 +37,8 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, Field
 
 from service.models.base import FloatArray, Loss, parameter_count
-from service.optimizers.base import InfeasibleSpec, ProgressCallback
-from service.optimizers.gradient_kit import check_step_size
+from service.optimizers.kits.base import InfeasibleSpec, ProgressCallback
+from service.optimizers.kits.gradient_kit import check_step_size
 from service.privacy.output_perturbation import noise_second_moment, release_with_noise
 from service.privacy.secure_random import SecureRandom, as_secure
 

@@ -21,7 +21,7 @@ What revocation guarantees, and what it does not:
   visible by principal, not by grant). Granting again starts a new grant (new ``created_at``,
   the cap given then); the principal's earlier charges still count against that cap.
 - No job is admitted after the revocation commits: admission checks the grant again under the
-  dataset lock that revocation takes (service/submission.py ``submit_job``), so a submission
+  dataset lock that revocation takes (service/domain/submission.py ``submit_job``), so a submission
   whose first check ran just before the revocation is refused (404, nothing charged).
 """
 
@@ -33,11 +33,11 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.api.pagination import Page, paginate
 from service.db.models import Dataset, Grant
 from service.ledger import filter as privacy_filter
 from service.ledger import totals
 from service.ledger.admission import budget_of, lock_dataset
+from service.pagination import Page, paginate
 
 
 class GrantNotFound(Exception):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 
 from service.models.base import Loss
-from service.optimizers.base import InfeasibleSpec, Optimizer
-from service.optimizers.registry import get_optimizer
+from service.optimizers.kits.base import InfeasibleSpec, Optimizer
+from service.optimizers.kits.registry import get_optimizer
 from service.privacy.secure_random import SecureRandom, as_secure
 
 __all__ = ["candidate_optimizer", "spawn", "with_l2"]

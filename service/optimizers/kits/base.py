@@ -22,7 +22,7 @@ from dp_accounting import dp_event
 from pydantic import BaseModel
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.config import PlanConfig
+from service.optimizers.kits.config import PlanConfig
 from service.privacy.secure_random import SecureRandom
 from service.privacy.target import InfeasibleSpec, PrivacyTarget
 
@@ -117,7 +117,7 @@ class Optimizer(Protocol):
     guarantee: ClassVar[str]
     reference: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
-    #: The typed view ``fit`` takes of ``ReleasePlan.hyperparameters`` (optimizers/config.py).
+    #: The typed view ``fit`` takes of ``ReleasePlan.hyperparameters`` (optimizers/kits/config.py).
     Config: ClassVar[type[PlanConfig]]
 
     def plan(

@@ -21,8 +21,9 @@ Units:
 One numeric guard, also public and data-independent: :data:`SAFE_MAGNITUDE`, the largest
 magnitude a plan's quantities may have (the loss's constants, the declared label bound, the
 sensitivity, the noise scale, one step's move). A plan beyond it is refused at planning
-(service/optimizers/planning.py, :func:`~service.optimizers.gradient_kit.check_step_size`), so a
-fit never overflows into a NaN model or fails for certain after its charge.
+(service/optimizers/kits/planning.py,
+:func:`~service.optimizers.kits.gradient_kit.check_step_size`), so a fit never overflows into a
+NaN model or fails for certain after its charge.
 """
 
 from __future__ import annotations

@@ -2,11 +2,12 @@
 
 Design (decided for issue 13): an evaluation reads private rows, so it is a job like any
 other — planned from public facts, priced, admitted and charged on the evaluation dataset's
-ledger through :func:`service.submission.submit_job` (the one admission path), dispatched to a
-Dask worker, run by :mod:`service.workers.runner` (which hands ``spec.kind == "evaluation"``
-jobs to :func:`evaluate_and_store`), its result stored once (``evaluations.job_id`` unique) and
-answered when done. So refunds, cancellation, restart recovery, idempotency and the ledger's
-audit work unchanged. The job's ``optimizer`` shows ``{"name": "evaluation"}``.
+ledger through :func:`service.domain.submission.submit_job` (the one admission path),
+dispatched to a Dask worker, run by :mod:`service.workers.runner` (which hands
+``spec.kind == "evaluation"`` jobs to :func:`evaluate_and_store`), its result stored once
+(``evaluations.job_id`` unique) and answered when done. So refunds, cancellation, restart
+recovery, idempotency and the ledger's audit work unchanged. The job's ``optimizer`` shows
+``{"name": "evaluation"}``.
 
 The mechanism and its sensitivity are in :mod:`service.privacy.evaluation`. What is released:
 the noised metrics only (never the exact ones, never a count of anything else), post-processed
@@ -33,18 +34,20 @@ from pydantic import TypeAdapter
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service import job_status
 from service.data.encoding import Encoder
 from service.data.reader import read_encoded
 from service.data.source import Source
 from service.data.sources import SourceError
 from service.data.spec import LabelSpec
+from service.db import job_status
 from service.db.models import Dataset, Evaluation, Job, TrainedModel
+from service.domain.released_model import weight_matrix
+from service.errors import DatasetRetired
 from service.ids import new_id
 from service.ledger.accounting import charge_curve, event_to_json
 from service.ledger.admission import JobCharge
 from service.models.registry import ModelSpec, build_loss
-from service.optimizers.base import InfeasibleSpec
+from service.optimizers.kits.base import InfeasibleSpec
 from service.privacy.evaluation import (
     WITHOUT_LOSS,
     EvaluationKind,
@@ -58,8 +61,6 @@ from service.privacy.evaluation import (
 )
 from service.privacy.gdp import parallel_mu
 from service.privacy.secure_random import SecureRandom
-from service.registration import DatasetRetired
-from service.released_model import weight_matrix
 from service.schemas import EvaluationCreate
 
 __all__ = [
@@ -82,7 +83,7 @@ def is_evaluation(spec: dict[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class PricedEvaluation:
-    """A planned evaluation and what it costs (satisfies ``service.submission.Priced``)."""
+    """A planned evaluation and what it costs (satisfies ``service.domain.submission.Priced``)."""
 
     plan: EvaluationPlan
     charge: JobCharge

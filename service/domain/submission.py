@@ -3,12 +3,12 @@
 ``POST /v1/jobs``, ``POST /v1/jobs/estimate`` and the private evaluation routes call these
 functions; routes only translate HTTP. Everything here raises domain errors, mapped to
 problem+json in one place (service/api/errors.py):
-:class:`~service.optimizers.base.InfeasibleSpec` (field at fault), ``BudgetExceeded``,
+:class:`~service.optimizers.kits.base.InfeasibleSpec` (field at fault), ``BudgetExceeded``,
 ``IdempotencyConflict``, ``DatasetRetired``, ``SourceNotOpen``, ``DatasetNotFound``,
 ``ConcurrentChange``.
 
 Given the app's settings, both also refuse a dataset whose source lies outside the data roots
-open to its owner (:func:`service.registration.ensure_source_open`, ``SourceNotOpen``): every
+open to its owner (:func:`service.domain.roots.ensure_source_open`, ``SourceNotOpen``): every
 job on it would fail at the worker's roots check, so the estimate says so and the submission
 charges nothing.
 
@@ -35,7 +35,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from service.data.partitions import choose_layout, worker_memory_limit
 from service.data.sql_encoding import InDatabaseUnsupported
 from service.db.models import Dataset, Grant, Job
-from service.errors import ConcurrentChange, DatasetNotFound
+from service.domain.dispatching import Dispatcher
+from service.domain.execution import check_in_database
+from service.domain.registration import ensure_not_retired
+from service.domain.roots import ensure_source_open
+from service.errors import ConcurrentChange, DatasetNotFound, DatasetRetired
 from service.ids import new_id
 from service.ledger import filter as privacy_filter
 from service.ledger import totals
@@ -50,19 +54,12 @@ from service.ledger.admission import (
 )
 from service.models.registry import build_loss, parse_model_spec
 from service.optimizers import auto
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget
-from service.optimizers.planning import JobPlan, plan_job, plan_to_json
-from service.optimizers.registry import get_optimizer
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
+from service.optimizers.kits.planning import JobPlan, plan_job, plan_to_json
+from service.optimizers.kits.registry import get_optimizer
 from service.privacy.gdp import parallel_mu
-from service.registration import (
-    DatasetRetired,
-    ensure_not_retired,
-    ensure_source_open,
-)
 from service.schemas import JobCreate, OptimizerChoice
 from service.settings import Settings
-from service.workers.dispatch import Dispatcher
-from service.workers.in_database import check_in_database
 
 __all__ = [
     "DatasetFacts",
@@ -117,7 +114,7 @@ class DatasetFacts:
 
 class Priced(Protocol):
     """What admission needs of a priced job of any kind (a fit, or a private evaluation in
-    service/evaluation.py): the stored spec and plan, and the charge."""
+    service/domain/evaluation.py): the stored spec and plan, and the charge."""
 
     @property
     def charge(self) -> JobCharge: ...

@@ -1,9 +1,11 @@
 """The optimizer catalog (served by ``GET /v1/optimizers``).
 
-To add an optimizer: implement :class:`service.optimizers.base.Optimizer` in its own module of
-this package and bind the class to a module-level ``OPTIMIZER``. Modules are discovered in name
-order, so the catalog is deterministic. Optimizers are stateless: each lookup returns a fresh
-instance.
+To add an optimizer: implement :class:`service.optimizers.kits.base.Optimizer` in its own
+module of :mod:`service.optimizers` (one algorithm per module; the shared parts live in
+``kits/``, with this registry) and bind the class to a module-level ``OPTIMIZER``. Modules are
+discovered in name order, so the catalog is deterministic. The discovery reads the algorithms'
+folder and imports no package: the registry sits with the kits, below every algorithm.
+Optimizers are stateless: each lookup returns a fresh instance.
 """
 
 from __future__ import annotations
@@ -12,20 +14,26 @@ import importlib
 import pkgutil
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import service.optimizers as package
-from service.optimizers.base import Optimizer
+from service.optimizers.kits.base import Optimizer
 
 __all__ = ["catalog", "get_optimizer", "optimizer_names"]
+
+#: The package whose modules are the algorithms (this module's grandparent package).
+_ALGORITHMS = __name__.rsplit(".", 2)[0]
+_ALGORITHMS_DIR = Path(__file__).resolve().parent.parent
 
 
 @cache
 def _optimizers() -> Mapping[str, type[Optimizer]]:
     found: dict[str, type[Optimizer]] = {}
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+    for info in sorted(pkgutil.iter_modules([str(_ALGORITHMS_DIR)]), key=lambda m: m.name):
+        if info.ispkg:  # kits/: the shared parts, no optimizer
+            continue
+        module = importlib.import_module(f"{_ALGORITHMS}.{info.name}")
         cls = getattr(module, "OPTIMIZER", None)
         if cls is not None:
             if cls.name in found:

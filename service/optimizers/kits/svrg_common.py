@@ -6,7 +6,7 @@ The derivations (replace-one sensitivities 2L/n of a snapshot and 4L/b of a
 variance-reduced batch difference, the subsampled-Gaussian accounting of the inner steps, the
 snapshot noise σ_s = κσ/√m_s) are in ``dp_svrg``'s module docstring; this module only holds
 the code both variants share. Steps are capped by
-:data:`service.optimizers.limits.SAMPLED_STEPS_CAP` (total inner steps over all epochs).
+:data:`service.optimizers.kits.limits.SAMPLED_STEPS_CAP` (total inner steps over all epochs).
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from dp_accounting import dp_event
 from pydantic import Field
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import (
+from service.optimizers.kits.base import (
     InfeasibleSpec,
     Mechanism,
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
 )
-from service.optimizers.config import ShapeConfig
-from service.optimizers.gradient_kit import (
+from service.optimizers.kits.config import ShapeConfig
+from service.optimizers.kits.gradient_kit import (
     QueryRecord,
     check_lipschitz,
     check_step_size,
@@ -38,8 +38,8 @@ from service.optimizers.gradient_kit import (
     proximal_step,
     sample_batch,
 )
-from service.optimizers.inputs import checked_data
-from service.optimizers.limits import SAMPLED_STEPS_CAP
+from service.optimizers.kits.inputs import checked_data
+from service.optimizers.kits.limits import SAMPLED_STEPS_CAP
 from service.privacy.calibration import calibrate_noise_multiplier
 from service.privacy.secure_random import SecureRandom, as_secure
 from service.privacy.secure_release import secure_gaussian

@@ -28,10 +28,10 @@ from dp_accounting import dp_event
 from numpy.typing import NDArray
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
-from service.optimizers.config import ShapeConfig
-from service.optimizers.inputs import Rows, checked_rows
-from service.optimizers.limits import SAFE_MAGNITUDE
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
+from service.optimizers.kits.config import ShapeConfig
+from service.optimizers.kits.inputs import Rows, checked_rows
+from service.optimizers.kits.limits import SAFE_MAGNITUDE
 from service.privacy.gdp import gaussian_steps_multiplier
 from service.privacy.secure_random import SecureRandom, as_secure
 from service.privacy.target import check_target
@@ -148,7 +148,7 @@ def check_step_size(
     - Steps projected onto a public ball (the noisy-SGD baselines' c/√t: any c converges, the
       projection bounds the iterates): one step's move η·G, with G a public bound on the noisy
       gradient's norm, must stay within
-      :data:`~service.optimizers.limits.SAFE_MAGNITUDE`, else it overflows before the
+      :data:`~service.optimizers.kits.limits.SAFE_MAGNITUDE`, else it overflows before the
       projection.
 
     Optimizers whose own analysis needs a smaller step (``output_perturbation_gd`` and
@@ -242,8 +242,8 @@ def full_gradient_inputs(
     """The rows and float labels a full-gradient ``fit`` runs on, after checking them against
     the plan's public n, d, the row-norm / label assumptions, and that the plan's per-step
     sensitivity covers this loss (``ValueError``, no data values). The rows are
-    :class:`~service.optimizers.inputs.GradientRows` under the public layout ``X`` carries
-    (:func:`~service.optimizers.inputs.checked_rows`): the same representation and the same
+    :class:`~service.optimizers.kits.inputs.GradientRows` under the public layout ``X`` carries
+    (:func:`~service.optimizers.kits.inputs.checked_rows`): the same representation and the same
     kernel calls for every dataset of the schema."""
     shape = ShapeConfig.from_hyperparameters(plan.hyperparameters)
     check_plan_covers(plan, loss)
@@ -253,7 +253,7 @@ def full_gradient_inputs(
 def check_plan_covers(plan: ReleasePlan, loss: Loss) -> None:
     """The plan's per-step sensitivity covers this loss: Δ ≥ 2L/n (``ValueError`` otherwise).
     The public half of :func:`full_gradient_inputs`; with an oracle,
-    :func:`~service.optimizers.full_gradient.fit_on_oracle` checks n and d and the rows' own
+    :func:`~service.optimizers.kits.full_gradient.fit_on_oracle` checks n and d and the rows' own
     checks (norms, labels) are the oracle's."""
     n = ShapeConfig.from_hyperparameters(plan.hyperparameters).n
     if plan.sensitivity < gradient_sensitivity(loss.lipschitz, n) * (1.0 - 1e-12):

@@ -13,7 +13,7 @@ Fields: job_id, dataset_id, principal (the analyst's name), optimizer, model, at
 
 Guarantees and limits:
 - Every run of a job logs ``job.started`` with its own ``attempt`` (a run re-dispatched after
-  an outage or a lost worker holds the next one, service/job_status.py) and ``run`` (the
+  an outage or a lost worker holds the next one, service/db/job_status.py) and ``run`` (the
   job's runs so far).
 - Each transition is logged once per process. A job that passes through several states between
   two polls gets every event whose timestamp is set (accepted, started, finished), in order.
@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session, defer, sessionmaker
 
-from service import job_status
+from service.db import job_status
 from service.db.models import Charge, Job
 
 logger = logging.getLogger("dpfit.jobs")

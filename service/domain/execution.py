@@ -1,0 +1,42 @@
+"""Which jobs a dataset's execution can run, from public facts, before anything is charged.
+
+A dataset registered with ``"execution": "in_database"`` is fitted inside its PostgreSQL
+database (:mod:`service.workers.in_database`, :mod:`service.workers.in_database_sgd`); pricing
+(:mod:`service.domain.submission`) refuses what that path cannot run with a 422 naming the
+field. The check lives in the domain so the domain does not import the workers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.data.sql_encoding import InDatabaseUnsupported
+
+__all__ = ["IN_DATABASE_MODELS", "check_in_database"]
+
+#: The models whose per-row gradient coefficient is compiled to SQL.
+IN_DATABASE_MODELS = frozenset({"logistic_regression"})
+
+
+def check_in_database(model: str, optimizer: Any, label_type: str) -> None:
+    """Raise :class:`InDatabaseUnsupported` (field, message) when a job on an in-database
+    dataset cannot run there: the model must be compiled, the optimizer a full-gradient one
+    (``fit_oracle``), the label binary. Public facts only."""
+    if model not in IN_DATABASE_MODELS:
+        raise InDatabaseUnsupported(
+            "model",
+            "this dataset is fitted inside its database, which runs "
+            + ", ".join(sorted(IN_DATABASE_MODELS))
+            + " only",
+        )
+    if not hasattr(optimizer, "fit_oracle") and getattr(optimizer, "name", "") != "bolt_on_psgd":
+        raise InDatabaseUnsupported(
+            "optimizer.name",
+            "this dataset is fitted inside its database, which runs bolt_on_psgd (SGD as an "
+            "aggregate) and the full-gradient optimizers (dp_gd, dp_agd, dp_agd_averaged, "
+            "dp_agd_centred, output_perturbation_gd, dp_accmd, auto)",
+        )
+    if label_type != "binary":
+        raise InDatabaseUnsupported(
+            "label.type", "in-database execution supports binary labels for now"
+        )
