@@ -1,8 +1,8 @@
 """`auto` on UCI Adult vs the issue's targets, `auto` vs the catalog's best on other public data,
 and the error of a private evaluation on Adult's test set (issue 13).
 
-What runs is exactly what the service runs for a job without an optimizer: the body goes
-through :func:`service.domain.submission.price_job` (``auto`` resolved from public facts: n = 32,561,
+What runs is exactly what the service runs for a job without an optimizer: the body goes through
+:func:`service.domain.submission.price_job` (``auto`` resolved from public facts: n = 32,561,
 104 features + intercept, ε, δ = 1e-5, binary label), and the resolved optimizer's ``fit`` runs
 on the encoded training rows (the worker's call, minus the database). Test accuracy is on
 Adult's 16,281-row test file, which the rule never saw (``--explore`` re-runs the rule's
@@ -27,9 +27,9 @@ interleaving the fits keeps the machine's load the same for both, so the ratio h
 absolute times do not.
 
 Evaluation: the `auto` model fitted at ε = 1 is evaluated privately on Adult's test set as a
-registered holdout would be (:mod:`service.domain.evaluation`'s plan and row statistics, same code as
-the worker), at ε = 0.1, δ = 1e-5; reported: |noised accuracy − exact accuracy| (exact computed
-here only) against the plan's public noise level.
+registered holdout would be (:mod:`service.domain.evaluation`'s plan and row statistics, same
+code as the worker), at ε = 0.1, δ = 1e-5; reported: |noised accuracy − exact accuracy| (exact
+computed here only) against the plan's public noise level.
 """
 
 from __future__ import annotations

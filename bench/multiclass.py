@@ -1,9 +1,9 @@
 """Categorical labels: `auto` (the joint multinomial model) vs today's one-vs-rest (issue 24).
 
 What runs is what the service runs for a job on a categorical label: the body goes through
-:func:`service.domain.submission.price_job` (``auto`` resolved from public facts n, d, K, ε, δ = 1e-5),
-and the resolved optimizer's ``fit`` runs on the encoded training rows (the worker's call, minus
-the database). Two arms, side by side on the same rows and seeds:
+:func:`service.domain.submission.price_job` (``auto`` resolved from public facts n, d, K, ε, δ =
+1e-5), and the resolved optimizer's ``fit`` runs on the encoded training rows (the worker's
+call, minus the database). Two arms, side by side on the same rows and seeds:
 
 - **auto**: ``{"type": "logistic_regression"}``, which ``auto`` turns into one joint
   ``multinomial_logistic_regression`` fit (L = √2 whatever K; one release);
@@ -481,13 +481,13 @@ def dev_steps(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -
     2027 (never the test split); ``auto``'s job on the development part, then the same model
     (its l2) with ``dp_agd_averaged`` at ``iterations`` = T·f for f in DEV_FRACTIONS; test
     accuracy on the held-out development rows, mean ± standard error over ``runs`` seeds."""
+    from service.domain.released_model import class_probabilities, released_weights
     from service.models.base import fit_labels
     from service.models.multinomial import MULTINOMIAL
     from service.models.registry import parse_model_spec
     from service.optimizers.kits.base import PrivacyTarget
     from service.optimizers.kits.planning import plan_job
     from service.privacy.secure_random import SecureRandom
-    from service.domain.released_model import class_probabilities, released_weights
 
     sets = datasets(False)
     if not names or any("synthetic".startswith(d) or d.startswith("synthetic") for d in names):

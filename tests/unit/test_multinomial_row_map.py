@@ -12,8 +12,8 @@
     std is z₀·2/n.
 (d) Post-processing: the folded model predicts the fitted model's class on every row.
 (e) Defaults and refusals: the share defaults to 0.1 for a logistic model (joint or binary)
-    with an intercept and no l1, 0 otherwise; a share > 0 without an intercept is refused on its field; a plan without
-    noise on the mean is refused at fit.
+    with an intercept and no l1, 0 otherwise; a share > 0 without an intercept is refused on
+    its field; a plan without noise on the mean is refused at fit.
 """
 
 from __future__ import annotations
