@@ -94,31 +94,28 @@ def run(args: argparse.Namespace) -> int:
     try:
         with dpfit.Client(url=args.url) as client:
             result = handler(client, args)
-    except dpfit.JobFailed as exc:
-        fail(exc, args)
-        return EXIT_JOB_FAILED
-    except dpfit.BudgetExceeded as exc:
-        fail(exc, args)
-        return EXIT_BUDGET
-    except dpfit.Conflict as exc:
-        fail(exc, args)
-        return EXIT_CONFLICT
-    except dpfit.InvalidSpec as exc:
-        fail(exc, args)
-        return EXIT_INVALID
-    except dpfit.NotFound as exc:
-        fail(exc, args)
-        return EXIT_NOT_FOUND
-    except dpfit.AuthError as exc:
-        fail(exc, args)
-        return EXIT_AUTH
     except dpfit.DpfitError as exc:
         fail(exc, args)
-        return EXIT_ERROR
+        return _exit_code(exc)
     except UsageError as exc:
         print(f"dpfit: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return result
+
+
+def _exit_code(exc: Exception) -> int:
+    """The exit code of a client error: the first kind in this order that it is."""
+    import dpfit
+
+    kinds: tuple[tuple[type[Exception], int], ...] = (
+        (dpfit.JobFailed, EXIT_JOB_FAILED),
+        (dpfit.BudgetExceeded, EXIT_BUDGET),
+        (dpfit.Conflict, EXIT_CONFLICT),
+        (dpfit.InvalidSpec, EXIT_INVALID),
+        (dpfit.NotFound, EXIT_NOT_FOUND),
+        (dpfit.AuthError, EXIT_AUTH),
+    )
+    return next((code for kind, code in kinds if isinstance(exc, kind)), EXIT_ERROR)
 
 
 _HANDLERS: dict[tuple[str, str | None], Handler] = {
