@@ -147,6 +147,31 @@ class BoltOnConfig(ShapeConfig):
     schedule: Any  # the step schedule's JSON (sgd_common.schedule_from_json)
 
 
+def checked_plan(plan: ReleasePlan, loss: Loss) -> tuple[BoltOnConfig, StepSchedule]:
+    """The plan checked against ``loss`` before any row is read (``ValueError``, public values):
+    a bolt-on schedule, a convex loss, this loss's l2 and steps, a sensitivity that covers it."""
+    config = BoltOnConfig.from_hyperparameters(plan.hyperparameters)
+    schedule = schedule_from_json(config.schedule)
+    if not isinstance(schedule, StepSchedule):
+        raise ValueError("the plan's step schedule is not one of bolt_on_psgd's")
+    check_convex_loss(loss, "bolt_on_psgd")
+    if schedule.l2 != loss.l2:
+        raise ValueError("the plan was made for a different l2")
+    if schedule.initial > max_step_size(loss.smoothness, loss.l2):
+        raise ValueError("the plan's step size is too large for this loss")
+    needed = bolt_on_sensitivity(
+        lipschitz=loss.lipschitz,
+        n=config.n,
+        batch_size=config.batch_size,
+        passes=config.passes,
+        schedule=schedule,
+        averaging=config.averaging,
+    )
+    if plan.sensitivity < needed * (1.0 - 1e-12):
+        raise ValueError("the plan's sensitivity does not cover this loss")
+    return config, schedule
+
+
 class BoltOnPSGDParams(BaseModel):
     """Hyper-parameters of ``bolt_on_psgd``; omitted values get theory defaults."""
 
@@ -553,44 +578,19 @@ class BoltOnPSGD:
         rng: SecureRandom,
         progress: ProgressCallback,
     ) -> FloatArray:
-        """Run ``plan`` on the private rows and return the noised output.
-
-        Re-checks (without revealing data values) the loss, the steps and that the plan's
-        sensitivity covers this loss, then the data (shape, ‖x‖ ≤ 1, labels); draws the
-        permutations, then the noise, from ``rng``.
-        """
-        config = BoltOnConfig.from_hyperparameters(plan.hyperparameters)
-        n, d = config.n, config.d
-        passes, batch_size = config.passes, config.batch_size
-        averaging, radius = config.averaging, config.radius
-        schedule = schedule_from_json(config.schedule)
-        if not isinstance(schedule, StepSchedule):
-            raise ValueError("the plan's step schedule is not one of bolt_on_psgd's")
-        check_convex_loss(loss, self.name)
-        if schedule.l2 != loss.l2:
-            raise ValueError("the plan was made for a different l2")
-        if schedule.initial > max_step_size(loss.smoothness, loss.l2):
-            raise ValueError("the plan's step size is too large for this loss")
-        needed = bolt_on_sensitivity(
-            lipschitz=loss.lipschitz,
-            n=n,
-            batch_size=batch_size,
-            passes=passes,
-            schedule=schedule,
-            averaging=averaging,
-        )
-        if plan.sensitivity < needed * (1.0 - 1e-12):
-            raise ValueError("the plan's sensitivity does not cover this loss")
-        X, y = checked_data(loss, X, y, n, d)
+        """Run ``plan`` on the rows (checked: :func:`checked_plan`, then shape, ‖x‖ ≤ 1 and labels
+        without revealing values); the permutations, then the noise, are drawn from ``rng``."""
+        config, schedule = checked_plan(plan, loss)
+        X, y = checked_data(loss, X, y, config.n, config.d)
         w = permutation_sgd(
             loss,
             X,
             y,
-            passes=passes,
-            batch_size=batch_size,
+            passes=config.passes,
+            batch_size=config.batch_size,
             schedule=schedule,
-            averaging=averaging,
-            radius=radius,
+            averaging=config.averaging,
+            radius=config.radius,
             rng=rng,
             progress=progress,
         )

@@ -84,14 +84,12 @@ from service.data.sources import SourceError
 from service.data.sql_encoding import InDatabaseUnsupported
 from service.models.base import FloatArray, Loss
 from service.models.logistic import LogisticLoss
-from service.optimizers.bolt_on_psgd import BoltOnConfig, bolt_on_sensitivity, max_step_size
+from service.optimizers.bolt_on_psgd import BoltOnConfig, checked_plan
 from service.optimizers.kits.base import ProgressCallback, ReleasePlan
 from service.optimizers.kits.sgd_common import (
     InverseSqrtSchedule,
     StepSchedule,
-    check_convex_loss,
     pass_layout,
-    schedule_from_json,
 )
 from service.privacy.output_perturbation import release_with_noise
 from service.privacy.secure_random import SecureRandom, as_secure
@@ -262,29 +260,11 @@ class BoltOnRun:
 
 
 def checked_run(plan: ReleasePlan, loss: Loss) -> BoltOnRun:
-    """:meth:`BoltOnPSGD.fit`'s plan checks (the loss is convex with finite constants, the
-    plan's l2 and step sizes are this loss's, the plan's sensitivity covers it), then this
-    mode's: the loss is the logistic one and the constants are ≥ :data:`SMALLEST_CONSTANT`.
+    """:meth:`BoltOnPSGD.fit`'s plan checks (:func:`~service.optimizers.bolt_on_psgd.
+    checked_plan`), then this mode's: the loss is the logistic one and the constants are
+    ≥ :data:`SMALLEST_CONSTANT`.
     Public values only: ``ValueError`` / :class:`InDatabaseUnsupported` (field, message)."""
-    config = BoltOnConfig.from_hyperparameters(plan.hyperparameters)
-    schedule = schedule_from_json(config.schedule)
-    if not isinstance(schedule, StepSchedule):
-        raise ValueError("the plan's step schedule is not one of bolt_on_psgd's")
-    check_convex_loss(loss, "bolt_on_psgd")
-    if schedule.l2 != loss.l2:
-        raise ValueError("the plan was made for a different l2")
-    if schedule.initial > max_step_size(loss.smoothness, loss.l2):
-        raise ValueError("the plan's step size is too large for this loss")
-    needed = bolt_on_sensitivity(
-        lipschitz=loss.lipschitz,
-        n=config.n,
-        batch_size=config.batch_size,
-        passes=config.passes,
-        schedule=schedule,
-        averaging=config.averaging,
-    )
-    if plan.sensitivity < needed * (1.0 - 1e-12):
-        raise ValueError("the plan's sensitivity does not cover this loss")
+    config, schedule = checked_plan(plan, loss)
     check_in_database_run(loss, config, schedule)
     return BoltOnRun(config, schedule)
 
