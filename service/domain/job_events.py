@@ -166,13 +166,16 @@ def _log(event: str, **fields: object) -> None:
 
 
 class JobEventThread:
-    """Runs :meth:`JobEventLog.poll` every ``interval`` seconds in a daemon thread."""
+    """Runs :meth:`JobEventLog.poll` every ``interval`` seconds in a daemon thread named
+    :attr:`THREAD_NAME` (so a test that counts a request's statements can leave its polls out)."""
+
+    THREAD_NAME = "dpfit-job-events"
 
     def __init__(self, sessions: sessionmaker[Session], interval: float = 1.0) -> None:
         self.log = JobEventLog(sessions)
         self.interval = interval
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="dpfit-job-events", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.THREAD_NAME, daemon=True)
 
     def start(self) -> None:
         self._thread.start()

@@ -44,7 +44,10 @@ class TrackingDispatcher(Dispatcher, Tracking, Protocol):
 
 
 class Reconciler:
-    """Runs :meth:`reconcile` every ``interval`` seconds in a daemon thread."""
+    """Runs :meth:`reconcile` every ``interval`` seconds in a daemon thread named
+    :attr:`THREAD_NAME`."""
+
+    THREAD_NAME = "dpfit-reconciler"
 
     def __init__(
         self,
@@ -61,7 +64,7 @@ class Reconciler:
         self.interval = interval
         self._grace = timedelta(seconds=interval) if grace else timedelta(0)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="dpfit-reconciler", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.THREAD_NAME, daemon=True)
         self._warned_at = float("-inf")
 
     def reconcile(self) -> list[str]:
