@@ -89,7 +89,7 @@ from service.optimizers.kits.inputs import checked_data
 from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.gdp import gaussian_steps_multiplier
 from service.privacy.secure_random import SecureRandom, as_secure
-from service.privacy.secure_release import secure_gaussian
+from service.privacy.secure_release import reserve_gaussian, secure_gaussian
 from service.privacy.target import check_target
 
 __all__ = [
@@ -225,6 +225,7 @@ def accmd_oracle_run(
     lam = np.full(2 * d + 1, 1.0 / (2 * d + 1))
     x_ag: FloatArray = np.zeros(d, dtype=np.float64)
     mirror_grad = np.zeros(2 * d + 1, dtype=np.float64)
+    reserve_gaussian(d, sigma, config.gradient_sensitivity, config.iterations, source)
     for t in range(1, config.iterations + 1):
         tau = 2.0 / (t + 1)
         x_md = tau * simplex_to_weights(lam, radius) + (1.0 - tau) * x_ag

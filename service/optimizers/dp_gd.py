@@ -107,7 +107,7 @@ from service.optimizers.kits.gradient_kit import (
 from service.optimizers.kits.inputs import Rows
 from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.secure_random import SecureRandom
-from service.privacy.secure_release import secure_gaussian
+from service.privacy.secure_release import reserve_gaussian, secure_gaussian
 
 __all__ = [
     "DPGD",
@@ -238,6 +238,7 @@ def oracle_gradient_descent(
     the same steps and the same noise draws from ``rng``."""
     d = oracle.dimension
     w: FloatArray = np.zeros(d, dtype=np.float64)
+    reserve_gaussian(d, noise_std, sensitivity, iterations, rng)
     for t in range(1, iterations + 1):
         g = oracle.gradient(w)
         released = secure_gaussian(g, noise_std, sensitivity, rng) if noise_std > 0.0 else g

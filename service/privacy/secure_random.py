@@ -46,21 +46,22 @@ truncation would change the distribution):
   the first k of a uniform permutation when k > n/4.
 
 Lazy comparisons (how the samplers stay fast and exact). Bernoulli(e^{−γ}) is [U < e^{−γ}] for a
-uniform real U, and the geometric X with P[X ≥ x] = e^{−xs/t} is max{x : U < e^{−xs/t}}
-(= ⌊−(t/s) ln U⌋). U is generated lazily: its first 64 bits W give U ∈ [W, W + 1)/2^64. The
-comparison is first made in floating point with rigorous error bounds and only decided there when
-the whole interval of U lies on one side of the whole interval of e^{−γ}; otherwise (probability
-≈ 2^-45·(1 + γ)/(spacing), about 10^-5 of the lanes at σ = 2^30 and far fewer below) more bits of
-U are drawn and e^{−γ} is bracketed exactly in rational/fixed-point arithmetic (alternating series
-for e^{−f}, f ∈ [0, 1), times (e^{−1})^n with floor/ceiling roundings, :func:`_exp_bounds`) until
-the comparison is decided. The decision is therefore always the exact [U < e^{−γ}]; floating point
-only chooses which lanes need the exact path. Error budget of the float path: γ_f is within
-2^-50(1 + γ) of γ (for the geometric: one product of an exact integer and t/s, 2^-52γ; for the
-Gaussian acceptance: d = (|Y| − ⌊σ²/t⌋) − frac(σ²/t) exact but for 2^-52(1 + |d|), and
-γ = d²/(2σ²) ≤ 2^-52(1 + γ)(3 + 1/σ) for σ ≥ 1/4); numpy's float64 exp is accurate to a few ulps;
-so |e_f − e^{−γ}| ≤ 2^-48(1 + γ)e^{−γ} + 1e-300, and the margins are 2^-46(1 + γ) relative and
-1e-290 absolute. (CKS Alg. 1, the Bernoulli(e^{−γ}) by Bernoulli(γ/k) coins, is kept as
-:meth:`SecureRandom.bernoulli_exp_cks`; the tests check both against e^{−γ}.)
+uniform real U, and the geometric X with P[X ≥ x] = e^{−xs/t} is max{x : U < e^{−xs/t}} (= ⌊−(t/s)
+ln U⌋). U is generated lazily: its first 64 bits W give U ∈ [W, W + 1)/2^64. The comparison is
+first made in floating point with rigorous error bounds and only decided there when the whole
+interval of U lies on one side of the whole interval of e^{−γ}; otherwise (probability ≈ 2^-45·(1 +
+γ)/(spacing), about 10^-5 of the lanes at σ = 2^30 and far fewer below) more bits of U are drawn
+and e^{−γ} is bracketed exactly in integer fixed-point arithmetic (alternating series for e^{−f}, f
+∈ [0, 1), times (e^{−1})^n with floor/ceiling roundings:
+:func:`service.privacy.exact_exp.exp_bounds`) until the comparison is decided. The decision is
+therefore always the exact [U < e^{−γ}]; floating point only chooses which lanes need the exact
+path. Error budget of the float path: γ_f is within 2^-50(1 + γ) of γ (for the geometric: one
+product of an exact integer and t/s, 2^-52γ; for the Gaussian acceptance: d = (|Y| − ⌊σ²/t⌋) −
+frac(σ²/t) exact but for 2^-52(1 + |d|), and γ = d²/(2σ²) ≤ 2^-52(1 + γ)(3 + 1/σ) for σ ≥ 1/4);
+numpy's float64 exp is accurate to a few ulps; so |e_f − e^{−γ}| ≤ 2^-48(1 + γ)e^{−γ} + 1e-300, and
+the margins are 2^-46(1 + γ) relative and 1e-290 absolute. (CKS Alg. 1, the Bernoulli(e^{−γ}) by
+Bernoulli(γ/k) coins, is kept as :meth:`SecureRandom.bernoulli_exp_cks`; the tests check both
+against e^{−γ}.)
 
 Large σ (σ² > :data:`~service.privacy.discrete_gaussian_plan.BASE_MAX_SIGMA2` = 2^60): an exact
 composition of two discrete Gaussians, within e^{±η} of N_Z(0, S²) with η ≤ 1e-128 — the plan
@@ -78,10 +79,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from service.privacy.discrete_gaussian_plan import DiscreteGaussianPlan, plan_discrete_gaussian
+from service.privacy.exact_exp import exp_bounds
 
 __all__ = [
     "as_secure",
     "CHUNK_WORDS",
+    "RESERVE_MAX",
     "SecureRandom",
 ]
 
@@ -93,6 +96,8 @@ CHUNK_WORDS = 1 << 17
 
 _I64_MAX = (1 << 63) - 1
 _POOL_MAX = 1 << 16
+#: The most draws :meth:`SecureRandom.reserve_discrete_gaussian` holds at once (8 MiB of int64).
+RESERVE_MAX = 1 << 20
 _TWO_M64 = 2.0**-64
 #: Relative and absolute margins of the floating-point decision (module docstring, "Lazy
 #: comparisons"): the float values of e^{−γ} are within 2^-48(1 + γ) relative and 1e-300
@@ -103,44 +108,9 @@ _UNIT = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _SQRT_I64 = 3_037_000_499  # ⌊√(2^63 − 1)⌋
 
 
-def _fixed_exp_neg_frac(f: Fraction, bits: int) -> tuple[int, int]:
-    """(lo, hi) with lo ≤ 2^bits·e^{−f} ≤ hi, hi − lo ≤ 2, for 0 ≤ f ≤ 1: the alternating series
-    Σ (−f)^k/k! (terms decreasing in k, so consecutive partial sums bracket the limit)."""
-    term = Fraction(1)
-    total = Fraction(1)
-    k = 0
-    eps = Fraction(1, 1 << (bits + 2))
-    while True:
-        k += 1
-        term = term * f / k
-        if term <= eps:
-            below, above = (total - term, total) if k % 2 == 1 else (total, total + term)
-            break
-        total = total - term if k % 2 == 1 else total + term
-    lo = (below.numerator << bits) // below.denominator
-    hi = -((-above.numerator << bits) // above.denominator)
-    return lo, hi
-
-
-def _exp_bounds(gamma: Fraction, prec: int) -> tuple[int, int, int]:
-    """(lo, hi, P) with lo/2^P ≤ e^{−γ} ≤ hi/2^P and (hi − lo)/2^P ≤ 2^-prec, γ ≥ 0 rational:
-    e^{−γ} = (e^{−1})^n·e^{−f}, γ = n + f, with floor/ceiling fixed-point products (square and
-    multiply), so every rounding keeps the bounds on their side."""
-    n = gamma.numerator // gamma.denominator
-    f = gamma - n
-    bits = prec + 2 * max(n, 1).bit_length() + 16
-    e1_lo, e1_hi = _fixed_exp_neg_frac(Fraction(1), bits)
-    lo, hi = _fixed_exp_neg_frac(f, bits)
-    base_lo, base_hi = e1_lo, e1_hi
-    while n:
-        if n & 1:
-            lo = (lo * base_lo) >> bits
-            hi = -((-hi * base_hi) >> bits)
-        n >>= 1
-        if n:
-            base_lo = (base_lo * base_lo) >> bits
-            base_hi = -((-base_hi * base_hi) >> bits)
-    return lo, hi, bits
+def _pool_key(plan: DiscreteGaussianPlan) -> tuple[int, int, int]:
+    """The pool a plan's draws share (plans of equal variance and levels draw the same law)."""
+    return (plan.variance.numerator, plan.variance.denominator, len(plan.levels))
 
 
 def as_secure(rng: SecureRandom | np.random.Generator) -> SecureRandom:
@@ -271,8 +241,12 @@ class SecureRandom:
         return result
 
     def bits(self, n: int) -> BoolArray:
-        """``n`` fair coins."""
-        return (self.words(n) >> np.uint64(63)).astype(bool)
+        """``n`` fair coins: the bits of ⌈n/8⌉ uniform bytes (each bit of a uniform byte is an
+        independent fair coin), one byte per 8 coins instead of a word per coin."""
+        if n <= 0:
+            return np.zeros(0, dtype=bool)
+        coins: BoolArray = np.unpackbits(self._take((n + 7) // 8), count=n).astype(bool)
+        return coins
 
     def _exp_unit(self, num: IntArray, den: IntArray) -> BoolArray:
         """Bernoulli(exp(−num/den)) for 0 ≤ num ≤ den (CKS Alg. 1), vectorised; lanes where
@@ -344,7 +318,7 @@ class SecureRandom:
         appended to ``u`` as needed, so later comparisons see the same U."""
         while True:
             prec = u[1] + 64
-            lo, hi, scale = _exp_bounds(gamma, prec)
+            lo, hi, scale = exp_bounds(gamma, prec)
             # U ∈ [prefix, prefix + 1)/2^nbits against e^{−γ} ∈ [lo, hi]/2^scale
             if (u[0] + 1) << scale <= lo << u[1]:
                 return True
@@ -486,18 +460,41 @@ class SecureRandom:
         refill is ``size``, later ones double up to 2^16 draws): per-step releases of a few
         coordinates pay the vectorised cost, not the per-call one. The draws are i.i.d.
         whichever call consumes them, so pooling does not change any law."""
-        key = (plan.variance.numerator, plan.variance.denominator, len(plan.levels))
+        key = _pool_key(plan)
         pool = self._pools.get(key)
         if pool is None or pool[1] + size > pool[0].size:
             batch = size if pool is None else max(size, min(2 * pool[2], _POOL_MAX))
-            fresh = self.discrete_gaussian_planned(plan, batch)
-            rest = pool[0][pool[1] :] if pool is not None else fresh[:0]
-            if rest.dtype != fresh.dtype:
-                rest, fresh = rest.astype(object), fresh.astype(object)
-            pool = (np.concatenate([rest, fresh]), 0, batch)
+            pool = self._refill(plan, pool, batch, batch)
         out = pool[0][pool[1] : pool[1] + size]
         self._pools[key] = (pool[0], pool[1] + size, pool[2])
         return out
+
+    def reserve_discrete_gaussian(self, plan: DiscreteGaussianPlan, size: int) -> None:
+        """Make the pool of ``plan`` hold at least min(``size``, :data:`RESERVE_MAX`) draws, the
+        missing ones drawn in one batch: a loop that knows its public number of draws (T steps ×
+        d coordinates) pays the vectorised cost once, without the doubling refills' surplus (up
+        to 1.7× the draws used). The same i.i.d. draws as :meth:`discrete_gaussian_pooled`, so
+        no law changes; the batch size is public (``size`` and what the pool holds)."""
+        key = _pool_key(plan)
+        pool = self._pools.get(key)
+        need = min(size, RESERVE_MAX) - (0 if pool is None else pool[0].size - pool[1])
+        if need > 0:
+            self._pools[key] = self._refill(plan, pool, need, max(need, pool[2] if pool else 0))
+
+    def _refill(
+        self,
+        plan: DiscreteGaussianPlan,
+        pool: tuple[np.ndarray, int, int] | None,
+        count: int,
+        batch: int,
+    ) -> tuple[np.ndarray, int, int]:
+        """The pool's unused draws followed by ``count`` fresh ones; ``batch`` is the size the
+        next doubling refill grows from."""
+        fresh = self.discrete_gaussian_planned(plan, count)
+        rest = pool[0][pool[1] :] if pool is not None else fresh[:0]
+        if rest.dtype != fresh.dtype:
+            rest, fresh = rest.astype(object), fresh.astype(object)
+        return (np.concatenate([rest, fresh]), 0, batch)
 
     def _discrete_gaussian_base(self, sigma2: Fraction, size: int) -> IntArray:
         """CKS Alg. 3 for σ² = p/q ≤ 2^60: Y ~ discrete Laplace of scale t = ⌊σ⌋ + 1, accepted

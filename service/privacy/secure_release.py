@@ -77,6 +77,7 @@ __all__ = [
     "grid_for",
     "kernel_eta",
     "laplace_release",
+    "reserve_gaussian",
     "secure_gaussian",
     "secure_laplace",
 ]
@@ -173,6 +174,21 @@ def secure_gaussian(
     q = _to_grid(v.reshape(-1), release.grid)
     k = as_secure(rng).discrete_gaussian_pooled(release.plan, q.size)
     return _from_grid(q, k, release.grid).reshape(v.shape)
+
+
+def reserve_gaussian(
+    d: int, sigma: float, sensitivity: float, releases: int, rng: SecureRandom
+) -> None:
+    """Draw the noise of ``releases`` coming :func:`secure_gaussian` calls of dimension ``d``
+    (the same σ and Δ) in one batch (:meth:`SecureRandom.reserve_discrete_gaussian`): a loop of
+    T public steps then pays the sampler's vectorised cost once. The draws and their law are
+    those the calls would make; only how many are drawn at once changes, from public sizes.
+    A numpy Generator (tests) is wrapped afresh by every call (:func:`as_secure`): nothing to
+    reserve there."""
+    if sigma == 0.0 or releases <= 0 or d <= 0 or not isinstance(rng, SecureRandom):
+        return
+    release = gaussian_release(int(d), float(sigma), float(sensitivity))
+    rng.reserve_discrete_gaussian(release.plan, int(d) * int(releases))
 
 
 class LaplaceRelease:

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import service.privacy.exact_exp as exact_exp
 import service.privacy.secure_random as sr
 from service.models.logistic import LogisticLoss
 from service.optimizers.kits.base import PrivacyTarget
@@ -31,6 +32,7 @@ from service.privacy.secure_release import (
     gaussian_release,
     kernel_eta,
     laplace_release,
+    reserve_gaussian,
     secure_gaussian,
     secure_laplace,
 )
@@ -152,10 +154,57 @@ def test_exp_bounds_bracket_the_exponential() -> None:
             Fraction(22, 7),
             Fraction(1001, 10),
         ]:
-            lo, hi, scale = sr._exp_bounds(gamma, 200)
+            lo, hi, scale = exact_exp.exp_bounds(gamma, 200)
             exact = mpmath.exp(-mpmath.mpf(gamma.numerator) / gamma.denominator)
             assert mpmath.mpf(lo) / 2**scale <= exact <= mpmath.mpf(hi) / 2**scale
             assert (hi - lo) < 2 ** (scale - 190)
+
+
+def test_fixed_point_series_brackets_e_to_the_minus_f_within_two_units() -> None:
+    """The integer series (no Fraction reduction) on fractions as the samplers make them:
+    small, huge (2^120-sized) and awkward denominators, f = 0 and f = 1, at several widths."""
+    rng = np.random.default_rng(11)
+    cases = [Fraction(0), Fraction(1), Fraction(1, 2), Fraction(2**120 - 1, 2**120)]
+    for den in (7, 3**50, 2**120 + 3, 10**40 + 1):
+        cases += [Fraction(int(rng.integers(0, 2**62)) * den // 2**62, den) for _ in range(6)]
+    with mpmath.workdps(150):
+        for f, bits in itertools.product(cases, (8, 64, 200, 333)):
+            lo, hi = exact_exp.fixed_exp_neg_frac(f, bits)
+            exact = mpmath.exp(-mpmath.mpf(f.numerator) / f.denominator) * mpmath.mpf(2) ** bits
+            assert lo <= exact <= hi and hi - lo <= 2, (f, bits)
+
+
+def test_reserved_noise_is_one_batch_handed_out_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``reserve_gaussian`` draws T·d values at once and the T releases take them in order:
+    the same values as one batch from the same stream, nothing drawn in between; above
+    RESERVE_MAX the reservation is capped and the pool refills as before."""
+    release = gaussian_release(7, 2.0, 1.0)
+    batch = SecureRandom.seeded(3).discrete_gaussian_planned(release.plan, 5 * 7)
+    rng = SecureRandom.seeded(3)
+    reserve_gaussian(7, 2.0, 1.0, 5, rng)
+    zero = np.zeros(7)
+    taken = [np.rint(secure_gaussian(zero, 2.0, 1.0, rng) / release.grid) for _ in range(5)]
+    np.testing.assert_array_equal(np.concatenate(taken).astype(np.int64), batch)
+    monkeypatch.setattr(sr, "RESERVE_MAX", 10)
+    capped = SecureRandom.seeded(4)
+    reserve_gaussian(7, 2.0, 1.0, 5, capped)
+    (pool,) = capped._pools.values()
+    assert pool[0].size == 10 and pool[1] == 0
+    assert np.concatenate([secure_gaussian(zero, 2.0, 1.0, capped) for _ in range(5)]).size == 35
+
+
+def test_bits_are_fair_independent_coins_in_every_bit_position() -> None:
+    """Eight coins per byte: each position of the byte fair, and consecutive coins (within and
+    across bytes) uniform on their four outcomes — a sampler that reused or biased a bit
+    position fails."""
+    coins = SecureRandom.seeded(21).bits(80_003)
+    assert coins.size == 80_003 and coins.dtype == bool
+    by_position = coins[:80_000].reshape(-1, 8).sum(axis=0)
+    n = 10_000
+    assert np.all(np.abs(by_position - n / 2) / math.sqrt(n / 4) < Z_LIMIT), by_position
+    pairs = np.bincount(2 * coins[:-1].astype(int) + coins[1:], minlength=4)
+    assert _chi_square_p(pairs, np.full(4, pairs.sum() / 4)) > P_FALSE_ALARM
+    assert SecureRandom.seeded(1).bits(0).size == 0
 
 
 def _check_laplace(x: np.ndarray, t: int, s: int) -> None:

@@ -36,7 +36,7 @@ from service.optimizers.kits.gradient_kit import (
 from service.optimizers.kits.inputs import Rows
 from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.secure_random import SecureRandom
-from service.privacy.secure_release import secure_gaussian
+from service.privacy.secure_release import reserve_gaussian, secure_gaussian
 
 __all__ = [
     "ACCELERATED_ASSUMPTIONS",
@@ -128,6 +128,7 @@ def oracle_accelerated_descent(
     w_prev: FloatArray = np.zeros(d, dtype=np.float64)
     v: FloatArray = w_prev.copy()
     s = 1.0
+    reserve_gaussian(d, noise_std, sensitivity, iterations, rng)
     for t in range(1, iterations + 1):
         g = oracle.gradient(v)
         released = secure_gaussian(g, noise_std, sensitivity, rng) if noise_std > 0.0 else g
