@@ -239,7 +239,7 @@ def _resolve_auto(
     resolved = body.model_copy(
         update={
             "model": parse_model_spec(choice.model),
-            "optimizer": OptimizerChoice(name=choice.optimizer),
+            "optimizer": OptimizerChoice(name=choice.optimizer, params=choice.params),
         }
     )
     return resolved, choice.record

@@ -117,6 +117,17 @@ lost 2–38 points on digits' development split at ε = 1 / 2 / 5 (its one-shot 
 other l2 (3e-4, 5e-4, 2e-3), T (½×, 1.3×, 2×), step (2/β), clip (0.35, 0.7) and averaging
 (from T/4) changed digits by −5 to +2 points, none at every ε: the rule is unchanged.
 
+Joint step cap (step 4 on a joint model). A joint fit by ``dp_agd_averaged`` or
+``dp_agd_centred`` gets ``max_iterations`` = 200 (:data:`JOINT_STEP_CAP`, the optimizers' own
+cap is 400; recorded under ``filled``): one exact K·d' gradient per step is the fit's cost, and
+above 200 steps accuracy does not buy it. Development splits only (each set's training part
+split 70/30 by seed 2027, never the test split; ``python -m bench multiclass --dev-steps
+--runs 12``, bench/RESULTS.md): halving T changed test accuracy by −0.01 to +0.30 points (±
+0.01–0.14 standard error) in every one of the nine cells where auto's T was above 200 (four
+synthetic sets of 12,000–30,000 rows, K = 3–10, d = 10–50; T = 264–400), and it cost 1.4–5
+points only where T ≤ 200, which the cap leaves alone (digits, wine and iris: T ≤ 76). It cuts
+the 14,000-row set's fit at ε = 1 / 2 / 5 (T = 292 / 400 / 400) by about 30 / 50 / 50 %.
+
 Small data (binary). A binary set of 700 rows at ε = 0.5 was at or below its majority class
 (issue 24). With the row map and the l2 ceiling 1e-2 for these jobs (``python -m bench
 multiclass --small-binary``, 20 seeds, test %): four synthetic 700-row sets 67.9 / 70.5 /
@@ -220,13 +231,13 @@ soft-thresholded at 1.5σ (the noise-dominated coordinates, the rare categories,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from service.models.base import FloatArray, Loss, coefficient_anchor, parameter_count
-from service.models.multinomial import MULTINOMIAL
+from service.models.multinomial import MULTINOMIAL, MultinomialLoss
 from service.optimizers.kits.base import (
     InfeasibleSpec,
     PrivacyTarget,
@@ -244,8 +255,10 @@ __all__ = [
     "AutoParams",
     "CLIP",
     "JOINT_MIN_CLASSES",
+    "JOINT_STEP_CAP",
     "RULE",
     "choose_model_and_optimizer",
+    "optimizer_params",
     "prefers_joint",
     "resolve",
     "rule_l2",
@@ -286,6 +299,9 @@ CENTRED_N_EPSILON = 2_500
 JOINT_MIN_CLASSES = 2
 #: The rule's tail-averaged optimizers (step 4), whose l2 the rule sets (step 5).
 AVERAGED = ("dp_agd_centred", "dp_agd_averaged")
+#: ``max_iterations`` of a joint multinomial fit by a tail-averaged optimizer (step 4): a
+#: compute cap, half the optimizers' own 400 (module docstring, "Categorical labels").
+JOINT_STEP_CAP = 200
 FALLBACKS = ("dp_agd", "dp_gd", "noisy_sgd_bst14", "output_perturbation_gd", "noisy_sgd_scs13")
 
 
@@ -311,11 +327,13 @@ class AutoConfig(PlanConfig):
 @dataclass(frozen=True)
 class AutoChoice:
     """The resolved job: the model spec (possibly with ``gradient_clip`` filled in), the chosen
-    optimizer's name, and the public record stored in the plan under ``auto``."""
+    optimizer's name and parameters (the joint model's step cap), and the public record
+    stored in the plan under ``auto``."""
 
     model: dict[str, Any]
     optimizer: str
     record: dict[str, Any]
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 def prefers_joint(model: dict[str, Any], fields_set: set[str], classes: int) -> bool:
@@ -432,6 +450,15 @@ def choose_model_and_optimizer(
     return resolved, names, filled
 
 
+def optimizer_params(name: str, resolved: dict[str, Any]) -> dict[str, Any]:
+    """The parameters the rule sets for candidate ``name``: ``max_iterations`` =
+    :data:`JOINT_STEP_CAP` for a joint multinomial model run by a tail-averaged optimizer
+    (module docstring, "Categorical labels"); none otherwise."""
+    if name in AVERAGED and resolved.get("type") == MULTINOMIAL:
+        return {"max_iterations": JOINT_STEP_CAP}
+    return {}
+
+
 def resolve(
     model: BaseModel,
     n: int,
@@ -458,11 +485,14 @@ def resolve(
     spec = parse_model_spec(resolved)
     last: InfeasibleSpec | None = None
     for name in names:
+        params = optimizer_params(name, resolved)
         try:
-            plan_job(spec, name, {}, n, n_features, target, classes=classes)
+            plan_job(spec, name, params, n, n_features, target, classes=classes)
         except InfeasibleSpec as exc:
             last = exc
             continue
+        if params:
+            filled = {**filled, **{f"optimizer.params.{k}": v for k, v in params.items()}}
         record = {
             "chosen_by": AUTO,
             "optimizer": name,
@@ -481,7 +511,9 @@ def resolve(
                 "classes": classes,
             },
         }
-        return AutoChoice(model=spec.model_dump(mode="json"), optimizer=name, record=record)
+        return AutoChoice(
+            model=spec.model_dump(mode="json"), optimizer=name, record=record, params=params
+        )
     assert last is not None
     raise InfeasibleSpec(
         "optimizer", f"auto found no feasible optimizer for this job: {last.message}"
@@ -522,8 +554,10 @@ class Auto:
         last: InfeasibleSpec | None = None
         for name in candidates(bool(getattr(loss, "convex", True)), target, n, is_anchored(loss)):
             optimizer = get_optimizer(name)
+            model_type = MULTINOMIAL if isinstance(loss, MultinomialLoss) else None
+            params = optimizer.Params.model_validate(optimizer_params(name, {"type": model_type}))
             try:
-                plan = optimizer.plan(optimizer.Params(), loss, n, d, target)
+                plan = optimizer.plan(params, loss, n, d, target)
             except InfeasibleSpec as exc:
                 last = exc
                 continue

@@ -151,3 +151,33 @@ def test_the_recorded_joint_spec_replans_the_same_job() -> None:
     plan = dict(auto.plan_json)
     plan.pop("auto")
     assert again.plan_json == plan and again.charge == auto.charge
+
+
+def test_a_joint_fit_is_capped_at_200_steps_and_replans_from_its_stored_spec() -> None:
+    """``auto``'s joint model runs at most JOINT_STEP_CAP steps where its optimizer's own cap
+    (400) would allow more, sets that in the stored optimizer params and the record, and the
+    stored spec replans the same job; a binary job of the same size keeps the 400 cap."""
+    from service.domain.submission import DatasetFacts, price_job
+    from service.optimizers.auto import JOINT_STEP_CAP
+    from service.schemas import JobCreate
+
+    def priced(label_type: str, classes: int | None, **extra: Any) -> Any:
+        facts = DatasetFacts(
+            id="ds_x", n_rows=14_000, n_features=20, delta=1e-5,
+            label_type=label_type, classes=classes, retired=False,
+        )  # fmt: skip
+        body = {"dataset_id": "ds_x", "privacy": {"epsilon": 5.0, "delta": 1e-5}} | extra
+        return price_job(facts, JobCreate.model_validate(body))
+
+    joint = priced("categorical", 5, model={"type": "logistic_regression"})
+    assert joint.plan_json["auto"]["multiclass"] == "joint"
+    assert joint.spec["optimizer"]["params"]["max_iterations"] == JOINT_STEP_CAP
+    assert joint.plan_json["auto"]["filled"]["optimizer.params.max_iterations"] == JOINT_STEP_CAP
+    assert joint.plan_json["hyperparameters"]["iterations"] == JOINT_STEP_CAP
+    again = priced("categorical", 5, model=joint.spec["model"], optimizer=joint.spec["optimizer"])
+    plan = dict(joint.plan_json)
+    plan.pop("auto")
+    assert again.plan_json == plan and again.charge == joint.charge
+    binary = priced("binary", None, model={"type": "logistic_regression"})
+    assert binary.spec["optimizer"]["params"].get("max_iterations") != JOINT_STEP_CAP
+    assert binary.plan_json["hyperparameters"]["iterations"] > JOINT_STEP_CAP
