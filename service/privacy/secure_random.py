@@ -96,8 +96,9 @@ CHUNK_WORDS = 1 << 17
 
 _I64_MAX = (1 << 63) - 1
 _POOL_MAX = 1 << 16
-#: The most draws :meth:`SecureRandom.reserve_discrete_gaussian` holds at once (8 MiB of int64).
-RESERVE_MAX = 1 << 20
+#: The most draws :meth:`SecureRandom.reserve_discrete_gaussian` holds at once (2 MiB of int64:
+#: beyond that the refills' per-call cost is amortised anyway, and a worker's memory is planned).
+RESERVE_MAX = 1 << 18
 _TWO_M64 = 2.0**-64
 #: Relative and absolute margins of the floating-point decision (module docstring, "Lazy
 #: comparisons"): the float values of e^{−γ} are within 2^-48(1 + γ) relative and 1e-300
