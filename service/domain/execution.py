@@ -14,14 +14,17 @@ from service.data.sql_encoding import InDatabaseUnsupported
 
 __all__ = ["IN_DATABASE_MODELS", "check_in_database"]
 
-#: The models whose per-row gradient coefficient is compiled to SQL.
-IN_DATABASE_MODELS = frozenset({"logistic_regression"})
+#: The models whose per-row gradient coefficient is compiled to SQL (logistic regression,
+#: binary or one-vs-rest over a categorical label; the joint multinomial model:
+#: :mod:`service.workers.in_database_multinomial`).
+IN_DATABASE_MODELS = frozenset({"logistic_regression", "multinomial_logistic_regression"})
 
 
 def check_in_database(model: str, optimizer: Any, label_type: str) -> None:
     """Raise :class:`InDatabaseUnsupported` (field, message) when a job on an in-database
     dataset cannot run there: the model must be compiled, the optimizer a full-gradient one
-    (``fit_oracle``), the label binary. Public facts only."""
+    (``fit_oracle``) or ``bolt_on_psgd``, the label binary or categorical — ``bolt_on_psgd``
+    (SGD as one aggregate over ±1 labels) on a binary label only. Public facts only."""
     if model not in IN_DATABASE_MODELS:
         raise InDatabaseUnsupported(
             "model",
@@ -36,7 +39,14 @@ def check_in_database(model: str, optimizer: Any, label_type: str) -> None:
             "aggregate) and the full-gradient optimizers (dp_gd, dp_agd, dp_agd_averaged, "
             "dp_agd_centred, output_perturbation_gd, dp_accmd, auto)",
         )
-    if label_type != "binary":
+    if label_type not in ("binary", "categorical"):
         raise InDatabaseUnsupported(
-            "label.type", "in-database execution supports binary labels for now"
+            "label.type", "in-database execution supports binary and categorical labels"
+        )
+    if label_type == "categorical" and getattr(optimizer, "name", "") == "bolt_on_psgd":
+        raise InDatabaseUnsupported(
+            "optimizer.name",
+            "bolt_on_psgd runs inside the database on a binary label only; a categorical label "
+            "runs the full-gradient optimizers there (dp_gd, dp_agd, dp_agd_averaged, "
+            "dp_agd_centred, output_perturbation_gd, dp_accmd, auto)",
         )

@@ -71,8 +71,10 @@ from service.data.sql_encoding import (
     squared_norm,
 )
 from service.data.sql_source import SqlSource
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, parameter_count
 from service.models.logistic import LogisticLoss
+from service.models.multinomial import MultinomialLoss
+from service.workers.in_database_multinomial import multinomial_gradient_query
 
 __all__ = [
     "MAX_SESSIONS",
@@ -358,21 +360,51 @@ def _shard_of(source: SqlSource, used: Sequence[str], k: int, count: int) -> sa.
 
 class InDatabaseGradient:
     """The gradient oracle over ``pg_temp.dpfit_rows`` (a
-    :class:`~service.optimizers.kits.full_gradient.GradientOracle`):
-    ∇F(w) = −(1/n)·Σ_i c_i x_i + l2·w
-    with c_i = y_i·min(σ(−y_i w·x_i), C), the logistic loss's coefficient written with the same
-    operations as :meth:`LogisticLoss.gradient` (σ(t) = (1 + tanh(t/2))/2); the sum is the
-    database's, in its own order (agrees with numpy to summation rounding)."""
+    :class:`~service.optimizers.kits.full_gradient.GradientOracle`).
 
-    def __init__(self, conn: Connection, loss: Loss, n: int, dimension: int) -> None:
-        if not isinstance(loss, LogisticLoss):
-            raise InDatabaseUnsupported("model", "in-database execution runs logistic regression")
+    Logistic loss: ∇F(w) = −(1/n)·Σ_i c_i x_i + l2·w with c_i = y_i·min(σ(−y_i w·x_i), C), the
+    coefficient written with the same operations as :meth:`LogisticLoss.gradient`
+    (σ(t) = (1 + tanh(t/2))/2). With ``label_class`` = k (one-vs-rest over a categorical
+    label, whose rows hold the class index) the row's label is +1 where y = k and −1
+    elsewhere — :func:`service.data.encoding.encode_one_vs_rest`'s row k.
+
+    Multinomial loss (:mod:`service.workers.in_database_multinomial`): ∇F(w) =
+    (1/n)·Σ_i c_i ⊗ x_i + l2·w over the K·w parameters, c_i = p_i − e_{y_i} (or its clipped
+    slope) as ``MultinomialLoss.gradient``; ``dimension`` is the row width w and the oracle's
+    :attr:`dimension` is K·w.
+
+    The sums are the database's, in its own order (they agree with numpy's to summation
+    rounding)."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        loss: Loss,
+        n: int,
+        dimension: int,
+        *,
+        label_class: int | None = None,
+    ) -> None:
+        rows = _rows_table(dimension)
+        if isinstance(loss, MultinomialLoss):
+            if label_class is not None:
+                raise ValueError("a joint multinomial model has no one-vs-rest class")
+            self._query: sa.Select[Any] = multinomial_gradient_query(rows, loss, dimension)
+            self._sign = 1.0
+        elif isinstance(loss, LogisticLoss):
+            self._query = _gradient_query(rows, loss, dimension, label_class)
+            self._sign = -1.0
+        else:
+            raise InDatabaseUnsupported(
+                "model",
+                "in-database execution runs logistic_regression and "
+                "multinomial_logistic_regression",
+            )
         self._conn = conn
         self._shards: _Shards | None = conn.info.get(_SHARDS)
         self._loss = loss
         self._n = n
-        self._d = dimension
-        self._query = _gradient_query(loss, dimension)
+        self._d = parameter_count(loss, dimension)
 
     @property
     def sessions(self) -> int:
@@ -408,21 +440,31 @@ class InDatabaseGradient:
                     sums += part
         except SQLAlchemyError:
             raise SourceError(_READ_FAILED) from None
-        grad: FloatArray = sums * (-1.0 / self._n)
+        grad: FloatArray = sums * (self._sign / self._n)
         if self._loss.l2:
             grad += self._loss.l2 * np.asarray(w, dtype=np.float64)
         return grad
 
 
-def _gradient_query(loss: LogisticLoss, d: int) -> sa.TextClause | sa.Select[Any]:
-    rows = sa.table(
+def _rows_table(d: int) -> sa.TableClause:
+    return sa.table(
         _TEMP_TABLE, *(sa.column(f"x{j}", FLOAT8) for j in range(d)), sa.column("y", FLOAT8)
     )
+
+
+def _gradient_query(
+    rows: sa.TableClause, loss: LogisticLoss, d: int, label_class: int | None
+) -> sa.Select[Any]:
     margin = sum(
         (rows.c[f"x{j}"] * sa.bindparam(f"w{j}", type_=FLOAT8) for j in range(d)),
         sa.literal(0.0, FLOAT8),
     )
-    y = rows.c.y
+    y: sa.ColumnElement[Any] = rows.c.y
+    if label_class is not None:  # one-vs-rest: class k against the rest, ±1 exactly
+        y = sa.case(
+            (rows.c.y == sa.literal(float(label_class), FLOAT8), sa.literal(1.0, FLOAT8)),
+            else_=sa.literal(-1.0, FLOAT8),
+        )
     slope = (
         sa.literal(1.0, FLOAT8) + sa.func.tanh(margin * y * sa.literal(-0.5, FLOAT8))
     ) * sa.literal(0.5, FLOAT8)
