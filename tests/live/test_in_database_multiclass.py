@@ -310,3 +310,102 @@ def test_a_fit_through_the_database_equals_the_worker_path(warehouse: str) -> No
                 )
             assert np.all(np.isfinite(local)) and np.abs(local).max() > 1e-3, (model, name)
             np.testing.assert_allclose(inside, local, rtol=1e-9, atol=1e-11)
+
+
+def _wait(client, job_id: str, timeout: float = 240.0) -> dict:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return job
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} did not finish")
+
+
+def test_a_categorical_in_database_dataset_end_to_end(warehouse: str, tmp_path) -> None:
+    """Through the API: a table with a categorical label registers for in-database execution;
+    ``auto`` runs there (the joint multinomial model) and so does a one-vs-rest job; the
+    released models predict the declared classes; bolt_on_psgd is refused (422 on
+    ``optimizer.name``) before any charge, and a numeric label at registration (``execution``)."""
+    import json
+
+    from tests.support.fixtures import EXAMPLES
+    from tests.support.live import start_server
+
+    _random_table(warehouse, "multi_api", 4000, 11)
+    server = start_server(
+        f"sqlite:///{tmp_path / 'dpfit.db'}",
+        data_roots=[EXAMPLES],
+        home=tmp_path,
+        extra_env={"DPFIT_SQL_CONNECTIONS": json.dumps({"wh": warehouse})},
+    )
+    try:
+        owner = server.client(server.key("multi-owner", "owner"))
+        analyst = server.client(server.key("multi-analyst", "analyst"))
+        body = {
+            "name": "multi-in-db",
+            "source": {"uri": "sql://wh/multi_api"},
+            "label": {"column": "label", "type": "categorical", "classes": ["p", "q", "r"]},
+            "features": [
+                {"name": "age", "type": "numeric", "min": 17, "max": 90},
+                {"name": "hours", "type": "numeric", "min": 0, "max": 99},
+                {"name": "kind", "type": "categorical", "categories": ["x", "y", "z"]},
+            ],
+            "budget": {"epsilon": 5.0, "delta": 1e-5},
+            "execution": "in_database",
+        }
+        numeric = {**body, "name": "numeric-in-db", "label": {"column": "age", "type": "numeric"}}
+        numeric["features"] = body["features"][1:]
+        refused = owner.post("/v1/datasets", json=numeric)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["field"] == "execution"
+        created = owner.post("/v1/datasets", json=body)
+        assert created.status_code == 201, created.text
+        dataset = created.json()
+        assert dataset["execution"] == "in_database"
+        grant = {"principal": "multi-analyst"}
+        assert owner.post(f"/v1/datasets/{dataset['id']}/grants", json=grant).status_code == 201
+        spent_before = owner.get(f"/v1/datasets/{dataset['id']}/budget").json()
+        bolt_on = {
+            "dataset_id": dataset["id"],
+            "model": {"type": "logistic_regression", "l2": 0.01},
+            "optimizer": {"name": "bolt_on_psgd", "params": {}},
+            "privacy": {"epsilon": 1.0, "delta": 1e-6},
+        }
+        refused = analyst.post("/v1/jobs", json=bolt_on)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["field"] == "optimizer.name"
+        assert owner.get(f"/v1/datasets/{dataset['id']}/budget").json() == spent_before
+        auto = {
+            "dataset_id": dataset["id"],
+            "model": {"type": "logistic_regression"},
+            "optimizer": {"name": "auto"},
+            "privacy": {"epsilon": 2.0, "delta": 1e-6},
+        }
+        ovr = {
+            **auto,
+            "model": {"type": "logistic_regression", "l2": 1e-3, "gradient_clip": 0.5},
+            "optimizer": {"name": "dp_agd", "params": {}},
+        }
+        rows = [
+            {"age": 85, "hours": 90, "kind": "x"},
+            {"age": 45, "hours": 40, "kind": "y"},
+            {"age": 18, "hours": 2, "kind": "z"},
+        ]
+        for job_body, shape in ((auto, "joint"), (ovr, "one_vs_rest")):
+            job = analyst.post("/v1/jobs", json=job_body)
+            assert job.status_code == 202, job.text
+            done = _wait(analyst, job.json()["id"])
+            assert done["status"] == "succeeded", done
+            model = analyst.get(f"/v1/models/{done['model_id']}").json()
+            if shape == "joint":
+                assert "multinomial" in json.dumps(model), model
+            predicted = analyst.post(f"/v1/models/{done['model_id']}/predict", json={"rows": rows})
+            assert predicted.status_code == 200, predicted.text
+            labels = predicted.json()["predictions"]
+            assert set(labels) <= {"p", "q", "r"}
+            assert labels[0] == "p" and labels[2] == "r", (shape, labels)
+    finally:
+        server.stop()
