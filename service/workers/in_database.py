@@ -39,8 +39,10 @@ identifiers are quoted by SQLAlchemy and every value is bound. Errors from the d
 replaced by generic messages (their text can quote values).
 
 Which models: the per-row coefficient is compiled for the logistic loss (with or without a
-clipped slope) — the model every ``auto`` classification job uses; other losses are refused at
-pricing with 422 naming ``model`` (:func:`service.domain.execution.check_in_database`).
+clipped slope; binary, or class k against the rest over a categorical label's class index) and
+for the joint multinomial loss (:mod:`service.workers.in_database_multinomial`) — the models
+``auto`` chooses for classification; other losses are refused at pricing with 422 naming
+``model`` (:func:`service.domain.execution.check_in_database`).
 """
 
 from __future__ import annotations
