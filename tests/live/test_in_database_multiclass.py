@@ -255,7 +255,10 @@ def test_a_fit_through_the_database_equals_the_worker_path(warehouse: str) -> No
         ({"type": "multinomial_logistic_regression", "l2": 1e-3}, "dp_agd_centred"),
         ({"type": "multinomial_logistic_regression", "l2": 1e-3}, "output_perturbation_gd"),
         ({"type": "logistic_regression", "l2": 1e-3, "gradient_clip": 0.5}, "dp_agd"),
+        ({"type": "multinomial_logistic_regression", "l2": 1e-3}, "dp_agd_averaged"),
         ({"type": "logistic_regression", "l2": 1e-3}, "dp_gd"),
+        ({"type": "logistic_regression", "l2": 1e-3}, "dp_accmd"),
+        ({"type": "logistic_regression", "l2": 1e-3}, "dp_agd_centred"),
     ]
     with encoded_rows(source, encoder, label, None, n=n, fingerprint=source.fingerprint()) as conn:
         for model, name in cases:
