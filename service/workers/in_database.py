@@ -387,14 +387,15 @@ class InDatabaseGradient:
         *,
         label_class: int | None = None,
     ) -> None:
-        rows = _rows_table(dimension)
         if isinstance(loss, MultinomialLoss):
             if label_class is not None:
                 raise ValueError("a joint multinomial model has no one-vs-rest class")
-            self._query: sa.Select[Any] = multinomial_gradient_query(rows, loss, dimension)
+            self._query: sa.Select[Any] = multinomial_gradient_query(
+                _rows_table(dimension), loss, dimension
+            )
             self._sign = 1.0
         elif isinstance(loss, LogisticLoss):
-            self._query = _gradient_query(rows, loss, dimension, label_class)
+            self._query = _gradient_query(loss, dimension, label_class)
             self._sign = -1.0
         else:
             raise InDatabaseUnsupported(
@@ -454,9 +455,8 @@ def _rows_table(d: int) -> sa.TableClause:
     )
 
 
-def _gradient_query(
-    rows: sa.TableClause, loss: LogisticLoss, d: int, label_class: int | None
-) -> sa.Select[Any]:
+def _gradient_query(loss: LogisticLoss, d: int, label_class: int | None = None) -> sa.Select[Any]:
+    rows = _rows_table(d)
     margin = sum(
         (rows.c[f"x{j}"] * sa.bindparam(f"w{j}", type_=FLOAT8) for j in range(d)),
         sa.literal(0.0, FLOAT8),
