@@ -24,7 +24,8 @@ def check_in_database(model: str, optimizer: Any, label_type: str) -> None:
     """Raise :class:`InDatabaseUnsupported` (field, message) when a job on an in-database
     dataset cannot run there: the model must be compiled, the optimizer a full-gradient one
     (``fit_oracle``) or ``bolt_on_psgd``, the label binary or categorical — ``bolt_on_psgd``
-    (SGD as one aggregate over ±1 labels) on a binary label only. Public facts only."""
+    (SGD as one aggregate over ±1 labels) on ``logistic_regression`` only (binary or
+    one-vs-rest), not on the joint multinomial model. Public facts only."""
     if model not in IN_DATABASE_MODELS:
         raise InDatabaseUnsupported(
             "model",
@@ -43,10 +44,10 @@ def check_in_database(model: str, optimizer: Any, label_type: str) -> None:
         raise InDatabaseUnsupported(
             "label.type", "in-database execution supports binary and categorical labels"
         )
-    if label_type == "categorical" and getattr(optimizer, "name", "") == "bolt_on_psgd":
+    if model != "logistic_regression" and getattr(optimizer, "name", "") == "bolt_on_psgd":
         raise InDatabaseUnsupported(
             "optimizer.name",
-            "bolt_on_psgd runs inside the database on a binary label only; a categorical label "
-            "runs the full-gradient optimizers there (dp_gd, dp_agd, dp_agd_averaged, "
-            "dp_agd_centred, output_perturbation_gd, dp_accmd, auto)",
+            "bolt_on_psgd runs inside the database on logistic_regression (binary or "
+            "one-vs-rest); the joint multinomial model runs the full-gradient optimizers there "
+            "(dp_gd, dp_agd, dp_agd_averaged, dp_agd_centred, output_perturbation_gd, auto)",
         )

@@ -183,7 +183,7 @@ class DatasetCreate(Strict):
         "SQL) and only d-sized aggregates and iterates leave it; the noise is added by the "
         "worker. A governance choice of the owner that analysts cannot override; jobs are then "
         "limited to logistic regression (binary or one-vs-rest) and multinomial logistic "
-        "regression with the full-gradient optimizers, and bolt_on_psgd on a binary label.",
+        "regression with the full-gradient optimizers, and bolt_on_psgd on logistic regression.",
     )
     strict: bool | None = Field(
         default=None,

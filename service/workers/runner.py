@@ -450,26 +450,22 @@ def _fit_in_database(
         fingerprint=record.fingerprint,
         positions=bolt_on,
     ) as conn:
-        if bolt_on:  # SGD as an aggregate in the database (service/workers/in_database_sgd.py)
-            n, d = record.n_rows, encoder.dimension
-            return fit_bolt_on_in_database(conn, plan, loss, n, d, rng, progress)
+        n, d = record.n_rows, encoder.dimension
+
+        def fit(run_plan: ReleasePlan, k: int | None, report: Callable[[int], None]) -> Any:
+            if bolt_on:  # SGD as an aggregate in the database (in_database_sgd.py)
+                return fit_bolt_on_in_database(
+                    conn, run_plan, loss, n, d, rng, report, label_class=k
+                )
+            oracle = InDatabaseGradient(conn, loss, n, d, label_class=k)
+            return optimizer.fit_oracle(run_plan, loss, oracle, rng, report)
+
         class_plan = class_plan_of(plan)
         if class_plan is None:  # binary, or the joint multinomial model (one K·d release)
-            oracle = InDatabaseGradient(conn, loss, record.n_rows, encoder.dimension)
-            return np.asarray(optimizer.fit_oracle(plan, loss, oracle, rng, progress))
+            return np.asarray(fit(plan, None, progress))
         steps = class_plan.total_steps  # one-vs-rest: class k against the rest, in order
-        return np.stack(
-            [
-                optimizer.fit_oracle(
-                    class_plan,
-                    loss,
-                    InDatabaseGradient(conn, loss, record.n_rows, encoder.dimension, label_class=k),
-                    rng,
-                    offset(progress, k * steps),
-                )
-                for k in range(record.classes or 0)
-            ]
-        )
+        classes = range(record.classes or 0)
+        return np.stack([fit(class_plan, k, offset(progress, k * steps)) for k in classes])
 
 
 def _fit_partitioned(

@@ -315,6 +315,49 @@ def test_a_fit_through_the_database_equals_the_worker_path(warehouse: str) -> No
             np.testing.assert_allclose(inside, local, rtol=1e-9, atol=1e-11)
 
 
+def test_bolt_on_one_vs_rest_through_the_database_equals_the_worker_path(warehouse: str) -> None:
+    """bolt_on_psgd one-vs-rest: the K class fits (the class plan, classes in order, one
+    generator: the same permutations and noise draws) through the SGD aggregate equal
+    ``BoltOnPSGD.fit`` on the reader's rows, class by class."""
+    from service.models.registry import parse_model_spec
+    from service.optimizers.kits.base import PrivacyTarget
+    from service.optimizers.kits.one_vs_rest import class_plan_of
+    from service.optimizers.kits.planning import plan_job
+    from service.workers.in_database_sgd import fit_bolt_on_in_database
+
+    n = 1003
+    _random_table(warehouse, "multi_sgd", n, 8)
+    source = open_sql_source("sql://wh/multi_sgd", _settings(warehouse))
+    encoder, label = _schema()
+    X, Y = read_encoded(source, encoder, label, None)
+    width = encoder.dimension
+    spec = {"type": "logistic_regression", "l2": 0.01, "gradient_clip": 0.5, "fit_intercept": True}
+    planned = plan_job(
+        parse_model_spec(spec),
+        "bolt_on_psgd",
+        {"passes": 2, "batch_size": 20},
+        n,
+        width - 1,
+        PrivacyTarget(1.0, 1e-6),
+        classes=3,
+    )
+    class_plan = class_plan_of(planned.plan)
+    assert class_plan is not None
+    loss, optimizer = planned.loss, planned.optimizer
+    rng = np.random.default_rng(21)
+    expected = [optimizer.fit(class_plan, loss, X, Y[k], rng, _quiet) for k in range(3)]
+    rng = np.random.default_rng(21)
+    with encoded_rows(
+        source, encoder, label, None, n=n, fingerprint=source.fingerprint(), positions=True
+    ) as conn:
+        got = [
+            fit_bolt_on_in_database(conn, class_plan, loss, n, width, rng, _quiet, label_class=k)
+            for k in range(3)
+        ]
+    np.testing.assert_allclose(np.stack(got), np.stack(expected), rtol=1e-9, atol=1e-12)
+    assert not np.allclose(expected[0], expected[1], rtol=1e-3)  # the classes differ
+
+
 def _wait(client, job_id: str, timeout: float = 240.0) -> dict:
     import time
 
@@ -329,9 +372,10 @@ def _wait(client, job_id: str, timeout: float = 240.0) -> dict:
 
 def test_a_categorical_in_database_dataset_end_to_end(warehouse: str, tmp_path) -> None:
     """Through the API: a table with a categorical label registers for in-database execution;
-    ``auto`` runs there (the joint multinomial model) and so does a one-vs-rest job; the
-    released models predict the declared classes; bolt_on_psgd is refused (422 on
-    ``optimizer.name``) before any charge, and a numeric label at registration (``execution``)."""
+    ``auto`` runs there (the joint multinomial model) and so do a one-vs-rest dp_agd job and a
+    one-vs-rest bolt_on_psgd job (SGD as an aggregate); the released models predict the
+    declared classes; bolt_on_psgd on the joint model is refused (422 on ``optimizer.name``)
+    before any charge, and a numeric label at registration (``execution``)."""
     import json
 
     from tests.support.fixtures import EXAMPLES
@@ -377,7 +421,8 @@ def test_a_categorical_in_database_dataset_end_to_end(warehouse: str, tmp_path) 
             "optimizer": {"name": "bolt_on_psgd", "params": {}},
             "privacy": {"epsilon": 1.0, "delta": 1e-6},
         }
-        refused = analyst.post("/v1/jobs", json=bolt_on)
+        joint_bolt_on = {**bolt_on, "model": {"type": "multinomial_logistic_regression"}}
+        refused = analyst.post("/v1/jobs", json=joint_bolt_on)
         assert refused.status_code == 422, refused.text
         assert refused.json()["field"] == "optimizer.name"
         assert owner.get(f"/v1/datasets/{dataset['id']}/budget").json() == spent_before
@@ -397,7 +442,7 @@ def test_a_categorical_in_database_dataset_end_to_end(warehouse: str, tmp_path) 
             {"age": 45, "hours": 40, "kind": "y"},
             {"age": 18, "hours": 2, "kind": "z"},
         ]
-        for job_body, shape in ((auto, "joint"), (ovr, "one_vs_rest")):
+        for job_body, shape in ((auto, "joint"), (ovr, "one_vs_rest"), (bolt_on, "bolt-on")):
             job = analyst.post("/v1/jobs", json=job_body)
             assert job.status_code == 202, job.text
             done = _wait(analyst, job.json()["id"])
@@ -409,6 +454,7 @@ def test_a_categorical_in_database_dataset_end_to_end(warehouse: str, tmp_path) 
             assert predicted.status_code == 200, predicted.text
             labels = predicted.json()["predictions"]
             assert set(labels) <= {"p", "q", "r"}
-            assert labels[0] == "p" and labels[2] == "r", (shape, labels)
+            if shape != "bolt-on":  # (its few noisy passes: equality is tested above)
+                assert labels[0] == "p" and labels[2] == "r", (shape, labels)
     finally:
         server.stop()

@@ -34,7 +34,6 @@ def test_full_gradient_jobs_on_a_categorical_label_run_in_the_database(
 @pytest.mark.parametrize(
     ("model", "optimizer", "label_type", "field"),
     [
-        ("logistic_regression", "bolt_on_psgd", "categorical", "optimizer.name"),
         ("multinomial_logistic_regression", "bolt_on_psgd", "categorical", "optimizer.name"),
         ("logistic_regression", "noisy_sgd_scs13", "categorical", "optimizer.name"),
         ("huber_svm", "dp_gd", "categorical", "model"),
@@ -49,8 +48,9 @@ def test_what_cannot_run_in_the_database_is_refused_naming_the_field(
     assert refused.value.field == field
 
 
-def test_bolt_on_still_runs_on_a_binary_label() -> None:
-    check_in_database("logistic_regression", get_optimizer("bolt_on_psgd"), "binary")
+@pytest.mark.parametrize("label_type", ["binary", "categorical"])
+def test_bolt_on_runs_logistic_regression_binary_or_one_vs_rest(label_type: str) -> None:
+    check_in_database("logistic_regression", get_optimizer("bolt_on_psgd"), label_type)
 
 
 @pytest.mark.parametrize(
