@@ -73,6 +73,7 @@ INTS = [3, None, -3, 0, 1, 7, 3, 9223372036854775807, 2]
 FLOATS = [3.0, float("nan"), float("inf"), None, 2.5, -0.0, 0.1, 1.0, 7.0]
 NUMERICS = ["3", "NaN", "2.50", None, "0.1", "1e400", "7", "-0", "2.5"]
 BOOLS = [True, None, False, True, False, None, True, True, False]
+REALS = [3.0, float("nan"), float("inf"), None, 2.5, 0.1, 81993888.0, 1.0, 7.0]
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +139,8 @@ def test_class_index_is_the_readers(warehouse: str) -> None:
     _table(
         warehouse,
         "typed_labels",
-        [(i, INTS[i], FLOATS[i], NUMERICS[i], BOOLS[i]) for i in range(n)],
-        "id integer PRIMARY KEY, i bigint, f double precision, d numeric, b boolean",
+        [(i, INTS[i], FLOATS[i], NUMERICS[i], BOOLS[i], REALS[i]) for i in range(n)],
+        "id integer PRIMARY KEY, i bigint, f double precision, d numeric, b boolean, r real",
     )
     source = open_sql_source("sql://wh/typed_labels", _settings(warehouse))
     encoder = Encoder([CategoricalFeature(name="i", categories=["3"])], fit_intercept=True)
@@ -149,6 +150,7 @@ def test_class_index_is_the_readers(warehouse: str) -> None:
         ("d", ["3", "2.5", "0.1", "inf", "0", "7"]),
         ("b", ["true", "0"]),
         ("b", [1, False]),
+        ("r", ["3", "0.1", "81993890", "inf", "1", "2.5"]),  # a real by its shortest text
     ]:
         label = LabelSpec(column=column, type="categorical", classes=classes)
         _, Y = read_encoded(source, encoder, label, None)
