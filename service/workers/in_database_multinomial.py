@@ -25,20 +25,27 @@ does). Every exponent is of a score minus a maximum (≤ 0), the worker's max-sh
 
 PostgreSQL's ``float8`` raises where ``exp`` overflows or a product or ``exp`` underflows to 0
 (numpy returns ∞ / 0): a failure that would depend on the data. So three values are flushed,
-each where the worker's value is below 2⁻²⁰⁰ (a difference no double sum over ≤ 2⁶³ rows of
-O(1) terms can hold next to the gradient's O(1/n)-scale entries unless they all vanish):
+each where the worker's value is below K·2⁻²⁰⁰ (≈ 6e-61·K: below the rounding of every
+gradient entry that is not itself of that size):
 
 - e_k = 0 where s_k − top < −200·ln 2 (the worker's e_k < 2⁻²⁰⁰; with Σe ≥ 1, p_k is as small);
-- clipped: slope = 0 where s_ŷ − top > 200·ln 2 (the worker's slope = S/(S + e^{…}) <
-  K·2⁻²⁰⁰), and 1·… where s_ŷ − top < −200·ln 2 (S + e^{…} rounds to S there: the worker's
-  slope is exactly 1 before the clip);
-- clipped: slope·known = 0 where it is below 2⁻⁴⁰⁰ (only when the public C itself is, an absurd
-  clip whose gradient is then ≈ 0 on both paths).
+- clipped: σ = S/(S + exp(s_ŷ − top)) is taken as 0 where s_ŷ − top > 200·ln 2 (the worker's
+  σ < K·2⁻²⁰⁰ there) and as 1 where s_ŷ − top < −200·ln 2 (exactly the worker's value:
+  S ≥ 1, so S + e^{…} rounds to S);
+- clipped: slope = min(σ, C)·known is taken as 0 below 2⁻⁴⁰⁰ (only where the public C itself
+  is below it: an absurd clip whose gradient is ≈ 0 on both paths).
 
 Then every non-zero factor is ≥ 2⁻⁴⁰⁰/K in magnitude (e_k ≥ 2⁻²⁰⁰, q ≥ 1/K unclipped;
 slope/S ≥ 2⁻⁴⁰⁰/K clipped), so c_k is 0 or ≥ 2⁻⁶⁰⁰/K, and c_k·x_j is 0 or ≥ 2⁻⁶⁸⁰/K (encoded
 entries are 0 or ≥ 2⁻⁸⁰); the iterate's entries below 2⁻⁵⁰⁰ are sent as 0 by the oracle, so a
 score's products are 0 or ≥ 2⁻⁵⁸⁰. No operation underflows to zero or overflows.
+
+Privacy: the optimizers' noise is calibrated to the per-row bounds of
+:mod:`service.models.multinomial` (‖c‖ ≤ √2, or √2·C clipped; the centred anchor's
+‖c − (u − e_y)‖ ≤ √(1 − 1/K)), and the flushed coefficients keep them: unclipped, e/Σe with
+some e_k set to 0 is still a probability vector p′ (a softmax over the classes not flushed), so
+c = p′ − e_y; clipped, slope ∈ [0, C] and the weights e_k/S over k ≠ ŷ still sum to 1 (or are
+multiplied by slope 0). Every bound is over all of the simplex, so it holds for p′ as for p.
 
 Cost per row: K·w products and K·w additions for the scores, K·w products and K·w aggregate
 transitions for the sums (≈ 4·K·w operators), plus O(K) for the softmax; each intermediate is
