@@ -281,6 +281,7 @@ def check_in_database_source(source: Source, body: DatasetCreate) -> None:
     row (compiling looks at the schema only)."""
     from service.data.sql_encoding import InDatabaseUnsupported, compile_rows
     from service.data.sql_source import SqlSource
+    from service.domain.execution import check_in_database_width
 
     if not isinstance(source, SqlSource) or source.dialect != "postgresql":
         raise RegistrationRefused(
@@ -299,6 +300,7 @@ def check_in_database_source(source: Source, body: DatasetCreate) -> None:
             body.label,
             max_cell_bytes=source.limits.max_cell_bytes,
         )
+        check_in_database_width(encoder.dimension)
     except InDatabaseUnsupported as exc:
         raise RegistrationRefused(exc.field, str(exc)) from None
 

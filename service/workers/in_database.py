@@ -395,10 +395,10 @@ class InDatabaseGradient:
             self._query: sa.Select[Any] = multinomial_gradient_query(
                 _rows_table(dimension), loss, dimension
             )
-            self._sign = 1.0
+            self._sign, self._array = 1.0, True
         elif isinstance(loss, LogisticLoss):
             self._query = _gradient_query(loss, dimension, label_class)
-            self._sign = -1.0
+            self._sign, self._array = -1.0, False
         else:
             raise InDatabaseUnsupported(
                 "model",
@@ -433,7 +433,10 @@ class InDatabaseGradient:
 
         def shard_sums(k: int, session: Connection) -> FloatArray:
             row = session.execute(self._query, params).one()
-            return np.array([0.0 if v is None else float(v) for v in row], dtype=np.float64)
+            values = row[0] if self._array else row  # the joint query returns one array
+            if values is None or len(values) != self._d:
+                raise SourceError(_READ_FAILED)
+            return np.array([0.0 if v is None else float(v) for v in values], dtype=np.float64)
 
         try:
             if self._shards is None:

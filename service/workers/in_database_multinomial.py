@@ -59,6 +59,7 @@ import math
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from service.data.sql_encoding import FLOAT8
 from service.models.multinomial import MultinomialLoss
@@ -83,8 +84,9 @@ def _fenced(columns: list[sa.ColumnElement[Any]], name: str) -> sa.Subquery:
 def multinomial_gradient_query(
     rows: sa.TableClause, loss: MultinomialLoss, width: int
 ) -> sa.Select[Any]:
-    """``SELECT sum(c_0·x_0), …, sum(c_{K−1}·x_{w−1})`` over ``rows`` (columns x0 … x_{w−1}
-    and y) at the iterate bound as ``w0 … w_{K·w−1}`` (module docstring); K·w sums, k-major."""
+    """``SELECT ARRAY[sum(c_0·x_0), …, sum(c_{K−1}·x_{w−1})]`` over ``rows`` (columns x0 …
+    x_{w−1} and y) at the iterate bound as ``w0 … w_{K·w−1}`` (module docstring): one array of
+    the K·w sums, k-major (an element is NULL over no rows)."""
     K = loss.classes
     xs = [f"x{j}" for j in range(width)]
     # 1. the scores s_k = Σ_j x_j W[k, j]
@@ -104,9 +106,9 @@ def multinomial_gradient_query(
         coefficients = _softmax_coefficients(level, xs, K)
     else:
         coefficients = _clipped_coefficients(level, xs, K, float(clip))
-    return sa.select(
-        *(sa.func.sum(coefficients.c[f"c{k}"] * coefficients.c[x]) for k in range(K) for x in xs)
-    )
+    # one array, not K·w columns: a select list holds at most 1,664 entries
+    sums = [sa.func.sum(coefficients.c[f"c{k}"] * coefficients.c[x]) for k in range(K) for x in xs]
+    return sa.select(postgresql.array(sums, type_=FLOAT8).label("sums"))
 
 
 def _exp_flushed(shifted: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:

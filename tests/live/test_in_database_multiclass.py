@@ -232,6 +232,35 @@ def test_gradient_aggregates_equal_numpy(warehouse: str) -> None:
                     )
 
 
+def test_more_sums_than_a_select_list_holds(warehouse: str) -> None:
+    """K·d = 30 × 62 = 1,860 sums (a select list holds 1,664): the joint query returns them as
+    one array, equal to numpy's gradient."""
+    n = 600
+    rng = np.random.default_rng(7)
+    cells = rng.integers(0, 61, n)
+    classes = rng.integers(0, 31, n)  # 30: no declared class
+    rows = [(i, f"v{cells[i]}", float(rng.normal()), f"k{classes[i]}") for i in range(n)]
+    _table(warehouse, "wide", rows, "id integer PRIMARY KEY, c text, z double precision, lab text")
+    source = open_sql_source("sql://wh/wide", _settings(warehouse))
+    encoder = Encoder(
+        [
+            CategoricalFeature(name="c", categories=[f"v{j}" for j in range(60)]),
+            NumericFeature(name="z", min=-3, max=3),
+        ],
+        fit_intercept=True,
+    )
+    label = LabelSpec(column="lab", type="categorical", classes=[f"k{k}" for k in range(30)])
+    X, Y = read_encoded(source, encoder, label, None)
+    width = encoder.dimension
+    assert 30 * width > 1664
+    loss = MultinomialLoss(l2=1e-3, classes=30, gradient_clip=0.5)
+    local = LocalGradient(loss, X, class_indices(Y))
+    with encoded_rows(source, encoder, label, None, n=n, fingerprint=source.fingerprint()) as conn:
+        oracle = InDatabaseGradient(conn, loss, n, width)
+        w = rng.normal(size=30 * width) * 3
+        np.testing.assert_allclose(oracle.gradient(w), local.gradient(w), rtol=1e-11, atol=1e-14)
+
+
 def _quiet(_: int) -> None:
     pass
 

@@ -84,8 +84,9 @@ def test_the_multinomial_query_has_k_times_w_sums_over_k_times_w_parameters(
     K, width = 4, 3
     rows = sa.table("dpfit_rows", *(sa.column(f"x{j}") for j in range(width)), sa.column("y"))
     query = multinomial_gradient_query(rows, MultinomialLoss(classes=K, gradient_clip=clip), width)
-    assert len(query.selected_columns) == K * width
     text = _sql(query)
+    assert len(query.selected_columns) == 1  # one array (a select list holds ≤ 1,664)
+    assert text.count("sum(") == K * width
     names = {p for p in query.compile().params if p.startswith("w")}
     assert names == {f"w{i}" for i in range(K * width)}
     # each level fenced: the scores are computed once per row, not once per reference
@@ -107,3 +108,21 @@ def test_the_oracle_refuses_a_class_for_the_joint_model_and_other_losses() -> No
     assert refused.value.field == "model"
     oracle = InDatabaseGradient(_Conn(), MultinomialLoss(classes=3), 10, 4)  # type: ignore[arg-type]
     assert (oracle.n, oracle.dimension) == (10, 12)
+
+
+def test_what_postgresql_cannot_hold_is_refused_from_public_sizes() -> None:
+    """A table holds ≤ 1,600 columns (features); the joint query's levels ≤ 1,664 entries
+    (model) — the K·d sums themselves travel as one array, so K·d is not limited."""
+    dp_agd = get_optimizer("dp_agd")
+    check_in_database(
+        "multinomial_logistic_regression", dp_agd, "categorical", width=62, classes=30
+    )
+    check_in_database("logistic_regression", dp_agd, "categorical", width=1598, classes=500)
+    with pytest.raises(InDatabaseUnsupported) as refused:
+        check_in_database("logistic_regression", dp_agd, "binary", width=1599)
+    assert refused.value.field == "features"
+    with pytest.raises(InDatabaseUnsupported) as refused:
+        check_in_database(
+            "multinomial_logistic_regression", dp_agd, "categorical", width=100, classes=1600
+        )
+    assert refused.value.field == "model"
