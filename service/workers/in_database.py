@@ -93,6 +93,8 @@ __all__ = [
 _TEMP_TABLE = "dpfit_rows"
 _READ_FAILED = "the in-database job could not read the table"
 _FLUSH = 2.0**-500
+#: A logistic gradient_clip below this is applied as 0 (:func:`_gradient_query`).
+_TINY_CLIP = 2.0**-400
 #: The most sessions one full-gradient job opens on the owner's database.
 MAX_SESSIONS = 4
 #: No session for fewer rows than this (a small table is fitted by one session).
@@ -476,7 +478,11 @@ def _gradient_query(loss: LogisticLoss, d: int, label_class: int | None = None) 
         sa.literal(1.0, FLOAT8) + sa.func.tanh(margin * y * sa.literal(-0.5, FLOAT8))
     ) * sa.literal(0.5, FLOAT8)
     clip = loss.gradient_clip
-    if clip is not None and clip < 1.0:
+    if clip is not None and clip < _TINY_CLIP:
+        # |c| ≤ C < 2⁻⁴⁰⁰: taken as 0 (c·x could underflow to 0, which PostgreSQL raises on;
+        # the gradient sum differs from numpy's by less than C — an absurd public clip)
+        slope = sa.literal(0.0, FLOAT8)
+    elif clip is not None and clip < 1.0:
         slope = sa.func.least(slope, sa.literal(float(clip), FLOAT8))
     coefficient = (slope * y).label("c")
     # OFFSET 0: the coefficient is computed once per row, not once per sum (PostgreSQL would

@@ -232,6 +232,31 @@ def test_gradient_aggregates_equal_numpy(warehouse: str) -> None:
                     )
 
 
+def test_absurd_clips_do_not_fail_the_gradient(warehouse: str) -> None:
+    """gradient_clip = 1e-320 on rows with entries of 2⁻⁵² (a value one ulp from the midpoint
+    of its range): c·x would underflow to 0, which PostgreSQL raises on; both models take such
+    a clip as 0 (a gradient within 1e-300 of numpy's) instead of failing on these rows."""
+    values = [2.3e-16, -2.3e-16, 0.5, -0.25, 4.5e-16, 0.0]
+    rows = [(i, values[i % 6], f"k{i % 4}") for i in range(60)]
+    _table(warehouse, "tiny", rows, "id integer PRIMARY KEY, z double precision, lab text")
+    source = open_sql_source("sql://wh/tiny", _settings(warehouse))
+    encoder = Encoder([NumericFeature(name="z", min=-1, max=1)], fit_intercept=True)
+    label = LabelSpec(column="lab", type="categorical", classes=["k0", "k1", "k2"])
+    X, Y = read_encoded(source, encoder, label, None)
+    assert 0 < np.abs(X[X != 0]).min() < 1e-15
+    rng = np.random.default_rng(5)
+    with encoded_rows(source, encoder, label, None, n=60, fingerprint=source.fingerprint()) as conn:
+        for loss, k, y in [
+            (MultinomialLoss(l2=1e-3, classes=3, gradient_clip=1e-320), None, class_indices(Y)),
+            (LogisticLoss(l2=1e-3, gradient_clip=1e-320), 0, Y[0]),
+        ]:
+            oracle = InDatabaseGradient(conn, loss, 60, encoder.dimension, label_class=k)
+            w = rng.normal(size=oracle.dimension)
+            np.testing.assert_allclose(
+                oracle.gradient(w), LocalGradient(loss, X, y).gradient(w), rtol=0, atol=1e-300
+            )
+
+
 def test_more_sums_than_a_select_list_holds(warehouse: str) -> None:
     """K·d = 30 × 62 = 1,860 sums (a select list holds 1,664): the joint query returns them as
     one array, equal to numpy's gradient."""
