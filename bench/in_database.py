@@ -27,6 +27,8 @@ run (arms interleaved, best of ``--repeat``):
 4. **profile**: where one gradient's time goes in one session (the scan alone, the column
    sums, the margins, the gradient query with JIT off / without inlining / with inlining),
    wall and backend CPU time;
+6. **a categorical label** (``multiclass``, :mod:`bench.in_database_multiclass`): one gradient
+   of the joint multinomial model and of one-vs-rest (K = 5), in the database vs numpy;
 5. **the worker's peak RSS** in the in-database mode (the dp_agd job with 20 gradients and
    the bolt-on job with one pass, each in a fresh process, at N/10 and N rows: flat in n for
    both — bolt-on streams its permutation's keys) next to the worker path's, with each
@@ -86,8 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--parts",
-        default="sgd,gradient,sessions,profile,rss",
-        help="comma-separated: sgd, gradient, sessions, profile, rss",
+        default="sgd,gradient,sessions,profile,rss,multiclass",
+        help="comma-separated: sgd, gradient, sessions, profile, rss, multiclass",
     )
     parser.add_argument("--smoke", action="store_true", help="2,000 rows, one pass, one repeat")
 
@@ -484,6 +486,7 @@ def peak_rss(url: str, table: str, n: int, columns: int, job: str) -> dict[str, 
 
 def run(args: argparse.Namespace) -> None:
     from bench.data import results_dir, save_json, seconds
+    from bench.in_database_multiclass import multiclass_gradient, print_multiclass
     from tests.support.fixtures import _fresh_postgres_database
 
     rows, passes, repeat = (2_000, 1, 1) if args.smoke else (args.rows, args.passes, args.repeat)
@@ -516,6 +519,12 @@ def run(args: argparse.Namespace) -> None:
         if "profile" in parts:
             results["profile"] = profile(source, rows, columns, rounds=max(3, repeat))
             print_profile(results, seconds)
+            save_json(path, results)
+        if "multiclass" in parts:  # a categorical label (bench/in_database_multiclass.py)
+            results["multiclass"] = multiclass_gradient(
+                url, open_table, rows, columns, rounds=max(3, 3 * repeat)
+            )
+            print_multiclass(results, seconds)
             save_json(path, results)
         if "rss" in parts:
             results["rss"] = [

@@ -119,4 +119,5 @@ def test_in_database_smoke_prints_tables(
     out = capsys.readouterr().out
     assert re.search(r"^\| bolt-on PSGD \(in database\) \|", out, flags=re.MULTILINE), out
     assert re.search(r"^\| in database \|", out, flags=re.MULTILINE), out
+    assert re.search(r"^\| joint, worker \(numpy\) \|", out, flags=re.MULTILINE), out
     assert (tmp_path / "smoke" / "in-database.json").is_file()

@@ -42,6 +42,13 @@ over the declared categories, the intercept 1, every entry times the public ``1/
 whose squared norm exceeds 1 (rounding only) scaled by ``(1 − 4ε)/‖x‖``. Every expression reads
 one row's own cells: the encoding is row-local by construction, like the reader's.
 
+The label, as :func:`~service.data.encoding.encode_labels` / ``encode_one_vs_rest``: binary,
++1 where the cell's key is ``positive``'s and −1 elsewhere; categorical, the index k of the
+class whose key the cell has (the reader's lookup, :func:`class_lookup`) and −1 for none
+(MISSING, undeclared, over-long text) — the class index the multinomial loss takes, from which
+one-vs-rest's ±1 labels of class k are ``y = k``; numeric, the number (MISSING → 0) clipped to
+the public bound.
+
 Agreement with the reader: IEEE double arithmetic in PostgreSQL and numpy is the same for
 ``+ − × ÷`` and comparisons, and the casts are correctly rounded on both sides, so an encoded
 entry agrees bit for bit; the row norm is summed in another order, so a row at the norm-1
@@ -77,6 +84,8 @@ __all__ = [
     "EncodedColumns",
     "InDatabaseUnsupported",
     "check_span",
+    "class_index",
+    "class_lookup",
     "compile_rows",
     "norm_clipped",
     "squared_norm",
@@ -166,7 +175,8 @@ class InDatabaseUnsupported(ValueError):
 @dataclass(frozen=True)
 class EncodedColumns:
     """The encoded row as SQL expressions over one table: ``x[j]`` for the encoder's columns
-    (intercept last) and ``y`` (±1 for a binary label, the clipped number for a numeric one)."""
+    (intercept last) and ``y`` (±1 for a binary label, the class index k, or −1 for none, for a
+    categorical one, the clipped number for a numeric one)."""
 
     x: tuple[sa.ColumnElement[Any], ...]
     y: sa.ColumnElement[Any]
@@ -463,13 +473,43 @@ def _label(
             return value
         b = sa.literal(bound, FLOAT8)
         return sa.func.least(sa.func.greatest(value, -b), b)
+    if label.type == "categorical":
+        return class_index(column, family, label)
     if label.type != "binary":
         raise InDatabaseUnsupported(
-            "label.type", "in-database execution supports binary and numeric labels"
+            "label.type", "in-database execution supports binary, categorical and numeric labels"
         )
     key = normalise_value(label.positive)
     hit = _key_matches(column, family, key) if key is not None else sa.false()
     return sa.case((hit, sa.literal(1.0, FLOAT8)), else_=sa.literal(-1.0, FLOAT8))
+
+
+def class_lookup(label: LabelSpec) -> dict[str, int]:
+    """The reader's map from a class's canonical key to its index
+    (:func:`service.data.encoding.encode_one_vs_rest`): declared classes in order, a class
+    without a key (blank) left out, and of two classes with one key the later one kept."""
+    lookup: dict[str, int] = {}
+    for index, value in enumerate(label.classes or []):
+        key = normalise_value(value)
+        if key is not None:
+            lookup[key] = index
+    return lookup
+
+
+def class_index(
+    column: sa.ColumnElement[Any], family: str, label: LabelSpec
+) -> sa.ColumnElement[Any]:
+    """A categorical label cell's class index as float8: k where the cell's canonical key is
+    class k's (:func:`class_lookup`), −1 where it is none (MISSING, unparseable, undeclared) —
+    what :func:`service.models.multinomial.class_indices` makes of the reader's one-vs-rest
+    matrix. The keys are distinct and a cell has one key, so at most one branch matches."""
+    branches = [
+        (_key_matches(column, family, key), sa.literal(float(index), FLOAT8))
+        for key, index in class_lookup(label).items()
+    ]
+    if not branches:
+        return sa.literal(-1.0, FLOAT8)
+    return sa.case(*branches, else_=sa.literal(-1.0, FLOAT8))
 
 
 def squared_norm(x: Sequence[sa.ColumnElement[Any]]) -> sa.ColumnElement[Any]:

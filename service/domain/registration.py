@@ -276,17 +276,21 @@ def register_dataset(
 
 def check_in_database_source(source: Source, body: DatasetCreate) -> None:
     """``"execution": "in_database"`` needs a PostgreSQL table whose declared columns and
-    label compile to SQL (:mod:`service.data.sql_encoding`) and a binary label; refused with
-    422 naming the field otherwise. Reads no row (compiling looks at the schema only)."""
+    label compile to SQL (:mod:`service.data.sql_encoding`) and a binary or categorical label
+    (its class index compiled to SQL); refused with 422 naming the field otherwise. Reads no
+    row (compiling looks at the schema only)."""
     from service.data.sql_encoding import InDatabaseUnsupported, compile_rows
     from service.data.sql_source import SqlSource
+    from service.domain.execution import check_in_database_width
 
     if not isinstance(source, SqlSource) or source.dialect != "postgresql":
         raise RegistrationRefused(
             "execution", "in-database execution needs a PostgreSQL table (sql://connection/table)"
         )
-    if body.label.type != "binary":
-        raise RegistrationRefused("execution", "in-database execution supports binary labels")
+    if body.label.type not in ("binary", "categorical"):
+        raise RegistrationRefused(
+            "execution", "in-database execution supports binary and categorical labels"
+        )
     encoder = Encoder(features=body.features, fit_intercept=True)
     try:
         compile_rows(
@@ -296,6 +300,7 @@ def check_in_database_source(source: Source, body: DatasetCreate) -> None:
             body.label,
             max_cell_bytes=source.limits.max_cell_bytes,
         )
+        check_in_database_width(encoder.dimension)
     except InDatabaseUnsupported as exc:
         raise RegistrationRefused(exc.field, str(exc)) from None
 

@@ -202,7 +202,13 @@ def _check_in_database(facts: DatasetFacts, body: JobCreate) -> None:
     """A job on an in-database dataset must run there (model, optimizer, label): refused with
     422 naming the field otherwise, before anything is charged."""
     try:
-        check_in_database(body.model.type, get_optimizer(body.optimizer.name), facts.label_type)
+        check_in_database(
+            body.model.type,
+            get_optimizer(body.optimizer.name),
+            facts.label_type,
+            width=facts.n_features + 1,  # at most: the intercept's column
+            classes=facts.classes,
+        )
     except InDatabaseUnsupported as exc:
         raise InfeasibleSpec(exc.field, str(exc)) from None
 

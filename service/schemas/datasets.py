@@ -182,7 +182,8 @@ class DatasetCreate(Strict):
         "the owner's database — each job encodes them there (the public encoding compiled to "
         "SQL) and only d-sized aggregates and iterates leave it; the noise is added by the "
         "worker. A governance choice of the owner that analysts cannot override; jobs are then "
-        "limited to full-gradient optimizers on logistic regression with a binary label.",
+        "limited to logistic regression (binary or one-vs-rest) and multinomial logistic "
+        "regression with the full-gradient optimizers, and bolt_on_psgd on logistic regression.",
     )
     strict: bool | None = Field(
         default=None,

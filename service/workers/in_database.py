@@ -39,8 +39,10 @@ identifiers are quoted by SQLAlchemy and every value is bound. Errors from the d
 replaced by generic messages (their text can quote values).
 
 Which models: the per-row coefficient is compiled for the logistic loss (with or without a
-clipped slope) — the model every ``auto`` classification job uses; other losses are refused at
-pricing with 422 naming ``model`` (:func:`service.domain.execution.check_in_database`).
+clipped slope; binary, or class k against the rest over a categorical label's class index) and
+for the joint multinomial loss (:mod:`service.workers.in_database_multinomial`) — the models
+``auto`` chooses for classification; other losses are refused at pricing with 422 naming
+``model`` (:func:`service.domain.execution.check_in_database`).
 """
 
 from __future__ import annotations
@@ -71,8 +73,10 @@ from service.data.sql_encoding import (
     squared_norm,
 )
 from service.data.sql_source import SqlSource
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, parameter_count
 from service.models.logistic import LogisticLoss
+from service.models.multinomial import MultinomialLoss
+from service.workers.in_database_multinomial import multinomial_gradient_query
 
 __all__ = [
     "MAX_SESSIONS",
@@ -89,6 +93,8 @@ __all__ = [
 _TEMP_TABLE = "dpfit_rows"
 _READ_FAILED = "the in-database job could not read the table"
 _FLUSH = 2.0**-500
+#: A logistic gradient_clip below this is applied as 0 (:func:`_gradient_query`).
+_TINY_CLIP = 2.0**-400
 #: The most sessions one full-gradient job opens on the owner's database.
 MAX_SESSIONS = 4
 #: No session for fewer rows than this (a small table is fitted by one session).
@@ -103,7 +109,8 @@ _T = TypeVar("_T")
 def statement_timeout_ms(n: int, dimension: int) -> int:
     """A statement's time limit from public sizes: 60 s plus 2 µs per encoded cell (a scan of
     the encoded rows runs at ≈ 0.05–0.2 µs per cell here), so a healthy query never meets it and
-    a stalled one cannot hold the session for ever."""
+    a stalled one cannot hold the session for ever. For a categorical label ``dimension`` is
+    K·d (the joint gradient's ≈ 0.04 µs per row and parameter, measured at K·d = 55)."""
     return int(60_000 + 0.002 * n * max(1, dimension))
 
 
@@ -192,7 +199,8 @@ def encoded_rows(
     try:
         _, names = encoded_select(source, encoder, label, label_bound)
         width = len(names) + 1 + (1 if positions else 0)
-        timeout = statement_timeout_ms(n, len(names))
+        # a categorical label's joint gradient sums K·d products a row: its time limit too
+        timeout = statement_timeout_ms(n, len(names) * max(1, len(label.classes or ())))
         if positions:
             count = 1
         elif sessions is not None:
@@ -358,21 +366,52 @@ def _shard_of(source: SqlSource, used: Sequence[str], k: int, count: int) -> sa.
 
 class InDatabaseGradient:
     """The gradient oracle over ``pg_temp.dpfit_rows`` (a
-    :class:`~service.optimizers.kits.full_gradient.GradientOracle`):
-    ∇F(w) = −(1/n)·Σ_i c_i x_i + l2·w
-    with c_i = y_i·min(σ(−y_i w·x_i), C), the logistic loss's coefficient written with the same
-    operations as :meth:`LogisticLoss.gradient` (σ(t) = (1 + tanh(t/2))/2); the sum is the
-    database's, in its own order (agrees with numpy to summation rounding)."""
+    :class:`~service.optimizers.kits.full_gradient.GradientOracle`).
 
-    def __init__(self, conn: Connection, loss: Loss, n: int, dimension: int) -> None:
-        if not isinstance(loss, LogisticLoss):
-            raise InDatabaseUnsupported("model", "in-database execution runs logistic regression")
+    Logistic loss: ∇F(w) = −(1/n)·Σ_i c_i x_i + l2·w with c_i = y_i·min(σ(−y_i w·x_i), C), the
+    coefficient written with the same operations as :meth:`LogisticLoss.gradient`
+    (σ(t) = (1 + tanh(t/2))/2). With ``label_class`` = k (one-vs-rest over a categorical
+    label, whose rows hold the class index) the row's label is +1 where y = k and −1
+    elsewhere — :func:`service.data.encoding.encode_one_vs_rest`'s row k.
+
+    Multinomial loss (:mod:`service.workers.in_database_multinomial`): ∇F(w) =
+    (1/n)·Σ_i c_i ⊗ x_i + l2·w over the K·w parameters, c_i = p_i − e_{y_i} (or its clipped
+    slope) as ``MultinomialLoss.gradient``; ``dimension`` is the row width w and the oracle's
+    :attr:`dimension` is K·w.
+
+    The sums are the database's, in its own order (they agree with numpy's to summation
+    rounding)."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        loss: Loss,
+        n: int,
+        dimension: int,
+        *,
+        label_class: int | None = None,
+    ) -> None:
+        if isinstance(loss, MultinomialLoss):
+            if label_class is not None:
+                raise ValueError("a joint multinomial model has no one-vs-rest class")
+            self._query: sa.Select[Any] = multinomial_gradient_query(
+                _rows_table(dimension), loss, dimension
+            )
+            self._sign, self._array = 1.0, True
+        elif isinstance(loss, LogisticLoss):
+            self._query = _gradient_query(loss, dimension, label_class)
+            self._sign, self._array = -1.0, False
+        else:
+            raise InDatabaseUnsupported(
+                "model",
+                "in-database execution runs logistic_regression and "
+                "multinomial_logistic_regression",
+            )
         self._conn = conn
         self._shards: _Shards | None = conn.info.get(_SHARDS)
         self._loss = loss
         self._n = n
-        self._d = dimension
-        self._query = _gradient_query(loss, dimension)
+        self._d = parameter_count(loss, dimension)
 
     @property
     def sessions(self) -> int:
@@ -396,7 +435,10 @@ class InDatabaseGradient:
 
         def shard_sums(k: int, session: Connection) -> FloatArray:
             row = session.execute(self._query, params).one()
-            return np.array([0.0 if v is None else float(v) for v in row], dtype=np.float64)
+            values = row[0] if self._array else row  # the joint query returns one array
+            if values is None or len(values) != self._d:
+                raise SourceError(_READ_FAILED)
+            return np.array([0.0 if v is None else float(v) for v in values], dtype=np.float64)
 
         try:
             if self._shards is None:
@@ -408,26 +450,39 @@ class InDatabaseGradient:
                     sums += part
         except SQLAlchemyError:
             raise SourceError(_READ_FAILED) from None
-        grad: FloatArray = sums * (-1.0 / self._n)
+        grad: FloatArray = sums * (self._sign / self._n)
         if self._loss.l2:
             grad += self._loss.l2 * np.asarray(w, dtype=np.float64)
         return grad
 
 
-def _gradient_query(loss: LogisticLoss, d: int) -> sa.TextClause | sa.Select[Any]:
-    rows = sa.table(
+def _rows_table(d: int) -> sa.TableClause:
+    return sa.table(
         _TEMP_TABLE, *(sa.column(f"x{j}", FLOAT8) for j in range(d)), sa.column("y", FLOAT8)
     )
+
+
+def _gradient_query(loss: LogisticLoss, d: int, label_class: int | None = None) -> sa.Select[Any]:
+    rows = _rows_table(d)
     margin = sum(
         (rows.c[f"x{j}"] * sa.bindparam(f"w{j}", type_=FLOAT8) for j in range(d)),
         sa.literal(0.0, FLOAT8),
     )
-    y = rows.c.y
+    y: sa.ColumnElement[Any] = rows.c.y
+    if label_class is not None:  # one-vs-rest: class k against the rest, ±1 exactly
+        y = sa.case(
+            (rows.c.y == sa.literal(float(label_class), FLOAT8), sa.literal(1.0, FLOAT8)),
+            else_=sa.literal(-1.0, FLOAT8),
+        )
     slope = (
         sa.literal(1.0, FLOAT8) + sa.func.tanh(margin * y * sa.literal(-0.5, FLOAT8))
     ) * sa.literal(0.5, FLOAT8)
     clip = loss.gradient_clip
-    if clip is not None and clip < 1.0:
+    if clip is not None and clip < _TINY_CLIP:
+        # |c| ≤ C < 2⁻⁴⁰⁰: taken as 0 (c·x could underflow to 0, which PostgreSQL raises on;
+        # the gradient sum differs from numpy's by less than C — an absurd public clip)
+        slope = sa.literal(0.0, FLOAT8)
+    elif clip is not None and clip < 1.0:
         slope = sa.func.least(slope, sa.literal(float(clip), FLOAT8))
     coefficient = (slope * y).label("c")
     # OFFSET 0: the coefficient is computed once per row, not once per sum (PostgreSQL would

@@ -54,9 +54,12 @@ sensitivity analysis of :mod:`service.optimizers.bolt_on_psgd` holds for every f
 permutation sequence, so it holds here unchanged, and the plan's checks are those of ``fit``
 (:func:`checked_run`). The rows are the encoded rows of
 :func:`~service.workers.in_database.encoded_rows`: ‖x‖ ≤ 1 and y = ±1 by construction of the
-encoding compiled to SQL. The work per pass is the same for every table of the same public n,
-d (a fixed number of rows and steps); errors from the database are replaced by a generic
-message.
+encoding compiled to SQL — for one-vs-rest over a categorical label (``label_class`` = k:
+the rows hold the class index) the pass reads y = ``CASE WHEN y = k THEN 1 ELSE −1 END``,
+``encode_one_vs_rest``'s row k, and the runner fits the K classes in order with the class plan
+and one generator, as the worker path does. The work per pass is the same for every table of
+the same public n, d (a fixed number of rows and steps); errors from the database are replaced
+by a generic message.
 
 Floating point inside PostgreSQL. ``float8`` ``*`` and ``/`` raise when a non-zero product
 underflows to 0, where numpy returns 0: a data-dependent failure the service must not have.
@@ -303,11 +306,14 @@ def fit_bolt_on_in_database(
     d: int,
     rng: SecureRandom,
     progress: ProgressCallback,
+    *,
+    label_class: int | None = None,
 ) -> FloatArray:
     """:meth:`BoltOnPSGD.fit` with the rows inside the database: ``conn`` is the session of
     :func:`~service.workers.in_database.encoded_rows` opened with ``positions=True``; the
     passes run there (:func:`in_database_permutation_sgd`), the noise is drawn here, after
-    them, from ``rng`` — the same draws as the worker path."""
+    them, from ``rng`` — the same draws as the worker path. ``label_class`` = k: class k
+    against the rest of a categorical label (module docstring)."""
     run = checked_run(plan, loss)
     config = run.config
     if (n, d) != (config.n, config.d):
@@ -324,6 +330,7 @@ def fit_bolt_on_in_database(
         radius=config.radius,
         rng=rng,
         progress=progress,
+        label_class=label_class,
     )
     return release_with_noise(plan.mechanism, w, plan.noise_scale, plan.sensitivity, rng)
 
@@ -342,12 +349,14 @@ def in_database_permutation_sgd(
     rng: SecureRandom | np.random.Generator,
     progress: ProgressCallback | None = None,
     step_noise: Callable[[], FloatArray] | None = None,
+    label_class: int | None = None,
 ) -> FloatArray:
     """:func:`~service.optimizers.bolt_on_psgd.permutation_sgd` over ``pg_temp.dpfit_rows``:
     k passes, each one aggregate query over a fresh permutation from ``rng``; returns w_T or
     the average of w_1 … w_T. ``step_noise`` (per-step-noise SGD: ``noisy_sgd_scs13``'s
     ``noisy_permutation_sgd``, for the bench) adds one draw to every step's gradient, drawn
     after the pass's permutation as ``run_sgd`` does; its schedule may be η_t = c/√t.
+    ``label_class`` = k: the rows' label is +1 where their class index is k, −1 elsewhere.
 
     The session's temporary function, aggregate and tables are dropped on the way out;
     database errors become a generic :class:`SourceError`."""
@@ -379,7 +388,8 @@ def in_database_permutation_sgd(
     ]
     # the last seq of every batch (np.array_split: r batches of q + 1 rows, then q rows)
     batch_ends = np.cumsum(np.where(np.arange(m) < r, q + 1, q)) - 1
-    query = _pass_query(d, noisy=step_noise is not None)
+    query = _pass_query(d, noisy=step_noise is not None, one_vs_rest=label_class is not None)
+    binds: dict[str, float] = {} if label_class is None else {"cls": float(label_class)}
     state = np.zeros(2 * d + 1, dtype=np.float64)
     try:
         _create_objects(conn, noisy=step_noise is not None, timeout=pass_timeout_ms(n, d))
@@ -387,7 +397,7 @@ def in_database_permutation_sgd(
             _ship_order(conn, secure, n)
             if step_noise is not None:
                 _ship_noise(conn, batch_ends, [step_noise() for _ in range(m)])
-            row = conn.execute(query, {"init": state.tolist(), "cfg": cfg}).scalar_one()
+            row = conn.execute(query, {"init": state.tolist(), "cfg": cfg, **binds}).scalar_one()
             result = np.asarray(row, dtype=np.float64)
             state = np.concatenate([result[: 2 * d], result[3 * d : 3 * d + 1]])
             conn.commit()
@@ -401,8 +411,15 @@ def in_database_permutation_sgd(
     return out
 
 
-def _pass_query(d: int, *, noisy: bool) -> sa.TextClause:
+def _pass_query(d: int, *, noisy: bool, one_vs_rest: bool = False) -> sa.TextClause:
     row = ", ".join(f"r.x{j}" for j in range(d))
+    # one-vs-rest: ±1 exactly from the class index, the class bound as :cls
+    label = (
+        "CASE WHEN r.y = CAST(:cls AS double precision) THEN 1.0::double precision "
+        "ELSE -1.0::double precision END"
+        if one_vs_rest
+        else "r.y"
+    )
     noise = "z.z" if noisy else "NULL::double precision[]"
     join = f" LEFT JOIN pg_temp.{_NOISE} z ON z.seq = o.seq" if noisy else ""
     # the per-step noise is joined at the batch ends by the row's rank in the pass (seq)
@@ -413,7 +430,7 @@ def _pass_query(d: int, *, noisy: bool) -> sa.TextClause:
         else f"pg_temp.{_ORDER}"
     )
     return sa.text(
-        f"SELECT {_PASS}(ARRAY[{row}]::double precision[], r.y, {noise}, "
+        f"SELECT {_PASS}(ARRAY[{row}]::double precision[], {label}, {noise}, "
         "CAST(:init AS double precision[]), CAST(:cfg AS double precision[]) ORDER BY o.key) "
         f"FROM {order} o JOIN {_ROWS} r ON r.pos = o.pos{join}"
     )

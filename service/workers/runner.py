@@ -348,6 +348,7 @@ def _fit_and_store(
         w = _fit_in_database(
             sessions, job_id, attempt, source, record, (encoder, loss, label), deadline
         )
+        w = released_weights(loss, w)
         plan = plan_from_json(plan_json)
         return store_model(sessions, job_id, attempt, spec, plan, encoder, label, w)
     if layout is not None and layout.kind == "partitioned":
@@ -430,7 +431,9 @@ def _fit_in_database(
     """The fit of a dataset whose rows never leave its PostgreSQL database: the encoded rows in
     ``pg_temp`` (one snapshot, checked against the fingerprint and n), the optimizer's
     ``fit_oracle`` on one aggregate query per gradient, the noise drawn here
-    (:mod:`service.workers.in_database`). Pricing admitted only what runs there."""
+    (:mod:`service.workers.in_database`) — for a categorical label, one joint multinomial fit
+    or K one-vs-rest fits of the class plan (as :func:`_fit_partitioned`). Pricing admitted
+    only what runs there."""
     encoder, loss, label = schema
     plan = plan_from_json(record.plan)
     optimizer = get_optimizer(record.spec["optimizer"]["name"])
@@ -447,11 +450,22 @@ def _fit_in_database(
         fingerprint=record.fingerprint,
         positions=bolt_on,
     ) as conn:
-        if bolt_on:  # SGD as an aggregate in the database (service/workers/in_database_sgd.py)
-            n, d = record.n_rows, encoder.dimension
-            return fit_bolt_on_in_database(conn, plan, loss, n, d, rng, progress)
-        oracle = InDatabaseGradient(conn, loss, record.n_rows, encoder.dimension)
-        return np.asarray(optimizer.fit_oracle(plan, loss, oracle, rng, progress))
+        n, d = record.n_rows, encoder.dimension
+
+        def fit(run_plan: ReleasePlan, k: int | None, report: Callable[[int], None]) -> Any:
+            if bolt_on:  # SGD as an aggregate in the database (in_database_sgd.py)
+                return fit_bolt_on_in_database(
+                    conn, run_plan, loss, n, d, rng, report, label_class=k
+                )
+            oracle = InDatabaseGradient(conn, loss, n, d, label_class=k)
+            return optimizer.fit_oracle(run_plan, loss, oracle, rng, report)
+
+        class_plan = class_plan_of(plan)
+        if class_plan is None:  # binary, or the joint multinomial model (one K·d release)
+            return np.asarray(fit(plan, None, progress))
+        steps = class_plan.total_steps  # one-vs-rest: class k against the rest, in order
+        classes = range(record.classes or 0)
+        return np.stack([fit(class_plan, k, offset(progress, k * steps)) for k in classes])
 
 
 def _fit_partitioned(

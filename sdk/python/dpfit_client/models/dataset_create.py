@@ -36,7 +36,8 @@ class DatasetCreate:
             service's workers read the rows. `in_database` (PostgreSQL tables only): the rows never leave the owner's
             database — each job encodes them there (the public encoding compiled to SQL) and only d-sized aggregates and
             iterates leave it; the noise is added by the worker. A governance choice of the owner that analysts cannot
-            override; jobs are then limited to full-gradient optimizers on logistic regression with a binary label. Default:
+            override; jobs are then limited to logistic regression (binary or one-vs-rest) and multinomial logistic
+            regression with the full-gradient optimizers, and bolt_on_psgd on logistic regression. Default:
             DatasetCreateExecution.WORKERS.
         strict (bool | None | Unset): How the validation report decides. Omitted (the default): refuse the source (422
             naming the label field) when most labels are wrong — more than half of the non-empty label cells outside the

@@ -1,0 +1,128 @@
+"""The pure-Python parts of categorical labels in the database: which jobs pricing admits there,
+the class lookup the SQL label compiles from (the reader's), and the shape of the multinomial
+gradient query (K·w sums, k-major, over K·w bound parameters)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from service.data.cells import normalise_value
+from service.data.encoding import encode_one_vs_rest
+from service.data.spec import LabelSpec
+from service.data.sql_encoding import InDatabaseUnsupported, class_lookup
+from service.domain.execution import check_in_database
+from service.models.multinomial import MultinomialLoss, class_indices
+from service.optimizers.kits.registry import get_optimizer
+from service.workers.in_database import InDatabaseGradient
+from service.workers.in_database_multinomial import multinomial_gradient_query
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    ["dp_gd", "dp_agd", "dp_agd_averaged", "dp_agd_centred", "output_perturbation_gd", "dp_accmd"],
+)
+@pytest.mark.parametrize("model", ["logistic_regression", "multinomial_logistic_regression"])
+def test_full_gradient_jobs_on_a_categorical_label_run_in_the_database(
+    optimizer: str, model: str
+) -> None:
+    check_in_database(model, get_optimizer(optimizer), "categorical")
+
+
+@pytest.mark.parametrize(
+    ("model", "optimizer", "label_type", "field"),
+    [
+        ("multinomial_logistic_regression", "bolt_on_psgd", "categorical", "optimizer.name"),
+        ("logistic_regression", "noisy_sgd_scs13", "categorical", "optimizer.name"),
+        ("huber_svm", "dp_gd", "categorical", "model"),
+        ("logistic_regression", "dp_gd", "numeric", "label.type"),
+    ],
+)
+def test_what_cannot_run_in_the_database_is_refused_naming_the_field(
+    model: str, optimizer: str, label_type: str, field: str
+) -> None:
+    with pytest.raises(InDatabaseUnsupported) as refused:
+        check_in_database(model, get_optimizer(optimizer), label_type)
+    assert refused.value.field == field
+
+
+@pytest.mark.parametrize("label_type", ["binary", "categorical"])
+def test_bolt_on_runs_logistic_regression_binary_or_one_vs_rest(label_type: str) -> None:
+    check_in_database("logistic_regression", get_optimizer("bolt_on_psgd"), label_type)
+
+
+@pytest.mark.parametrize(
+    "classes",
+    [
+        ["a", "b", "c"],
+        ["3", "b", "3.0"],  # one key twice: the later class keeps it, as the reader's dict
+        ["a", " ", "b"],  # a blank class has no key: no cell is of it
+        ["TRUE", "1", "x"],  # "TRUE" and "1" share the key "1"
+        [True, 2.5, "2.50", 7],
+    ],
+)
+def test_class_lookup_is_the_readers(classes: list[object]) -> None:
+    label = LabelSpec(column="y", type="categorical", classes=classes)
+    lookup = class_lookup(label)
+    cells = ["a", "b", "c", "3", "3.0", " ", "1", "true", "x", "2.5", "7", None, "zz"]
+    expected = class_indices(encode_one_vs_rest(cells, label))
+    keys = [normalise_value(c) for c in cells]
+    got = [-1.0 if key is None else float(lookup.get(key, -1)) for key in keys]
+    np.testing.assert_array_equal(got, expected)
+
+
+def _sql(query: sa.Select) -> str:  # type: ignore[type-arg]
+    return str(query.compile(dialect=postgresql.dialect()))
+
+
+@pytest.mark.parametrize("clip", [None, 0.5])
+def test_the_multinomial_query_has_k_times_w_sums_over_k_times_w_parameters(
+    clip: float | None,
+) -> None:
+    K, width = 4, 3
+    rows = sa.table("dpfit_rows", *(sa.column(f"x{j}") for j in range(width)), sa.column("y"))
+    query = multinomial_gradient_query(rows, MultinomialLoss(classes=K, gradient_clip=clip), width)
+    text = _sql(query)
+    assert len(query.selected_columns) == 1  # one array (a select list holds ≤ 1,664)
+    assert text.count("sum(") == K * width
+    names = {p for p in query.compile().params if p.startswith("w")}
+    assert names == {f"w{i}" for i in range(K * width)}
+    # each level fenced: the scores are computed once per row, not once per reference
+    assert text.count("OFFSET") >= 5
+    assert text.count("exp(") == K + (1 if clip else 0)
+
+
+def test_the_oracle_refuses_a_class_for_the_joint_model_and_other_losses() -> None:
+    class _Conn:
+        info: dict[str, object] = {}
+
+    with pytest.raises(ValueError):
+        InDatabaseGradient(_Conn(), MultinomialLoss(classes=3), 10, 4, label_class=1)  # type: ignore[arg-type]
+    from service.models.registry import build_loss, parse_model_spec
+
+    huber = build_loss(parse_model_spec({"type": "huber_svm"}))
+    with pytest.raises(InDatabaseUnsupported) as refused:
+        InDatabaseGradient(_Conn(), huber, 10, 4)  # type: ignore[arg-type]
+    assert refused.value.field == "model"
+    oracle = InDatabaseGradient(_Conn(), MultinomialLoss(classes=3), 10, 4)  # type: ignore[arg-type]
+    assert (oracle.n, oracle.dimension) == (10, 12)
+
+
+def test_what_postgresql_cannot_hold_is_refused_from_public_sizes() -> None:
+    """A table holds ≤ 1,600 columns (features); the joint query's levels ≤ 1,664 entries
+    (model) — the K·d sums themselves travel as one array, so K·d is not limited."""
+    dp_agd = get_optimizer("dp_agd")
+    check_in_database(
+        "multinomial_logistic_regression", dp_agd, "categorical", width=62, classes=30
+    )
+    check_in_database("logistic_regression", dp_agd, "categorical", width=1598, classes=500)
+    with pytest.raises(InDatabaseUnsupported) as refused:
+        check_in_database("logistic_regression", dp_agd, "binary", width=1599)
+    assert refused.value.field == "features"
+    with pytest.raises(InDatabaseUnsupported) as refused:
+        check_in_database(
+            "multinomial_logistic_regression", dp_agd, "categorical", width=100, classes=1600
+        )
+    assert refused.value.field == "model"
