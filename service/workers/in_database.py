@@ -188,6 +188,7 @@ def encoded_rows(
     fingerprint: str,
     positions: bool = False,
     sessions: int | None = None,
+    row_map: bool = False,
 ) -> Iterator[Connection]:
     """A session holding ``pg_temp.dpfit_rows(x0 … x_{d−1}, y)``: the table's encoded rows,
     checked against the registered ``fingerprint`` and the public ``n`` in one snapshot.
@@ -197,7 +198,8 @@ def encoded_rows(
     :class:`InDatabaseGradient` on it queries all of them. With ``positions`` one session holds
     every row and a column ``pos bigint`` holds each row's 0-based position in the source's
     stable order (the reader's row index), which bolt-on PSGD's passes join their permutation
-    to (:mod:`service.workers.in_database_sgd`).
+    to (:mod:`service.workers.in_database_sgd`). With ``row_map`` (public: the plan's) each
+    session's ``temp_buffers`` holds the mapped rows too (``InDatabaseGradient.mapped``).
 
     Raises :class:`SourceError` (no data in its message) when the table changed, its row count
     is not ``n`` or the database fails; the temporary tables are dropped and the sessions
@@ -219,7 +221,8 @@ def encoded_rows(
         else:
             workers = conn.exec_driver_sql("SHOW max_parallel_workers_per_gather").scalar_one()
             count = planned_sessions(n, int(workers))
-        buffers = temp_buffers_kib(math.ceil(n / count), width)
+        # with ``row_map`` the mapped rows (no wider) sit beside the rows: buffers for both
+        buffers = temp_buffers_kib(math.ceil(n / count) * (2 if row_map else 1), width)
         _prepare(conn, timeout, buffers)
         if source.fingerprint_on(conn) != fingerprint:
             raise SourceError("the table changed since it was registered")

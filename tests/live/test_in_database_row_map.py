@@ -42,7 +42,14 @@ from tests.support.fixtures import _fresh_postgres_database
 pytestmark = pytest.mark.postgres
 
 _MAPPED = "SELECT * FROM pg_temp.dpfit_mapped"
-_TEMP = "SELECT count(*) FROM pg_class WHERE relpersistence = 't' AND relname IN ('dpfit_rows', 'dpfit_mapped')"
+_BOTH_FIT = (
+    "SELECT pg_relation_size('pg_temp.dpfit_rows') + pg_relation_size('pg_temp.dpfit_mapped') "
+    "<= pg_size_bytes(current_setting('temp_buffers'))"
+)
+_TEMP = (
+    "SELECT count(*) FROM pg_class WHERE relpersistence = 't' "
+    "AND relname IN ('dpfit_rows', 'dpfit_mapped')"
+)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +87,14 @@ def test_row_sum_and_mapped_rows_equal_numpy(warehouse: str, sessions: int) -> N
     assert np.linalg.norm(mapping.centre) > 0.1
     loss = LogisticLoss(l2=1e-3, gradient_clip=0.5, fit_intercept=True)
     with encoded_rows(
-        source, encoder, label, None, n=n, fingerprint=source.fingerprint(), sessions=sessions
+        source,
+        encoder,
+        label,
+        None,
+        n=n,
+        fingerprint=source.fingerprint(),
+        sessions=sessions,
+        row_map=True,
     ) as conn:
         oracle = InDatabaseGradient(conn, loss, n, width)
         assert isinstance(oracle, RowMappable) and oracle.sessions == sessions
@@ -89,6 +103,10 @@ def test_row_sum_and_mapped_rows_equal_numpy(warehouse: str, sessions: int) -> N
         expected = mapped_rows(X, mapping)
         table = _mapped_table(conn, width)
         np.testing.assert_allclose(table[:, :width], expected, rtol=1e-13, atol=1e-15)
+        # each session's local buffers hold both tables (scans read memory)
+        shards = conn.info.get("dpfit_shards")
+        for session in [conn] if shards is None else shards.sessions:
+            assert session.exec_driver_sql(_BOTH_FIT).scalar_one()
         np.testing.assert_array_equal(table[:, width], y)
         local = LocalGradient(loss, expected, y)
         for _ in range(3):
