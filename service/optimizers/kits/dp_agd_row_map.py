@@ -30,6 +30,14 @@ c > 0, i.e. ``fit_intercept``; a share f of the job's μ² for step 1, the rest 
 5. Release W̄ P: each class row w̄_k ↦ w̄_k P, which changes only its last entry,
    w̄_k,w − (w̄_k · v)/ĉ (:func:`fold`).
 
+Where the rows live. ``DPAGDAveraged.fit`` maps rows held in its process; ``fit_oracle`` runs
+the same steps 1–5 through an oracle with the :class:`RowMappable` capability — the
+data-parallel partitions (``service/workers/partition_row_map.py``) and the in-database sessions
+(``service/workers/in_database_row_map.py``) sum their rows for step 1 (the noise is added by
+:func:`release_mean_of_sum`, in the same draw order as ``fit``) and compute φ where the rows
+are for step 3. PostgreSQL flushes entries below 2⁻⁸⁰ to 0 (row-local, towards 0: ‖φ(x)‖ ≤ 1
+still), so (b) holds on every path.
+
 Privacy (replace-one, exact GDP composition; Dong, Roth & Su 2022, Cor. 3.3, adaptive).
 
 (a) Step 1: replacing row x by x' moves m by (x − x')/n, of norm ≤ 2/n (‖x‖, ‖x'‖ ≤ 1),
