@@ -44,15 +44,19 @@ T = 580) 84.23 ± 0.04 % at T = 400 vs 84.33 ± 0.05 (seeds 200–215; seeds 100
 data set) are unchanged; an analyst who wants more steps sets ``iterations`` or
 ``max_iterations``.
 
-Row map (joint multiclass models). With ``row_map_share`` f > 0 — the default f = 0.1 for a
-joint multinomial model with an intercept (``multinomial_logistic_regression``; 0 for every
-other loss) — the steps run on the rows centred at a private mean and scaled to unit norm, a
-share f of μ² paid for the mean, and the released model is folded back to the encoded rows:
+Row map (logistic models). With ``row_map_share`` f > 0 — the default f = 0.1 for a logistic
+model with an intercept and no l1 (binary, joint multinomial, or each class of one-vs-rest; 0
+for every other loss) — the steps run on the rows centred at a private mean and scaled to unit
+norm, a share f of μ² paid for the mean, and the released model is folded back to the encoded
+rows:
 ``service/optimizers/kits/dp_agd_row_map.py`` has the mechanism, its privacy proof (one Gaussian
 release of sensitivity 2/n, then these steps on rows still of norm ≤ 1, composed exactly) and
 its measurements (digits at ε = 1: 48.6 → 71.8 % on a development split). The data-parallel
-path (``fit_oracle``) has no rows to map: it runs the plain steps at the plan's step noise and
-leaves the mean's share unspent (the ledger charged it; privacy holds a fortiori).
+and in-database paths (``fit_oracle``) run the same mechanism where their rows live: their
+oracles sum the rows for the mean and map them (``RowMappable``), so for a fixed generator they
+release ``fit``'s model to summation rounding. An oracle that cannot map its rows gets the
+plain steps at the plan's step noise, the mean's share left unspent (the ledger charged it;
+privacy holds a fortiori).
 
 Assumptions, defaults and refusals: DP-AGD's (convex smooth loss, l2 > 0 or a public
 ``radius``, δ > 0), except the default T above (capped by ``max_iterations``); a row map needs
@@ -64,9 +68,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
 from pydantic import BaseModel, Field
 
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, parameter_count
 from service.optimizers.kits.accelerated_kit import (
     ACCELERATED_ASSUMPTIONS,
     STEP_CAP,
@@ -85,11 +90,13 @@ from service.optimizers.kits.config import GradientStepsConfig, PlanConfig
 from service.optimizers.kits.dp_agd_row_map import (
     ROW_MAP_SHARE,
     RowMapConfig,
+    RowMappable,
     fold,
     mapped_rows,
     mean_sensitivity,
     mean_then_steps,
     release_mean,
+    release_mean_of_sum,
     row_map,
 )
 from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
@@ -231,13 +238,40 @@ class DPAGDAveraged:
         progress: ProgressCallback,
     ) -> FloatArray:
         """:meth:`fit` with the gradients from ``oracle`` (partitions check their own rows).
-        A plan with a row map runs its plain steps here (their noise is the plan's, calibrated
-        for the steps' share of μ²): the oracle's rows cannot be mapped, and the mean's share
-        is left unspent (module docstring)."""
+
+        A plan with a row map on an oracle that can map its rows
+        (:class:`~service.optimizers.kits.dp_agd_row_map.RowMappable`: the data-parallel
+        partitions, the in-database sessions) runs :meth:`fit`'s mechanism in :meth:`fit`'s
+        order of draws: the mean released from ``oracle.row_sum()`` (one draw per entry), then
+        the steps on ``oracle.mapped(mapping)``, then the fold — for a fixed generator the same
+        release as :meth:`fit` on the same rows, to summation rounding. An oracle without the
+        capability gets the plain steps at the plan's step noise, the mean's share of μ²
+        unspent (the ledger charged it; privacy holds a fortiori)."""
         check_plan_covers(plan, loss)
-        return fit_on_oracle(
-            plan, oracle, lambda checked: self._run(plan, loss, checked, rng, progress)
-        )
+        config = RowMapConfig.from_hyperparameters(plan.hyperparameters)
+        if config.row_map_share == 0.0 or not isinstance(oracle, RowMappable):
+            return fit_on_oracle(
+                plan, oracle, lambda checked: self._run(plan, loss, checked, rng, progress)
+            )
+        if not getattr(loss, "fit_intercept", False):
+            raise ValueError("the plan's row map needs rows whose last column is the intercept")
+        if not config.mean_noise_std > 0.0:
+            raise ValueError("the plan's row map has no noise on the mean row")
+        mappable = oracle
+
+        def run(checked: GradientOracle) -> FloatArray:
+            total = np.asarray(mappable.row_sum(), dtype=np.float64)
+            width = int(total.shape[0]) if total.ndim == 1 else 0
+            if width < 1 or parameter_count(loss, width) != checked.dimension:
+                raise ValueError("the oracle's row sum does not match the plan's dimension")
+            std = config.mean_noise_std
+            mapping = row_map(release_mean_of_sum(total, checked.n, std, rng), std)
+            on_mapped = mappable.mapped(mapping)
+            if (on_mapped.n, on_mapped.dimension) != (checked.n, checked.dimension):
+                raise ValueError("the mapped oracle's shape differs from the plan's n and d")
+            return fold(self._run(plan, loss, on_mapped, rng, progress), mapping, width)
+
+        return fit_on_oracle(plan, oracle, run)
 
     @staticmethod
     def _run(

@@ -15,7 +15,11 @@ seceded thread — never the API process):
 2. Every step, the optimizer asks its :class:`~service.optimizers.kits.full_gradient.SummedGradient`
    oracle for ∇F(w); the driver calls ``partial_gradient(w)`` on every actor (a direct call to
    its worker: w in, one d-vector out), waits for *all* answers and reduces them in partition
-   order; the optimizer adds the noise once and steps. Only d-vectors travel.
+   order; the optimizer adds the noise once and steps. Only d-vectors travel. For
+   ``dp_agd_averaged``'s row map the oracle also sums each partition's rows (one w-vector per
+   worker, for the mean's release) and has each worker map its rows from the public map —
+   in place for a binary or joint job, on the fly for one-vs-rest
+   (:mod:`service.workers.partition_row_map`, which says why: no copy, memory as planned).
 3. At the end (success or not) the driver drops the rows on every worker
    (:func:`release_partitions`) and releases the actors.
 
@@ -51,15 +55,22 @@ from service.data.partitions import RowWindow, WindowSource, split_rows
 from service.data.reader import read_encoded
 from service.data.sources import SourceError
 from service.data.spec import LabelSpec
-from service.models.base import FloatArray, Loss, fit_labels, parameter_count
+from service.models.base import FloatArray, Loss, fit_labels
+from service.optimizers.kits.dp_agd_row_map import RowMap
 from service.optimizers.kits.full_gradient import (
     GradientOracle,
     PartitionMissing,
-    SummedGradient,
     partial_gradient_sum,
 )
 from service.optimizers.kits.inputs import row_divisors
 from service.settings import Settings
+from service.workers.partition_row_map import (
+    PartitionOracle,
+    column_sums,
+    map_in_place,
+    mapped_gradient_sum,
+    same_mapping,
+)
 from service.workers.row_cache import drop_cached_rows
 
 __all__ = [
@@ -237,12 +248,28 @@ def _malloc_trim() -> Callable[[int], int] | None:
         return None
 
 
-def partial_gradient(key: str, loss: Loss, w: FloatArray, label_row: int | None) -> FloatArray:
+def partial_gradient(
+    key: str,
+    loss: Loss,
+    w: FloatArray,
+    label_row: int | None,
+    mapping: RowMap | None = None,
+    in_place: RowMap | None = None,
+) -> FloatArray:
     """Σ over this worker's partition ``key`` of the per-example gradients at ``w`` (labels of
-    class ``label_row`` for one-vs-rest). ``KeyError`` if the partition is not here."""
+    class ``label_row`` for one-vs-rest), on the rows mapped by ``mapping`` when given
+    (:mod:`service.workers.partition_row_map`: already in place when ``in_place`` is that
+    mapping, else block by block). ``KeyError`` if the partition is not here; ``ValueError``
+    if its rows were mapped in place by another mapping (or none was asked for)."""
     with _STORE_LOCK:
         X, Y = _STORE[key]
     y = Y if label_row is None else Y[label_row]
+    if in_place is not None:
+        if mapping is None or not same_mapping(mapping, in_place):
+            raise ValueError("this partition's rows were mapped for another oracle")
+        return partial_gradient_sum(loss, w, X, y)
+    if mapping is not None:
+        return mapped_gradient_sum(loss, w, X, y, mapping)
     return partial_gradient_sum(loss, w, X, y)
 
 
@@ -252,7 +279,8 @@ class PartitionHolder:
     (:func:`load_partition`) and answers :meth:`partial_gradient` by a direct call to its
     worker — no scheduler hop per step (≈ 7 ms per step on this machine against ≈ 100 ms for a
     submitted task under load) and no task queue: a worker busy with another job's task still
-    answers."""
+    answers. :meth:`row_sum` and :meth:`map_rows` are the row map's
+    (:mod:`service.workers.partition_row_map`)."""
 
     def __init__(
         self, key: str, job_prefix: str, read: PartitionRead, window: RowWindow, loss: Loss
@@ -260,14 +288,35 @@ class PartitionHolder:
         self._key = key
         self._loss = loss
         self._rows = load_partition(key, job_prefix, read, window, loss)
+        self._mapped: RowMap | None = None  # the mapping applied in place, if any
 
     def rows(self) -> int:
         """The partition's row count (public)."""
         return self._rows
 
-    def partial_gradient(self, w: FloatArray, label_row: int | None) -> FloatArray:
+    def row_sum(self) -> FloatArray:
+        """Σ_i x_i over the partition's encoded rows."""
+        if self._mapped is not None:
+            raise ValueError("this partition's rows were mapped")
+        with _STORE_LOCK:
+            X, _ = _STORE[self._key]
+        return column_sums(X)
+
+    def map_rows(self, mapping: RowMap) -> int:
+        """Replace the partition's rows by their mapped rows, once (the job's one fit)."""
+        if self._mapped is not None:
+            raise ValueError("this partition's rows were mapped")
+        with _STORE_LOCK:
+            X, _ = _STORE[self._key]
+        map_in_place(X, mapping)
+        self._mapped = mapping
+        return self._rows
+
+    def partial_gradient(
+        self, w: FloatArray, label_row: int | None, mapping: RowMap | None = None
+    ) -> FloatArray:
         """:func:`partial_gradient` of this partition at ``w``."""
-        return partial_gradient(self._key, self._loss, w, label_row)
+        return partial_gradient(self._key, self._loss, w, label_row, mapping, self._mapped)
 
     def release(self) -> int:
         """Drop the partition's rows from this worker."""
@@ -332,15 +381,14 @@ class _Partitions:
     loss: Loss
 
     def oracle(self, label_row: int | None = None) -> GradientOracle:
-        def sums(w: FloatArray) -> list[FloatArray]:
+        def call(method: str, *args: Any) -> list[Any]:
             try:
-                calls = [actor.partial_gradient(w, label_row) for _, actor in self.placed]
+                calls = [getattr(actor, method)(*args) for _, actor in self.placed]
             except RuntimeError:  # Dask: "Worker holding Actor was lost"
                 raise WorkerLost("a worker holding a partition was lost") from None
             return _actor_results(self.client, calls, [a for a, _ in self.placed])
 
-        parameters = parameter_count(self.loss, self.dimension)
-        return SummedGradient(self.loss, self.n, parameters, len(self.placed), sums)
+        return PartitionOracle(self.loss, self.n, self.dimension, len(self.placed), call, label_row)
 
 
 def _check_alive(client: Any, addresses: Sequence[str]) -> None:

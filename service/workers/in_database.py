@@ -30,6 +30,10 @@ processes as one parallel query may use there: the owner's setting), at most
 values only. Each session's ``temp_buffers`` is sized to hold its rows (at most
 :data:`TEMP_BUFFERS_CAP_KIB`), so a scan reads memory, not the temporary file. Bolt-on PSGD's
 passes visit the rows in one order and run in one session.
+   ``dp_agd_averaged``'s row map runs here too (:mod:`service.workers.in_database_row_map`):
+   one aggregate ``SELECT sum(x0), …`` for the mean's release, then one pass per fit building
+   ``pg_temp.dpfit_mapped`` (φ(x) of every row, in every session) from the public map, which
+   the gradient queries then read instead of ``dpfit_rows``;
 3. adds the noise in the worker, from the service's sampler, exactly as the worker path does:
    the optimizer is the same ``fit_oracle`` (the data-parallel path's entry point), with the same
    stored plan, so plans, charges and the ledger are unchanged.
@@ -76,7 +80,14 @@ from service.data.sql_source import SqlSource
 from service.models.base import FloatArray, Loss, parameter_count
 from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss
+from service.optimizers.kits.dp_agd_row_map import RowMap
 from service.workers.in_database_multinomial import multinomial_gradient_query
+from service.workers.in_database_row_map import (
+    MAPPED_TABLE,
+    mapped_statements,
+    row_sum_query,
+    rows_table,
+)
 
 __all__ = [
     "MAX_SESSIONS",
@@ -177,6 +188,7 @@ def encoded_rows(
     fingerprint: str,
     positions: bool = False,
     sessions: int | None = None,
+    row_map: bool = False,
 ) -> Iterator[Connection]:
     """A session holding ``pg_temp.dpfit_rows(x0 … x_{d−1}, y)``: the table's encoded rows,
     checked against the registered ``fingerprint`` and the public ``n`` in one snapshot.
@@ -186,7 +198,8 @@ def encoded_rows(
     :class:`InDatabaseGradient` on it queries all of them. With ``positions`` one session holds
     every row and a column ``pos bigint`` holds each row's 0-based position in the source's
     stable order (the reader's row index), which bolt-on PSGD's passes join their permutation
-    to (:mod:`service.workers.in_database_sgd`).
+    to (:mod:`service.workers.in_database_sgd`). With ``row_map`` (public: the plan's) each
+    session's ``temp_buffers`` holds the mapped rows too (``InDatabaseGradient.mapped``).
 
     Raises :class:`SourceError` (no data in its message) when the table changed, its row count
     is not ``n`` or the database fails; the temporary tables are dropped and the sessions
@@ -208,7 +221,8 @@ def encoded_rows(
         else:
             workers = conn.exec_driver_sql("SHOW max_parallel_workers_per_gather").scalar_one()
             count = planned_sessions(n, int(workers))
-        buffers = temp_buffers_kib(math.ceil(n / count), width)
+        # with ``row_map`` the mapped rows (no wider) sit beside the rows: buffers for both
+        buffers = temp_buffers_kib(math.ceil(n / count) * (2 if row_map else 1), width)
         _prepare(conn, timeout, buffers)
         if source.fingerprint_on(conn) != fingerprint:
             raise SourceError("the table changed since it was registered")
@@ -246,6 +260,7 @@ def encoded_rows(
             try:
                 session.rollback()
                 session.exec_driver_sql(f"DROP TABLE IF EXISTS pg_temp.{_TEMP_TABLE}")
+                session.exec_driver_sql(f"DROP TABLE IF EXISTS pg_temp.{MAPPED_TABLE}")
                 session.commit()
             except SQLAlchemyError:
                 pass
@@ -380,7 +395,10 @@ class InDatabaseGradient:
     :attr:`dimension` is K·w.
 
     The sums are the database's, in its own order (they agree with numpy's to summation
-    rounding)."""
+    rounding). ``table`` is the temporary table read (the encoded rows, or the mapped rows of
+    :meth:`mapped`). The oracle can run ``dp_agd_averaged``'s row map
+    (:class:`~service.optimizers.kits.dp_agd_row_map.RowMappable`: :meth:`row_sum`,
+    :meth:`mapped`)."""
 
     def __init__(
         self,
@@ -390,16 +408,16 @@ class InDatabaseGradient:
         dimension: int,
         *,
         label_class: int | None = None,
+        table: str = _TEMP_TABLE,
     ) -> None:
+        rows = rows_table(table, dimension)
         if isinstance(loss, MultinomialLoss):
             if label_class is not None:
                 raise ValueError("a joint multinomial model has no one-vs-rest class")
-            self._query: sa.Select[Any] = multinomial_gradient_query(
-                _rows_table(dimension), loss, dimension
-            )
+            self._query: sa.Select[Any] = multinomial_gradient_query(rows, loss, dimension)
             self._sign, self._array = 1.0, True
         elif isinstance(loss, LogisticLoss):
-            self._query = _gradient_query(loss, dimension, label_class)
+            self._query = _gradient_query(loss, rows, dimension, label_class)
             self._sign, self._array = -1.0, False
         else:
             raise InDatabaseUnsupported(
@@ -411,6 +429,9 @@ class InDatabaseGradient:
         self._shards: _Shards | None = conn.info.get(_SHARDS)
         self._loss = loss
         self._n = n
+        self._width = dimension
+        self._label_class = label_class
+        self._table = table
         self._d = parameter_count(loss, dimension)
 
     @property
@@ -426,6 +447,52 @@ class InDatabaseGradient:
     def dimension(self) -> int:
         return self._d
 
+    def _on_sessions(self, action: Callable[[int, Connection], _T]) -> list[_T]:
+        """``action`` on every session holding rows, in session order (SourceError without the
+        database's message on a database error)."""
+        try:
+            if self._shards is None:
+                return [action(0, self._conn)]
+            return self._shards.on_all(action)
+        except SQLAlchemyError:
+            raise SourceError(_READ_FAILED) from None
+
+    def row_sum(self) -> FloatArray:
+        """Σ_i x_i over the rows of every session, added in session order (the row map's mean,
+        :class:`~service.optimizers.kits.dp_agd_row_map.RowMappable`)."""
+        query = row_sum_query(self._table, self._width)
+
+        def shard_sum(k: int, session: Connection) -> FloatArray:
+            values = session.execute(query).one()
+            if len(values) != self._width:
+                raise SourceError(_READ_FAILED)
+            return np.array([0.0 if v is None else float(v) for v in values], dtype=np.float64)
+
+        return _in_order(self._on_sessions(shard_sum))
+
+    def mapped(self, mapping: RowMap) -> InDatabaseGradient:
+        """The oracle over φ(x_i) (same labels, class and sessions): every session builds
+        ``pg_temp.dpfit_mapped`` from its rows in one pass
+        (:mod:`service.workers.in_database_row_map`), replacing a previous mapping's."""
+        ddl, insert, params = mapped_statements(self._table, self._width, mapping)
+
+        def build(k: int, session: Connection) -> None:
+            for statement in ddl:
+                session.exec_driver_sql(statement)
+            session.execute(insert, params)
+            session.exec_driver_sql(f"ANALYZE pg_temp.{MAPPED_TABLE}")
+            session.commit()
+
+        self._on_sessions(build)
+        return InDatabaseGradient(
+            self._conn,
+            self._loss,
+            self._n,
+            self._width,
+            label_class=self._label_class,
+            table=MAPPED_TABLE,
+        )
+
     def gradient(self, w: FloatArray) -> FloatArray:
         # PostgreSQL raises where a product underflows to zero; an entry below 2⁻⁵⁰⁰ moves a
         # margin (a sum of O(1e-3)… terms, or 0.5 exactly through σ when all are that small) by
@@ -440,30 +507,23 @@ class InDatabaseGradient:
                 raise SourceError(_READ_FAILED)
             return np.array([0.0 if v is None else float(v) for v in values], dtype=np.float64)
 
-        try:
-            if self._shards is None:
-                sums = shard_sums(0, self._conn)
-            else:  # every session's share at once, added in session order
-                parts = self._shards.on_all(shard_sums)
-                sums = parts[0].copy()
-                for part in parts[1:]:
-                    sums += part
-        except SQLAlchemyError:
-            raise SourceError(_READ_FAILED) from None
-        grad: FloatArray = sums * (self._sign / self._n)
+        grad: FloatArray = _in_order(self._on_sessions(shard_sums)) * (self._sign / self._n)
         if self._loss.l2:
             grad += self._loss.l2 * np.asarray(w, dtype=np.float64)
         return grad
 
 
-def _rows_table(d: int) -> sa.TableClause:
-    return sa.table(
-        _TEMP_TABLE, *(sa.column(f"x{j}", FLOAT8) for j in range(d)), sa.column("y", FLOAT8)
-    )
+def _in_order(parts: Sequence[FloatArray]) -> FloatArray:
+    """The sessions' sums added in session order (every session's share at once)."""
+    total = np.array(parts[0], dtype=np.float64)
+    for part in parts[1:]:
+        total += part
+    return total
 
 
-def _gradient_query(loss: LogisticLoss, d: int, label_class: int | None = None) -> sa.Select[Any]:
-    rows = _rows_table(d)
+def _gradient_query(
+    loss: LogisticLoss, rows: sa.TableClause, d: int, label_class: int | None = None
+) -> sa.Select[Any]:
     margin = sum(
         (rows.c[f"x{j}"] * sa.bindparam(f"w{j}", type_=FLOAT8) for j in range(d)),
         sa.literal(0.0, FLOAT8),

@@ -449,6 +449,7 @@ def _fit_in_database(
         n=record.n_rows,
         fingerprint=record.fingerprint,
         positions=bolt_on,
+        row_map=_maps_rows(class_plan_of(plan) or plan),
     ) as conn:
         n, d = record.n_rows, encoder.dimension
 
@@ -466,6 +467,11 @@ def _fit_in_database(
         steps = class_plan.total_steps  # one-vs-rest: class k against the rest, in order
         classes = range(record.classes or 0)
         return np.stack([fit(class_plan, k, offset(progress, k * steps)) for k in classes])
+
+
+def _maps_rows(plan: ReleasePlan) -> bool:
+    """Whether the plan runs ``dp_agd_averaged``'s row map (a share of μ² on the mean row)."""
+    return float(plan.hyperparameters.get("row_map_share", 0.0) or 0.0) > 0.0
 
 
 def _fit_partitioned(

@@ -293,7 +293,8 @@ def _quiet(_: int) -> None:
 def test_a_fit_through_the_database_equals_the_worker_path(warehouse: str) -> None:
     """Same plan, same seed: the joint multinomial fit and the K one-vs-rest fits (the class
     plan, classes in order, one generator) through the database equal fit_oracle over the
-    reader's rows, to summation rounding."""
+    reader's rows (``fit`` for dp_agd_averaged, whose row map the database runs too), to
+    summation rounding."""
     from service.models.registry import parse_model_spec
     from service.optimizers.kits.base import PrivacyTarget
     from service.optimizers.kits.one_vs_rest import class_plan_of
@@ -331,12 +332,17 @@ def test_a_fit_through_the_database_equals_the_worker_path(warehouse: str) -> No
             class_plan = class_plan_of(plan)
             if class_plan is None:
                 assert isinstance(loss, MultinomialLoss)
-                local = optimizer.fit_oracle(
-                    plan,
-                    loss,
-                    LocalGradient(loss, X, class_indices(Y)),
-                    np.random.default_rng(9),
-                    lambda _: None,
+                # dp_agd_averaged maps the rows (its row map): the worker path is its fit
+                local = (
+                    optimizer.fit(plan, loss, X, class_indices(Y), np.random.default_rng(9), _quiet)
+                    if name == "dp_agd_averaged"
+                    else optimizer.fit_oracle(
+                        plan,
+                        loss,
+                        LocalGradient(loss, X, class_indices(Y)),
+                        np.random.default_rng(9),
+                        _quiet,
+                    )
                 )
                 inside = optimizer.fit_oracle(
                     plan,

@@ -30,6 +30,14 @@ c > 0, i.e. ``fit_intercept``; a share f of the job's μ² for step 1, the rest 
 5. Release W̄ P: each class row w̄_k ↦ w̄_k P, which changes only its last entry,
    w̄_k,w − (w̄_k · v)/ĉ (:func:`fold`).
 
+Where the rows live. ``DPAGDAveraged.fit`` maps rows held in its process; ``fit_oracle`` runs
+the same steps 1–5 through an oracle with the :class:`RowMappable` capability — the
+data-parallel partitions (``service/workers/partition_row_map.py``) and the in-database sessions
+(``service/workers/in_database_row_map.py``) sum their rows for step 1 (the noise is added by
+:func:`release_mean_of_sum`, in the same draw order as ``fit``) and compute φ where the rows
+are for step 3. PostgreSQL flushes entries below 2⁻⁸⁰ to 0 (row-local, towards 0: ‖φ(x)‖ ≤ 1
+still), so (b) holds on every path.
+
 Privacy (replace-one, exact GDP composition; Dong, Roth & Su 2022, Cor. 3.3, adaptive).
 
 (a) Step 1: replacing row x by x' moves m by (x − x')/n, of norm ≤ 2/n (‖x‖, ‖x'‖ ≤ 1),
@@ -80,12 +88,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from dp_accounting import dp_event
 
 from service.optimizers.kits.base import PrivacyTarget
 from service.optimizers.kits.config import GradientStepsConfig
+from service.optimizers.kits.full_gradient import GradientOracle
 from service.privacy.gdp import event_mu, gdp_delta, gdp_mu
 from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import secure_gaussian
@@ -94,11 +104,13 @@ __all__ = [
     "ROW_MAP_SHARE",
     "RowMap",
     "RowMapConfig",
+    "RowMappable",
     "fold",
     "mapped_rows",
     "mean_sensitivity",
     "mean_then_steps",
     "release_mean",
+    "release_mean_of_sum",
     "row_map",
 ]
 
@@ -124,6 +136,25 @@ class RowMap:
 
     centre: np.ndarray
     intercept: float
+
+
+@runtime_checkable
+class RowMappable(Protocol):
+    """An oracle's optional capability to run the row map where its rows live (the data-parallel
+    partitions, the in-database sessions): what ``DPAGDAveraged.fit_oracle`` needs to do
+    exactly what ``fit`` does.
+
+    - ``row_sum()``: Σ_i x_i over the oracle's encoded rows (each checked, ‖x_i‖ ≤ 1), a
+      float64 vector of the row width w — the only input of step 1; it is never released
+      itself, only through :func:`release_mean_of_sum`.
+    - ``mapped(mapping)``: an oracle over (φ(x_i), y_i) for the public ``mapping`` — the same
+      n, labels and loss, rows φ(x) with ‖φ(x)‖ ≤ 1 (step 3, computed row by row where the
+      rows live). An implementation may change φ by row-local rounding only (e.g. flushing
+      entries below 2⁻⁸⁰ to 0 in PostgreSQL); a row of norm ≤ 1 stays one, so (b) holds."""
+
+    def row_sum(self) -> np.ndarray: ...
+
+    def mapped(self, mapping: RowMap) -> GradientOracle: ...
 
 
 def mean_sensitivity(n: int) -> float:
@@ -159,11 +190,20 @@ def mean_then_steps(
 
 
 def release_mean(X: np.ndarray, noise_std: float, rng: SecureRandom) -> np.ndarray:
-    """m̃: the mean row of ``X`` (rows of norm ≤ 1) with Gaussian noise of std ``noise_std``,
-    released through :func:`~service.privacy.secure_release.secure_gaussian` at sensitivity
-    2/n (``noise_std = 0``: the exact mean, the tests' noise-off run)."""
-    n = X.shape[0]
-    mean = np.asarray(X.sum(axis=0), dtype=np.float64) / n
+    """m̃: the mean row of ``X`` (rows of norm ≤ 1) with Gaussian noise of std ``noise_std``
+    (:func:`release_mean_of_sum` of its column sums; ``noise_std = 0``: the exact mean, the
+    tests' noise-off run)."""
+    return release_mean_of_sum(X.sum(axis=0), X.shape[0], noise_std, rng)
+
+
+def release_mean_of_sum(
+    total: np.ndarray, n: int, noise_std: float, rng: SecureRandom
+) -> np.ndarray:
+    """m̃ = total/n + ξ, ξ ~ N(0, noise_std² I): the mean of n rows of norm ≤ 1 from their sum
+    ``total`` = Σ_i x_i, released through
+    :func:`~service.privacy.secure_release.secure_gaussian` at sensitivity 2/n (docstring (a));
+    one draw per entry, the same draws whoever summed the rows."""
+    mean = np.asarray(total, dtype=np.float64) / n
     return secure_gaussian(mean, noise_std, mean_sensitivity(n), rng)
 
 

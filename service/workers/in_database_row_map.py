@@ -1,0 +1,152 @@
+r"""``dp_agd_averaged``'s row map inside PostgreSQL (the in-database execution mode,
+:mod:`service.workers.in_database`): the row sum for the mean's release and the mapped rows
+φ(x) = P x / ‖P x‖ (:mod:`service.optimizers.kits.dp_agd_row_map`, steps 1 and 3) computed by
+the database over the encoded rows ``pg_temp.dpfit_rows(x0 … x_{w−1}, y)`` of every session.
+
+- :func:`row_sum_query`: ``SELECT sum(x0), …, sum(x_{w−1})`` — Σ_i x_i, the only input of the
+  mean's release (the oracle adds the sessions' sums in session order, as a gradient's; the
+  optimizer divides by the public n and adds the noise in the worker).
+- :func:`mapped_statements`: per session, one pass building ``pg_temp.dpfit_mapped`` (same
+  columns) from the public mapping, bound as values: the centre v (w − 1 entries and a 0 for
+  the intercept column) and the intercept estimate ĉ. With a = x_{w−1}/ĉ, written with the
+  operations of :func:`~service.optimizers.kits.dp_agd_row_map.mapped_rows` in its order:
+
+      e_j = x_j − v_j·a;   r = √(Σ_j e_j·e_j)·(1 + NORM_MARGIN);
+      φ_j = 0 where r = 0 or |e_j| < 2⁻⁸⁰·r,  e_j / r elsewhere.
+
+  The gradient queries then read ``dpfit_mapped`` instead of ``dpfit_rows`` (the table name is
+  a parameter of the queries), once per step; the map itself is one pass per fit.
+
+Floating point (PostgreSQL's ``float8`` ``*`` and ``/`` raise where a non-zero result underflows
+to 0 — a failure that would depend on the data; ``+``, ``−`` and ``sqrt`` never raise). Encoded
+entries are 0 or ≥ 2⁻⁸⁰ in magnitude (``in_database_sgd``'s docstring). The centre's entries
+below 2⁻⁸⁰ are sent as 0 (public values; :func:`flushed_centre`), and ĉ ∈ [1/√w, 1], so a is
+0 or ≥ 2⁻⁸⁰ and every product v_j·a is 0 or ≥ 2⁻¹⁶⁰; e_j, a difference of two doubles that are
+0 or multiples of 2⁻²¹², is 0 or ≥ 2⁻²¹²; e_j·e_j is 0 or ≥ 2⁻⁴²⁴; r is 0 or ≥ 2⁻²¹²; 2⁻⁸⁰·r
+is exact (≥ 2⁻²⁹²); and e_j / r is computed only where |e_j| ≥ 2⁻⁸⁰·r, so it is ≥ 2⁻⁸⁰ (the
+exact quotient is, and 2⁻⁸⁰ is a double): the mapped entries are again 0 or ≥ 2⁻⁸⁰, which the
+gradient queries' own rules need (:mod:`service.workers.in_database_multinomial`). No operation
+raises, whatever the rows. A row with P x = 0 (r = 0) becomes the 0 row, as ``mapped_rows``
+makes it.
+
+Privacy: both flushes are row-local and take entries towards 0. The centre's is a change of
+the public map P (post-processing of the released mean: the mapped row is still P' x/‖P' x‖,
+of norm < 1); the mapped entries' can only lower ‖φ(x)‖, so every row the steps see still has
+‖φ(x)‖ ≤ 1 — the premise of the steps' sensitivity 2L/n (``dp_agd_row_map``'s docstring, (b)).
+The proof is unchanged. The released model is folded with the unflushed P: W̄(P − P')x moves a
+score by less than 2⁻⁸⁰·‖W̄‖·√w/ĉ, far below the rounding of the fit. Against ``mapped_rows``
+each mapped entry differs by the row norm's summation order (PostgreSQL adds left to right,
+numpy's ``einsum`` otherwise) or by less than 2⁻⁸⁰ (a flushed entry).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from service.data.sql_encoding import FLOAT8
+from service.optimizers.kits.dp_agd_row_map import NORM_MARGIN, RowMap
+
+__all__ = [
+    "ENTRY_FLUSH",
+    "MAPPED_TABLE",
+    "flushed_centre",
+    "mapped_statements",
+    "row_sum_query",
+    "rows_table",
+]
+
+#: The temporary table of the mapped rows (one per session, replaced at every new mapping).
+MAPPED_TABLE = "dpfit_mapped"
+#: Centre entries and mapped entries below this magnitude are 0 (module docstring).
+ENTRY_FLUSH = 2.0**-80
+
+
+def _f(value: float) -> sa.ColumnElement[Any]:
+    return sa.literal(float(value), FLOAT8)
+
+
+def rows_table(name: str, width: int) -> sa.TableClause:
+    """The temporary table ``name(x0 … x_{width−1}, y)`` (encoded or mapped rows)."""
+    return sa.table(
+        name, *(sa.column(f"x{j}", FLOAT8) for j in range(width)), sa.column("y", FLOAT8)
+    )
+
+
+def row_sum_query(table: str, width: int) -> sa.Select[Any]:
+    """``SELECT sum(x0), …, sum(x_{width−1}) FROM table``: a session's Σ_i x_i (NULLs over no
+    rows)."""
+    rows = rows_table(table, width)
+    return sa.select(*(sa.func.sum(rows.c[f"x{j}"]) for j in range(width)))
+
+
+def flushed_centre(mapping: RowMap) -> np.ndarray:
+    """The centre v with its entries below :data:`ENTRY_FLUSH` in magnitude set to 0 (public)."""
+    centre = np.asarray(mapping.centre, dtype=np.float64)
+    flushed: np.ndarray = np.where(np.abs(centre) < ENTRY_FLUSH, 0.0, centre)
+    return flushed
+
+
+def _fenced(columns: list[sa.ColumnElement[Any]], name: str) -> sa.Subquery:
+    """``(SELECT columns OFFSET 0) AS name``: each expression evaluated once per row."""
+    return sa.select(*columns).offset(0).subquery(name)
+
+
+def _mapped_select(source: str, width: int) -> sa.Select[Any]:
+    rows = rows_table(source, width)
+    xs = [f"x{j}" for j in range(width)]
+    intercept = sa.bindparam("intercept", type_=FLOAT8)
+    scaled = _fenced(
+        [*(rows.c[x] for x in xs), rows.c.y, (rows.c[xs[-1]] / intercept).label("a")], "scaled"
+    )
+    centred = _fenced(
+        [
+            *(
+                (scaled.c[x] - sa.bindparam(f"v{j}", type_=FLOAT8) * scaled.c.a).label(x)
+                for j, x in enumerate(xs)
+            ),
+            scaled.c.y,
+        ],
+        "centred",
+    )
+    e = [centred.c[x] for x in xs]
+    squares = sum((entry * entry for entry in e[1:]), e[0] * e[0])
+    norm = (sa.func.sqrt(squares, type_=FLOAT8) * _f(1.0 + NORM_MARGIN)).label("r")
+    normed = _fenced([*e, centred.c.y, norm], "normed")
+    r = normed.c.r
+    mapped = [
+        sa.case(
+            (r == _f(0.0), _f(0.0)),
+            (sa.func.abs(normed.c[x], type_=FLOAT8) < r * _f(ENTRY_FLUSH), _f(0.0)),
+            else_=normed.c[x] / r,
+        ).label(x)
+        for x in xs
+    ]
+    return sa.select(*mapped, normed.c.y)
+
+
+def mapped_statements(
+    source: str, width: int, mapping: RowMap
+) -> tuple[list[str], sa.Insert, dict[str, float]]:
+    """What one session runs to (re)build ``pg_temp.dpfit_mapped`` from ``source``: the DDL
+    (drop, create), the ``INSERT … SELECT`` of φ(x) and its bound values (the flushed centre
+    ``v0 … v_{w−1}`` and ``intercept``; module docstring)."""
+    if source == MAPPED_TABLE:
+        raise ValueError("the mapped rows are mapped from the encoded rows only")
+    centre = flushed_centre(mapping)
+    if centre.shape != (width,):
+        raise ValueError("the row map's centre does not match the rows' width")
+    columns = ", ".join(f"x{j} double precision" for j in range(width))
+    ddl = [
+        f"DROP TABLE IF EXISTS pg_temp.{MAPPED_TABLE}",
+        f"CREATE TEMPORARY TABLE {MAPPED_TABLE} ({columns}, y double precision) "
+        "ON COMMIT PRESERVE ROWS",
+    ]
+    targets = [*(f"x{j}" for j in range(width)), "y"]
+    target = sa.table(MAPPED_TABLE, *(sa.column(c) for c in targets))
+    insert = sa.insert(target).from_select(targets, _mapped_select(source, width))
+    params = {f"v{j}": float(v) for j, v in enumerate(centre)}
+    params["intercept"] = float(mapping.intercept)
+    return ddl, insert, params

@@ -1,0 +1,149 @@
+r"""``dp_agd_averaged``'s row map over a data-parallel job's partitions
+(:mod:`service.workers.data_parallel`; the mechanism and its proof:
+:mod:`service.optimizers.kits.dp_agd_row_map`).
+
+Driver side, :class:`PartitionOracle`: the summed-gradient oracle of the partitions, with the
+capability :class:`~service.optimizers.kits.dp_agd_row_map.RowMappable`:
+
+- ``row_sum()``: every partition's column sums Σ_{i ∈ p} x_i (:func:`column_sums`, on its
+  worker), added in partition order — a w-vector per worker, never a row; the optimizer divides
+  by the public n and adds the noise in the driver.
+- ``mapped(mapping)``: the oracle over φ(x_i) = P x_i/‖P x_i‖ (``mapped_rows``, computed on
+  each worker from the public mapping, row by row: the same values as the single-process fit's
+  up to the row norm's summation order).
+
+Worker memory. A partition is planned as its encoded rows plus the steps' temporaries
+(``partitions.encoded_bytes``, ``worker_overhead``: the reader's allowance, ≥ 64 MiB, is free
+again while steps run); a mapped copy beside the rows would double the partition, which the
+plan does not hold. So no copy is ever made:
+
+- a binary or joint multinomial job (``label_row`` None: the job's one fit) **replaces its rows
+  in place** by φ(x) (:func:`map_in_place`, block by block), once, before its steps: after the
+  mean's release nothing reads the encoded rows again, and a restarted round reloads them. The
+  partition then answers only the mapped oracle (the plain one raises, never a wrong sum);
+- one-vs-rest (``label_row`` k) runs K fits, each with its own mean and map, on the same
+  encoded rows, so the rows stay and each gradient maps them on the fly, block by block
+  (:func:`mapped_gradient_sum`): about twice a step's arithmetic, no memory beyond a block.
+
+Blocks of :data:`MAP_BLOCK_BYTES` keep the temporaries (the block, its map and norms) a few
+MiB — well inside the steps' allowance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from service.models.base import FloatArray, Loss, parameter_count
+from service.optimizers.kits.dp_agd_row_map import RowMap, mapped_rows
+from service.optimizers.kits.full_gradient import (
+    GradientOracle,
+    PartitionMissing,
+    SummedGradient,
+    partial_gradient_sum,
+)
+
+__all__ = [
+    "MAP_BLOCK_BYTES",
+    "PartitionOracle",
+    "column_sums",
+    "map_in_place",
+    "mapped_gradient_sum",
+    "same_mapping",
+]
+
+#: Bytes of a block of rows mapped at once on a worker (its temporaries are about twice this).
+MAP_BLOCK_BYTES = 2 << 20
+
+
+def _blocks(X: FloatArray) -> list[slice]:
+    """Row blocks of at most :data:`MAP_BLOCK_BYTES` (sizes from the public shape only)."""
+    rows = max(1, MAP_BLOCK_BYTES // (8 * max(1, int(X.shape[1]))))
+    return [slice(start, start + rows) for start in range(0, int(X.shape[0]), rows)]
+
+
+def column_sums(X: FloatArray) -> FloatArray:
+    """Σ_i x_i over a partition's rows (the row map's mean, step 1)."""
+    total: FloatArray = np.asarray(X.sum(axis=0), dtype=np.float64)
+    return total
+
+
+def map_in_place(X: FloatArray, mapping: RowMap) -> None:
+    """Replace every row x of ``X`` by φ(x) (``mapped_rows``), block by block."""
+    for block in _blocks(X):
+        X[block] = mapped_rows(X[block], mapping)
+
+
+def mapped_gradient_sum(
+    loss: Loss, w: FloatArray, X: FloatArray, y: FloatArray, mapping: RowMap
+) -> FloatArray:
+    """Σ_i ∇ℓ(w; φ(x_i), y_i) with φ applied block by block (``X`` unchanged)."""
+    total = np.zeros(parameter_count(loss, int(X.shape[1])), dtype=np.float64)
+    for block in _blocks(X):
+        total += partial_gradient_sum(loss, w, mapped_rows(X[block], mapping), y[block])
+    return total
+
+
+def same_mapping(a: RowMap, b: RowMap) -> bool:
+    """Whether two public mappings are the same P."""
+    return a.intercept == b.intercept and np.array_equal(a.centre, b.centre)
+
+
+class PartitionOracle(SummedGradient):
+    """The partitions' summed-gradient oracle (``label_row``: one-vs-rest's class, or None),
+    over the encoded rows or, with ``mapping``, over their mapped rows (module docstring).
+
+    ``call(method, *args)`` calls ``method`` on every partition's actor and returns the answers
+    in partition order (raising when a worker is lost); the actors answer ``row_sum()``,
+    ``map_rows(mapping)`` and ``partial_gradient(w, label_row, mapping)``."""
+
+    def __init__(
+        self,
+        loss: Loss,
+        n: int,
+        width: int,
+        parts: int,
+        call: Callable[..., Sequence[Any]],
+        label_row: int | None,
+        mapping: RowMap | None = None,
+    ) -> None:
+        def sums(w: FloatArray) -> Sequence[FloatArray]:
+            return call("partial_gradient", w, label_row, mapping)
+
+        super().__init__(loss, n, parameter_count(loss, width), parts, sums)
+        self._loss_of = loss
+        self._width = width
+        self._count = parts
+        self._call = call
+        self._label_row = label_row
+        self._mapping = mapping
+
+    def row_sum(self) -> FloatArray:
+        """Σ_i x_i: the partitions' column sums added in partition order."""
+        if self._mapping is not None:
+            raise ValueError("the row sum is of the encoded rows")
+        parts = list(self._call("row_sum"))
+        if len(parts) != self._count:
+            raise PartitionMissing("a partition's row sum is missing")
+        total = np.zeros(self._width, dtype=np.float64)
+        for part in parts:
+            vector = np.asarray(part, dtype=np.float64)
+            if vector.shape != (self._width,):
+                raise PartitionMissing("a partition's row sum has the wrong shape")
+            total += vector
+        return total
+
+    def mapped(self, mapping: RowMap) -> GradientOracle:
+        """The oracle over the mapped rows: mapped in place now for the job's one fit
+        (``label_row`` None), on the fly at every gradient for a one-vs-rest class."""
+        if self._mapping is not None:
+            raise ValueError("the mapped rows are mapped from the encoded rows only")
+        if self._label_row is None:  # the job's one fit: the rows replaced in place, once
+            mapped = self._call("map_rows", mapping)
+            if len(mapped) != self._count:
+                raise PartitionMissing("a partition was not mapped")
+        return PartitionOracle(
+            self._loss_of, self.n, self._width, self._count, self._call, self._label_row, mapping
+        )

@@ -1,0 +1,122 @@
+"""``dp_agd_averaged``'s row map on a real multi-process Dask LocalCluster
+(service/workers/partition_row_map.py): the data-parallel fit through ``fit_partitioned`` —
+rows summed and mapped on the workers that hold them — releases ``DPAGDAveraged.fit``'s model
+on the same rows for the same generator (binary and joint multinomial: rows mapped in place;
+one-vs-rest: mapped per gradient), the mean's share spent; no worker holds rows afterwards."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+from service.data.reader import read_encoded
+from service.data.sources import local_source
+from service.models.base import fit_labels
+from service.models.registry import parse_model_spec
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.one_vs_rest import class_plan_of
+from service.optimizers.kits.planning import plan_job
+from service.workers.data_parallel import PartitionRead, fit_partitioned, held_partitions
+from tests.live.test_data_parallel import CATEGORICAL, LABEL, _encoder, _write_folder
+
+TARGET = PrivacyTarget(1.0, 1e-6)
+CASES = {
+    "binary": ({"type": "logistic_regression", "l2": 1e-3}, None),
+    "joint": ({"type": "multinomial_logistic_regression", "l2": 1e-3}, 3),
+    "one_vs_rest": ({"type": "logistic_regression", "l2": 1e-3}, 3),
+}
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    root = tmp_path_factory.mktemp("dp-row-map")
+    n = _write_folder(root / "folder", [400, 350, 1, 500, 249], seed=4)
+    return root, n
+
+
+@pytest.fixture(scope="module")
+def cluster(folder: tuple[Path, int]) -> Iterator[Client]:
+    os.environ["DPFIT_DATA_ROOTS"] = str(folder[0])  # the workers reopen the source
+    with (
+        LocalCluster(
+            n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as local,
+        Client(local) as client,
+    ):
+        yield client
+
+
+def _read(folder: tuple[Path, int], categorical: bool) -> PartitionRead:
+    root, n = folder
+    label = CATEGORICAL if categorical else LABEL
+    return PartitionRead(
+        source_format="parquet",
+        location=str((root / "folder").resolve()),
+        encoder=_encoder().to_dict(),
+        label=label.model_dump(mode="json"),
+        label_bound=None,
+        n=n,
+        dimension=_encoder().dimension,
+    )
+
+
+def _planned(case: str, n: int) -> Any:
+    model, classes = CASES[case]
+    spec = parse_model_spec({**model, "fit_intercept": True})
+    return plan_job(spec, "dp_agd_averaged", {}, n, _encoder().dimension - 1, TARGET, classes)
+
+
+def _quiet(_: int) -> None:
+    return None
+
+
+def _drive(read: PartitionRead, case: str, seed: int) -> np.ndarray:
+    """Inside a worker task, as the runner drives it (``_fit_partitioned``)."""
+    planned = _planned(case, read.n)
+    plan, loss, optimizer = planned.plan, planned.loss, planned.optimizer
+    class_plan = class_plan_of(plan)
+    rng = np.random.default_rng(seed)
+
+    def fit(oracle_for: Any) -> np.ndarray:
+        if class_plan is None:
+            return optimizer.fit_oracle(plan, loss, oracle_for(None), rng, _quiet)
+        return np.stack(
+            [optimizer.fit_oracle(class_plan, loss, oracle_for(k), rng, _quiet) for k in range(3)]
+        )
+
+    return fit_partitioned(
+        f"row-map-{case}-{seed}", read, loss, fit, after_load=lambda: None, max_rounds=1
+    )
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_partitioned_row_map_fit_equals_the_single_process_fit(
+    cluster: Client, folder: tuple[Path, int], case: str
+) -> None:
+    categorical = CASES[case][1] is not None
+    read = _read(folder, categorical)
+    planned = _planned(case, read.n)
+    plan, loss, optimizer = planned.plan, planned.loss, planned.optimizer
+    class_plan = class_plan_of(plan)
+    assert (class_plan or plan).hyperparameters["row_map_share"] > 0.0
+    source = local_source(folder[0] / "folder", "parquet")
+    X, Y = read_encoded(source, _encoder(), CATEGORICAL if categorical else LABEL, None)
+    rng = np.random.default_rng(7)
+    if class_plan is None:
+        single = optimizer.fit(plan, loss, X, fit_labels(loss, Y), rng, _quiet)
+    else:
+        single = np.stack([optimizer.fit(class_plan, loss, X, Y[k], rng, _quiet) for k in range(3)])
+    before = cluster.run(held_partitions)
+    parallel = cluster.submit(_drive, replace(read), case, 7, pure=False).result()
+    after = cluster.run(held_partitions)
+    assert np.abs(single).max() > 1e-2
+    np.testing.assert_allclose(parallel, single, rtol=1e-9, atol=1e-12)
+    assert all(after[a][1] == before[a][1] + 1 for a in after), (before, after)
+    assert all(held == 0 for held, _ in after.values())

@@ -1,0 +1,250 @@
+"""``dp_agd_averaged``'s row map inside PostgreSQL (service/workers/in_database_row_map.py):
+
+- the row sum and the mapped rows the database computes equal numpy's (``X.sum``,
+  ``mapped_rows``), in one session and in three;
+- a fixed-seed ``fit_oracle`` through the database (binary, joint multinomial, one-vs-rest;
+  one session and three) releases ``DPAGDAveraged.fit``'s model on the reader's rows: the mean
+  released (the row-map share spent), the steps on the mapped rows, the fold;
+- adversarial mappings (a row equal to the centre, centred entries cancelling to ~1e-32, centre
+  entries of 1e-30 … 5e-324, rows with entries of 2⁻⁵²) build the mapped table without an
+  underflow error, with rows of norm ≤ 1 equal to numpy's up to the 2⁻⁸⁰ flush.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from service.data.encoding import Encoder
+from service.data.reader import read_encoded
+from service.data.spec import LabelSpec, NumericFeature
+from service.data.sql_source import open_sql_source
+from service.models.logistic import LogisticLoss
+from service.models.multinomial import MultinomialLoss, class_indices
+from service.models.registry import parse_model_spec
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.dp_agd_row_map import RowMap, RowMappable, mapped_rows, row_map
+from service.optimizers.kits.full_gradient import LocalGradient
+from service.optimizers.kits.one_vs_rest import class_plan_of
+from service.optimizers.kits.planning import plan_job
+from service.optimizers.kits.registry import get_optimizer
+from service.workers.in_database import InDatabaseGradient, encoded_rows
+from service.workers.in_database_row_map import ENTRY_FLUSH, flushed_centre
+from tests.live.test_in_database import _random_table, _schema, _settings, _table
+from tests.live.test_in_database_multiclass import _random_table as _random_classes
+from tests.live.test_in_database_multiclass import _schema as _class_schema
+from tests.support.fixtures import _fresh_postgres_database
+
+pytestmark = pytest.mark.postgres
+
+_MAPPED = "SELECT * FROM pg_temp.dpfit_mapped"
+_BOTH_FIT = (
+    "SELECT pg_relation_size('pg_temp.dpfit_rows') + pg_relation_size('pg_temp.dpfit_mapped') "
+    "<= pg_size_bytes(current_setting('temp_buffers'))"
+)
+_TEMP = (
+    "SELECT count(*) FROM pg_class WHERE relpersistence = 't' "
+    "AND relname IN ('dpfit_rows', 'dpfit_mapped')"
+)
+
+
+@pytest.fixture(scope="module")
+def warehouse() -> Iterator[str]:
+    yield from _fresh_postgres_database()
+
+
+def _quiet(_: int) -> None:
+    return None
+
+
+def _mapped_table(conn: sa.Connection, width: int) -> np.ndarray:
+    """The mapped rows of every session, back in the source's order (session k holds the rows
+    at positions ≡ k mod P)."""
+    shards = conn.info.get("dpfit_shards")
+    sessions = [conn] if shards is None else list(shards.sessions)
+    parts = [np.array(s.exec_driver_sql(_MAPPED).all(), dtype=np.float64) for s in sessions]
+    rows = sum(len(p) for p in parts)
+    out = np.empty((rows, width + 1))
+    for k, part in enumerate(parts):
+        out[k :: len(sessions)] = part
+    return out
+
+
+@pytest.mark.parametrize("sessions", [1, 3])
+def test_row_sum_and_mapped_rows_equal_numpy(warehouse: str, sessions: int) -> None:
+    n = 3001
+    _random_table(warehouse, "map_rows", n, 1)
+    source = open_sql_source("sql://wh/map_rows", _settings(warehouse))
+    encoder, label = _schema()
+    X, y = read_encoded(source, encoder, label, None)
+    width = encoder.dimension
+    rng = np.random.default_rng(3)
+    mapping = row_map(X.mean(axis=0) + rng.normal(size=width) * 0.01, 0.01)
+    assert np.linalg.norm(mapping.centre) > 0.1
+    loss = LogisticLoss(l2=1e-3, gradient_clip=0.5, fit_intercept=True)
+    with encoded_rows(
+        source,
+        encoder,
+        label,
+        None,
+        n=n,
+        fingerprint=source.fingerprint(),
+        sessions=sessions,
+        row_map=True,
+    ) as conn:
+        oracle = InDatabaseGradient(conn, loss, n, width)
+        assert isinstance(oracle, RowMappable) and oracle.sessions == sessions
+        np.testing.assert_allclose(oracle.row_sum(), X.sum(axis=0), rtol=1e-12)
+        on_mapped = oracle.mapped(mapping)
+        expected = mapped_rows(X, mapping)
+        table = _mapped_table(conn, width)
+        np.testing.assert_allclose(table[:, :width], expected, rtol=1e-13, atol=1e-15)
+        # each session's local buffers hold both tables (scans read memory)
+        shards = conn.info.get("dpfit_shards")
+        for session in [conn] if shards is None else shards.sessions:
+            assert session.exec_driver_sql(_BOTH_FIT).scalar_one()
+        np.testing.assert_array_equal(table[:, width], y)
+        local = LocalGradient(loss, expected, y)
+        for _ in range(3):
+            w = rng.normal(size=width) * 3
+            np.testing.assert_allclose(
+                on_mapped.gradient(w), local.gradient(w), rtol=1e-11, atol=1e-14
+            )
+        with pytest.raises(ValueError):
+            on_mapped.mapped(mapping)  # the mapped rows are never mapped again
+    with sa.create_engine(warehouse).connect() as admin:
+        assert admin.exec_driver_sql(_TEMP).scalar_one() == 0
+
+
+def _fits(plan, loss, X, y, conn, n: int, width: int, label_class: int | None = None):
+    optimizer = get_optimizer("dp_agd_averaged")
+    local = optimizer.fit(plan, loss, X, y, np.random.default_rng(9), _quiet)
+    oracle = InDatabaseGradient(conn, loss, n, width, label_class=label_class)
+    inside = optimizer.fit_oracle(plan, loss, oracle, np.random.default_rng(9), _quiet)
+    plain = optimizer.fit_oracle(
+        plan, loss, LocalGradient(loss, X, y), np.random.default_rng(9), _quiet
+    )
+    return local, inside, plain
+
+
+@pytest.mark.parametrize("sessions", [1, 3])
+def test_a_binary_fit_through_the_database_equals_fit(warehouse: str, sessions: int) -> None:
+    n = 2000
+    _random_table(warehouse, "map_fit", n, 5)
+    source = open_sql_source("sql://wh/map_fit", _settings(warehouse))
+    encoder, label = _schema()
+    X, y = read_encoded(source, encoder, label, None)
+    width = encoder.dimension
+    spec = {"type": "logistic_regression", "l2": 1e-3, "fit_intercept": True}
+    planned = plan_job(
+        parse_model_spec(spec), "dp_agd_averaged", {}, n, width - 1, PrivacyTarget(1.0, 1e-6)
+    )
+    plan, loss = planned.plan, planned.loss
+    assert plan.hyperparameters["row_map_share"] > 0.0
+    with encoded_rows(
+        source, encoder, label, None, n=n, fingerprint=source.fingerprint(), sessions=sessions
+    ) as conn:
+        local, inside, plain = _fits(plan, loss, X, y, conn, n, width)
+        # the share was spent: the mapped table was built, once, from every row
+        shards = conn.info.get("dpfit_shards")
+        held = [conn] if shards is None else shards.sessions
+        count = "SELECT count(*) FROM pg_temp.dpfit_mapped"
+        assert sum(s.exec_driver_sql(count).scalar_one() for s in held) == n
+    assert np.all(np.isfinite(local)) and np.abs(local).max() > 1e-2
+    np.testing.assert_allclose(inside, local, rtol=1e-9, atol=1e-11)
+    assert not np.allclose(plain, local, rtol=1e-3)  # the plain steps release another model
+
+
+def test_joint_and_one_vs_rest_fits_through_the_database_equal_fit(warehouse: str) -> None:
+    n = 2000
+    _random_classes(warehouse, "map_classes", n, 5)
+    source = open_sql_source("sql://wh/map_classes", _settings(warehouse))
+    encoder, label = _class_schema()
+    X, Y = read_encoded(source, encoder, label, None)
+    width = encoder.dimension
+    target = PrivacyTarget(1.0, 1e-6)
+    with encoded_rows(
+        source, encoder, label, None, n=n, fingerprint=source.fingerprint(), sessions=2
+    ) as conn:
+        for kind in ("multinomial_logistic_regression", "logistic_regression"):
+            spec = {"type": kind, "l2": 1e-3, "fit_intercept": True}
+            planned = plan_job(
+                parse_model_spec(spec), "dp_agd_averaged", {}, n, width - 1, target, classes=3
+            )
+            plan, loss = planned.plan, planned.loss
+            class_plan = class_plan_of(plan)
+            if class_plan is None:
+                assert isinstance(loss, MultinomialLoss)
+                assert plan.hyperparameters["row_map_share"] > 0.0
+                local, inside, plain = _fits(plan, loss, X, class_indices(Y), conn, n, width)
+            else:  # one mean and one mapped table per class, the classes in order
+                assert class_plan.hyperparameters["row_map_share"] > 0.0
+                runs = [_fits(class_plan, loss, X, Y[k], conn, n, width, k) for k in range(3)]
+                local, inside, plain = (np.stack(r) for r in zip(*runs, strict=True))
+            assert np.abs(local).max() > 1e-2, kind
+            np.testing.assert_allclose(inside, local, rtol=1e-9, atol=1e-11)
+            assert not np.allclose(plain, local, rtol=1e-3)
+
+
+def test_adversarial_mappings_build_without_an_underflow(warehouse: str) -> None:
+    """Rows with entries of 2⁻⁵² and of 0; mappings whose centre is a row (it maps to the
+    intercept axis), whose centred entries cancel to ~1e-32 (flushed), whose centre entries are
+    1e-30, 1e-300 and 5e-324 with a = x_w/ĉ < 1 (v·a underflows: PostgreSQL raises without the
+    centre's flush). Every mapped table builds; its rows have norm ≤ 1 and equal numpy's
+    ``mapped_rows`` under the flushed centre, up to entries below 2⁻⁸⁰."""
+    values = [2.3e-16, -2.3e-16, 0.5, -0.25, 4.5e-16, 0.0, 0.999, -1.0]
+    rows = [(i, values[i % 8], values[(3 * i + 1) % 8], "a" if i % 3 else "b") for i in range(80)]
+    columns = "id integer PRIMARY KEY, z double precision, u double precision, lab text"
+    _table(warehouse, "map_tiny", rows, columns)
+    source = open_sql_source("sql://wh/map_tiny", _settings(warehouse))
+    encoder = Encoder(
+        [NumericFeature(name="z", min=-1, max=1), NumericFeature(name="u", min=-1, max=1)],
+        fit_intercept=True,
+    )
+    label = LabelSpec(column="lab", type="binary", positive="a", negative="b")
+    X, y = read_encoded(source, encoder, label, None)
+    width = encoder.dimension
+    assert 0 < np.abs(X[X != 0]).min() < 1e-15
+    c = float(X[0, -1])
+    tiny = X[np.abs(X[:, 0]) < 1e-15][0]  # a row with an entry of ~1e-16
+    cancel = tiny.copy()
+    cancel[:-1] = np.nextafter(tiny[:-1], 0.0)  # centred entries of one ulp: ~1e-32
+    cancel[-1] = 0.0
+    equal = X[2].copy()
+    equal[-1] = 0.0
+    mappings = [
+        RowMap(centre=equal, intercept=c),  # row 2 maps to (0, 0, 1)
+        RowMap(centre=cancel, intercept=c),
+        RowMap(centre=np.array([1e-30, 1e-300, 0.0]), intercept=1.0),
+        RowMap(centre=np.array([5e-324, -5e-324, 0.0]), intercept=1.0),
+        RowMap(centre=np.array([0.3, 5e-324, 0.0]), intercept=1.0 / math.sqrt(width)),
+    ]
+    loss = LogisticLoss(l2=1e-3, gradient_clip=0.5, fit_intercept=True)
+    rng = np.random.default_rng(8)
+    with encoded_rows(source, encoder, label, None, n=80, fingerprint=source.fingerprint()) as conn:
+        oracle = InDatabaseGradient(conn, loss, 80, width)
+        for index, mapping in enumerate(mappings):
+            on_mapped = oracle.mapped(mapping)  # must not raise
+            table = _mapped_table(conn, width)[:, :width]
+            if index == 0:  # the row equal to the centre: on the intercept axis
+                np.testing.assert_array_equal(table[2, :-1], [0.0, 0.0])
+            flushed = RowMap(centre=flushed_centre(mapping), intercept=mapping.intercept)
+            expected = mapped_rows(X, flushed)
+            assert np.all(np.linalg.norm(table, axis=1) <= 1.0)
+            np.testing.assert_allclose(table, expected, rtol=1e-13, atol=ENTRY_FLUSH)
+            small = table[table != 0.0]
+            assert np.all(np.abs(small) >= ENTRY_FLUSH)
+            w = rng.normal(size=width)
+            np.testing.assert_allclose(
+                on_mapped.gradient(w),
+                LocalGradient(loss, expected, y).gradient(w),
+                rtol=1e-11,
+                atol=1e-14,
+            )
+    # not vacuous: the second mapping's centred entries were below the flush in numpy
+    cancelled = mapped_rows(X, mappings[1])
+    assert np.any((np.abs(cancelled) < ENTRY_FLUSH) & (cancelled != 0.0))

@@ -1,0 +1,159 @@
+"""The row map over a data-parallel job's partitions (service/workers/partition_row_map.py),
+with the workers' own code (``PartitionHolder``'s methods on rows in this process's store)
+and the actors' calls made in process:
+
+- a fixed-seed ``fit_oracle`` over three partitions equals ``DPAGDAveraged.fit`` on the same
+  rows (binary and joint: rows mapped in place; one-vs-rest: mapped on the fly per gradient,
+  the rows kept for the next class), and the mean's share is spent (the rows are mapped);
+- after an in-place map the plain oracle raises instead of answering on mapped rows, and a
+  mapping is never applied twice;
+- the on-the-fly gradient equals the gradient on ``mapped_rows`` across several blocks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from service.models.logistic import LogisticLoss
+from service.models.multinomial import MultinomialLoss
+from service.models.registry import parse_model_spec
+from service.optimizers.dp_agd_averaged import DPAGDAveraged
+from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.dp_agd_row_map import RowMappable, mapped_rows, row_map
+from service.optimizers.kits.full_gradient import LocalGradient
+from service.optimizers.kits.one_vs_rest import class_plan_of
+from service.optimizers.kits.planning import plan_job
+from service.workers import data_parallel, partition_row_map
+from service.workers.data_parallel import PartitionHolder
+from service.workers.partition_row_map import PartitionOracle, mapped_gradient_sum
+
+K, WIDTH, N = 3, 6, 900
+BOUNDS = (0, 310, 620, N)
+TARGET = PrivacyTarget(1.0, 1e-6)
+
+
+def _rows(rng: np.random.Generator) -> np.ndarray:
+    X = rng.normal(size=(N, WIDTH - 1)) * 0.2 + 0.5
+    X *= math.sqrt(1.0 - 1.0 / WIDTH) / np.linalg.norm(X, axis=1, keepdims=True).max()
+    return np.column_stack([X, np.full(N, 1.0 / math.sqrt(WIDTH))])
+
+
+@pytest.fixture
+def holders() -> Iterator[list[PartitionHolder]]:
+    made: list[PartitionHolder] = []
+    yield made
+    for holder in made:
+        holder.release()
+
+
+def _held(holders: list[PartitionHolder], loss: Any, X: np.ndarray, Y: np.ndarray) -> Any:
+    """Three partitions of (X, Y) held in this process's store, and the actors' ``call``."""
+    for holder in holders:
+        holder.release()
+    holders.clear()
+    for p, (a, b) in enumerate(zip(BOUNDS, BOUNDS[1:], strict=False)):
+        holder = object.__new__(PartitionHolder)
+        holder._key, holder._loss, holder._rows, holder._mapped = f"t-p{p}", loss, b - a, None
+        with data_parallel._STORE_LOCK:
+            data_parallel._STORE[holder._key] = (X[a:b].copy(), Y[..., a:b].copy())
+        holders.append(holder)
+
+    def call(method: str, *args: Any) -> list[Any]:
+        return [getattr(holder, method)(*args) for holder in holders]
+
+    return call
+
+
+def _quiet(_: int) -> None:
+    return None
+
+
+@pytest.mark.parametrize("kind", ["binary", "joint"])
+def test_a_partitioned_fit_maps_in_place_and_equals_fit(
+    holders: list[PartitionHolder], kind: str
+) -> None:
+    rng = np.random.default_rng(1)
+    X = _rows(rng)
+    if kind == "binary":
+        loss: Any = LogisticLoss(l2=1e-3, fit_intercept=True)
+        y = np.where(X[:, 0] + 0.05 * rng.normal(size=N) > X[:, 0].mean(), 1.0, -1.0)
+        d = WIDTH
+    else:
+        loss = MultinomialLoss(l2=1e-3, classes=K, fit_intercept=True)
+        y = np.argmax(X[:, :K] + 0.05 * rng.normal(size=(N, K)), axis=1).astype(float)
+        d = K * WIDTH
+    optimizer = DPAGDAveraged()
+    plan = optimizer.plan(optimizer.Params(), loss, N, d, TARGET)
+    assert plan.hyperparameters["row_map_share"] > 0.0
+    local = optimizer.fit(plan, loss, X, y, np.random.default_rng(4), _quiet)
+    call = _held(holders, loss, X, y)
+    oracle = PartitionOracle(loss, N, WIDTH, 3, call, None)
+    assert isinstance(oracle, RowMappable)
+    split = optimizer.fit_oracle(plan, loss, oracle, np.random.default_rng(4), _quiet)
+    np.testing.assert_allclose(split, local, rtol=1e-9, atol=1e-12)
+    # the share was spent: every partition's rows were replaced by their mapped rows
+    assert all(holder._mapped is not None for holder in holders)
+    held = np.concatenate([data_parallel._STORE[h._key][0] for h in holders])
+    np.testing.assert_allclose(held, mapped_rows(X, holders[0]._mapped), rtol=1e-14)
+    with pytest.raises(ValueError):  # the plain oracle never answers on mapped rows
+        oracle.gradient(np.zeros(d))
+    with pytest.raises(ValueError):
+        oracle.row_sum()
+    with pytest.raises(ValueError):
+        holders[0].map_rows(holders[0]._mapped)
+    plain = optimizer.fit_oracle(
+        plan, loss, LocalGradient(loss, X, y), np.random.default_rng(4), _quiet
+    )
+    assert not np.allclose(plain, local, rtol=1e-3)
+
+
+def test_one_vs_rest_maps_on_the_fly_and_equals_fit(holders: list[PartitionHolder]) -> None:
+    rng = np.random.default_rng(2)
+    X = _rows(rng)
+    labels = np.argmax(X[:, :K] + 0.05 * rng.normal(size=(N, K)), axis=1)
+    Y = np.where(labels[None, :] == np.arange(K)[:, None], 1.0, -1.0)
+    spec = {"type": "logistic_regression", "l2": 1e-3, "fit_intercept": True}
+    planned = plan_job(
+        parse_model_spec(spec), "dp_agd_averaged", {}, N, WIDTH - 1, TARGET, classes=K
+    )
+    class_plan, loss, optimizer = class_plan_of(planned.plan), planned.loss, planned.optimizer
+    assert class_plan is not None and class_plan.hyperparameters["row_map_share"] > 0.0
+    rng_local = np.random.default_rng(6)
+    local = np.stack(
+        [optimizer.fit(class_plan, loss, X, Y[k], rng_local, _quiet) for k in range(K)]
+    )
+    call = _held(holders, loss, X, Y)
+    rng_split = np.random.default_rng(6)
+    split = np.stack(
+        [
+            optimizer.fit_oracle(
+                class_plan, loss, PartitionOracle(loss, N, WIDTH, 3, call, k), rng_split, _quiet
+            )
+            for k in range(K)
+        ]
+    )
+    np.testing.assert_allclose(split, local, rtol=1e-9, atol=1e-12)
+    assert all(holder._mapped is None for holder in holders)  # the encoded rows stay
+    held = np.concatenate([data_parallel._STORE[h._key][0] for h in holders])
+    np.testing.assert_array_equal(held, X)
+
+
+def test_the_on_the_fly_gradient_spans_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(partition_row_map, "MAP_BLOCK_BYTES", 8 * WIDTH * 37)  # 37 rows a block
+    rng = np.random.default_rng(3)
+    X = _rows(rng)
+    y = np.where(rng.random(N) < 0.5, 1.0, -1.0)
+    loss = LogisticLoss(l2=1e-3, gradient_clip=0.5, fit_intercept=True)
+    mapping = row_map(X.mean(axis=0) + rng.normal(size=WIDTH) * 0.01, 0.01)
+    w = rng.normal(size=WIDTH)
+    expected = (LocalGradient(loss, mapped_rows(X, mapping), y).gradient(w) - 1e-3 * w) * N
+    got = mapped_gradient_sum(loss, w, X, y, mapping)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    copy = X.copy()
+    partition_row_map.map_in_place(copy, mapping)
+    np.testing.assert_allclose(copy, mapped_rows(X, mapping), rtol=1e-15, atol=0)
