@@ -88,8 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--parts",
-        default="sgd,gradient,sessions,profile,rss,multiclass",
-        help="comma-separated: sgd, gradient, sessions, profile, rss, multiclass",
+        default="sgd,gradient,default,sessions,profile,rss,multiclass",
+        help="comma-separated: sgd, gradient, default, sessions, profile, rss, multiclass",
     )
     parser.add_argument("--smoke", action="store_true", help="2,000 rows, one pass, one repeat")
 
@@ -486,6 +486,7 @@ def peak_rss(url: str, table: str, n: int, columns: int, job: str) -> dict[str, 
 
 def run(args: argparse.Namespace) -> None:
     from bench.data import results_dir, save_json, seconds
+    from bench.in_database_default_job import default_job, print_default_job
     from bench.in_database_multiclass import multiclass_gradient, print_multiclass
     from tests.support.fixtures import _fresh_postgres_database
 
@@ -525,6 +526,10 @@ def run(args: argparse.Namespace) -> None:
                 url, open_table, rows, columns, rounds=max(3, 3 * repeat)
             )
             print_multiclass(results, seconds)
+            save_json(path, results)
+        if "default" in parts:  # the default job, whole (bench/in_database_default_job.py)
+            results["default"] = default_job(url, "big", rows, columns)
+            print_default_job(results, seconds)
             save_json(path, results)
         if "rss" in parts:
             results["rss"] = [

@@ -120,4 +120,5 @@ def test_in_database_smoke_prints_tables(
     assert re.search(r"^\| bolt-on PSGD \(in database\) \|", out, flags=re.MULTILINE), out
     assert re.search(r"^\| in database \|", out, flags=re.MULTILINE), out
     assert re.search(r"^\| joint, worker \(numpy\) \|", out, flags=re.MULTILINE), out
+    assert re.search(r"^\| ratio, database / worker \|", out, flags=re.MULTILINE), out
     assert (tmp_path / "smoke" / "in-database.json").is_file()
