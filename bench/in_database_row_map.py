@@ -27,16 +27,15 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
+from bench.in_database import open_table
 from service.data.encoding import Encoder
 from service.data.reader import read_encoded
 from service.data.spec import LabelSpec, NumericFeature
-from service.data.sql_source import open_sql_source
 from service.models.registry import parse_model_spec
 from service.optimizers.auto import resolve
 from service.optimizers.kits.base import PrivacyTarget
 from service.optimizers.kits.one_vs_rest import class_plan_of
 from service.optimizers.kits.planning import plan_job
-from service.settings import Settings
 from service.workers.in_database import InDatabaseGradient, encoded_rows
 
 ADMIN = os.environ.get(
@@ -125,15 +124,8 @@ def run(name: str, url: str, seeds: int, epsilons: list[float]) -> None:
         label = LabelSpec(column="y", type="categorical", classes=[f"c{k}" for k in range(10)])
     else:
         label = LabelSpec(column="y", type="binary", positive="c1", negative="c0")
-    settings = Settings(
-        database_url="sqlite://",
-        data_roots=(),
-        workers=1,
-        dask_scheduler=None,
-        sql_connections={"wh": url},
-    )
-    source = open_sql_source(f"sql://wh/{name}_train", settings)
-    tests = open_sql_source(f"sql://wh/{name}_test", settings)
+    source = open_table(url, f"{name}_train")
+    tests = open_table(url, f"{name}_test")
     Xt, Yt = read_encoded(tests, encoder, label, None)
     truth = np.argmax(Yt, axis=0) if classes else Yt
     n, d = len(train), X.shape[1]

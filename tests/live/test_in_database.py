@@ -19,10 +19,10 @@ from service.data.sql_encoding import PARSE_FUNCTION_SQL, SESSION_SETTINGS, InDa
 from service.data.sql_source import open_sql_source
 from service.models.logistic import LogisticLoss
 from service.optimizers.kits.full_gradient import LocalGradient
-from service.settings import Settings
 from service.workers import in_database
 from service.workers.in_database import InDatabaseGradient, encoded_rows, encoded_select
 from tests.support.fixtures import _fresh_postgres_database
+from tests.support.warehouse import create_table, warehouse_settings
 
 pytestmark = pytest.mark.postgres
 
@@ -151,26 +151,6 @@ def warehouse() -> Iterator[str]:
     yield from _fresh_postgres_database()
 
 
-def _settings(url: str) -> Settings:
-    return Settings(
-        database_url="sqlite://",
-        data_roots=(),
-        workers=1,
-        dask_scheduler=None,
-        sql_connections={"wh": url},
-    )
-
-
-def _table(url: str, name: str, rows: list[tuple[object, ...]], columns: str) -> None:
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
-        conn.exec_driver_sql(f"CREATE TABLE {name} ({columns})")
-        marks = ", ".join(["%s"] * len(rows[0]))
-        conn.exec_driver_sql(f"INSERT INTO {name} VALUES ({marks})", rows)
-    engine.dispose()
-
-
 def _sql_rows(
     source, encoder: Encoder, label: LabelSpec, bound: float | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -196,8 +176,8 @@ def _assert_same(sql: np.ndarray, reader: np.ndarray) -> None:
 
 def test_numeric_text_cells_encode_as_the_reader(warehouse: str) -> None:
     rows = [(i, t, "a" if i % 2 else "b") for i, t in enumerate(TEXT_NUMBERS)]
-    _table(warehouse, "text_numbers", rows, "id integer PRIMARY KEY, v text, label text")
-    source = open_sql_source("sql://wh/text_numbers", _settings(warehouse))
+    create_table(warehouse, "text_numbers", rows, "id integer PRIMARY KEY, v text, label text")
+    source = open_sql_source("sql://wh/text_numbers", warehouse_settings(warehouse))
     for low, high in [(-10.0, 10.0), (0.0, 1e308), (-1e-200, 1e-200), (0.0, 1e-250), (-0.5, 1e6)]:
         encoder = Encoder([NumericFeature(name="v", min=low, max=high)], fit_intercept=True)
         label = LabelSpec(column="label", type="binary", positive="a", negative="b")
@@ -210,7 +190,7 @@ def test_numeric_text_cells_encode_as_the_reader(warehouse: str) -> None:
 def test_spans_postgresql_cannot_compute_are_refused(warehouse: str) -> None:
     """PostgreSQL raises where a product underflows to zero: spans that would need it (or that
     overflow) are refused for this mode, naming the field, before anything is read."""
-    source = open_sql_source("sql://wh/text_numbers", _settings(warehouse))
+    source = open_sql_source("sql://wh/text_numbers", warehouse_settings(warehouse))
     label = LabelSpec(column="label", type="binary", positive="a", negative="b")
     for low, high in [(0.0, 1e-300), (-1e308, 1e308)]:
         encoder = Encoder([NumericFeature(name="v", min=low, max=high)])
@@ -235,14 +215,14 @@ def test_typed_and_text_cells_encode_as_the_reader(warehouse: str) -> None:
         )
         for i in range(n)
     ]
-    _table(
+    create_table(
         warehouse,
         "typed",
         rows,
         "id integer PRIMARY KEY, i bigint, f double precision, d numeric, b boolean, "
         "c1 text, c2 text, lab bigint, r real",
     )
-    source = open_sql_source("sql://wh/typed", _settings(warehouse))
+    source = open_sql_source("sql://wh/typed", warehouse_settings(warehouse))
     categories = [
         "a",
         "A",
@@ -299,7 +279,7 @@ def _random_table(url: str, name: str, n: int, seed: int) -> None:
     score = 0.05 * (age - 40) + 0.04 * (hours - 40) + (kind == "x") * 1.0
     positive = (score + rng.logistic(size=n)) > 0
     rows = [(i, int(age[i]), float(hours[i]), str(kind[i]), bool(positive[i])) for i in range(n)]
-    _table(
+    create_table(
         url,
         name,
         rows,
@@ -321,7 +301,7 @@ def _schema() -> tuple[Encoder, LabelSpec]:
 
 def test_gradient_aggregate_equals_numpy(warehouse: str) -> None:
     _random_table(warehouse, "fit_rows", 3000, 1)
-    source = open_sql_source("sql://wh/fit_rows", _settings(warehouse))
+    source = open_sql_source("sql://wh/fit_rows", warehouse_settings(warehouse))
     encoder, label = _schema()
     X, y = read_encoded(source, encoder, label, None)
     rng = np.random.default_rng(2)
@@ -351,7 +331,7 @@ def test_sessions_share_the_rows_in_one_snapshot(
     by none of them; the temporary tables are gone afterwards, in every session."""
     n = 3001
     _random_table(warehouse, "sharded", n, 6)
-    source = open_sql_source("sql://wh/sharded", _settings(warehouse))
+    source = open_sql_source("sql://wh/sharded", warehouse_settings(warehouse))
     encoder, label = _schema()
     X, y = read_encoded(source, encoder, label, None)
     loss = LogisticLoss(l2=1e-3, gradient_clip=0.5)
@@ -404,7 +384,7 @@ def test_sessions_share_the_rows_in_one_snapshot(
 
 def test_changed_table_is_refused_and_temp_table_is_gone(warehouse: str) -> None:
     _random_table(warehouse, "changing", 200, 3)
-    source = open_sql_source("sql://wh/changing", _settings(warehouse))
+    source = open_sql_source("sql://wh/changing", warehouse_settings(warehouse))
     encoder, label = _schema()
     registered = source.fingerprint()
     with (
@@ -430,7 +410,7 @@ def test_a_fit_through_the_database_equals_the_worker_path(warehouse: str) -> No
     from service.optimizers.kits.registry import get_optimizer
 
     _random_table(warehouse, "same_fit", 2000, 5)
-    source = open_sql_source("sql://wh/same_fit", _settings(warehouse))
+    source = open_sql_source("sql://wh/same_fit", warehouse_settings(warehouse))
     encoder, label = _schema()
     X, y = read_encoded(source, encoder, label, None)
     loss = LogisticLoss(l2=1e-3, gradient_clip=0.5)

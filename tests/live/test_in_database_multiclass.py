@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-import sqlalchemy as sa
 
 from service.data.encoding import Encoder
 from service.data.reader import read_encoded
@@ -20,9 +19,9 @@ from service.data.sql_source import open_sql_source
 from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss, class_indices
 from service.optimizers.kits.full_gradient import LocalGradient
-from service.settings import Settings
 from service.workers.in_database import InDatabaseGradient, encoded_rows, encoded_select
 from tests.support.fixtures import _fresh_postgres_database
+from tests.support.warehouse import create_table, warehouse_settings
 
 pytestmark = pytest.mark.postgres
 
@@ -81,26 +80,6 @@ def warehouse() -> Iterator[str]:
     yield from _fresh_postgres_database()
 
 
-def _settings(url: str) -> Settings:
-    return Settings(
-        database_url="sqlite://",
-        data_roots=(),
-        workers=1,
-        dask_scheduler=None,
-        sql_connections={"wh": url},
-    )
-
-
-def _table(url: str, name: str, rows: list[tuple[object, ...]], columns: str) -> None:
-    engine = sa.create_engine(url)
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
-        conn.exec_driver_sql(f"CREATE TABLE {name} ({columns})")
-        marks = ", ".join(["%s"] * len(rows[0]))
-        conn.exec_driver_sql(f"INSERT INTO {name} VALUES ({marks})", rows)
-    engine.dispose()
-
-
 def _sql_labels(source, encoder: Encoder, label: LabelSpec) -> np.ndarray:
     select, names = encoded_select(source, encoder, label, None, ordered=True)
     with source.connect() as conn:
@@ -114,13 +93,13 @@ def _sql_labels(source, encoder: Encoder, label: LabelSpec) -> np.ndarray:
 def test_class_index_is_the_readers(warehouse: str) -> None:
     """Text cells (NULL, blank, unknown, case, whitespace, number spellings, over-long) and
     typed cells (integer, float, numeric, boolean) get the reader's class index, −1 for none."""
-    _table(
+    create_table(
         warehouse,
         "text_labels",
         [(i, t, float(i)) for i, t in enumerate(LABEL_TEXT)],
         "id integer PRIMARY KEY, lab text, v double precision",
     )
-    source = open_sql_source("sql://wh/text_labels", _settings(warehouse))
+    source = open_sql_source("sql://wh/text_labels", warehouse_settings(warehouse))
     encoder = Encoder([NumericFeature(name="v", min=0, max=40)], fit_intercept=True)
     # declared spellings that are not the keys themselves; a class whose key repeats an
     # earlier one ("3.0" after "3": the reader keeps the later index); a blank class
@@ -136,13 +115,13 @@ def test_class_index_is_the_readers(warehouse: str) -> None:
         np.testing.assert_array_equal(_sql_labels(source, encoder, label), expected)
     assert (expected >= 0).sum() >= 3 and (expected < 0).sum() >= 3  # both kinds of row
     n = len(INTS)
-    _table(
+    create_table(
         warehouse,
         "typed_labels",
         [(i, INTS[i], FLOATS[i], NUMERICS[i], BOOLS[i], REALS[i]) for i in range(n)],
         "id integer PRIMARY KEY, i bigint, f double precision, d numeric, b boolean, r real",
     )
-    source = open_sql_source("sql://wh/typed_labels", _settings(warehouse))
+    source = open_sql_source("sql://wh/typed_labels", warehouse_settings(warehouse))
     encoder = Encoder([CategoricalFeature(name="i", categories=["3"])], fit_intercept=True)
     for column, classes in [
         ("i", ["3", "-3", "0", "9223372036854775807", "2", "3.5"]),
@@ -174,7 +153,7 @@ def _random_table(url: str, name: str, n: int, seed: int) -> None:
     label[(odd >= 0.03) & (odd < 0.05)] = "s"
     label[(odd >= 0.05) & (odd < 0.07)] = " q\t"
     rows = [(i, int(age[i]), float(hours[i]), str(kind[i]), label[i]) for i in range(n)]
-    _table(
+    create_table(
         url,
         name,
         rows,
@@ -200,7 +179,7 @@ def test_gradient_aggregates_equal_numpy(warehouse: str) -> None:
     the worker's exp over- and underflows there, the database's flush keeps clear of it)."""
     n = 3001
     _random_table(warehouse, "multi_rows", n, 1)
-    source = open_sql_source("sql://wh/multi_rows", _settings(warehouse))
+    source = open_sql_source("sql://wh/multi_rows", warehouse_settings(warehouse))
     encoder, label = _schema()
     X, Y = read_encoded(source, encoder, label, None)
     y = class_indices(Y)
@@ -238,8 +217,8 @@ def test_absurd_clips_do_not_fail_the_gradient(warehouse: str) -> None:
     a clip as 0 (a gradient within 1e-300 of numpy's) instead of failing on these rows."""
     values = [2.3e-16, -2.3e-16, 0.5, -0.25, 4.5e-16, 0.0]
     rows = [(i, values[i % 6], f"k{i % 4}") for i in range(60)]
-    _table(warehouse, "tiny", rows, "id integer PRIMARY KEY, z double precision, lab text")
-    source = open_sql_source("sql://wh/tiny", _settings(warehouse))
+    create_table(warehouse, "tiny", rows, "id integer PRIMARY KEY, z double precision, lab text")
+    source = open_sql_source("sql://wh/tiny", warehouse_settings(warehouse))
     encoder = Encoder([NumericFeature(name="z", min=-1, max=1)], fit_intercept=True)
     label = LabelSpec(column="lab", type="categorical", classes=["k0", "k1", "k2"])
     X, Y = read_encoded(source, encoder, label, None)
@@ -265,8 +244,10 @@ def test_more_sums_than_a_select_list_holds(warehouse: str) -> None:
     cells = rng.integers(0, 61, n)
     classes = rng.integers(0, 31, n)  # 30: no declared class
     rows = [(i, f"v{cells[i]}", float(rng.normal()), f"k{classes[i]}") for i in range(n)]
-    _table(warehouse, "wide", rows, "id integer PRIMARY KEY, c text, z double precision, lab text")
-    source = open_sql_source("sql://wh/wide", _settings(warehouse))
+    create_table(
+        warehouse, "wide", rows, "id integer PRIMARY KEY, c text, z double precision, lab text"
+    )
+    source = open_sql_source("sql://wh/wide", warehouse_settings(warehouse))
     encoder = Encoder(
         [
             CategoricalFeature(name="c", categories=[f"v{j}" for j in range(60)]),
@@ -302,7 +283,7 @@ def test_a_fit_through_the_database_equals_the_worker_path(warehouse: str) -> No
 
     n = 2000
     _random_table(warehouse, "multi_fit", n, 5)
-    source = open_sql_source("sql://wh/multi_fit", _settings(warehouse))
+    source = open_sql_source("sql://wh/multi_fit", warehouse_settings(warehouse))
     encoder, label = _schema()
     X, Y = read_encoded(source, encoder, label, None)
     width = encoder.dimension
@@ -389,7 +370,7 @@ def test_bolt_on_one_vs_rest_through_the_database_equals_the_worker_path(warehou
 
     n = 1003
     _random_table(warehouse, "multi_sgd", n, 8)
-    source = open_sql_source("sql://wh/multi_sgd", _settings(warehouse))
+    source = open_sql_source("sql://wh/multi_sgd", warehouse_settings(warehouse))
     encoder, label = _schema()
     X, Y = read_encoded(source, encoder, label, None)
     width = encoder.dimension

@@ -34,10 +34,11 @@ from service.optimizers.kits.planning import plan_job
 from service.optimizers.kits.registry import get_optimizer
 from service.workers.in_database import InDatabaseGradient, encoded_rows
 from service.workers.in_database_row_map import ENTRY_FLUSH, flushed_centre
-from tests.live.test_in_database import _random_table, _schema, _settings, _table
+from tests.live.test_in_database import _random_table, _schema
 from tests.live.test_in_database_multiclass import _random_table as _random_classes
 from tests.live.test_in_database_multiclass import _schema as _class_schema
 from tests.support.fixtures import _fresh_postgres_database
+from tests.support.warehouse import create_table, warehouse_settings
 
 pytestmark = pytest.mark.postgres
 
@@ -78,7 +79,7 @@ def _mapped_table(conn: sa.Connection, width: int) -> np.ndarray:
 def test_row_sum_and_mapped_rows_equal_numpy(warehouse: str, sessions: int) -> None:
     n = 3001
     _random_table(warehouse, "map_rows", n, 1)
-    source = open_sql_source("sql://wh/map_rows", _settings(warehouse))
+    source = open_sql_source("sql://wh/map_rows", warehouse_settings(warehouse))
     encoder, label = _schema()
     X, y = read_encoded(source, encoder, label, None)
     width = encoder.dimension
@@ -135,7 +136,7 @@ def _fits(plan, loss, X, y, conn, n: int, width: int, label_class: int | None = 
 def test_a_binary_fit_through_the_database_equals_fit(warehouse: str, sessions: int) -> None:
     n = 2000
     _random_table(warehouse, "map_fit", n, 5)
-    source = open_sql_source("sql://wh/map_fit", _settings(warehouse))
+    source = open_sql_source("sql://wh/map_fit", warehouse_settings(warehouse))
     encoder, label = _schema()
     X, y = read_encoded(source, encoder, label, None)
     width = encoder.dimension
@@ -162,7 +163,7 @@ def test_a_binary_fit_through_the_database_equals_fit(warehouse: str, sessions: 
 def test_joint_and_one_vs_rest_fits_through_the_database_equal_fit(warehouse: str) -> None:
     n = 2000
     _random_classes(warehouse, "map_classes", n, 5)
-    source = open_sql_source("sql://wh/map_classes", _settings(warehouse))
+    source = open_sql_source("sql://wh/map_classes", warehouse_settings(warehouse))
     encoder, label = _class_schema()
     X, Y = read_encoded(source, encoder, label, None)
     width = encoder.dimension
@@ -199,8 +200,8 @@ def test_adversarial_mappings_build_without_an_underflow(warehouse: str) -> None
     values = [2.3e-16, -2.3e-16, 0.5, -0.25, 4.5e-16, 0.0, 0.999, -1.0]
     rows = [(i, values[i % 8], values[(3 * i + 1) % 8], "a" if i % 3 else "b") for i in range(80)]
     columns = "id integer PRIMARY KEY, z double precision, u double precision, lab text"
-    _table(warehouse, "map_tiny", rows, columns)
-    source = open_sql_source("sql://wh/map_tiny", _settings(warehouse))
+    create_table(warehouse, "map_tiny", rows, columns)
+    source = open_sql_source("sql://wh/map_tiny", warehouse_settings(warehouse))
     encoder = Encoder(
         [NumericFeature(name="z", min=-1, max=1), NumericFeature(name="u", min=-1, max=1)],
         fit_intercept=True,

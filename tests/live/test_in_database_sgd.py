@@ -28,11 +28,11 @@ from service.optimizers.kits.sgd_common import (
     run_sgd,
 )
 from service.privacy.secure_random import SecureRandom
-from service.settings import Settings
 from service.workers import in_database_sgd
 from service.workers.in_database import InDatabaseGradient, encoded_rows
 from service.workers.in_database_sgd import fit_bolt_on_in_database, in_database_permutation_sgd
 from tests.support.fixtures import _fresh_postgres_database
+from tests.support.warehouse import warehouse_settings
 
 pytestmark = pytest.mark.postgres
 
@@ -45,16 +45,6 @@ def warehouse() -> Iterator[str]:
     for url in _fresh_postgres_database():
         _table(url, "people", N, seed=4)
         yield url
-
-
-def _settings(url: str) -> Settings:
-    return Settings(
-        database_url="sqlite://",
-        data_roots=(),
-        workers=1,
-        dask_scheduler=None,
-        sql_connections={"wh": url},
-    )
 
 
 def _table(url: str, name: str, n: int, seed: int) -> None:
@@ -103,7 +93,7 @@ def _schema() -> tuple[Encoder, LabelSpec]:
 
 
 def _source(url: str):
-    return open_sql_source("sql://wh/people", _settings(url))
+    return open_sql_source("sql://wh/people", warehouse_settings(url))
 
 
 # (loss, batch size, passes, schedule, averaging, radius)
@@ -363,7 +353,7 @@ def test_select_only_role_runs_it_and_leaves_nothing(warehouse: str) -> None:
     url = sa.engine.make_url(warehouse).set(username=role, password=None)
     try:
         source = open_sql_source(
-            "sql://wh/people", _settings(url.render_as_string(hide_password=False))
+            "sql://wh/people", warehouse_settings(url.render_as_string(hide_password=False))
         )
         encoder, label = _schema()
         loss = LogisticLoss(l2=0.0)
@@ -417,7 +407,7 @@ def test_a_vanishing_coefficient_does_not_fail_the_job(warehouse: str) -> None:
         rows = [(i, 1.0 if i == 3 else 0.0, i % 3 == 0) for i in range(n)]
         conn.exec_driver_sql("INSERT INTO rare VALUES (%s, %s, %s)", rows)
     engine.dispose()
-    source = open_sql_source("sql://wh/rare", _settings(warehouse))
+    source = open_sql_source("sql://wh/rare", warehouse_settings(warehouse))
     encoder = Encoder([NumericFeature(name="v", min=-1, max=1)], fit_intercept=True)
     label = LabelSpec(column="y", type="binary", positive="true", negative="false")
     X, y = read_encoded(source, encoder, label, None)
