@@ -422,15 +422,20 @@ def _status_mib(field: str) -> float:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
+def reset_peak_rss() -> float:
+    """Reset this process's peak RSS (VmHWM) to its current RSS and return that, in MiB."""
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")
+    return _status_mib("VmRSS")
+
+
 def _peak_rss(url: str, table: str, n: int, columns: int, job: str) -> dict[str, float]:
     """In a fresh process: RSS after the imports and opening the source, and the peak (VmHWM)
     after one job of the given kind."""
     source = open_table(url, table)
     encoder, label = schema(columns)
     d = encoder.dimension
-    with open("/proc/self/clear_refs", "w") as clear:
-        clear.write("5")
-    before = _status_mib("VmRSS")
+    before = reset_peak_rss()
     start = time.perf_counter()
     # 20 iterations: the peak memory does not depend on the number of gradients
     if job == "dp_agd in database":

@@ -61,7 +61,7 @@ def _run_arm(
     """In this (fresh) process, which imports what a worker does (the stored spec and plan come
     in, as the worker reads them): one whole default job by ``arm``; RSS after the imports and
     the source, the peak (VmHWM), the wall time, the optimizer, T and the released model."""
-    from bench.in_database import _status_mib, open_table, schema
+    from bench.in_database import _status_mib, open_table, reset_peak_rss, schema
     from service.data.reader import read_encoded
     from service.models.registry import build_loss, parse_model_spec
     from service.optimizers.kits.planning import plan_from_json
@@ -75,9 +75,7 @@ def _run_arm(
     source = open_table(url, table)
     encoder, label = schema(columns)
     d = encoder.dimension
-    with open("/proc/self/clear_refs", "w") as clear:
-        clear.write("5")
-    before = _status_mib("VmRSS")
+    before = reset_peak_rss()
     rng = SecureRandom.seeded(0)
     start = time.perf_counter()
     if arm == "in database":
