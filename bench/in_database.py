@@ -67,6 +67,7 @@ from service.optimizers.kits.registry import get_optimizer
 from service.optimizers.kits.sgd_common import schedule_from_json
 from service.settings import Settings
 from service.workers.in_database import InDatabaseGradient, _gradient_query, encoded_rows
+from service.workers.in_database_row_map import rows_table
 from service.workers.in_database_sgd import fit_bolt_on_in_database, in_database_permutation_sgd
 
 # bench.data (plots, pandas …) and the test fixtures are imported in ``run`` only: the RSS
@@ -372,7 +373,7 @@ def profile(source: SqlSource, n: int, columns: int, rounds: int) -> list[dict[s
     w = [0.1 * (-1) ** j / (j + 1) for j in range(d)]
     margin = " + ".join(f"x{j} * {w[j]!r}::float8" for j in range(d))
     gradient = str(
-        _gradient_query(GD_LOSS, d)
+        _gradient_query(GD_LOSS, rows_table("dpfit_rows", d), d)
         .params(**{f"w{j}": w[j] for j in range(d)})
         .compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True})
     ).replace("%%", "%")
