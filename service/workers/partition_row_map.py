@@ -43,6 +43,7 @@ from service.optimizers.kits.full_gradient import (
     PartitionMissing,
     SummedGradient,
     partial_gradient_sum,
+    sum_in_order,
 )
 
 __all__ = [
@@ -124,16 +125,7 @@ class PartitionOracle(SummedGradient):
         """Σ_i x_i: the partitions' column sums added in partition order."""
         if self._mapping is not None:
             raise ValueError("the row sum is of the encoded rows")
-        parts = list(self._call("row_sum"))
-        if len(parts) != self._count:
-            raise PartitionMissing("a partition's row sum is missing")
-        total = np.zeros(self._width, dtype=np.float64)
-        for part in parts:
-            vector = np.asarray(part, dtype=np.float64)
-            if vector.shape != (self._width,):
-                raise PartitionMissing("a partition's row sum has the wrong shape")
-            total += vector
-        return total
+        return sum_in_order(self._call("row_sum"), self._count, self._width, "row sum")
 
     def mapped(self, mapping: RowMap) -> GradientOracle:
         """The oracle over the mapped rows: mapped in place now for the job's one fit

@@ -22,8 +22,8 @@ partition raises (never a partial sum); the answer depends on the rows only thro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -42,6 +42,7 @@ __all__ = [
     "fit_on_oracle",
     "noisy_descent",
     "partial_gradient_sum",
+    "sum_in_order",
 ]
 
 
@@ -115,19 +116,26 @@ class SummedGradient:
         return self._d
 
     def gradient(self, w: FloatArray) -> FloatArray:
-        sums = list(self._partial_sums(np.asarray(w, dtype=np.float64)))
-        if len(sums) != self._parts:
-            raise PartitionMissing("a partition's partial gradient is missing")
-        total = np.zeros(self._d, dtype=np.float64)
-        for part in sums:
-            vector = np.asarray(part, dtype=np.float64)
-            if vector.shape != (self._d,):
-                raise PartitionMissing("a partition's partial gradient has the wrong shape")
-            total += vector
+        sums = self._partial_sums(np.asarray(w, dtype=np.float64))
+        total = sum_in_order(sums, self._parts, self._d, "partial gradient")
         total *= 1.0 / self._n
         if self._l2:
             total += self._l2 * w
         return total
+
+
+def sum_in_order(parts: Iterable[Any], count: int, size: int, what: str) -> FloatArray:
+    """The ``count`` partitions' ``size``-vectors added in partition order;
+    :class:`PartitionMissing` (naming ``what``) if one is missing or has the wrong shape."""
+    vectors = [np.asarray(part, dtype=np.float64) for part in parts]
+    if len(vectors) != count:
+        raise PartitionMissing(f"a partition's {what} is missing")
+    total = np.zeros(size, dtype=np.float64)
+    for vector in vectors:
+        if vector.shape != (size,):
+            raise PartitionMissing(f"a partition's {what} has the wrong shape")
+        total += vector
+    return total
 
 
 def partial_gradient_sum(loss: Loss, w: FloatArray, X: Rows, y: FloatArray) -> FloatArray:
