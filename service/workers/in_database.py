@@ -16,8 +16,9 @@ worker never reads. For a job on it the worker opens one session to the owner's 
 
 Sessions in parallel. PostgreSQL never scans a temporary table in parallel, and one backend
 runs such an aggregate at ≈ 0.2–0.25 µs per row and column here (≈ 4 ns per SQL operator: the
-floor of its expression interpreter; JIT without inlining gains ≈ 10 %, with inlining its
-compilation costs more than it saves at 10⁶ rows), 3–4× numpy's time. So a full-gradient job
+floor of its expression interpreter; a large shard's queries are JIT-compiled without inlining,
+:data:`JIT_MIN_CELLS`: with inlining the compilation costs more than it saves at 10⁶ rows),
+3–4× numpy's time. So a full-gradient job
 splits the rows over P sessions, as a parallel query splits a scan over its workers: the
 first session exports its snapshot (``pg_export_snapshot``), the others adopt it (``SET
 TRANSACTION SNAPSHOT``) before reading anything, so all read the one version of the table the
@@ -112,6 +113,24 @@ MAX_SESSIONS = 4
 MIN_SHARD_ROWS = 50_000
 #: The largest ``temp_buffers`` a session asks for (kB): 1 GiB of the database server's memory.
 TEMP_BUFFERS_CAP_KIB = 1 << 20
+#: A full-gradient job's sessions whose shard holds at least this many encoded cells (rows ×
+#: columns: public sizes) run their queries with PostgreSQL's JIT — expressions and tuple
+#: deforming compiled, no inlining and no optimisation (:data:`JIT_SETTINGS`): the same C
+#: functions are called, so every value is the interpreter's. Smaller shards run interpreted
+#: (:data:`NO_JIT_SETTINGS`), whatever the server's own JIT settings (whose defaults compile
+#: with inlining and optimisation above a planner cost, ≈ 120–170 ms a query). At 10⁶ × 11 over
+#: 3 sessions one gradient took 227 ms under the server's defaults and 175 ms so, the whole
+#: default job 114 → 93 s (``python -m bench in-database --parts sessions,default``, a quiet
+#: machine); below ≈ 10⁵ rows compiling costs more than it saves. A server built without LLVM
+#: ignores them.
+JIT_MIN_CELLS = 1_000_000
+JIT_SETTINGS = (
+    "SET jit = on",
+    "SET jit_above_cost = 0",
+    "SET jit_inline_above_cost = -1",
+    "SET jit_optimize_above_cost = -1",
+)
+NO_JIT_SETTINGS = ("SET jit = off",)
 _SHARDS = "dpfit_shards"
 _SNAPSHOT_ID = re.compile(r"^[0-9A-Fa-f-]{1,64}$")
 _T = TypeVar("_T")
@@ -247,8 +266,11 @@ def encoded_rows(
         counts = _on_all(opened, pool, materialise)
         if counts != [len(range(k, n, count)) for k in range(count)]:
             raise SourceError("the table changed since it was registered")
+        compiled = not positions and math.ceil(n / count) * width >= JIT_MIN_CELLS
         for session in opened:
             session.commit()
+            for setting in JIT_SETTINGS if compiled else NO_JIT_SETTINGS:
+                session.exec_driver_sql(setting)
         if pool is not None:
             conn.info[_SHARDS] = _Shards(tuple(opened), pool)
         yield conn

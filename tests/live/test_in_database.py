@@ -319,6 +319,63 @@ def test_gradient_aggregate_equals_numpy(warehouse: str) -> None:
                 )
 
 
+def _jit_mode(session: sa.Connection) -> str:
+    """The session's mode: "compiled" where its queries are JIT-compiled without inlining or
+    optimisation (checked on a plan where the server has LLVM), "interpreted" where JIT is off."""
+    settings = [
+        session.exec_driver_sql(f"SHOW {name}").scalar_one()
+        for name in ("jit", "jit_above_cost", "jit_inline_above_cost", "jit_optimize_above_cost")
+    ]
+    if settings[0] == "off":
+        return "interpreted"
+    assert settings == ["on", "0", "-1", "-1"], settings
+    if session.exec_driver_sql("SELECT pg_jit_available()").scalar_one():
+        plan = session.exec_driver_sql(
+            "EXPLAIN (ANALYZE, FORMAT JSON) SELECT sum(x0) FROM pg_temp.dpfit_rows"
+        ).scalar_one()
+        jit = plan[0]["JIT"]
+        assert jit["Functions"] > 0 and not jit["Options"]["Inlining"], jit
+        assert not jit["Options"]["Optimization"], jit
+    return "compiled"
+
+
+def test_large_shards_run_compiled_with_the_interpreters_values(
+    warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Shards of at least ``JIT_MIN_CELLS`` encoded cells (public sizes) run their gradient
+    queries with PostgreSQL's JIT (no inlining, no optimisation): the same function calls, so
+    the gradients equal the interpreted sessions' (and numpy's to summation order); smaller
+    shards stay interpreted."""
+    n = 3000
+    _random_table(warehouse, "jit_rows", n, 8)
+    source = open_sql_source("sql://wh/jit_rows", warehouse_settings(warehouse))
+    encoder, label = _schema()
+    X, y = read_encoded(source, encoder, label, None)
+    loss = LogisticLoss(l2=1e-3, gradient_clip=0.5)
+    points = [np.random.default_rng(9).normal(size=encoder.dimension) * 3 for _ in range(4)]
+    width = encoder.dimension + 1
+
+    def gradients(threshold: int) -> tuple[list[str], list[np.ndarray]]:
+        monkeypatch.setattr(in_database, "JIT_MIN_CELLS", threshold)
+        with encoded_rows(
+            source, encoder, label, None, n=n, fingerprint=source.fingerprint(), sessions=2
+        ) as conn:
+            shards = conn.info["dpfit_shards"].sessions
+            modes = [_jit_mode(s) for s in shards]
+            oracle = InDatabaseGradient(conn, loss, n, encoder.dimension)
+            return modes, [oracle.gradient(w) for w in points]
+
+    # the shard holds 1,500 rows of ``width`` cells: at the threshold compiled, one above not
+    compiled_modes, compiled = gradients(1500 * width)
+    interpreted_modes, interpreted = gradients(1500 * width + 1)
+    assert compiled_modes == ["compiled", "compiled"]
+    assert interpreted_modes == ["interpreted", "interpreted"]
+    local = LocalGradient(loss, X, y)
+    for w, a, b in zip(points, compiled, interpreted, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=0)
+        np.testing.assert_allclose(a, local.gradient(w), rtol=1e-11, atol=1e-14)
+
+
 _TEMP_ROWS = "SELECT count(*) FROM pg_class WHERE relpersistence = 't' AND relname = 'dpfit_rows'"
 
 
