@@ -49,8 +49,9 @@ def make(n: int = N_ROWS, seed: int = 20261122) -> pd.DataFrame:
 
 def make_plans(n: int = PLAN_ROWS, seed: int = 20261126) -> pd.DataFrame:
     """Which of four plans a customer is on: labels drawn from a softmax of linear scores in
-    age, monthly spend, devices and region (non-private multinomial logistic regression on a
-    70/30 split: ≈ 78 % accuracy; the most common plan: 48 %)."""
+    age, monthly spend, devices and region (scikit-learn's non-private multinomial logistic
+    regression on a 70/30 split by permutation seed 2026: 79.8 % test accuracy; the most common
+    plan: 50.6 %)."""
     rng = np.random.default_rng(seed)
     age = rng.integers(18, 81, size=n)
     spend = np.clip(rng.gamma(3.0, 45.0, size=n), 0, 400).round(2)
