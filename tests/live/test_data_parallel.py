@@ -64,6 +64,7 @@ from service.workers.data_parallel import (
     held_partitions,
 )
 from service.workers.security import TlsSet
+from tests.support.dask_cluster import three_worker_cluster
 from tests.support.live import LiveServer, free_port
 
 BIN = Path(sys.executable).parent
@@ -284,13 +285,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
 
 @pytest.fixture(scope="module")
 def cluster(folder: tuple[Path, int]) -> Iterator[Client]:
-    os.environ["DPFIT_DATA_ROOTS"] = str(folder[0])  # the workers reopen the source
-    with (
-        LocalCluster(
-            n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as local,
-        Client(local) as client,
-    ):
+    with three_worker_cluster(folder[0]) as client:
         yield client
 
 

@@ -6,7 +6,6 @@ one-vs-rest: mapped per gradient), the mean's share spent; no worker holds rows 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from distributed import Client, LocalCluster
+from distributed import Client
 
 from service.data.reader import read_encoded
 from service.data.sources import local_source
@@ -25,6 +24,7 @@ from service.optimizers.kits.one_vs_rest import class_plan_of
 from service.optimizers.kits.planning import plan_job
 from service.workers.data_parallel import PartitionRead, fit_partitioned, held_partitions
 from tests.live.test_data_parallel import CATEGORICAL, LABEL, _encoder, _write_folder
+from tests.support.dask_cluster import three_worker_cluster
 
 TARGET = PrivacyTarget(1.0, 1e-6)
 CASES = {
@@ -43,13 +43,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
 
 @pytest.fixture(scope="module")
 def cluster(folder: tuple[Path, int]) -> Iterator[Client]:
-    os.environ["DPFIT_DATA_ROOTS"] = str(folder[0])  # the workers reopen the source
-    with (
-        LocalCluster(
-            n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as local,
-        Client(local) as client,
-    ):
+    with three_worker_cluster(folder[0]) as client:
         yield client
 
 
