@@ -4,7 +4,6 @@ on the bundled examples/plans.csv, and the example file is what examples/make_ex
 from __future__ import annotations
 
 import ast
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pandas as pd
 
 from tests.support.fixtures import EXAMPLES
 from tests.support.live import start_server
-from tests.support.walkthrough import readme_block
+from tests.support.walkthrough import readme_block, run_python
 
 CLASSES = ["basic", "plus", "premium", "family"]
 
@@ -30,14 +29,8 @@ def test_try_it_block_runs_verbatim(tmp_path: Path) -> None:
             OWNER_KEY=server.key("alice", "owner"),
             ANALYST_KEY=server.key("bob", "analyst"),
         )
-        result = subprocess.run(
-            [sys.executable, "-c", readme_block("multiclass", "python", "docs/multiclass.md")],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        block = readme_block("multiclass", "python", "docs/multiclass.md")
+        result = run_python(block, env, tmp_path)
         assert result.returncode == 0, result.stderr + result.stdout
         auto_line, classes_line, proba_line, *_ = result.stdout.splitlines()
         auto = ast.literal_eval(auto_line)

@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.support.fixtures import EXAMPLES, ROOT
 from tests.support.live import start_server
-from tests.support.walkthrough import readme_block
+from tests.support.walkthrough import readme_block, run_python
 
 
 def walkthrough_script() -> str:
@@ -74,14 +74,7 @@ def test_readme_walkthrough_runs_verbatim_twice(tmp_path: Path) -> None:
         # The README's dpfit snippet, as bob, on the walkthrough's dataset.
         bob = server.key("bob", "analyst")
         script = f"DATASET_ID = {budget['dataset_id']!r}\n" + sdk_snippet()
-        result = subprocess.run(
-            [sys.executable, "-c", script],
-            cwd=tmp_path,
-            env=dict(env, DPFIT_API_KEY=bob),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        result = run_python(script, dict(env, DPFIT_API_KEY=bob), tmp_path)
         assert result.returncode == 0, result.stderr + result.stdout
         assert ">50K" in result.stdout or "<=50K" in result.stdout
         assert "job job_" in result.stderr  # the progress bar

@@ -7,6 +7,8 @@ import copy
 import importlib.util
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -41,6 +43,19 @@ def readme_block(marker: str, language: str, document: str = "README.md") -> str
     match = re.search(rf"```{language}\n(.*?)```", block, re.S)
     assert match, f"{document}'s {marker} block is missing"
     return match.group(1)
+
+
+def run_python(script: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``script`` run by this interpreter in a new process (as a reader pastes a documented
+    block), its output captured as text; five minutes at most."""
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def fresh_credit_copy() -> str:
