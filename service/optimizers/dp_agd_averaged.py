@@ -219,12 +219,9 @@ class DPAGDAveraged:
         if config.row_map_share == 0.0:
             rows, labels = full_gradient_inputs(plan, loss, X, y)
             return self._run(plan, loss, LocalGradient(loss, rows, labels), rng, progress)
-        if not getattr(loss, "fit_intercept", False):
-            raise ValueError("the plan's row map needs rows whose last column is the intercept")
+        _check_row_map(config, loss)
         check_plan_covers(plan, loss)
         dense, labels = checked_data(loss, X, y, config.n, config.d)
-        if not config.mean_noise_std > 0.0:
-            raise ValueError("the plan's row map has no noise on the mean row")
         mapping = row_map(release_mean(dense, config.mean_noise_std, rng), config.mean_noise_std)
         oracle = LocalGradient(loss, mapped_rows(dense, mapping), labels)
         return fold(self._run(plan, loss, oracle, rng, progress), mapping, dense.shape[1])
@@ -253,10 +250,7 @@ class DPAGDAveraged:
             return fit_on_oracle(
                 plan, oracle, lambda checked: self._run(plan, loss, checked, rng, progress)
             )
-        if not getattr(loss, "fit_intercept", False):
-            raise ValueError("the plan's row map needs rows whose last column is the intercept")
-        if not config.mean_noise_std > 0.0:
-            raise ValueError("the plan's row map has no noise on the mean row")
+        _check_row_map(config, loss)
         mappable = oracle
 
         def run(checked: GradientOracle) -> FloatArray:
@@ -292,6 +286,15 @@ class DPAGDAveraged:
             rng=rng,
             progress=progress,
         )
+
+
+def _check_row_map(config: RowMapConfig, loss: Loss) -> None:
+    """What a plan with a row map needs: rows whose last column is the intercept's constant,
+    and noise on the mean row (the mechanism's step 1)."""
+    if not getattr(loss, "fit_intercept", False):
+        raise ValueError("the plan's row map needs rows whose last column is the intercept")
+    if not config.mean_noise_std > 0.0:
+        raise ValueError("the plan's row map has no noise on the mean row")
 
 
 OPTIMIZER = DPAGDAveraged
