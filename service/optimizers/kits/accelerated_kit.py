@@ -25,6 +25,7 @@ from service.optimizers.kits.base import (
     ReleasePlan,
 )
 from service.optimizers.kits.config import GradientStepsConfig
+from service.optimizers.kits.curvature_step import project_to_ball
 from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient
 from service.optimizers.kits.gradient_kit import (
     QueryRecord,
@@ -120,10 +121,13 @@ def oracle_accelerated_descent(
     progress: ProgressCallback | None = None,
     trace: list[QueryRecord] | None = None,
     on_iterate: Callable[[int, FloatArray], None] | None = None,
+    radius: float | None = None,
 ) -> FloatArray:
     """:func:`noisy_accelerated_descent` with ∇F from ``oracle`` (local rows or partitions):
     the same steps and the same noise draws from ``rng``. ``on_iterate(t, w_t)`` sees every
-    iterate (post-processing of the noisy gradients, e.g. ``dp_agd_averaged``'s tail sum)."""
+    iterate (post-processing of the noisy gradients, e.g. ``dp_agd_averaged``'s tail sum).
+    ``radius``: every iterate w_t projected onto the public ball ‖w‖ ≤ radius (the curvature
+    step's safeguard, ``curvature_step``'s step 3); None: no projection."""
     d = oracle.dimension
     w_prev: FloatArray = np.zeros(d, dtype=np.float64)
     v: FloatArray = w_prev.copy()
@@ -135,6 +139,8 @@ def oracle_accelerated_descent(
         if trace is not None:
             trace.append(QueryRecord("full_gradient", v.copy(), released - g))
         w = proximal_step(loss, v - step_size * released, step_size)
+        if radius is not None:
+            w = project_to_ball(w, radius)
         if on_iterate is not None:
             on_iterate(t, w)
         s_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * s * s))
@@ -157,9 +163,11 @@ def averaged_accelerated_descent(
     progress: ProgressCallback | None = None,
     trace: list[QueryRecord] | None = None,
     iterates: list[FloatArray] | None = None,
+    radius: float | None = None,
 ) -> FloatArray:
     """DP-AGD's loop (same draws from ``rng``, same query points), returning the mean of
-    w_{⌊T/2⌋+1} … w_T. ``trace``/``iterates``: tests only (each step's query, each w_t)."""
+    w_{⌊T/2⌋+1} … w_T. ``trace``/``iterates``: tests only (each step's query, each w_t);
+    ``radius`` as :func:`oracle_accelerated_descent`'s."""
     total: FloatArray = np.zeros(oracle.dimension, dtype=np.float64)
     start = iterations // 2
 
@@ -180,6 +188,7 @@ def averaged_accelerated_descent(
         progress=progress,
         trace=trace,
         on_iterate=keep,
+        radius=radius,
     )
     out: FloatArray = total / (iterations - start)
     return out

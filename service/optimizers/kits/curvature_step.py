@@ -71,6 +71,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from service.models.base import FloatArray, Loss
+from service.optimizers.kits.base import PrivacyTarget
+from service.privacy.gdp import gdp_mu
 from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import secure_gaussian
 
@@ -80,6 +82,7 @@ __all__ = [
     "CURVATURE_SHARE",
     "CurvatureSteps",
     "GramOracle",
+    "curvature_pays",
     "curvature_steps",
     "gram_of_rows",
     "project_to_ball",
@@ -94,9 +97,24 @@ CURVATURE_MARGIN = 2.0
 #: The default spends the share only for rows of at most this width (public): G costs n·w²
 #: multiply-adds and its eigenvalues w³, against a gradient's 2·n·w·K.
 CURVATURE_MAX_WIDTH = 256
+#: The default spends the share only where the margin alone, κ σ_c / n, is at most this: λ⁺ can
+#: then fall to a quarter of the public bound (a step ≥ 4× the public one) on spread rows; on
+#: fewer rows the release would cost its share and change nothing (:func:`curvature_pays`).
+CURVATURE_MARGIN_CAP = 0.25
+#: T' = ⌈T (β̂/β_F)^p⌉ with p = CURVATURE_STEPS_POWER (½: the accelerated rate's √β scaling).
+CURVATURE_STEPS_POWER = 0.5
 #: Multiply-adds per block product when summing G (below OpenBLAS's threading threshold, as
 #: the models' ``PRODUCT_ENTRIES``).
 GRAM_BLOCK_ENTRIES = 1 << 18
+
+
+def curvature_pays(n: int, share: float, target: PrivacyTarget) -> bool:
+    """Whether the margin κ σ_c/n, with σ_c = 1/(μ(ε, δ) √share), is at most
+    :data:`CURVATURE_MARGIN_CAP` (public facts: n, ε, δ and the share)."""
+    mu = gdp_mu(target.epsilon, target.delta)
+    if not (share > 0.0 and mu > 0.0 and n >= 1):
+        return False
+    return CURVATURE_MARGIN / (mu * math.sqrt(share)) / n <= CURVATURE_MARGIN_CAP
 
 
 @runtime_checkable
@@ -171,7 +189,8 @@ def curvature_steps(
     upper = min(1.0, max(1.0 / width, raw if math.isfinite(raw) else 1.0))
     estimated = beta * upper + l2
     ratio = estimated / (beta + l2)
-    steps = max(1, min(iterations, math.ceil(iterations * math.sqrt(ratio) - 1e-12)))
+    scaled = iterations * ratio**CURVATURE_STEPS_POWER
+    steps = max(1, min(iterations, math.ceil(scaled - 1e-12)))
     return CurvatureSteps(
         step_size=1.0 / estimated,
         iterations=steps,

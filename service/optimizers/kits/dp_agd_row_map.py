@@ -127,6 +127,10 @@ class RowMapConfig(GradientStepsConfig):
 
     row_map_share: float = 0.0
     mean_noise_std: float = 0.0
+    #: The curvature step's share of μ² and its release's noise std (``curvature_step``; 0: none).
+    curvature_share: float = 0.0
+    curvature_noise_std: float = 0.0
+    objective_gap: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -163,30 +167,33 @@ def mean_sensitivity(n: int) -> float:
 
 
 def mean_then_steps(
-    iterations: int, share: float, target: PrivacyTarget
-) -> tuple[float, float, dp_event.DpEvent]:
-    """(z, z₀, event): the steps' and the mean's noise multipliers with
-    1/z₀² + T/z² = μ(ε, δ)² (docstring (c)), rounded up until the composed event's exact
-    δ(ε) never exceeds δ in floating point."""
+    iterations: int, share: float, target: PrivacyTarget, curvature_share: float = 0.0
+) -> tuple[float, float, float, dp_event.DpEvent]:
+    """(z, z₀, z_c, event): the steps', the mean's and the curvature release's noise multipliers
+    with 1/z₀² + 1/z_c² + T/z² = μ(ε, δ)² (docstring (c); z_c = inf and no curvature release when
+    ``curvature_share`` is 0, ``curvature_step``'s (b) otherwise), rounded up until the composed
+    event's exact δ(ε) never exceeds δ in floating point."""
     if not 0.0 < share < 1.0:
         raise ValueError("the mean's share must lie in (0, 1)")
+    if not (0.0 <= curvature_share < 1.0 - share):
+        raise ValueError("the curvature's share must lie in [0, 1 − the mean's share)")
     mu = gdp_mu(target.epsilon, target.delta)
-    z_steps = math.sqrt(iterations / (1.0 - share)) / mu
+    z_steps = math.sqrt(iterations / (1.0 - share - curvature_share)) / mu
     z_mean = 1.0 / (mu * math.sqrt(share))
+    z_curv = 1.0 / (mu * math.sqrt(curvature_share)) if curvature_share > 0.0 else math.inf
 
-    def event_of(z: float, z0: float) -> dp_event.DpEvent:
-        return dp_event.ComposedDpEvent(
-            [
-                dp_event.GaussianDpEvent(z0),
-                dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), iterations),
-            ]
-        )
+    def event_of(z: float, z0: float, zc: float) -> dp_event.DpEvent:
+        parts: list[dp_event.DpEvent] = [dp_event.GaussianDpEvent(z0)]
+        if math.isfinite(zc):
+            parts.append(dp_event.GaussianDpEvent(zc))
+        parts.append(dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), iterations))
+        return dp_event.ComposedDpEvent(parts)
 
-    event = event_of(z_steps, z_mean)
+    event = event_of(z_steps, z_mean, z_curv)
     while gdp_delta(target.epsilon, event_mu(event) or math.inf) > target.delta:
-        z_steps, z_mean = z_steps * (1.0 + 1e-12), z_mean * (1.0 + 1e-12)
-        event = event_of(z_steps, z_mean)
-    return z_steps, z_mean, event
+        z_steps, z_mean, z_curv = (z * (1.0 + 1e-12) for z in (z_steps, z_mean, z_curv))
+        event = event_of(z_steps, z_mean, z_curv)
+    return z_steps, z_mean, z_curv, event
 
 
 def release_mean(X: np.ndarray, noise_std: float, rng: SecureRandom) -> np.ndarray:
