@@ -19,7 +19,9 @@ seceded thread — never the API process):
    ``dp_agd_averaged``'s row map the oracle also sums each partition's rows (one w-vector per
    worker, for the mean's release) and has each worker map its rows from the public map —
    in place for a binary or joint job, on the fly for one-vs-rest
-   (:mod:`service.workers.partition_row_map`, which says why: no copy, memory as planned).
+   (:mod:`service.workers.partition_row_map`, which says why: no copy, memory as planned) —
+   and sums the mapped rows' Gram matrix (one w × w matrix per worker, for the curvature
+   step's eigenvalue release).
 3. At the end (success or not) the driver drops the rows on every worker
    (:func:`release_partitions`) and releases the actors.
 
@@ -69,6 +71,7 @@ from service.workers.partition_row_map import (
     column_sums,
     map_in_place,
     mapped_gradient_sum,
+    partition_gram,
     same_mapping,
 )
 from service.workers.row_cache import drop_cached_rows
@@ -279,7 +282,7 @@ class PartitionHolder:
     (:func:`load_partition`) and answers :meth:`partial_gradient` by a direct call to its
     worker — no scheduler hop per step (≈ 7 ms per step on this machine against ≈ 100 ms for a
     submitted task under load) and no task queue: a worker busy with another job's task still
-    answers. :meth:`row_sum` and :meth:`map_rows` are the row map's
+    answers. :meth:`row_sum`, :meth:`map_rows` and :meth:`mapped_gram` are the row map's
     (:mod:`service.workers.partition_row_map`)."""
 
     def __init__(
@@ -317,6 +320,13 @@ class PartitionHolder:
     ) -> FloatArray:
         """:func:`partial_gradient` of this partition at ``w``."""
         return partial_gradient(self._key, self._loss, w, label_row, mapping, self._mapped)
+
+    def mapped_gram(self, mapping: RowMap) -> FloatArray:
+        """Σ_i φ_i φ_iᵀ over this partition's rows mapped by ``mapping`` (w × w; the rows as
+        mapped in place, else mapped block by block: :func:`partition_gram`, no copy)."""
+        with _STORE_LOCK:
+            X, _ = _STORE[self._key]
+        return partition_gram(X, mapping, self._mapped)
 
     def release(self) -> int:
         """Drop the partition's rows from this worker."""

@@ -11,6 +11,12 @@ capability :class:`~service.optimizers.kits.dp_agd_row_map.RowMappable`:
 - ``mapped(mapping)``: the oracle over φ(x_i) = P x_i/‖P x_i‖ (``mapped_rows``, computed on
   each worker from the public mapping, row by row: the same values as the single-process fit's
   up to the row norm's summation order).
+- ``gram()`` (on the mapped oracle only; the capability
+  :class:`~service.optimizers.kits.curvature_step.GramOracle`): every partition's
+  G_p = Σ_{i ∈ p} φ_i φ_iᵀ (:func:`partition_gram`, on its worker), added in partition order —
+  a (w × w) matrix per worker, never a row. It is never released: it is only the input of
+  ``release_top_eigenvalue`` (its top eigenvalue plus noise, in the driver). Equal to
+  ``gram_of_rows(mapped_rows(X, mapping))`` on the whole rows up to summation order.
 
 Worker memory. A partition is planned as its encoded rows plus the steps' temporaries
 (``partitions.encoded_bytes``, ``worker_overhead``: the reader's allowance, ≥ 64 MiB, is free
@@ -24,6 +30,8 @@ plan does not hold. So no copy is ever made:
 - one-vs-rest (``label_row`` k) runs K fits, each with its own mean and map, on the same
   encoded rows, so the rows stay and each gradient maps them on the fly, block by block
   (:func:`mapped_gradient_sum`): about twice a step's arithmetic, no memory beyond a block.
+  The Gram matrix follows the same two states: ``gram_of_rows`` over the rows mapped in place,
+  else over each block's mapped rows (:func:`mapped_gram`).
 
 Blocks of :data:`MAP_BLOCK_BYTES` keep the temporaries (the block, its map and norms) a few
 MiB — well inside the steps' allowance.
@@ -37,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from service.models.base import FloatArray, Loss, parameter_count
+from service.optimizers.kits.curvature_step import gram_of_rows
 from service.optimizers.kits.dp_agd_row_map import RowMap, mapped_rows
 from service.optimizers.kits.full_gradient import (
     GradientOracle,
@@ -52,6 +61,8 @@ __all__ = [
     "column_sums",
     "map_in_place",
     "mapped_gradient_sum",
+    "mapped_gram",
+    "partition_gram",
     "same_mapping",
 ]
 
@@ -87,6 +98,26 @@ def mapped_gradient_sum(
     return total
 
 
+def mapped_gram(X: FloatArray, mapping: RowMap) -> FloatArray:
+    """Σ_i φ(x_i) φ(x_i)ᵀ (w × w) with φ applied block by block (``X`` unchanged)."""
+    width = int(X.shape[1])
+    total: FloatArray = np.zeros((width, width), dtype=np.float64)
+    for block in _blocks(X):
+        total += gram_of_rows(mapped_rows(X[block], mapping))
+    return total
+
+
+def partition_gram(X: FloatArray, mapping: RowMap, in_place: RowMap | None) -> FloatArray:
+    """A partition's Σ_i φ_i φ_iᵀ under ``mapping``: ``gram_of_rows(X)`` when its rows were
+    mapped in place by that mapping (``in_place``), else :func:`mapped_gram`. ``ValueError`` if
+    they were mapped in place by another mapping."""
+    if in_place is not None:
+        if not same_mapping(mapping, in_place):
+            raise ValueError("this partition's rows were mapped for another oracle")
+        return gram_of_rows(X)
+    return mapped_gram(X, mapping)
+
+
 def same_mapping(a: RowMap, b: RowMap) -> bool:
     """Whether two public mappings are the same P."""
     return a.intercept == b.intercept and np.array_equal(a.centre, b.centre)
@@ -98,7 +129,9 @@ class PartitionOracle(SummedGradient):
 
     ``call(method, *args)`` calls ``method`` on every partition's actor and returns the answers
     in partition order (raising when a worker is lost); the actors answer ``row_sum()``,
-    ``map_rows(mapping)`` and ``partial_gradient(w, label_row, mapping)``."""
+    ``map_rows(mapping)``, ``partial_gradient(w, label_row, mapping)`` and
+    ``mapped_gram(mapping)``. Every instance has :meth:`gram`, but only a mapped one answers
+    it (the plain one raises, as the mapped one's :meth:`row_sum` does: never a wrong sum)."""
 
     def __init__(
         self,
@@ -126,6 +159,20 @@ class PartitionOracle(SummedGradient):
         if self._mapping is not None:
             raise ValueError("the row sum is of the encoded rows")
         return sum_in_order(self._call("row_sum"), self._count, self._width, "row sum")
+
+    def gram(self) -> FloatArray:
+        """G = Σ_i φ_i φ_iᵀ over the mapped rows (w × w): the partitions' Gram matrices
+        (:func:`partition_gram`, on their workers) added in partition order. Never released:
+        only the input of ``release_top_eigenvalue``. ``ValueError`` on the encoded rows."""
+        if self._mapping is None:
+            raise ValueError("the Gram matrix is of the mapped rows")
+        width = self._width
+        parts = [np.asarray(g, dtype=np.float64) for g in self._call("mapped_gram", self._mapping)]
+        if any(part.shape != (width, width) for part in parts):
+            raise PartitionMissing("a partition's Gram matrix has the wrong shape")
+        flat = [part.reshape(-1) for part in parts]
+        total = sum_in_order(flat, self._count, width * width, "Gram matrix")
+        return total.reshape(width, width)
 
     def mapped(self, mapping: RowMap) -> GradientOracle:
         """The oracle over the mapped rows: mapped in place now for the job's one fit

@@ -2,7 +2,9 @@
 (service/workers/partition_row_map.py): the data-parallel fit through ``fit_partitioned`` —
 rows summed and mapped on the workers that hold them — releases ``DPAGDAveraged.fit``'s model
 on the same rows for the same generator (binary and joint multinomial: rows mapped in place;
-one-vs-rest: mapped per gradient), the mean's share spent; no worker holds rows afterwards."""
+one-vs-rest: mapped per gradient), the mean's share spent; no worker holds rows afterwards.
+The mapped oracle's Gram matrix (the curvature step's input), summed on the workers, equals
+``gram_of_rows(mapped_rows(X, mapping))`` on the same rows; the plain oracle refuses it."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from service.data.sources import local_source
 from service.models.base import fit_labels
 from service.models.registry import parse_model_spec
 from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.curvature_step import GramOracle, gram_of_rows
+from service.optimizers.kits.dp_agd_row_map import RowMap, mapped_rows, row_map
 from service.optimizers.kits.one_vs_rest import class_plan_of
 from service.optimizers.kits.planning import plan_job
 from service.workers.data_parallel import PartitionRead, fit_partitioned, held_partitions
@@ -114,3 +118,45 @@ def test_a_partitioned_row_map_fit_equals_the_single_process_fit(
     np.testing.assert_allclose(parallel, single, rtol=1e-9, atol=1e-12)
     assert all(after[a][1] == before[a][1] + 1 for a in after), (before, after)
     assert all(held == 0 for held, _ in after.values())
+
+
+def _gram_of_partitions(read: PartitionRead, case: str, mapping: RowMap) -> tuple[np.ndarray, bool]:
+    """Inside a worker task: the Gram matrix of the partitions' oracle mapped by ``mapping`` (in
+    place for ``label_row`` None, on the fly for one-vs-rest's class 1); whether the plain
+    oracle refused it."""
+    loss = _planned(case, read.n).loss
+    label_row = 1 if case == "one_vs_rest" else None
+
+    def fit(oracle_for: Any) -> Any:
+        oracle = oracle_for(label_row)
+        assert isinstance(oracle, GramOracle)  # every instance has ``gram``; only mapped answers
+        try:
+            oracle.gram()
+            refused = False
+        except ValueError:
+            refused = True
+        return oracle.mapped(mapping).gram(), refused
+
+    return fit_partitioned(
+        f"row-map-gram-{case}", read, loss, fit, after_load=lambda: None, max_rounds=1
+    )
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_partitions_gram_matrix_equals_the_single_process_one(
+    cluster: Client, folder: tuple[Path, int], case: str
+) -> None:
+    categorical = CASES[case][1] is not None
+    read = _read(folder, categorical)
+    source = local_source(folder[0] / "folder", "parquet")
+    X, _ = read_encoded(source, _encoder(), CATEGORICAL if categorical else LABEL, None)
+    rng = np.random.default_rng(11)
+    mapping = row_map(X.mean(axis=0) + rng.normal(size=X.shape[1]) * 0.1, 0.01)
+    assert np.linalg.norm(mapping.centre) > 0.1  # a real map: rows centred, not just scaled
+    task = cluster.submit(_gram_of_partitions, read, case, mapping, pure=False)
+    gram, refused = task.result()
+    assert refused
+    expected = gram_of_rows(mapped_rows(X, mapping))
+    assert gram.shape == expected.shape == (X.shape[1], X.shape[1])
+    np.testing.assert_allclose(gram, expected, rtol=1e-12)
+    assert all(held == 0 for held, _ in cluster.run(held_partitions).values())

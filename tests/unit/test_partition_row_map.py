@@ -7,7 +7,9 @@ and the actors' calls made in process:
   the rows kept for the next class), and the mean's share is spent (the rows are mapped);
 - after an in-place map the plain oracle raises instead of answering on mapped rows, and a
   mapping is never applied twice;
-- the on-the-fly gradient equals the gradient on ``mapped_rows`` across several blocks.
+- the on-the-fly gradient equals the gradient on ``mapped_rows`` across several blocks;
+- the mapped oracle's Gram matrix (in place and on the fly, across blocks) equals
+  ``gram_of_rows(mapped_rows(X))``; the plain oracle and a mismatched mapping raise.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from service.models.multinomial import MultinomialLoss
 from service.models.registry import parse_model_spec
 from service.optimizers.dp_agd_averaged import DPAGDAveraged
 from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.curvature_step import GramOracle, gram_of_rows
 from service.optimizers.kits.dp_agd_row_map import RowMappable, mapped_rows, row_map
 from service.optimizers.kits.full_gradient import LocalGradient
 from service.optimizers.kits.one_vs_rest import class_plan_of
@@ -157,3 +160,28 @@ def test_the_on_the_fly_gradient_spans_blocks(monkeypatch: pytest.MonkeyPatch) -
     copy = X.copy()
     partition_row_map.map_in_place(copy, mapping)
     np.testing.assert_allclose(copy, mapped_rows(X, mapping), rtol=1e-15, atol=0)
+
+
+def test_the_mapped_gram_matrix_equals_the_single_process_one(
+    holders: list[PartitionHolder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(partition_row_map, "MAP_BLOCK_BYTES", 8 * WIDTH * 37)  # 37 rows a block
+    rng = np.random.default_rng(5)
+    X = _rows(rng)
+    y = np.where(rng.random(N) < 0.5, 1.0, -1.0)
+    loss = LogisticLoss(l2=1e-3, fit_intercept=True)
+    mapping = row_map(X.mean(axis=0) + rng.normal(size=WIDTH) * 0.05, 0.01)
+    other = row_map(X.mean(axis=0), 0.0)
+    expected = gram_of_rows(mapped_rows(X, mapping))
+    for label_row in (0, None):  # on the fly (one-vs-rest's class 0), then in place
+        call = _held(holders, loss, X, y[None, :])
+        oracle = PartitionOracle(loss, N, WIDTH, 3, call, label_row)
+        assert isinstance(oracle, GramOracle)
+        with pytest.raises(ValueError):  # the encoded rows' Gram matrix is never answered
+            oracle.gram()
+        gram = oracle.mapped(mapping).gram()
+        assert gram.shape == (WIDTH, WIDTH)
+        np.testing.assert_allclose(gram, expected, rtol=1e-12)
+        assert all((h._mapped is None) == (label_row is not None) for h in holders)
+    with pytest.raises(ValueError):  # rows mapped in place by another mapping
+        PartitionOracle(loss, N, WIDTH, 3, call, None, other).gram()
