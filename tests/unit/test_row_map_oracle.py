@@ -8,6 +8,9 @@
     differs from the plain steps' (an oracle without the capability).
 (c) Refusals: a row sum of the wrong width, a mapped oracle of the wrong shape, a plan without
     noise on the mean.
+(d) The curvature step (the joint model's default here): the mapped oracle's ``gram()``
+    (``GramOracle``, summed part by part) gives ``fit``'s release and its shorter run; a mapped
+    oracle without it gets the plan's public steps (the curvature's share unspent).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss
 from service.optimizers.dp_agd_averaged import DPAGDAveraged, DPAGDAveragedParams
 from service.optimizers.kits.base import PrivacyTarget, ReleasePlan
+from service.optimizers.kits.curvature_step import GramOracle, gram_of_rows
 from service.optimizers.kits.dp_agd_row_map import RowMap, RowMappable, mapped_rows
 from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient, SummedGradient
 from service.optimizers.kits.full_gradient import partial_gradient_sum as part_sum
@@ -36,8 +40,15 @@ class MappableSplit:
     """The oracle of rows split in three parts (gradients summed part by part, in order) that
     sums and maps its rows part by part: what the partitioned and in-database oracles do."""
 
-    def __init__(self, loss: Loss, X: np.ndarray, y: np.ndarray, bounds: tuple[int, ...]) -> None:
-        self._loss, self._X, self._y = loss, X, y
+    def __init__(
+        self,
+        loss: Loss,
+        X: np.ndarray,
+        y: np.ndarray,
+        bounds: tuple[int, ...],
+        gram: bool = True,
+    ) -> None:
+        self._loss, self._X, self._y, self._gram = loss, X, y, gram
         self._parts = list(zip((0, *bounds), (*bounds, X.shape[0]), strict=True))
         self.summed = 0
         self.mappings: list[RowMap] = []
@@ -71,7 +82,17 @@ class MappableSplit:
     def mapped(self, mapping: RowMap) -> GradientOracle:
         self.mappings.append(mapping)
         rows = np.concatenate([mapped_rows(self._X[a:b], mapping) for a, b in self._parts])
-        return self._summed(rows)
+        summed = self._summed(rows)
+        if not self._gram:
+            return summed
+        parts = self._parts
+
+        class WithGram(SummedGradient):
+            def gram(self) -> np.ndarray:
+                return sum((gram_of_rows(rows[a:b]) for a, b in parts), np.zeros((WIDTH, WIDTH)))
+
+        summed.__class__ = WithGram
+        return summed
 
 
 def _rows(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -111,8 +132,10 @@ def test_fit_oracle_releases_fits_model_through_a_mappable_oracle(kind: str) -> 
     oracle = MappableSplit(loss, X, y, (97, 250))
     assert isinstance(oracle, RowMappable)
     steps: list[int] = []
+    local_steps: list[int] = []
+    optimizer.fit(plan, loss, X, y, np.random.default_rng(5), local_steps.append)
     split = optimizer.fit_oracle(plan, loss, oracle, np.random.default_rng(5), steps.append)
-    assert steps[-1] == plan.total_steps
+    assert steps == local_steps and steps[-1] <= plan.total_steps
     np.testing.assert_allclose(split, local, rtol=1e-9, atol=1e-12 * np.abs(local).max())
     # (b) the share is spent: the rows summed once, mapped once by a centre that is not 0
     assert oracle.summed == 1 and len(oracle.mappings) == 1
@@ -167,3 +190,34 @@ def test_fit_oracle_refuses_a_wrong_row_sum_or_mapped_shape_or_a_silent_mean() -
         optimizer.fit_oracle(
             silent, loss, MappableSplit(loss, X, y, (10,)), np.random.default_rng(0), _quiet
         )
+
+
+def test_the_curvature_step_needs_the_gram_capability_else_the_public_steps_run() -> None:
+    """(d) The joint plan carries the curvature step; with ``gram()`` the run on rows spread
+    over every direction (λ⁺ < 1) is shorter than the plan's T and equals ``fit``'s; without it
+    the plan's T public steps run, a different release."""
+    loss, plan, _, _ = _case("joint")
+    assert plan.hyperparameters["curvature_share"] > 0.0
+    rng = np.random.default_rng(3)
+    spread = rng.normal(size=(N, WIDTH - 1))
+    spread *= 0.95 / np.linalg.norm(spread, axis=1, keepdims=True).max()
+    X = np.column_stack([spread, np.full(N, 0.3 / math.sqrt(WIDTH))])
+    y = np.argmax(X[:, :K] + 0.05 * rng.normal(size=(N, K)), axis=1).astype(float)
+    optimizer = DPAGDAveraged()
+    oracle = MappableSplit(loss, X, y, (97, 250))
+    assert isinstance(oracle.mapped(RowMap(np.zeros(WIDTH), 0.3 / math.sqrt(WIDTH))), GramOracle)
+    counted: list[int] = []
+    shorter = optimizer.fit_oracle(
+        plan, loss, MappableSplit(loss, X, y, (97, 250)), np.random.default_rng(5), counted.append
+    )
+    local_steps: list[int] = []
+    local = optimizer.fit(plan, loss, X, y, np.random.default_rng(5), local_steps.append)
+    assert counted == local_steps and counted[-1] < plan.total_steps
+    np.testing.assert_allclose(shorter, local, rtol=1e-9, atol=1e-12 * np.abs(local).max())
+    public: list[int] = []
+    plain = optimizer.fit_oracle(
+        plan, loss, MappableSplit(loss, X, y, (97, 250), gram=False), np.random.default_rng(5),
+        public.append,
+    )  # fmt: skip
+    assert public[-1] == plan.total_steps
+    assert not np.allclose(plain, shorter, rtol=1e-3)
