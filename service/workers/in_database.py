@@ -85,6 +85,8 @@ from service.optimizers.kits.dp_agd_row_map import RowMap
 from service.workers.in_database_multinomial import multinomial_gradient_query
 from service.workers.in_database_row_map import (
     MAPPED_TABLE,
+    gram_matrix,
+    gram_queries,
     mapped_statements,
     row_sum_query,
     rows_table,
@@ -421,7 +423,7 @@ class InDatabaseGradient:
     rounding). ``table`` is the temporary table read (the encoded rows, or the mapped rows of
     :meth:`mapped`). The oracle can run ``dp_agd_averaged``'s row map
     (:class:`~service.optimizers.kits.dp_agd_row_map.RowMappable`: :meth:`row_sum`,
-    :meth:`mapped`)."""
+    :meth:`mapped`); the mapped one also sums the Gram matrix (:meth:`gram`, ``GramOracle``)."""
 
     def __init__(
         self,
@@ -515,6 +517,19 @@ class InDatabaseGradient:
             label_class=self._label_class,
             table=MAPPED_TABLE,
         )
+
+    def gram(self) -> FloatArray:
+        """Σ_i φ_i φ_iᵀ over the mapped rows (w × w; the sessions' sums added in session order,
+        :mod:`service.workers.in_database_row_map`): never released, only the input of
+        ``release_top_eigenvalue``. ``ValueError`` on the encoded rows (not a mapped oracle)."""
+        if self._table != MAPPED_TABLE:
+            raise ValueError("the Gram matrix is of the mapped rows")
+        queries = gram_queries(self._table, self._width)
+
+        def shard_gram(k: int, session: Connection) -> FloatArray:
+            return gram_matrix([session.execute(q).one() for q in queries], self._width)
+
+        return _in_order(self._on_sessions(shard_gram))
 
     def gradient(self, w: FloatArray) -> FloatArray:
         # PostgreSQL raises where a product underflows to zero; an entry below 2⁻⁵⁰⁰ moves a

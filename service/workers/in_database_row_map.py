@@ -16,6 +16,18 @@ the database over the encoded rows ``pg_temp.dpfit_rows(x0 … x_{w−1}, y)`` o
 
   The gradient queries then read ``dpfit_mapped`` instead of ``dpfit_rows`` (the table name is
   a parameter of the queries), once per step; the map itself is one pass per fit.
+- :func:`gram_queries` and :func:`gram_matrix`: per session, G_k = Σ_i φ_i φ_iᵀ over its
+  mapped rows — ``SELECT sum(x_i·x_j)`` for the w(w + 1)/2 pairs i ≤ j, at most
+  :data:`GRAM_CHUNK_ENTRIES` sums a query (PostgreSQL allows 1,664 entries in a select list; the
+  encoded width is at most 1,600 columns, so up to 1.28·10⁶ pairs: one scan of the mapped
+  table per chunk, ≤ 2,000 operators a row — within ``statement_timeout_ms``'s 2 µs per
+  encoded cell), assembled into the symmetric (w × w) matrix; the oracle adds the sessions'
+  matrices in session order (the capability
+  :class:`~service.optimizers.kits.curvature_step.GramOracle`). G itself is never
+  released: it is only the input of ``release_top_eigenvalue`` (its top eigenvalue plus
+  noise). The mapped entries are 0 or ≥ 2⁻⁸⁰ in magnitude and ≤ 1 (below), so every product
+  is 0 or ≥ 2⁻¹⁶⁰: none underflows, none raises. It equals ``gram_of_rows`` of numpy's
+  ``mapped_rows`` up to summation order and the 2⁻⁸⁰ flush.
 
 Floating point (PostgreSQL's ``float8`` ``*`` and ``/`` raise where a non-zero result underflows
 to 0 — a failure that would depend on the data; ``+``, ``−`` and ``sqrt`` never raise). Encoded
@@ -41,18 +53,24 @@ numpy's ``einsum`` otherwise) or by less than 2⁻⁸⁰ (a flushed entry).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
 
+from service.data.sources import SourceError
 from service.data.sql_encoding import FLOAT8
 from service.optimizers.kits.dp_agd_row_map import NORM_MARGIN, RowMap
 
 __all__ = [
     "ENTRY_FLUSH",
+    "GRAM_CHUNK_ENTRIES",
     "MAPPED_TABLE",
     "flushed_centre",
+    "gram_matrix",
+    "gram_pairs",
+    "gram_queries",
     "mapped_statements",
     "row_sum_query",
     "rows_table",
@@ -62,6 +80,8 @@ __all__ = [
 MAPPED_TABLE = "dpfit_mapped"
 #: Centre entries and mapped entries below this magnitude are 0 (module docstring).
 ENTRY_FLUSH = 2.0**-80
+#: The most sums in one query of the Gram matrix (PostgreSQL's select list holds ≤ 1,664).
+GRAM_CHUNK_ENTRIES = 1000
 
 
 def _f(value: float) -> sa.ColumnElement[Any]:
@@ -150,3 +170,34 @@ def mapped_statements(
     params = {f"v{j}": float(v) for j, v in enumerate(centre)}
     params["intercept"] = float(mapping.intercept)
     return ddl, insert, params
+
+
+def gram_pairs(width: int) -> list[tuple[int, int]]:
+    """The entries (i, j), i ≤ j, of a (``width`` × ``width``) Gram matrix's upper triangle, row
+    by row: the order of :func:`gram_queries`' sums."""
+    return [(i, j) for i in range(width) for j in range(i, width)]
+
+
+def gram_queries(table: str, width: int) -> list[sa.Select[Any]]:
+    """``SELECT sum(x_i * x_j), … FROM table`` over :func:`gram_pairs`, at most
+    :data:`GRAM_CHUNK_ENTRIES` sums a query (names from the public width; no value bound)."""
+    rows = rows_table(table, width)
+    sums = [sa.func.sum(rows.c[f"x{i}"] * rows.c[f"x{j}"]) for i, j in gram_pairs(width)]
+    return [
+        sa.select(*sums[start : start + GRAM_CHUNK_ENTRIES])
+        for start in range(0, len(sums), GRAM_CHUNK_ENTRIES)
+    ]
+
+
+def gram_matrix(answers: Sequence[Sequence[Any]], width: int) -> np.ndarray:
+    """One session's answers to :func:`gram_queries`, in order, as the symmetric
+    (``width`` × ``width``) float64 matrix (NULL, a sum over no rows, is 0); ``SourceError``
+    when an answer is missing."""
+    values = [0.0 if v is None else float(v) for answer in answers for v in answer]
+    pairs = gram_pairs(width)
+    if len(values) != len(pairs):
+        raise SourceError("the in-database job could not read the table")
+    out = np.zeros((width, width), dtype=np.float64)
+    for (i, j), value in zip(pairs, values, strict=True):
+        out[i, j] = out[j, i] = value
+    return out

@@ -1,13 +1,16 @@
 """``dp_agd_averaged``'s row map inside PostgreSQL (service/workers/in_database_row_map.py):
 
-- the row sum and the mapped rows the database computes equal numpy's (``X.sum``,
-  ``mapped_rows``), in one session and in three;
+- the row sum, the mapped rows and the mapped rows' Gram matrix the database computes equal
+  numpy's (``X.sum``, ``mapped_rows``, ``gram_of_rows``), in one session and in three — the
+  Gram matrix also at a width of 60 (1,830 sums: more than one chunk query); the plain
+  oracle refuses the Gram matrix;
 - a fixed-seed ``fit_oracle`` through the database (binary, joint multinomial, one-vs-rest;
   one session and three) releases ``DPAGDAveraged.fit``'s model on the reader's rows: the mean
   released (the row-map share spent), the steps on the mapped rows, the fold;
 - adversarial mappings (a row equal to the centre, centred entries cancelling to ~1e-32, centre
   entries of 1e-30 … 5e-324, rows with entries of 2⁻⁵²) build the mapped table without an
-  underflow error, with rows of norm ≤ 1 equal to numpy's up to the 2⁻⁸⁰ flush.
+  underflow error, with rows of norm ≤ 1 equal to numpy's up to the 2⁻⁸⁰ flush; their Gram
+  matrix is summed without one either.
 """
 
 from __future__ import annotations
@@ -27,13 +30,19 @@ from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss, class_indices
 from service.models.registry import parse_model_spec
 from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.curvature_step import GramOracle, gram_of_rows
 from service.optimizers.kits.dp_agd_row_map import RowMap, RowMappable, mapped_rows, row_map
 from service.optimizers.kits.full_gradient import LocalGradient
 from service.optimizers.kits.one_vs_rest import class_plan_of
 from service.optimizers.kits.planning import plan_job
 from service.optimizers.kits.registry import get_optimizer
 from service.workers.in_database import InDatabaseGradient, encoded_rows
-from service.workers.in_database_row_map import ENTRY_FLUSH, flushed_centre
+from service.workers.in_database_row_map import (
+    ENTRY_FLUSH,
+    GRAM_CHUNK_ENTRIES,
+    flushed_centre,
+    gram_queries,
+)
 from tests.live.test_in_database import _random_table, _schema
 from tests.live.test_in_database_multiclass import _random_table as _random_classes
 from tests.live.test_in_database_multiclass import _schema as _class_schema
@@ -117,8 +126,63 @@ def test_row_sum_and_mapped_rows_equal_numpy(warehouse: str, sessions: int) -> N
             )
         with pytest.raises(ValueError):
             on_mapped.mapped(mapping)  # the mapped rows are never mapped again
+        assert isinstance(on_mapped, GramOracle)
+        _check_gram(on_mapped.gram(), table[:, :width], expected)
+        with pytest.raises(ValueError):  # the encoded rows' Gram matrix is never answered
+            oracle.gram()
     with sa.create_engine(warehouse).connect() as admin:
         assert admin.exec_driver_sql(_TEMP).scalar_one() == 0
+
+
+def _check_gram(gram: np.ndarray, table: np.ndarray, expected: np.ndarray) -> None:
+    """The database's Gram matrix against ``gram_of_rows`` of its own mapped rows and of numpy's
+    (``expected``; an entry flushed below 2⁻⁸⁰ moves a product by less than 2⁻⁸⁰): entry-wise to
+    1e-12 of the matrix's largest entry (an off-diagonal entry of centred rows is a cancelling
+    sum, whose own relative error is not the summation's)."""
+    width = table.shape[1]
+    assert gram.shape == (width, width) and gram.dtype == np.float64
+    np.testing.assert_array_equal(gram, gram.T)  # assembled symmetric
+    for rows in (table, expected):
+        numpy_gram = gram_of_rows(rows)
+        scale = float(np.abs(numpy_gram).max())
+        atol = 1e-12 * scale + len(rows) * ENTRY_FLUSH
+        np.testing.assert_allclose(gram, numpy_gram, rtol=1e-12, atol=atol)
+
+
+@pytest.mark.parametrize("sessions", [1, 3])
+def test_the_gram_matrix_of_wide_mapped_rows_equals_numpy(warehouse: str, sessions: int) -> None:
+    """Width 60: 1,830 sums, more than one query of at most ``GRAM_CHUNK_ENTRIES``."""
+    n, features = 1500, 59
+    rng = np.random.default_rng(12)
+    values = rng.uniform(-1.0, 1.0, size=(n, features)) + np.linspace(-0.4, 0.4, features)
+    rows = [(i, *map(float, values[i]), "a" if i % 3 else "b") for i in range(n)]
+    names = [f"f{j}" for j in range(features)]
+    columns = ", ".join(["id integer PRIMARY KEY", *(f"{c} double precision" for c in names)])
+    create_table(warehouse, "map_wide", rows, f"{columns}, lab text")
+    source = open_sql_source("sql://wh/map_wide", warehouse_settings(warehouse))
+    encoder = Encoder(
+        [NumericFeature(name=c, min=-1.5, max=1.5) for c in names], fit_intercept=True
+    )
+    label = LabelSpec(column="lab", type="binary", positive="a", negative="b")
+    X, _ = read_encoded(source, encoder, label, None)
+    width = encoder.dimension
+    assert width == 60 and len(gram_queries("dpfit_mapped", width)) > 1
+    assert width * (width + 1) // 2 > GRAM_CHUNK_ENTRIES
+    mapping = row_map(X.mean(axis=0) + rng.normal(size=width) * 0.01, 0.01)
+    assert np.linalg.norm(mapping.centre) > 0.1
+    loss = LogisticLoss(l2=1e-3, fit_intercept=True)
+    with encoded_rows(
+        source, encoder, label, None, n=n, fingerprint=source.fingerprint(), sessions=sessions
+    ) as conn:
+        oracle = InDatabaseGradient(conn, loss, n, width)
+        assert oracle.sessions == sessions
+        with pytest.raises(ValueError):
+            oracle.gram()
+        on_mapped = oracle.mapped(mapping)
+        gram = on_mapped.gram()
+        table = _mapped_table(conn, width)[:, :width]
+    _check_gram(gram, table, mapped_rows(X, mapping))
+    assert np.trace(gram) > 0.5 * n  # the mapped rows, not a chunk's zeros
 
 
 def _fits(plan, loss, X, y, conn, n: int, width: int, label_class: int | None = None):
@@ -239,6 +303,7 @@ def test_adversarial_mappings_build_without_an_underflow(warehouse: str) -> None
             np.testing.assert_allclose(table, expected, rtol=1e-13, atol=ENTRY_FLUSH)
             small = table[table != 0.0]
             assert np.all(np.abs(small) >= ENTRY_FLUSH)
+            _check_gram(on_mapped.gram(), table, expected)  # no product underflows
             w = rng.normal(size=width)
             np.testing.assert_allclose(
                 on_mapped.gradient(w),
