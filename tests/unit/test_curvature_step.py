@@ -140,9 +140,7 @@ def test_the_steps_keep_their_mu_and_stay_within_the_public_bounds(seed: int) ->
     rng = np.random.default_rng(seed)
     for _ in range(200):
         n, w, T = int(rng.integers(10, 10**6)), int(rng.integers(2, 300)), int(rng.integers(1, 400))
-        loss = MultinomialLoss(
-            l2=float(10 ** rng.uniform(-5, -2)), classes=3, gradient_clip=0.5
-        )
+        loss = MultinomialLoss(l2=float(10 ** rng.uniform(-5, -2)), classes=3, gradient_clip=0.5)
         sigma, sigma_c = float(rng.uniform(0.01, 2.0)), float(rng.uniform(0.1, 100.0))
         released = float(rng.uniform(-3 * sigma_c, n + 3 * sigma_c))
         out = curvature_steps(
@@ -183,8 +181,10 @@ def test_the_plans_event_composes_to_the_target() -> None:
     _, plan = _joint_plan(10_000)
     hp = plan.hyperparameters  # type: ignore[attr-defined]
     assert hp["curvature_share"] == CURVATURE_SHARE
-    z_mean, z_steps, z_c = hp["mean_noise_multiplier"], hp["noise_multiplier"], 1.0 / (
-        gdp_mu(TARGET.epsilon, TARGET.delta) * math.sqrt(CURVATURE_SHARE)
+    z_mean, z_steps, z_c = (
+        hp["mean_noise_multiplier"],
+        hp["noise_multiplier"],
+        1.0 / (gdp_mu(TARGET.epsilon, TARGET.delta) * math.sqrt(CURVATURE_SHARE)),
     )
     assert hp["curvature_noise_std"] == pytest.approx(z_c, rel=1e-9)  # sensitivity 1: σ = z_c
     total = 1 / z_mean**2 + 1 / hp["curvature_noise_std"] ** 2 + hp["iterations"] / z_steps**2
