@@ -28,7 +28,8 @@ mean fit time of each arm. Each fit gets one ``SecureRandom`` per job, as the wo
 Other modes: ``--fit-time`` (auto against diffprivlib at its best C, interleaved in one
 process, medians; ``--before-tree`` adds another tree's multinomial loss as a third arm),
 ``--dev-steps`` (accuracy at auto's T, T/2, T/4 on development splits of the training parts),
-``--small-binary`` (the small binary sets against their majority class).
+``--small-binary`` (the small binary sets against their majority class), ``--dev-curvature``
+(the curvature step against the public step on development splits).
 """
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dev-steps",
         action="store_true",
         help="accuracy at auto's T, T/2, T/4 on development splits of the training parts",
+    )
+    parser.add_argument(
+        "--dev-curvature",
+        action="store_true",
+        help="the curvature step against the public step, on development splits",
     )
     parser.add_argument(
         "--before-tree",
@@ -539,7 +545,84 @@ def dev_steps(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -
     return lines
 
 
+def dev_curvature(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
+    """The curvature step against the public step (``service/optimizers/kits/curvature_step.py``)
+    on development splits only (each set's TRAINING part split 70/30 by seed 2027, as
+    :func:`dev_steps`): ``auto``'s job as planned (its default curvature share where the rule
+    gives one) and the same job re-planned with ``curvature_share`` = 0 (the public step and T);
+    test accuracy on the held-out development rows (mean ± standard error), the median fit time
+    (one ``SecureRandom`` per job, as :func:`fit_scores`) and the median number of steps run."""
+    from dataclasses import replace as replaced
+
+    from service.domain.released_model import released_weights
+    from service.models.base import fit_labels
+    from service.optimizers.kits.base import PrivacyTarget
+    from service.privacy.secure_random import SecureRandom
+
+    sets = datasets(False)
+    if not names or any("synthetic".startswith(d) or d.startswith("synthetic") for d in names):
+        sets += [synthetic_multiclass(*spec) for spec in DEV_SYNTHETIC]
+    lines = [
+        "| set | dev rows | K | features | ε | public step: T, % | fit | curvature step: T' "
+        "(median), % | fit | fit ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for full in sets:
+        if names and not any(full.name.startswith(d) for d in names):
+            continue
+        order = np.random.default_rng(SPLIT_SEED + 1).permutation(full.n)
+        cut = int(0.7 * full.n)
+        tr, te = order[:cut], order[cut:]
+        dev = Dataset(full.name, full.X[tr], full.y[tr], full.X[te], full.y[te])
+        classes = int(full.y.max()) + 1
+        one_vs_rest = np.stack([np.where(dev.y == k, 1.0, -1.0) for k in range(classes)])
+        for eps in epsilons:
+            job = priced(dev, classes, eps, {"type": "logistic_regression"}).planned
+            if "curvature_share" not in job.plan.hyperparameters:
+                continue  # the rule gives no share here: both arms are the same job
+            public = replaced(
+                job,
+                plan=job.optimizer.plan(
+                    job.params.model_copy(update={"curvature_share": 0.0}), job.loss, dev.n,
+                    job.plan.hyperparameters["d"], PrivacyTarget(eps, DELTA),
+                ),
+            )  # fmt: skip
+            labels = fit_labels(job.loss, one_vs_rest)
+            cells = []
+            for arm in (public, job):
+                accs, took, steps = [], [], []
+                for seed in range(runs):
+                    rng = SecureRandom(np.random.default_rng(seed).bytes)
+                    count: list[int] = []
+                    start = time.perf_counter()
+                    w = arm.optimizer.fit(arm.plan, arm.loss, dev.X, labels, rng, count.append)
+                    took.append(time.perf_counter() - start)
+                    steps.append(count[-1])
+                    accs.append(test_accuracy(arm, released_weights(arm.loss, w), dev))
+                error = float(np.std(accs)) / math.sqrt(runs)
+                cells.append((int(np.median(steps)), 100 * float(np.mean(accs)), 100 * error,
+                              float(np.median(took))))  # fmt: skip
+            (t0, a0, e0, s0), (t1, a1, e1, s1) = cells
+            lines.append(
+                f"| {full.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | T = {t0}: "
+                f"{a0:.2f} ± {e0:.2f} | {seconds(s0)} | T' = {t1}: {a1:.2f} ± {e1:.2f} | "
+                f"{seconds(s1)} | {s1 / s0:.2f}× |"
+            )
+            print(lines[-1], flush=True)
+    return lines
+
+
 def run(args: argparse.Namespace) -> None:
+    if args.dev_curvature:
+        runs = 2 if args.smoke else args.runs
+        epsilons = (1.0,) if args.smoke else tuple(args.epsilons or EPSILONS)
+        lines = dev_curvature(runs, epsilons, ["digits"] if args.smoke else args.datasets)
+        note = (
+            f"\n\n{runs} seeds per cell; development split (seed {SPLIT_SEED + 1}) of each set's "
+            f"training part; δ = {DELTA:g}; mean ± standard error; fit times are medians."
+        )
+        (results_dir(args.smoke) / "dev-curvature.md").write_text("\n".join(lines) + note + "\n")
+        return
     if args.dev_steps:
         runs = 2 if args.smoke else args.runs
         epsilons = (1.0,) if args.smoke else tuple(args.epsilons or EPSILONS)
