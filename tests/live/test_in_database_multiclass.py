@@ -443,7 +443,7 @@ def test_a_categorical_in_database_dataset_end_to_end(warehouse: str, tmp_path) 
                 {"name": "hours", "type": "numeric", "min": 0, "max": 99},
                 {"name": "kind", "type": "categorical", "categories": ["x", "y", "z"]},
             ],
-            "budget": {"epsilon": 5.0, "delta": 1e-5},
+            "budget": {"epsilon": 8.0, "delta": 1e-5},
             "execution": "in_database",
         }
         numeric = {**body, "name": "numeric-in-db", "label": {"column": "age", "type": "numeric"}}
@@ -475,10 +475,13 @@ def test_a_categorical_in_database_dataset_end_to_end(warehouse: str, tmp_path) 
             "optimizer": {"name": "auto"},
             "privacy": {"epsilon": 2.0, "delta": 1e-6},
         }
+        # one-vs-rest splits its μ K ways: at ε = 2 the third row's class was missed in about
+        # one run in eight (the worker's noise is the OS's), so it gets ε = 5
         ovr = {
             **auto,
             "model": {"type": "logistic_regression", "l2": 1e-3, "gradient_clip": 0.5},
             "optimizer": {"name": "dp_agd", "params": {}},
+            "privacy": {"epsilon": 5.0, "delta": 1e-6},
         }
         rows = [
             {"age": 85, "hours": 90, "kind": "x"},
