@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from importlib.util import find_spec
 from typing import Any
@@ -482,6 +483,25 @@ DEV_SYNTHETIC = ((30_000, 10, 3, 12), (20_000, 50, 10, 11), (12_000, 40, 8, 13))
 DEV_FRACTIONS = (1.0, 0.5, 0.25)
 
 
+def development_sets(names: list[str] | None) -> Iterator[tuple[Dataset, int, np.ndarray]]:
+    """(development split, K, the (K, n) one-vs-rest labels) of every bench set whose name starts
+    with one of ``names`` (all when None), DEV_SYNTHETIC's too: each set's TRAINING part split
+    70/30 by seed SPLIT_SEED + 1, never its test split — the rows ``auto``'s rules were chosen
+    on."""
+    sets = datasets(False)
+    if not names or any("synthetic".startswith(d) or d.startswith("synthetic") for d in names):
+        sets += [synthetic_multiclass(*spec) for spec in DEV_SYNTHETIC]
+    for full in sets:
+        if names and not any(full.name.startswith(d) for d in names):
+            continue
+        order = np.random.default_rng(SPLIT_SEED + 1).permutation(full.n)
+        cut = int(0.7 * full.n)
+        tr, te = order[:cut], order[cut:]
+        dev = Dataset(full.name, full.X[tr], full.y[tr], full.X[te], full.y[te])
+        classes = int(full.y.max()) + 1
+        yield dev, classes, np.stack([np.where(dev.y == k, 1.0, -1.0) for k in range(classes)])
+
+
 def dev_steps(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
     """Is ``auto``'s T larger than accuracy needs? Each set's TRAINING part split 70/30 by seed
     2027 (never the test split); ``auto``'s job on the development part, then the same model
@@ -495,24 +515,13 @@ def dev_steps(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -
     from service.optimizers.kits.planning import plan_job
     from service.privacy.secure_random import SecureRandom
 
-    sets = datasets(False)
-    if not names or any("synthetic".startswith(d) or d.startswith("synthetic") for d in names):
-        sets += [synthetic_multiclass(*spec) for spec in DEV_SYNTHETIC]
     lines = [
         "| set | dev rows | K | features | ε | auto T | "
         + " | ".join(f"T·{f:g} %" for f in DEV_FRACTIONS)
         + " |",
         "|---|---|---|---|---|---|" + "---|" * len(DEV_FRACTIONS),
     ]
-    for full in sets:
-        if names and not any(full.name.startswith(d) for d in names):
-            continue
-        order = np.random.default_rng(SPLIT_SEED + 1).permutation(full.n)
-        cut = int(0.7 * full.n)
-        tr, te = order[:cut], order[cut:]
-        dev = Dataset(full.name, full.X[tr], full.y[tr], full.X[te], full.y[te])
-        classes = int(full.y.max()) + 1
-        one_vs_rest = np.stack([np.where(dev.y == k, 1.0, -1.0) for k in range(classes)])
+    for dev, classes, one_vs_rest in development_sets(names):
         for eps in epsilons:
             job = priced(dev, classes, eps, {"type": "logistic_regression"}).planned
             steps = int(job.plan.hyperparameters["iterations"])
@@ -537,7 +546,7 @@ def dev_steps(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -
                 error = float(np.std(accs)) / math.sqrt(runs)
                 cells.append(f"{100 * np.mean(accs):.2f} ± {100 * error:.2f} (T = {t})")
             lines.append(
-                f"| {full.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | {steps} | "
+                f"| {dev.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | {steps} | "
                 + " | ".join(cells)
                 + " |"
             )
@@ -559,23 +568,12 @@ def dev_curvature(runs: int, epsilons: tuple[float, ...], names: list[str] | Non
     from service.optimizers.kits.base import PrivacyTarget
     from service.privacy.secure_random import SecureRandom
 
-    sets = datasets(False)
-    if not names or any("synthetic".startswith(d) or d.startswith("synthetic") for d in names):
-        sets += [synthetic_multiclass(*spec) for spec in DEV_SYNTHETIC]
     lines = [
         "| set | dev rows | K | features | ε | public step: T, % | fit | curvature step: T' "
         "(median), % | fit | fit ratio |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for full in sets:
-        if names and not any(full.name.startswith(d) for d in names):
-            continue
-        order = np.random.default_rng(SPLIT_SEED + 1).permutation(full.n)
-        cut = int(0.7 * full.n)
-        tr, te = order[:cut], order[cut:]
-        dev = Dataset(full.name, full.X[tr], full.y[tr], full.X[te], full.y[te])
-        classes = int(full.y.max()) + 1
-        one_vs_rest = np.stack([np.where(dev.y == k, 1.0, -1.0) for k in range(classes)])
+    for dev, classes, one_vs_rest in development_sets(names):
         for eps in epsilons:
             job = priced(dev, classes, eps, {"type": "logistic_regression"}).planned
             if "curvature_share" not in job.plan.hyperparameters:
@@ -604,7 +602,7 @@ def dev_curvature(runs: int, epsilons: tuple[float, ...], names: list[str] | Non
                               float(np.median(took))))  # fmt: skip
             (t0, a0, e0, s0), (t1, a1, e1, s1) = cells
             lines.append(
-                f"| {full.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | T = {t0}: "
+                f"| {dev.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | T = {t0}: "
                 f"{a0:.2f} ± {e0:.2f} | {seconds(s0)} | T' = {t1}: {a1:.2f} ± {e1:.2f} | "
                 f"{seconds(s1)} | {s1 / s0:.2f}× |"
             )
@@ -613,25 +611,20 @@ def dev_curvature(runs: int, epsilons: tuple[float, ...], names: list[str] | Non
 
 
 def run(args: argparse.Namespace) -> None:
-    if args.dev_curvature:
+    for wanted, mode, name, smoke_set, extra in (
+        (args.dev_curvature, dev_curvature, "dev-curvature", "digits", "; fit times are medians"),
+        (args.dev_steps, dev_steps, "dev-steps", "iris", ""),
+    ):
+        if not wanted:
+            continue
         runs = 2 if args.smoke else args.runs
         epsilons = (1.0,) if args.smoke else tuple(args.epsilons or EPSILONS)
-        lines = dev_curvature(runs, epsilons, ["digits"] if args.smoke else args.datasets)
+        lines = mode(runs, epsilons, [smoke_set] if args.smoke else args.datasets)
         note = (
             f"\n\n{runs} seeds per cell; development split (seed {SPLIT_SEED + 1}) of each set's "
-            f"training part; δ = {DELTA:g}; mean ± standard error; fit times are medians."
+            f"training part; δ = {DELTA:g}; mean ± standard error{extra}."
         )
-        (results_dir(args.smoke) / "dev-curvature.md").write_text("\n".join(lines) + note + "\n")
-        return
-    if args.dev_steps:
-        runs = 2 if args.smoke else args.runs
-        epsilons = (1.0,) if args.smoke else tuple(args.epsilons or EPSILONS)
-        lines = dev_steps(runs, epsilons, ["iris"] if args.smoke else args.datasets)
-        note = (
-            f"\n\n{runs} seeds per cell; development split (seed {SPLIT_SEED + 1}) of each set's "
-            f"training part; δ = {DELTA:g}; mean ± standard error."
-        )
-        (results_dir(args.smoke) / "dev-steps.md").write_text("\n".join(lines) + note + "\n")
+        (results_dir(args.smoke) / f"{name}.md").write_text("\n".join(lines) + note + "\n")
         return
     if args.fit_time:
         runs = 2 if args.smoke else max(5, args.runs)

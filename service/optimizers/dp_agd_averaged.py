@@ -394,18 +394,14 @@ class DPAGDAveraged:
         progress: ProgressCallback,
         steps: CurvatureSteps | None = None,
     ) -> FloatArray:
+        """The tail-averaged steps: the plan's public step, T and noise, or the curvature
+        step's (``steps``), whose iterates stay in the ball ‖w‖ ≤ √(2·gap/l2)."""
         config = RowMapConfig.from_hyperparameters(plan.hyperparameters)
+        radius: float | None = None
         if steps is None:
-            return averaged_accelerated_descent(
-                loss,
-                oracle,
-                step_size=config.step_size,
-                iterations=config.iterations,
-                noise_std=plan.noise_scale,
-                sensitivity=plan.sensitivity,
-                rng=rng,
-                progress=progress,
-            )
+            steps = CurvatureSteps(config.step_size, config.iterations, plan.noise_scale, 1.0)
+        else:
+            radius = math.sqrt(2.0 * config.objective_gap / loss.l2)
         return averaged_accelerated_descent(
             loss,
             oracle,
@@ -415,7 +411,7 @@ class DPAGDAveraged:
             sensitivity=plan.sensitivity,
             rng=rng,
             progress=progress,
-            radius=math.sqrt(2.0 * config.objective_gap / loss.l2),
+            radius=radius,
         )
 
 
