@@ -485,12 +485,16 @@ DEV_FRACTIONS = (1.0, 0.5, 0.25)
 
 def development_sets(names: list[str] | None) -> Iterator[tuple[Dataset, int, np.ndarray]]:
     """(development split, K, the (K, n) one-vs-rest labels) of every bench set whose name starts
-    with one of ``names`` (all when None), DEV_SYNTHETIC's too: each set's TRAINING part split
-    70/30 by seed SPLIT_SEED + 1, never its test split — the rows ``auto``'s rules were chosen
-    on."""
+    with one of ``names`` (all when None), DEV_SYNTHETIC's too, and — only when ``names`` holds
+    "two-class" — the small binary sets as two-class categorical labels: each set's TRAINING
+    part split 70/30 by seed SPLIT_SEED + 1, never its test split — the rows ``auto``'s rules
+    were chosen on."""
     sets = datasets(False)
     if not names or any("synthetic".startswith(d) or d.startswith("synthetic") for d in names):
         sets += [synthetic_multiclass(*spec) for spec in DEV_SYNTHETIC]
+    if names and "two-class" in names:
+        sets += small_binary_sets()
+        names = [*names, "breast_cancer", "synthetic binary"]
     for full in sets:
         if names and not any(full.name.startswith(d) for d in names):
             continue
@@ -557,37 +561,41 @@ def dev_steps(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -
 def dev_curvature(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
     """The curvature step against the public step (``service/optimizers/kits/curvature_step.py``)
     on development splits only (each set's TRAINING part split 70/30 by seed 2027, as
-    :func:`dev_steps`): ``auto``'s job as planned (its default curvature share where the rule
-    gives one) and the same job re-planned with ``curvature_share`` = 0 (the public step and T);
-    test accuracy on the held-out development rows (mean ± standard error), the median fit time
-    (one ``SecureRandom`` per job, as :func:`fit_scores`) and the median number of steps run."""
+    :func:`dev_steps`): ``auto``'s job re-planned with ``curvature_share`` = 0 (the public step
+    and T) and with CURVATURE_SHARE, whether or not the rule spends it there (the last column
+    says whether it does); test accuracy on the held-out development rows (mean ± standard
+    error), the median fit time (one ``SecureRandom`` per job, as :func:`fit_scores`) and the
+    median number of steps run. ``names`` with "two-class": the small binary sets too, as
+    two-class categorical labels."""
     from dataclasses import replace as replaced
 
     from service.domain.released_model import released_weights
     from service.models.base import fit_labels
     from service.optimizers.kits.base import PrivacyTarget
+    from service.optimizers.kits.curvature_step import CURVATURE_SHARE
     from service.privacy.secure_random import SecureRandom
 
     lines = [
         "| set | dev rows | K | features | ε | public step: T, % | fit | curvature step: T' "
-        "(median), % | fit | fit ratio |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "(median), % | fit | fit ratio | the rule spends it |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for dev, classes, one_vs_rest in development_sets(names):
         for eps in epsilons:
             job = priced(dev, classes, eps, {"type": "logistic_regression"}).planned
-            if "curvature_share" not in job.plan.hyperparameters:
-                continue  # the rule gives no share here: both arms are the same job
-            public = replaced(
-                job,
-                plan=job.optimizer.plan(
-                    job.params.model_copy(update={"curvature_share": 0.0}), job.loss, dev.n,
-                    job.plan.hyperparameters["d"], PrivacyTarget(eps, DELTA),
-                ),
-            )  # fmt: skip
+            arms = [
+                replaced(
+                    job,
+                    plan=job.optimizer.plan(
+                        job.params.model_copy(update={"curvature_share": share}), job.loss,
+                        dev.n, job.plan.hyperparameters["d"], PrivacyTarget(eps, DELTA),
+                    ),
+                )  # fmt: skip
+                for share in (0.0, CURVATURE_SHARE)
+            ]
             labels = fit_labels(job.loss, one_vs_rest)
             cells = []
-            for arm in (public, job):
+            for arm in arms:
                 accs, took, steps = [], [], []
                 for seed in range(runs):
                     rng = SecureRandom(np.random.default_rng(seed).bytes)
@@ -601,10 +609,11 @@ def dev_curvature(runs: int, epsilons: tuple[float, ...], names: list[str] | Non
                 cells.append((int(np.median(steps)), 100 * float(np.mean(accs)), 100 * error,
                               float(np.median(took))))  # fmt: skip
             (t0, a0, e0, s0), (t1, a1, e1, s1) = cells
+            rule = "yes" if "curvature_share" in job.plan.hyperparameters else "no"
             lines.append(
                 f"| {dev.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | T = {t0}: "
                 f"{a0:.2f} ± {e0:.2f} | {seconds(s0)} | T' = {t1}: {a1:.2f} ± {e1:.2f} | "
-                f"{seconds(s1)} | {s1 / s0:.2f}× |"
+                f"{seconds(s1)} | {s1 / s0:.2f}× | {rule} |"
             )
             print(lines[-1], flush=True)
     return lines

@@ -128,9 +128,9 @@ synthetic sets of 12,000–30,000 rows, K = 3–10, d = 10–50; T = 264–400),
 points only where T ≤ 200, which the cap leaves alone (digits, wine and iris: T ≤ 76). It cuts
 the 14,000-row set's fit at ε = 1 / 2 / 5 (T = 292 / 400 / 400) by about 30 / 50 / 50 %.
 
-A joint ``dp_agd_averaged`` fit also takes that optimizer's curvature step (its default, not a
-fill here: ``kits/curvature_step.py``): 0.26–0.64 of the fit time, accuracy −0.2 to +4.1 points
-on development splits (``python -m bench multiclass --dev-curvature``, bench/RESULTS.md).
+A joint ``dp_agd_averaged`` fit of K ≥ 3 classes also takes its curvature step (its default,
+not a fill here: ``kits/curvature_step.py``): 0.26–0.64 of the fit time, accuracy −0.2 to +4.1
+points on development splits (``python -m bench multiclass --dev-curvature``, bench/RESULTS.md).
 
 Small data (binary). A binary set of 700 rows at ε = 0.5 was at or below its majority class
 (issue 24). With the row map and the l2 ceiling 1e-2 for these jobs (``python -m bench

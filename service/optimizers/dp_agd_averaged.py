@@ -59,13 +59,14 @@ plain steps at the plan's step noise, the mean's share left unspent (the ledger 
 privacy holds a fortiori).
 
 Curvature step (joint multinomial model). With ``curvature_share`` c > 0 — the default
-c = 0.02 for a joint multinomial model whose row map runs, l2 > 0, rows of width ≤ 256, and no
-analyst-set ``iterations`` or ``step_size`` — the top eigenvalue of the mapped rows' Gram
-matrix is released once (sensitivity 1) and the steps take the step and the number of steps
-it allows: η = 1/(β λ⁺ + l2) instead of 1/(β + l2), T' = ⌈T √(β̂/β_F)⌉ ≤ T at the same
-total μ² (``service/optimizers/kits/curvature_step.py``: mechanism, proof, safeguard). The
-public β assumes every row points the same way; real rows spread (λ_max 0.02–0.16 on the
-bench's multiclass sets), so the public step is 6–40 times shorter than the data allow.
+c = 0.02 for a joint multinomial model of K ≥ 3 classes whose row map runs, l2 > 0, rows of
+width ≤ 256, and no analyst-set ``iterations`` or ``step_size`` — the top eigenvalue of the
+mapped rows' Gram matrix is released once (sensitivity 1) and the steps take the step and the
+number of steps it allows: η = 1/(β λ⁺ + l2) instead of 1/(β + l2), T' = ⌈T √(β̂/β_F)⌉ ≤ T at
+the same total μ² (``service/optimizers/kits/curvature_step.py``: mechanism, proof,
+safeguard). The public β assumes every row points the same way; real rows spread (λ_max
+0.02–0.16 on the bench's multiclass sets), so the public step is 6–40 times shorter than the
+data allow.
 
 Assumptions, defaults and refusals: DP-AGD's (convex smooth loss, l2 > 0 or a public
 ``radius``, δ > 0), except the default T above (capped by ``max_iterations``); a row map needs
@@ -134,6 +135,12 @@ __all__ = [
     "averaged_accelerated_descent",
 ]
 
+#: The curvature step's default needs K ≥ 3 classes: on five two-class sets (a categorical label
+#: of two classes, 398–490 development rows) it lost 0.9–2.2 points in 10 of 15 cells
+#: (bench/RESULTS.md, "Fit time, turn 12"); a two-class joint fit keeps the public step, as
+#: the binary model does.
+MIN_CURVATURE_CLASSES = 3
+
 
 class DPAGDAveragedParams(AveragedStepsParams):
     """Hyper-parameters of ``dp_agd_averaged``; omitted values get the defaults."""
@@ -156,7 +163,8 @@ class DPAGDAveragedParams(AveragedStepsParams):
         description="Share c of the job's μ² spent on a private top eigenvalue of the mapped "
         "rows' second moment, from which the steps take a larger step and fewer steps at the "
         "same total noise (0: the public step and T). Needs the row map and l2 > 0. Default: "
-        f"{CURVATURE_SHARE} for a joint multinomial model with the row map, l2 > 0, rows of "
+        f"{CURVATURE_SHARE} for a joint multinomial model of 3 or more classes with the row "
+        "map, l2 > 0, rows of "
         f"width ≤ {CURVATURE_MAX_WIDTH} and neither iterations nor step_size set; 0 otherwise "
         "(service/optimizers/kits/curvature_step.py).",
     )
@@ -188,15 +196,15 @@ def resolved_curvature_share(
     target: PrivacyTarget,
 ) -> float:
     """The curvature step's share: the analyst's, else CURVATURE_SHARE for a joint multinomial
-    model with the row map (``row_map_share`` > 0), l2 > 0, rows of width d/K ≤
-    CURVATURE_MAX_WIDTH, neither ``iterations`` nor ``step_size`` set, and n large enough that
-    the release can shorten the steps at all (:func:`~service.optimizers.kits.curvature_step.
-    curvature_pays`); 0 otherwise (public facts only). InfeasibleSpec on
-    ``optimizer.params.curvature_share`` for a share > 0 without the row map or with l2 = 0 (the
-    projection's ball needs it)."""
+    model of K ≥ MIN_CURVATURE_CLASSES classes with the row map (``row_map_share`` > 0),
+    l2 > 0, rows of width d/K ≤ CURVATURE_MAX_WIDTH, neither ``iterations`` nor ``step_size``
+    set, and n large enough that the release can shorten the steps at all
+    (:func:`~service.optimizers.kits.curvature_step.curvature_pays`); 0 otherwise (public facts
+    only). InfeasibleSpec on ``optimizer.params.curvature_share`` for a share > 0 without the
+    row map or with l2 = 0 (the projection's ball needs it)."""
     if params.curvature_share is None:
         classes = int(getattr(loss, "classes", 0))
-        joint = getattr(loss, "name", "") == MULTINOMIAL and classes >= 2
+        joint = getattr(loss, "name", "") == MULTINOMIAL and classes >= MIN_CURVATURE_CLASSES
         default = (
             joint
             and row_map_share > 0.0

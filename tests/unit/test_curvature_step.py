@@ -11,7 +11,7 @@
     (T'/σ'² = T/σ²), η between the public 1/β_F and 1/(β/w + l2); a λ̃ at or above n, or not
     finite, gives back the public step and T.
 (d) The plan: the composed event's μ never exceeds μ(ε, δ); the default share only where the
-    rule says (joint multinomial, row map, enough rows, no analyst-set T or step), the
+    rule says (joint multinomial of K ≥ 3, row map, enough rows, no analyst-set T or step), the
     analyst's share refused on ``optimizer.params.curvature_share`` without the row map.
 (e) The safeguard: steps far longer than the data allow stay in the public ball and finite.
 """
@@ -201,6 +201,9 @@ def test_the_default_share_only_where_the_rule_says() -> None:
     for params in ({"iterations": 50}, {"step_size": 1.0}, {"row_map_share": 0.0}):
         assert "curvature_share" not in _joint_plan(10_000, **params)[1].hyperparameters  # type: ignore[attr-defined]
     assert "curvature_share" not in _joint_plan(10_000, width=300)[1].hyperparameters  # type: ignore[attr-defined]
+    two = MultinomialLoss(l2=1e-3, classes=2, gradient_clip=0.5, fit_intercept=True)
+    plan = DPAGDAveraged().plan(DPAGDAveragedParams(), two, 10_000, 2 * 20, TARGET)
+    assert "curvature_share" not in plan.hyperparameters  # K = 2 keeps the public step
     binary = LogisticLoss(l2=1e-3, gradient_clip=0.5, fit_intercept=True)
     plan = DPAGDAveraged().plan(DPAGDAveragedParams(), binary, 10_000, 20, TARGET)
     assert "curvature_share" not in plan.hyperparameters
