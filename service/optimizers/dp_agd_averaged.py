@@ -136,9 +136,9 @@ __all__ = [
 ]
 
 #: The curvature step's default needs K ≥ 3 classes: on five two-class sets (a categorical label
-#: of two classes, 398–490 development rows) it lost 0.9–2.2 points in 10 of 15 cells
-#: (bench/RESULTS.md, "Fit time, turn 12"); a two-class joint fit keeps the public step, as
-#: the binary model does.
+#: of two classes, 278–489 development rows, 200 seeds) it gained nothing and lost up to 1.4
+#: points where the features carry little signal (bench/RESULTS.md, "Fit time, turn 12"); a
+#: two-class joint fit keeps the public step, as the binary model does.
 MIN_CURVATURE_CLASSES = 3
 
 
