@@ -54,7 +54,7 @@ adaptively chosen mechanisms).
     arithmetic for every data set of the same public n and w, up to LAPACK's iteration count on
     a w × w matrix (microseconds against the steps).
 (d) Floating point: LAPACK's λ_max (``eigvalsh``) is within about w·ε_mach·‖G‖ of the exact
-    value (below 10⁻⁷ of Δ = 1 for w ≤ 256 and n ≤ 10⁷), the same order as the floating-point
+    value (about 3·10⁻⁷ of Δ = 1 at w = 256 and n = 10⁷), the same order as the floating-point
     sums behind every other release here; the analysis, like theirs, is of the exact value,
     and the release itself is ``secure_gaussian``'s (grid rounding accounted, exact noise).
 
