@@ -81,7 +81,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from service.models.base import FloatArray, Loss, parameter_count
 from service.models.multinomial import MULTINOMIAL
@@ -140,6 +140,8 @@ __all__ = [
 #: points where the features carry little signal (bench/RESULTS.md, "Fit time, turn 12"); a
 #: two-class joint fit keeps the public step, as the binary model does.
 MIN_CURVATURE_CLASSES = 3
+#: The smallest non-zero share of μ² a release of the row map or the curvature step may take.
+MIN_SHARE = 1e-6
 
 
 class DPAGDAveragedParams(AveragedStepsParams):
@@ -168,6 +170,16 @@ class DPAGDAveragedParams(AveragedStepsParams):
         f"width ≤ {CURVATURE_MAX_WIDTH} and neither iterations nor step_size set; 0 otherwise "
         "(service/optimizers/kits/curvature_step.py).",
     )
+
+    @field_validator("row_map_share", "curvature_share")
+    @classmethod
+    def _share_is_zero_or_usable(cls, value: float | None) -> float | None:
+        """A share is 0 or at least MIN_SHARE: below it the release's noise multiplier
+        1/(μ√share) exceeds 1000/μ (useless) and, at ε near its floor, the secure sampler's
+        integer variance no longer fits a float — a job that would fail after its charge."""
+        if value is not None and 0.0 < value < MIN_SHARE:
+            raise ValueError(f"a share must be 0 or at least {MIN_SHARE:g}")
+        return value
 
 
 def resolved_row_map_share(params: DPAGDAveragedParams, loss: Loss) -> float:

@@ -223,6 +223,31 @@ def test_the_analysts_share_needs_the_row_map_and_room() -> None:
     assert caught.value.field == "optimizer.params.curvature_share"
 
 
+@pytest.mark.parametrize("field", ["curvature_share", "row_map_share"])
+def test_a_vanishing_share_is_refused_at_planning_not_at_the_fit(field: str) -> None:
+    """A share of 1e-300 gives a noise multiplier ~1e300 whose secure release overflows at the
+    fit (after the charge): refused on the field at planning (422), as is every share in
+    (0, 1e-6); 1e-6 itself plans and fits at the smallest ε."""
+    from service.models.registry import parse_model_spec
+    from service.optimizers.kits.planning import plan_job
+
+    spec = parse_model_spec(
+        {"type": "multinomial_logistic_regression", "gradient_clip": 0.5, "l2": 1e-3}
+    )
+    for share in (1e-300, 5e-7):
+        with pytest.raises(InfeasibleSpec) as caught:
+            plan_job(spec, "dp_agd_averaged", {field: share}, 2_000, 5, TARGET, classes=3)
+        assert caught.value.field == f"optimizer.params.{field}"
+    rng = np.random.default_rng(6)
+    X = np.column_stack([_unit_rows(rng, 2_000, 5) * 0.9, np.full(2_000, 0.4)])
+    y = rng.integers(0, 3, 2_000).astype(float)
+    job = plan_job(
+        spec, "dp_agd_averaged", {field: 1e-6}, 2_000, 5, PrivacyTarget(1e-6, 1e-5), classes=3
+    )
+    out = job.optimizer.fit(job.plan, job.loss, X, y, SecureRandom(rng.bytes), lambda _: None)
+    assert np.all(np.isfinite(out))
+
+
 # --- (e) the safeguard -------------------------------------------------------------------------
 
 
