@@ -25,7 +25,6 @@ from service.optimizers.kits.base import (
     ReleasePlan,
 )
 from service.optimizers.kits.config import GradientStepsConfig
-from service.optimizers.kits.curvature_step import project_to_ball
 from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient
 from service.optimizers.kits.gradient_kit import (
     QueryRecord,
@@ -36,6 +35,7 @@ from service.optimizers.kits.gradient_kit import (
 )
 from service.optimizers.kits.inputs import Rows
 from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP
+from service.optimizers.kits.sgd_common import project_to_ball
 from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import reserve_gaussian, secure_gaussian
 
@@ -139,8 +139,7 @@ def oracle_accelerated_descent(
         if trace is not None:
             trace.append(QueryRecord("full_gradient", v.copy(), released - g))
         w = proximal_step(loss, v - step_size * released, step_size)
-        if radius is not None:
-            w = project_to_ball(w, radius)
+        project_to_ball(w, radius)  # in place; None: no projection
         if on_iterate is not None:
             on_iterate(t, w)
         s_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * s * s))

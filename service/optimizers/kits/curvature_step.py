@@ -88,7 +88,6 @@ __all__ = [
     "curvature_pays",
     "curvature_steps",
     "gram_of_rows",
-    "project_to_ball",
     "release_top_eigenvalue",
     "top_eigenvalue",
 ]
@@ -200,12 +199,3 @@ def curvature_steps(
         noise_std=step_noise_std * math.sqrt(steps / iterations),
         upper=upper,
     )
-
-
-def project_to_ball(w: FloatArray, radius: float) -> FloatArray:
-    """w scaled onto ‖w‖ ≤ ``radius`` (itself when inside; step 3's projection)."""
-    norm = float(np.linalg.norm(w))
-    if norm <= radius:
-        return w
-    out: FloatArray = w * (radius / norm)
-    return out
