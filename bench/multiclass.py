@@ -29,7 +29,8 @@ Other modes: ``--fit-time`` (auto against diffprivlib at its best C, interleaved
 process, medians; ``--before-tree`` adds another tree's multinomial loss as a third arm),
 ``--dev-steps`` (accuracy at auto's T, T/2, T/4 on development splits of the training parts),
 ``--small-binary`` (the small binary sets against their majority class), ``--dev-curvature``
-(the curvature step against the public step on development splits).
+(the curvature step against the public step on development splits), ``--dev-gram`` (its
+eigenvalue form against its Gram form, development splits).
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dev-curvature",
         action="store_true",
         help="the curvature step against the public step, on development splits",
+    )
+    parser.add_argument(
+        "--dev-gram",
+        action="store_true",
+        help="the curvature step's eigenvalue form against its Gram form, development splits",
     )
     parser.add_argument(
         "--before-tree",
@@ -558,22 +564,52 @@ def dev_steps(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -
     return lines
 
 
+def _replanned(job: Any, dev: Dataset, eps: float, **params: Any) -> Any:
+    """``job`` planned again on ``dev`` with ``params`` over its own."""
+    from dataclasses import replace as replaced
+
+    from service.optimizers.kits.base import PrivacyTarget
+
+    plan = job.optimizer.plan(
+        job.params.model_copy(update=params), job.loss, dev.n, job.plan.hyperparameters["d"],
+        PrivacyTarget(eps, DELTA),
+    )  # fmt: skip
+    return replaced(job, plan=plan)
+
+
+def _dev_cell(
+    arm: Any, dev: Dataset, labels: np.ndarray, runs: int
+) -> tuple[int, float, float, float]:
+    """(median steps run, mean accuracy %, its standard error, median fit seconds) of ``arm``
+    over ``runs`` seeds on the development rows (one ``SecureRandom`` per job, as
+    :func:`fit_scores`)."""
+    from service.domain.released_model import released_weights
+    from service.privacy.secure_random import SecureRandom
+
+    accs, took, steps = [], [], []
+    for seed in range(runs):
+        rng = SecureRandom(np.random.default_rng(seed).bytes)
+        count: list[int] = []
+        start = time.perf_counter()
+        w = arm.optimizer.fit(arm.plan, arm.loss, dev.X, labels, rng, count.append)
+        took.append(time.perf_counter() - start)
+        steps.append(count[-1])
+        accs.append(test_accuracy(arm, released_weights(arm.loss, w), dev))
+    error = float(np.std(accs)) / math.sqrt(runs)
+    return int(np.median(steps)), 100 * float(np.mean(accs)), 100 * error, float(np.median(took))
+
+
 def dev_curvature(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
     """The curvature step against the public step (``service/optimizers/kits/curvature_step.py``)
     on development splits only (each set's TRAINING part split 70/30 by seed 2027, as
     :func:`dev_steps`): ``auto``'s job re-planned with ``curvature_share`` = 0 (the public step
-    and T) and with CURVATURE_SHARE, whether or not the rule spends it there (the last column
-    says whether it does); test accuracy on the held-out development rows (mean ± standard
-    error), the median fit time (one ``SecureRandom`` per job, as :func:`fit_scores`) and the
-    median number of steps run. ``names`` with "two-class": the small binary sets too, as
-    two-class categorical labels."""
-    from dataclasses import replace as replaced
-
-    from service.domain.released_model import released_weights
+    and T) and with CURVATURE_SHARE in its top-eigenvalue form, whether or not the rule spends
+    it there (the last column says whether it does); test accuracy on the held-out development
+    rows (mean ± standard error), the median fit time and the median number of steps run
+    (:func:`_dev_cell`). ``names`` with "two-class": the small binary sets too, as two-class
+    categorical labels."""
     from service.models.base import fit_labels
-    from service.optimizers.kits.base import PrivacyTarget
     from service.optimizers.kits.curvature_step import CURVATURE_SHARE
-    from service.privacy.secure_random import SecureRandom
 
     lines = [
         "| set | dev rows | K | features | ε | public step: T, % | fit | curvature step: T' "
@@ -583,32 +619,14 @@ def dev_curvature(runs: int, epsilons: tuple[float, ...], names: list[str] | Non
     for dev, classes, one_vs_rest in development_sets(names):
         for eps in epsilons:
             job = priced(dev, classes, eps, {"type": "logistic_regression"}).planned
-            arms = [
-                replaced(
-                    job,
-                    plan=job.optimizer.plan(
-                        job.params.model_copy(update={"curvature_share": share}), job.loss,
-                        dev.n, job.plan.hyperparameters["d"], PrivacyTarget(eps, DELTA),
-                    ),
-                )  # fmt: skip
-                for share in (0.0, CURVATURE_SHARE)
-            ]
+            public = _replanned(job, dev, eps, curvature_share=0.0)
+            curved = _replanned(
+                job, dev, eps, curvature_share=CURVATURE_SHARE, curvature_form="eigenvalue"
+            )
             labels = fit_labels(job.loss, one_vs_rest)
-            cells = []
-            for arm in arms:
-                accs, took, steps = [], [], []
-                for seed in range(runs):
-                    rng = SecureRandom(np.random.default_rng(seed).bytes)
-                    count: list[int] = []
-                    start = time.perf_counter()
-                    w = arm.optimizer.fit(arm.plan, arm.loss, dev.X, labels, rng, count.append)
-                    took.append(time.perf_counter() - start)
-                    steps.append(count[-1])
-                    accs.append(test_accuracy(arm, released_weights(arm.loss, w), dev))
-                error = float(np.std(accs)) / math.sqrt(runs)
-                cells.append((int(np.median(steps)), 100 * float(np.mean(accs)), 100 * error,
-                              float(np.median(took))))  # fmt: skip
-            (t0, a0, e0, s0), (t1, a1, e1, s1) = cells
+            (t0, a0, e0, s0), (t1, a1, e1, s1) = (
+                _dev_cell(arm, dev, labels, runs) for arm in (public, curved)
+            )
             rule = "yes" if "curvature_share" in job.plan.hyperparameters else "no"
             lines.append(
                 f"| {dev.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | T = {t0}: "
@@ -619,9 +637,44 @@ def dev_curvature(runs: int, epsilons: tuple[float, ...], names: list[str] | Non
     return lines
 
 
+def dev_gram(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
+    """The curvature step's two forms side by side (``service/optimizers/kits/gram_step.py``),
+    development splits only (as :func:`dev_curvature`): ``auto``'s job re-planned with
+    CURVATURE_SHARE in the top-eigenvalue form and in the Gram form, wherever the share pays
+    for either; the last column is the form the rule picks (``gram_pays``)."""
+    from service.models.base import fit_labels
+    from service.optimizers.kits.curvature_step import CURVATURE_SHARE
+
+    lines = [
+        "| set | dev rows | K | features | ε | eigenvalue form: T', % | fit | Gram form: T_g, % "
+        "| fit | fit ratio | the rule's form |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for dev, classes, one_vs_rest in development_sets(names):
+        for eps in epsilons:
+            job = priced(dev, classes, eps, {"type": "logistic_regression"}).planned
+            forms = [
+                _replanned(job, dev, eps, curvature_share=CURVATURE_SHARE, curvature_form=form)
+                for form in ("eigenvalue", "gram")
+            ]
+            labels = fit_labels(job.loss, one_vs_rest)
+            (t0, a0, e0, s0), (t1, a1, e1, s1) = (
+                _dev_cell(arm, dev, labels, runs) for arm in forms
+            )
+            rule = job.plan.hyperparameters.get("curvature_form", "none (no share)")
+            lines.append(
+                f"| {dev.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | T' = {t0}: "
+                f"{a0:.2f} ± {e0:.2f} | {seconds(s0)} | T_g = {t1}: {a1:.2f} ± {e1:.2f} | "
+                f"{seconds(s1)} | {s1 / s0:.2f}× | {rule} |"
+            )
+            print(lines[-1], flush=True)
+    return lines
+
+
 def run(args: argparse.Namespace) -> None:
     for wanted, mode, name, smoke_set, extra in (
         (args.dev_curvature, dev_curvature, "dev-curvature", "digits", "; fit times are medians"),
+        (args.dev_gram, dev_gram, "dev-gram", "digits", "; fit times are medians"),
         (args.dev_steps, dev_steps, "dev-steps", "iris", ""),
     ):
         if not wanted:

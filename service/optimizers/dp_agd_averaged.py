@@ -66,7 +66,10 @@ number of steps it allows: η = 1/(β λ⁺ + l2) instead of 1/(β + l2), T' = �
 the same total μ² (``service/optimizers/kits/curvature_step.py``: mechanism, proof,
 safeguard). The public β assumes every row points the same way; real rows spread (λ_max
 0.02–0.16 on the bench's multiclass sets), so the public step is 6–40 times shorter than the
-data allow.
+data allow. On rows enough that the noise of the whole Gram matrix is below the rows' average
+eigenvalue (public n, width and z_c: ``gram_step.gram_pays``), the same share releases the
+whole matrix instead (``curvature_form`` "gram"), and min(T, 24) steps run preconditioned by
+it (``service/optimizers/kits/gram_step.py``): each direction of the rows its own step.
 
 Assumptions, defaults and refusals: DP-AGD's (convex smooth loss, l2 > 0 or a public
 ``radius``, δ > 0), except the default T above (capped by ``max_iterations``); a row map needs
@@ -78,7 +81,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import ClassVar
+from dataclasses import replace
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
@@ -124,6 +128,7 @@ from service.optimizers.kits.dp_agd_row_map import (
 )
 from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
 from service.optimizers.kits.gradient_kit import check_plan_covers, full_gradient_inputs
+from service.optimizers.kits.gram_step import gram_pays, gram_steps, release_gram
 from service.optimizers.kits.inputs import checked_data
 from service.privacy.secure_random import SecureRandom
 
@@ -169,6 +174,15 @@ class DPAGDAveragedParams(AveragedStepsParams):
         "map, l2 > 0, rows of "
         f"width ≤ {CURVATURE_MAX_WIDTH} and neither iterations nor step_size set; 0 otherwise "
         "(service/optimizers/kits/curvature_step.py).",
+    )
+    curvature_form: Literal["eigenvalue", "gram"] | None = Field(
+        default=None,
+        description="What the curvature share releases: 'eigenvalue' (the top eigenvalue: one "
+        "step size, fewer steps) or 'gram' (the whole Gram matrix of the mapped rows: a "
+        "preconditioner and min(T, 24) steps; needs l1 = 0 and rows of width ≤ "
+        f"{CURVATURE_MAX_WIDTH}). Default: 'gram' where the noise's spectral edge over n is at "
+        "most 1/width (many rows) and rows are at most 32 wide, 'eigenvalue' otherwise "
+        "(service/optimizers/kits/gram_step.py).",
     )
 
     @field_validator("row_map_share", "curvature_share")
@@ -242,6 +256,32 @@ def resolved_curvature_share(
     return share
 
 
+def with_curvature_form(plan: ReleasePlan, params: DPAGDAveragedParams, loss: Loss) -> ReleasePlan:
+    """The plan with ``curvature_form``: the analyst's, else "gram" where
+    :func:`~service.optimizers.kits.gram_step.gram_pays` holds (public n, row width and z_c),
+    l1 = 0 and the width is at most CURVATURE_MAX_WIDTH, "eigenvalue" otherwise. InfeasibleSpec
+    on ``optimizer.params.curvature_form`` for a form without a curvature share, and for "gram"
+    with l1 > 0 or wider rows."""
+    hyper = dict(plan.hyperparameters)
+    field = "optimizer.params.curvature_form"
+    if float(hyper.get("curvature_share", 0.0)) == 0.0:
+        if params.curvature_form is not None:
+            raise InfeasibleSpec(field, "a curvature form needs a curvature_share > 0")
+        return plan
+    n, z_c = int(hyper["n"]), float(hyper["curvature_noise_std"])
+    width = int(hyper["d"]) // parameter_count(loss, 1)
+    fits = loss.l1 == 0.0 and width <= CURVATURE_MAX_WIDTH
+    if params.curvature_form == "gram" and not fits:
+        raise InfeasibleSpec(
+            field,
+            f"the Gram form needs l1 = 0 and rows of width ≤ {CURVATURE_MAX_WIDTH} "
+            "(use curvature_form = 'eigenvalue')",
+        )
+    form = params.curvature_form or ("gram" if fits and gram_pays(n, width, z_c) else "eigenvalue")
+    hyper["curvature_form"] = form
+    return replace(plan, hyperparameters=hyper)
+
+
 def with_row_map(
     plan: ReleasePlan, share: float, target: PrivacyTarget, curvature_share: float = 0.0
 ) -> ReleasePlan:
@@ -308,7 +348,7 @@ class DPAGDAveraged:
         share = resolved_row_map_share(p, loss)
         curvature = resolved_curvature_share(p, loss, share, n, d, target)
         plan = plan_averaged(self.name, loss, n, d, target, p)
-        return with_row_map(plan, share, target, curvature)
+        return with_curvature_form(with_row_map(plan, share, target, curvature), p, loss)
 
     def fit(
         self,
@@ -394,6 +434,15 @@ class DPAGDAveraged:
             return None
         if not (config.curvature_noise_std > 0.0 and loss.l2 > 0.0):
             raise ValueError("the plan's curvature step has no noise or no l2 ball")
+        if config.curvature_form == "gram":
+            return gram_steps(
+                release_gram(gram(), config.curvature_noise_std, rng),
+                n=config.n,
+                loss=loss,
+                iterations=config.iterations,
+                step_noise_std=plan.noise_scale,
+                curvature_noise_std=config.curvature_noise_std,
+            )
         released = release_top_eigenvalue(gram(), config.curvature_noise_std, rng)
         return curvature_steps(
             released,
@@ -432,6 +481,7 @@ class DPAGDAveraged:
             rng=rng,
             progress=progress,
             radius=radius,
+            preconditioner=steps.preconditioner,
         )
 
 

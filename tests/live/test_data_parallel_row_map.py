@@ -34,7 +34,14 @@ TARGET = PrivacyTarget(1.0, 1e-6)
 CASES = {
     "binary": ({"type": "logistic_regression", "l2": 1e-3}, None),
     "joint": ({"type": "multinomial_logistic_regression", "l2": 1e-3}, 3),
+    "joint_gram": ({"type": "multinomial_logistic_regression", "l2": 1e-3}, 3),
     "one_vs_rest": ({"type": "logistic_regression", "l2": 1e-3}, 3),
+}
+#: The optimizer's params per case: each joint case forces one form of the curvature step
+#: (``curvature_step``'s top eigenvalue; ``gram_step``'s Gram matrix as the preconditioner).
+PARAMS: dict[str, dict[str, object]] = {
+    "joint": {"curvature_form": "eigenvalue"},
+    "joint_gram": {"curvature_form": "gram"},
 }
 
 
@@ -68,7 +75,8 @@ def _read(folder: tuple[Path, int], categorical: bool) -> PartitionRead:
 def _planned(case: str, n: int) -> Any:
     model, classes = CASES[case]
     spec = parse_model_spec({**model, "fit_intercept": True})
-    return plan_job(spec, "dp_agd_averaged", {}, n, _encoder().dimension - 1, TARGET, classes)
+    params = PARAMS.get(case, {})
+    return plan_job(spec, "dp_agd_averaged", params, n, _encoder().dimension - 1, TARGET, classes)
 
 
 def _quiet(_: int) -> None:
@@ -104,6 +112,9 @@ def test_a_partitioned_row_map_fit_equals_the_single_process_fit(
     plan, loss, optimizer = planned.plan, planned.loss, planned.optimizer
     class_plan = class_plan_of(plan)
     assert (class_plan or plan).hyperparameters["row_map_share"] > 0.0
+    if case.startswith("joint"):
+        form = "gram" if case == "joint_gram" else "eigenvalue"
+        assert plan.hyperparameters["curvature_form"] == form
     source = local_source(folder[0] / "folder", "parquet")
     X, Y = read_encoded(source, _encoder(), CATEGORICAL if categorical else LABEL, None)
     rng = np.random.default_rng(7)

@@ -235,16 +235,23 @@ def test_joint_and_one_vs_rest_fits_through_the_database_equal_fit(warehouse: st
     with encoded_rows(
         source, encoder, label, None, n=n, fingerprint=source.fingerprint(), sessions=2
     ) as conn:
-        for kind in ("multinomial_logistic_regression", "logistic_regression"):
+        cases = [
+            ("multinomial_logistic_regression", "eigenvalue"),
+            ("multinomial_logistic_regression", "gram"),  # the Gram form (gram_step)
+            ("logistic_regression", None),
+        ]
+        for kind, form in cases:
             spec = {"type": kind, "l2": 1e-3, "fit_intercept": True}
+            params = {} if form is None else {"curvature_form": form}
             planned = plan_job(
-                parse_model_spec(spec), "dp_agd_averaged", {}, n, width - 1, target, classes=3
+                parse_model_spec(spec), "dp_agd_averaged", params, n, width - 1, target, classes=3
             )
             plan, loss = planned.plan, planned.loss
             class_plan = class_plan_of(plan)
             if class_plan is None:
                 assert isinstance(loss, MultinomialLoss)
                 assert plan.hyperparameters["row_map_share"] > 0.0
+                assert plan.hyperparameters["curvature_form"] == form
                 local, inside, plain = _fits(plan, loss, X, class_indices(Y), conn, n, width)
             else:  # one mean and one mapped table per class, the classes in order
                 assert class_plan.hyperparameters["row_map_share"] > 0.0

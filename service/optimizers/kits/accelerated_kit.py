@@ -122,13 +122,22 @@ def oracle_accelerated_descent(
     trace: list[QueryRecord] | None = None,
     on_iterate: Callable[[int, FloatArray], None] | None = None,
     radius: float | None = None,
+    preconditioner: FloatArray | None = None,
 ) -> FloatArray:
     """:func:`noisy_accelerated_descent` with ∇F from ``oracle`` (local rows or partitions):
     the same steps and the same noise draws from ``rng``. ``on_iterate(t, w_t)`` sees every
     iterate (post-processing of the noisy gradients, e.g. ``dp_agd_averaged``'s tail sum).
     ``radius``: every iterate w_t projected onto the public ball ‖w‖ ≤ radius (the curvature
-    step's safeguard, ``curvature_step``'s step 3); None: no projection."""
+    step's safeguard, ``curvature_step``'s step 3); None: no projection. ``preconditioner``:
+    a symmetric w × w matrix M (``gram_step``'s P⁻¹); the step then moves by η g̃ M, g̃ taken
+    as d/w rows of w (post-processing of g̃; l1 = 0 only: the l1 prox is the plain metric's)."""
     d = oracle.dimension
+    if preconditioner is not None:
+        width = int(preconditioner.shape[0])
+        if preconditioner.shape != (width, width) or width < 1 or d % width:
+            raise ValueError("the preconditioner must be square and divide the dimension")
+        if float(getattr(loss, "l1", 0.0)) != 0.0:
+            raise ValueError("a preconditioned step needs l1 = 0")
     w_prev: FloatArray = np.zeros(d, dtype=np.float64)
     v: FloatArray = w_prev.copy()
     s = 1.0
@@ -138,6 +147,8 @@ def oracle_accelerated_descent(
         released = secure_gaussian(g, noise_std, sensitivity, rng) if noise_std > 0.0 else g
         if trace is not None:
             trace.append(QueryRecord("full_gradient", v.copy(), released - g))
+        if preconditioner is not None:
+            released = (released.reshape(-1, width) @ preconditioner).reshape(-1)
         w = proximal_step(loss, v - step_size * released, step_size)
         project_to_ball(w, radius)  # in place; None: no projection
         if on_iterate is not None:
@@ -163,10 +174,11 @@ def averaged_accelerated_descent(
     trace: list[QueryRecord] | None = None,
     iterates: list[FloatArray] | None = None,
     radius: float | None = None,
+    preconditioner: FloatArray | None = None,
 ) -> FloatArray:
     """DP-AGD's loop (same draws from ``rng``, same query points), returning the mean of
     w_{⌊T/2⌋+1} … w_T. ``trace``/``iterates``: tests only (each step's query, each w_t);
-    ``radius`` as :func:`oracle_accelerated_descent`'s."""
+    ``radius`` and ``preconditioner`` as :func:`oracle_accelerated_descent`'s."""
     total: FloatArray = np.zeros(oracle.dimension, dtype=np.float64)
     start = iterations // 2
 
@@ -188,6 +200,7 @@ def averaged_accelerated_descent(
         trace=trace,
         on_iterate=keep,
         radius=radius,
+        preconditioner=preconditioner,
     )
     out: FloatArray = total / (iterations - start)
     return out

@@ -130,6 +130,8 @@ class RowMapConfig(GradientStepsConfig):
     #: The curvature step's share of μ² and its release's noise std (``curvature_step``; 0: none).
     curvature_share: float = 0.0
     curvature_noise_std: float = 0.0
+    #: "eigenvalue" (``curvature_step``) or "gram" (``gram_step``); plans before it: eigenvalue.
+    curvature_form: str = "eigenvalue"
     objective_gap: float = 1.0
 
 

@@ -1,0 +1,173 @@
+r"""The Gram form of the curvature step: on many rows, the whole private Gram matrix of the mapped
+rows as the steps' preconditioner, and a short public number of steps.
+
+Why. The curvature step's eigenvalue form (``curvature_step``) releases one number, λ_max of the
+rows' second moment S = (1/n) Σ φφᵀ, and the steps still take one step size in every direction:
+a direction the rows barely span (eigenvalue λ_i ≪ λ_max) then converges at a rate set by
+(β λ_i + l2)/(β λ_max + l2), and the accelerated T grows with that condition number. On
+enough rows the whole matrix can be released with noise below the rows' average eigenvalue
+1/w (trace S ≤ 1), and each direction gets its own step: the objective's Hessian is at most
+β (I_K ⊗ S) + l2 I (each row's Hessian H(z) ⊗ φφᵀ with ‖H(z)‖ ≤ β, the bound behind the
+public step; for softmax it is Böhning's 1992 bound), so with a released upper estimate
+P ⪰ β S + l2 I the preconditioned step w ← v − g̃ P⁻¹ (per class row) is a majorise–minimise
+step of the objective's quadratic upper bound, and Nesterov's momentum carries over in the
+metric of P. Measured on development splits only (``python -m bench multiclass
+--dev-gram``; bench/RESULTS.md, "Fit time, turn 13"): 24 preconditioned steps match the
+eigenvalue form's 43–101 within noise wherever the rule below holds, and lose 1–3 points on
+the rows where it does not (digits: the Gram's noise is above its spectrum), hence the rule.
+
+Mechanism (on the mapped rows φ_i, ‖φ_i‖ ≤ 1, width w; the curvature step's share of μ², so
+the same multiplier z_c and the same plan event):
+
+1. Release G̃ = G + E, G = Σ_i φ_i φ_iᵀ (:func:`release_gram`): the vector
+   u(G) = (G_ii for i; √2 G_ij for i < j), whose ℓ2 norm is ‖G‖_F (:func:`gram_vector`),
+   through ``secure_gaussian`` at sensitivity √2 and std σ_G = √2 z_c; so E is symmetric,
+   E_ii ~ N(0, σ_G²), E_ij = E_ji ~ N(0, σ_G²/2), all independent.
+2. From G̃ and public facts only (:func:`gram_steps`): its eigen-decomposition G̃ = Q Λ Qᵀ; the
+   margin m = κ e with e = 2 (σ_G/√2) √w = 2 z_c √w the edge of the semicircle law of E's
+   spectrum (:func:`gram_edge`) and κ = :data:`GRAM_MARGIN`: measured over 1,000 draws of E
+   at w = 5–128, λ_min(E) ≥ −e in 84–90 % and ≥ −1.5 e in all (so G̃ + m I ⪰ G, and P below
+   is above the Hessian bound, short of a vanishing probability); λ⁺_i = clamp((Λ_i + m)/n, 0, 1);
+   P = β Q diag(λ⁺) Qᵀ + l2 I (symmetric, ⪰ l2 I: invertible for every G̃); T_g =
+   min(T, :data:`GRAM_STEPS`) steps — public — at the noise multiplier z √(T_g/T) (the same
+   total μ²).
+3. ``dp_agd_averaged``'s accelerated steps with the step w = v − g̃ P⁻¹ (g̃ the noisy gradient
+   as K rows of w), each iterate projected onto the public ball ‖w‖ ≤ √(2·gap/l2) (the
+   curvature step's safeguard): a P below the Hessian somewhere (the margin missed ‖E‖₂) can
+   slow the steps, never make them overflow.
+
+Privacy (replace-one; exact GDP composition, Dong, Roth & Su 2022, Cor. 3.3).
+
+(a) Sensitivity of u(G) is √2. Replacing φ by φ' changes G by D = φφᵀ − φ'φ'ᵀ, and
+    ‖u(D)‖₂² = ‖D‖_F² = ‖φ‖⁴ + ‖φ'‖⁴ − 2 (φ·φ')² ≤ 2 (‖φ‖, ‖φ'‖ ≤ 1). Attained by two orthogonal
+    unit rows. Step 1 is a Gaussian release of sensitivity √2 at std √2 z_c: 1/z_c-GDP, the
+    eigenvalue form's μ — the plan's event is the curvature step's, unchanged.
+(b) Steps 2–3 are post-processing of G̃, and the steps' T_g and noise are public: √T_g/z' =
+    √T/z-GDP. The run is μ-GDP with μ² = 1/z₀² + 1/z_c² + T/z², the event the ledger charged.
+(c) Timing. T_g is public; G's n·w² sums and the w × w eigen-decomposition take the same
+    arithmetic for every data set of one public n and w (up to LAPACK's iteration count).
+(d) Floating point: as the eigenvalue form's (d); the release is ``secure_gaussian``'s.
+
+The rule (:func:`gram_pays`, public facts n, w and z_c): the Gram form where e/n ≤ 1/w — the
+noise's spectral edge is at most the rows' average eigenvalue — and w ≤ :data:`GRAM_MAX_WIDTH`;
+the eigenvalue form elsewhere. Development splits (bench/RESULTS.md, "Fit time, turn 13"): at
+widths 11 and 21 the Gram form's 24 steps took 0.28–0.63 of the eigenvalue form's time, within
+−0.2 / +0.3 points; at widths 41 and 51 they lost 0.7–1.0 points even at ε = 5, and 48 steps
+won them back — about the eigenvalue form's own T' there, so nothing to gain.
+
+Where rows live: the same ``gram()`` as the eigenvalue form (``curvature_step.GramOracle``), so
+the data-parallel and in-database paths run it too.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from service.models.base import FloatArray, Loss
+from service.optimizers.kits.curvature_step import CurvatureSteps
+from service.privacy.secure_random import SecureRandom
+from service.privacy.secure_release import secure_gaussian
+
+__all__ = [
+    "GRAM_MARGIN",
+    "GRAM_MAX_WIDTH",
+    "GRAM_STEPS",
+    "gram_edge",
+    "gram_from_vector",
+    "gram_pays",
+    "gram_steps",
+    "gram_vector",
+    "release_gram",
+]
+
+#: κ: the margin is κ times the edge of the noise matrix's semicircle (:func:`gram_edge`).
+GRAM_MARGIN = 1.5
+#: The default's widest rows (the rule above: wider rows needed about the eigenvalue form's T').
+GRAM_MAX_WIDTH = 32
+#: T_g = min(T, GRAM_STEPS): the preconditioned steps' public count (development splits: 24
+#: was within noise of 32 and of the eigenvalue form's 43–101 steps; 16 lost 0.1–2 points).
+GRAM_STEPS = 24
+#: u(G)'s off-diagonal scale: ‖u(G)‖₂ = ‖G‖_F.
+_ROOT2 = math.sqrt(2.0)
+
+
+def gram_edge(width: int, curvature_noise_std: float) -> float:
+    """e = 2 z_c √w: the semicircle edge of E's spectrum (off-diagonal variance σ_G²/2 = z_c²;
+    ``curvature_noise_std`` is z_c, the eigenvalue form's std at sensitivity 1)."""
+    return 2.0 * curvature_noise_std * math.sqrt(width)
+
+
+def gram_pays(n: int, width: int, curvature_noise_std: float) -> bool:
+    """Whether the noise's spectral edge over n is at most 1/w and w ≤ GRAM_MAX_WIDTH (public
+    facts only)."""
+    if not (n >= 1 and 1 <= width <= GRAM_MAX_WIDTH and curvature_noise_std > 0.0):
+        return False
+    return gram_edge(width, curvature_noise_std) / n <= 1.0 / width
+
+
+def gram_vector(gram: FloatArray) -> FloatArray:
+    """u(G): G's diagonal, then √2 times its strict upper triangle (row-major), a vector of
+    w(w+1)/2 entries with ‖u(G)‖₂ = ‖G‖_F for symmetric G (the upper triangle is read)."""
+    G = np.asarray(gram, dtype=np.float64)
+    if G.ndim != 2 or G.shape[0] != G.shape[1] or G.shape[0] < 1:
+        raise ValueError("the Gram matrix must be square")
+    if not np.all(np.isfinite(G)):
+        raise ValueError("the Gram matrix is not finite")
+    upper = np.triu_indices(G.shape[0], 1)
+    return np.concatenate([np.diag(G), _ROOT2 * G[upper]])
+
+
+def gram_from_vector(vector: FloatArray, width: int) -> FloatArray:
+    """The symmetric w × w matrix whose :func:`gram_vector` is ``vector``."""
+    u = np.asarray(vector, dtype=np.float64)
+    if u.shape != (width * (width + 1) // 2,):
+        raise ValueError("the vector's length is not w(w+1)/2")
+    G: FloatArray = np.diag(u[:width])
+    upper = np.triu_indices(width, 1)
+    G[upper] = u[width:] / _ROOT2
+    G.T[upper] = G[upper]
+    return G
+
+
+def release_gram(gram: FloatArray, curvature_noise_std: float, rng: SecureRandom) -> FloatArray:
+    """Step 1: G̃ = G + E through the secure Gaussian release of u(G) at sensitivity √2 and std
+    √2 z_c (docstring (a)); ``curvature_noise_std = 0``: G itself (the tests' noise-off run)."""
+    u = gram_vector(gram)
+    released = secure_gaussian(u, _ROOT2 * curvature_noise_std, _ROOT2, rng)
+    return gram_from_vector(released, int(np.asarray(gram).shape[0]))
+
+
+def gram_steps(
+    released: FloatArray,
+    *,
+    n: int,
+    loss: Loss,
+    iterations: int,
+    step_noise_std: float,
+    curvature_noise_std: float,
+) -> CurvatureSteps:
+    """Step 2 of the module docstring, from G̃ (``released``) and public facts only: the
+    preconditioner P⁻¹ (w × w), step 1, T_g = min(T, GRAM_STEPS) and the steps' noise std."""
+    G = np.asarray(released, dtype=np.float64)
+    width = int(G.shape[0])
+    if n < 1 or iterations < 1 or G.shape != (width, width) or width < 1:
+        raise ValueError("n and iterations must be >= 1 and the released Gram matrix square")
+    beta, l2 = float(loss.smoothness), float(loss.l2)
+    if not (beta > 0.0 and math.isfinite(beta) and l2 > 0.0):
+        raise ValueError("the Gram form needs a finite smoothness β > 0 and l2 > 0")
+    if not np.all(np.isfinite(G)):
+        raise ValueError("the released Gram matrix is not finite")
+    values, vectors = np.linalg.eigh(0.5 * (G + G.T))
+    margin = GRAM_MARGIN * gram_edge(width, curvature_noise_std)
+    upper = np.clip((values + margin) / n, 0.0, 1.0)
+    inverse: FloatArray = (vectors / (beta * upper + l2)) @ vectors.T
+    steps = min(iterations, GRAM_STEPS)
+    return CurvatureSteps(
+        step_size=1.0,
+        iterations=steps,
+        noise_std=step_noise_std * math.sqrt(steps / iterations),
+        upper=float(upper[-1]),
+        preconditioner=0.5 * (inverse + inverse.T),
+    )
