@@ -420,10 +420,13 @@ class MultinomialLoss:
         The same coefficients as :meth:`_losses_and_coefficients`, rearranged (module
         docstring): unclipped, e_k/Σe (each row scaled by 1/Σe, 0 without a class) minus 1 at
         the label; clipped, the softmax over k ≠ y times the slope min(σ(−M), C), minus the
-        slope at the label, where σ(−M) = 1/(1 + e^{M}) = Σ_{k≠y} e^{z_k − top} /
-        (Σ_{k≠y} e^{z_k − top} + e^{z_y − top}) — the same value as expit(−M) (an overflow of
-        e^{z_y − top} gives 0, its limit). A row of no declared class gets slope / scale 0 (its
-        flat index points at class 0, whose entry is then multiplied by 0)."""
+        slope at the label, where, with e = exp(z − max_k z_k) over every class (no exponent
+        above 0, none at −∞: numpy's exp of −∞ takes a slower path), S = Σ_k e_k and
+        O = S − e_y = Σ_{k≠y} e_k, σ(−M) = O/S — the same value as expit(−M) to an absolute
+        rounding of about 1e-16 (O's cancellation where the label dominates, where σ(−M) is
+        itself below that) — so each k ≠ y gets e_k · min(1/S, C/O) and the label
+        −O · min(1/S, C/O) = −min(σ(−M), C). A row of no declared class gets slope / scale 0
+        (its flat index points at class 0, whose entry is then multiplied by 0)."""
         K = self.classes
         n, width = X.shape
         step = max(1, min(BLOCK_ENTRIES // max(1, width, K), PRODUCT_ENTRIES // (K * width)))
@@ -448,18 +451,18 @@ class MultinomialLoss:
                 Z *= known / Z.sum(axis=0)
                 flat_scores[flat] -= known
             else:
-                z_y = flat_scores[flat]
-                flat_scores[flat] = -np.inf  # the softmax over k ≠ y
                 top = Z.max(axis=0)
                 Z -= top
                 np.exp(Z, out=Z)
-                others = Z.sum(axis=0)
-                with np.errstate(over="ignore"):
-                    label = np.exp(z_y - top)
-                slope = others / (others + label)  # σ(−M)
-                np.minimum(slope, clip, out=slope)
+                sums = Z.sum(axis=0)
+                others = sums - flat_scores[flat]
+                np.maximum(others, 0.0, out=others)  # Σ_{k≠y} e_k (a rounding below 0: 0)
+                with np.errstate(divide="ignore"):
+                    scale = np.minimum(1.0 / sums, clip / others)  # others = 0: 1/S
+                slope = others * scale  # min(σ(−M), C)
+                scale *= known
                 slope *= known
-                Z *= slope / others
+                Z *= scale
                 flat_scores[flat] = -slope
             total += Z @ block
         return total

@@ -522,9 +522,10 @@ def test_the_in_place_dense_gradient_equals_the_per_row_coefficients(
     clip: float | None, scale: float
 ) -> None:
     """The dense gradient's in-place kernel (gathered labels, exp in place, the clipped slope as
-    Σ_{k≠y} e / (Σ_{k≠y} e + e_y)) against the reference the value uses (one-hot targets,
+    (S − e_y)/S with S = Σ_k e_k) against the reference the value uses (one-hot targets,
     expit of the margin): equal to 1e-13 relative to the gradient's size, on rows of no
-    declared class, on scores so large that e^{z_y − top} overflows (scale 2,000), and on row
+    declared class, on scores where the label dominates by over 710 (scale 2,000: e^{z_y − top}
+    over the other classes' maximum would overflow, and S − e_y cancels), and on row
     blocks of a few rows (the product-size limit forced down) — the summation order only."""
     from service.models import multinomial
 

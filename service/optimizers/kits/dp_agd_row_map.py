@@ -233,7 +233,8 @@ def mapped_rows(X: np.ndarray, mapping: RowMap) -> np.ndarray:
     """Step 3: φ(x) = P x / ‖P x‖ for every row (0 where P x = 0); a new array, ‖φ(x)‖ < 1.
     Every row takes the same arithmetic whatever its values."""
     rows = np.asarray(X, dtype=np.float64)
-    out: np.ndarray = rows - np.outer(rows[:, -1] / mapping.intercept, mapping.centre)
+    out: np.ndarray = np.multiply.outer(rows[:, -1] / mapping.intercept, mapping.centre)
+    np.subtract(rows, out, out=out)  # x − a v, in the outer product's buffer (one n × w array)
     norms = np.sqrt(np.einsum("ij,ij->i", out, out)) * (1.0 + NORM_MARGIN)
     out /= np.maximum(norms, np.finfo(np.float64).tiny)[:, None]
     return out
