@@ -68,7 +68,7 @@ safeguard). The public β assumes every row points the same way; real rows sprea
 0.02–0.16 on the bench's multiclass sets), so the public step is 6–40 times shorter than the
 data allow. On rows enough that the noise of the whole Gram matrix is below the rows' average
 eigenvalue (public n, width and z_c: ``gram_step.gram_pays``), the same share releases the
-whole matrix instead (``curvature_form`` "gram"), and min(T, 24) steps run preconditioned by
+whole matrix instead (``curvature_form`` "gram"), and min(T, 32) steps run preconditioned by
 it (``service/optimizers/kits/gram_step.py``): each direction of the rows its own step.
 
 Assumptions, defaults and refusals: DP-AGD's (convex smooth loss, l2 > 0 or a public
@@ -179,7 +179,7 @@ class DPAGDAveragedParams(AveragedStepsParams):
         default=None,
         description="What the curvature share releases: 'eigenvalue' (the top eigenvalue: one "
         "step size, fewer steps) or 'gram' (the whole Gram matrix of the mapped rows: a "
-        "preconditioner and min(T, 24) steps; needs l1 = 0 and rows of width ≤ "
+        "preconditioner and min(T, 32) steps; needs l1 = 0 and rows of width ≤ "
         f"{CURVATURE_MAX_WIDTH}). Default: 'gram' where the noise's spectral edge over n is at "
         "most 1/width (many rows) and rows are at most 32 wide, 'eigenvalue' otherwise "
         "(service/optimizers/kits/gram_step.py).",

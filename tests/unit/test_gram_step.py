@@ -12,8 +12,9 @@ in ``dp_agd_averaged``'s plan.
 (d) The plan: "gram" where the rule holds (many rows), "eigenvalue" on few, the event the same
     for both forms; the analyst's form refused on its field without a share, and "gram" with
     l1 > 0.
-(e) The steps: noise off, 24 preconditioned steps on anisotropic rows come closer to the optimum
-    than 24 public steps; a gross underestimate of the curvature stays in the ball, finite.
+(e) The steps: noise off, GRAM_STEPS preconditioned steps on anisotropic rows come closer to
+    the optimum than as many public steps; a gross underestimate of the curvature stays in the
+    ball, finite.
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ def test_the_preconditioner_is_above_the_hessian_bound_and_within_the_public_bou
 
 def test_the_steps_are_public_and_keep_their_mu() -> None:
     G = np.eye(5) * 100.0
-    for T in (5, 24, 200):
+    for T in (5, 32, 200):
         steps = _steps(G, 1_000, 2.0, T)
         assert steps.iterations == min(T, GRAM_STEPS)  # type: ignore[attr-defined]
         ratio = steps.iterations / steps.noise_std**2  # type: ignore[attr-defined]

@@ -11,10 +11,10 @@ enough rows the whole matrix can be released with noise below the rows' average 
 public step; for softmax it is Böhning's 1992 bound), so with a released upper estimate
 P ⪰ β S + l2 I the preconditioned step w ← v − g̃ P⁻¹ (per class row) is a majorise–minimise
 step of the objective's quadratic upper bound, and Nesterov's momentum carries over in the
-metric of P. Measured on development splits only (``python -m bench multiclass
---dev-gram``; bench/RESULTS.md, "Fit time, turn 13"): 24 preconditioned steps match the
-eigenvalue form's 43–101 within noise wherever the rule below holds, and lose 1–3 points on
-the rows where it does not (digits: the Gram's noise is above its spectrum), hence the rule.
+metric of P. Measured on development splits (``python -m bench multiclass --dev-gram``;
+bench/RESULTS.md, "Fit time, turn 13"): where the rule below holds, 32 preconditioned steps
+take 0.36–0.79 of the eigenvalue form's time (43–101 steps) within −0.1 / +0.3 points; on
+digits, whose Gram noise is above its spectrum, they lose 0.5–3 points, hence the rule.
 
 Mechanism (on the mapped rows φ_i, ‖φ_i‖ ≤ 1, width w; the curvature step's share of μ², so
 the same multiplier z_c and the same plan event):
@@ -51,9 +51,8 @@ Privacy (replace-one; exact GDP composition, Dong, Roth & Su 2022, Cor. 3.3).
 The rule (:func:`gram_pays`, public facts n, w and z_c): the Gram form where e/n ≤ 1/w — the
 noise's spectral edge is at most the rows' average eigenvalue — and w ≤ :data:`GRAM_MAX_WIDTH`;
 the eigenvalue form elsewhere. Development splits (bench/RESULTS.md, "Fit time, turn 13"): at
-widths 11 and 21 the Gram form's 24 steps took 0.28–0.63 of the eigenvalue form's time, within
-−0.2 / +0.3 points; at widths 41 and 51 they lost 0.7–1.0 points even at ε = 5, and 48 steps
-won them back — about the eigenvalue form's own T' there, so nothing to gain.
+widths 41 and 51 the Gram form's 24 steps lost 0.7–1.0 points even at ε = 5 and 48 steps won
+them back — about the eigenvalue form's own T' there, so nothing to gain.
 
 Where rows live: the same ``gram()`` as the eigenvalue form (``curvature_step.GramOracle``), so
 the data-parallel and in-database paths run it too.
@@ -86,9 +85,11 @@ __all__ = [
 GRAM_MARGIN = 1.5
 #: The default's widest rows (the rule above: wider rows needed about the eigenvalue form's T').
 GRAM_MAX_WIDTH = 32
-#: T_g = min(T, GRAM_STEPS): the preconditioned steps' public count (development splits: 24
-#: was within noise of 32 and of the eigenvalue form's 43–101 steps; 16 lost 0.1–2 points).
-GRAM_STEPS = 24
+#: T_g = min(T, GRAM_STEPS): the preconditioned steps' public count. 24 matched 32 on the
+#: development splits but lost 0.2–1.6 points (mean 0.6) on five correlated synthetic sets
+#: (bench/RESULTS.md, "Fit time, turn 13"), where 32 is within −0.7 / +0.3 (mean −0.15) of
+#: the eigenvalue form at 0.2–0.6 of its time; 48 was no better than 32.
+GRAM_STEPS = 32
 #: u(G)'s off-diagonal scale: ‖u(G)‖₂ = ‖G‖_F.
 _ROOT2 = math.sqrt(2.0)
 
