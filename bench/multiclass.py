@@ -637,11 +637,35 @@ def dev_curvature(runs: int, epsilons: tuple[float, ...], names: list[str] | Non
     return lines
 
 
+#: The correlated sets of the Gram form's check: (ρ, n, features, K).
+CORRELATED = ((0.9, 5000, 15, 4), (0.5, 5000, 15, 4), (0.0, 20000, 30, 20), (0.7, 3000, 8, 6),
+              (0.95, 50000, 10, 3))  # fmt: skip
+
+
+def correlated_sets() -> Iterator[tuple[Dataset, int, np.ndarray]]:
+    """(70/30 split, K, one-vs-rest labels) of the CORRELATED sets: features sharing one factor
+    with correlation ρ (x = √ρ c + √(1 − ρ) z, scaled by 1/3 and clipped to [−1, 1]), labels
+    drawn from a softmax teacher W ~ N(0, 36 I/d) — seeds 500 + i."""
+    for i, (rho, n, d, K) in enumerate(CORRELATED):
+        rng = np.random.default_rng(500 + i)
+        X = math.sqrt(rho) * rng.normal(size=(n, 1)) + math.sqrt(1 - rho) * rng.normal(size=(n, d))
+        X = np.clip(X / 3, -1.0, 1.0)
+        Z = X @ (rng.standard_normal((K, d)) * 6.0 / math.sqrt(d)).T
+        P = np.exp(Z - Z.max(axis=1, keepdims=True))
+        P /= P.sum(axis=1, keepdims=True)
+        y = np.minimum((P.cumsum(axis=1) < rng.uniform(size=(n, 1))).sum(axis=1), K - 1)
+        data = encoded_split(
+            f"ρ = {rho:g}, n = {n:,}, d = {d}, K = {K}", X, y, -np.ones(d), np.ones(d)
+        )
+        yield data, K, np.stack([np.where(data.y == k, 1.0, -1.0) for k in range(K)])
+
+
 def dev_gram(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
     """The curvature step's two forms side by side (``service/optimizers/kits/gram_step.py``),
-    development splits only (as :func:`dev_curvature`): ``auto``'s job re-planned with
-    CURVATURE_SHARE in the top-eigenvalue form and in the Gram form, wherever the share pays
-    for either; the last column is the form the rule picks (``gram_pays``)."""
+    development splits only (as :func:`dev_curvature`) — or, with ``names`` ["correlated"], the
+    test splits of :func:`correlated_sets`: ``auto``'s job re-planned with CURVATURE_SHARE in
+    the top-eigenvalue form and in the Gram form, wherever the share pays for either; the last
+    column is the form the rule picks (``gram_pays``)."""
     from service.models.base import fit_labels
     from service.optimizers.kits.curvature_step import CURVATURE_SHARE
 
@@ -650,7 +674,8 @@ def dev_gram(runs: int, epsilons: tuple[float, ...], names: list[str] | None) ->
         "| fit | fit ratio | the rule's form |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for dev, classes, one_vs_rest in development_sets(names):
+    sets = correlated_sets() if names == ["correlated"] else development_sets(names)
+    for dev, classes, one_vs_rest in sets:
         for eps in epsilons:
             job = priced(dev, classes, eps, {"type": "logistic_regression"}).planned
             forms = [
@@ -682,10 +707,10 @@ def run(args: argparse.Namespace) -> None:
         runs = 2 if args.smoke else args.runs
         epsilons = (1.0,) if args.smoke else tuple(args.epsilons or EPSILONS)
         lines = mode(runs, epsilons, [smoke_set] if args.smoke else args.datasets)
-        note = (
-            f"\n\n{runs} seeds per cell; development split (seed {SPLIT_SEED + 1}) of each set's "
-            f"training part; δ = {DELTA:g}; mean ± standard error{extra}."
-        )
+        split = f"development split (seed {SPLIT_SEED + 1}) of each set's training part"
+        if args.datasets == ["correlated"] and not args.smoke:
+            name, split = f"{name}-correlated", "the correlated sets' 70/30 test split"
+        note = f"\n\n{runs} seeds per cell; {split}; δ = {DELTA:g}; mean ± standard error{extra}."
         (results_dir(args.smoke) / f"{name}.md").write_text("\n".join(lines) + note + "\n")
         return
     if args.fit_time:

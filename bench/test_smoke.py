@@ -100,6 +100,17 @@ def test_multiclass_fit_time_smoke_prints_a_table(
     assert (tmp_path / "smoke" / "fit-time.md").is_file()
 
 
+@pytest.mark.parametrize("mode", ["dev-curvature", "dev-gram"])
+def test_multiclass_development_modes_smoke_print_a_row(
+    mode: str, tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
+    assert main(["multiclass", f"--{mode}", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\| digits \| 879 \| 10 \| 64 \| 1 \| T", out, flags=re.MULTILINE), out
+    assert (tmp_path / "smoke" / f"{mode}.md").is_file()
+
+
 def test_noise_smoke_prints_its_tables(
     tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
