@@ -38,7 +38,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from importlib.util import find_spec
 from typing import Any
@@ -608,30 +608,52 @@ def dev_curvature(runs: int, epsilons: tuple[float, ...], names: list[str] | Non
     rows (mean ± standard error), the median fit time and the median number of steps run
     (:func:`_dev_cell`). ``names`` with "two-class": the small binary sets too, as two-class
     categorical labels."""
-    from service.models.base import fit_labels
     from service.optimizers.kits.curvature_step import CURVATURE_SHARE
 
-    lines = [
+    header = (
         "| set | dev rows | K | features | ε | public step: T, % | fit | curvature step: T' "
-        "(median), % | fit | fit ratio | the rule spends it |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for dev, classes, one_vs_rest in development_sets(names):
+        "(median), % | fit | fit ratio | the rule spends it |"
+    )
+
+    def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
+        public = _replanned(job, dev, eps, curvature_share=0.0)
+        curved = _replanned(
+            job, dev, eps, curvature_share=CURVATURE_SHARE, curvature_form="eigenvalue"
+        )
+        return public, curved
+
+    def rule(job: Any) -> str:
+        return "yes" if "curvature_share" in job.plan.hyperparameters else "no"
+
+    return _two_arm_rows(header, development_sets(names), epsilons, runs, arms, rule, ("T", "T'"))
+
+
+def _two_arm_rows(
+    header: str,
+    sets: Iterable[tuple[Dataset, int, np.ndarray]],
+    epsilons: tuple[float, ...],
+    runs: int,
+    arms: Callable[[Any, Dataset, float], tuple[Any, Any]],
+    rule: Callable[[Any], str],
+    steps: tuple[str, str],
+) -> list[str]:
+    """The table of two arms of ``auto``'s job on each set and ε (:func:`_dev_cell` each): the
+    median steps (named ``steps``), accuracy ± standard error and fit time of both, their fit
+    ratio, and ``rule(job)``; each row printed as it comes."""
+    from service.models.base import fit_labels
+
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for dev, classes, one_vs_rest in sets:
         for eps in epsilons:
             job = priced(dev, classes, eps, {"type": "logistic_regression"}).planned
-            public = _replanned(job, dev, eps, curvature_share=0.0)
-            curved = _replanned(
-                job, dev, eps, curvature_share=CURVATURE_SHARE, curvature_form="eigenvalue"
-            )
             labels = fit_labels(job.loss, one_vs_rest)
             (t0, a0, e0, s0), (t1, a1, e1, s1) = (
-                _dev_cell(arm, dev, labels, runs) for arm in (public, curved)
+                _dev_cell(arm, dev, labels, runs) for arm in arms(job, dev, eps)
             )
-            rule = "yes" if "curvature_share" in job.plan.hyperparameters else "no"
             lines.append(
-                f"| {dev.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | T = {t0}: "
-                f"{a0:.2f} ± {e0:.2f} | {seconds(s0)} | T' = {t1}: {a1:.2f} ± {e1:.2f} | "
-                f"{seconds(s1)} | {s1 / s0:.2f}× | {rule} |"
+                f"| {dev.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | {steps[0]} = {t0}: "
+                f"{a0:.2f} ± {e0:.2f} | {seconds(s0)} | {steps[1]} = {t1}: {a1:.2f} ± {e1:.2f} | "
+                f"{seconds(s1)} | {s1 / s0:.2f}× | {rule(job)} |"
             )
             print(lines[-1], flush=True)
     return lines
@@ -666,34 +688,25 @@ def dev_gram(runs: int, epsilons: tuple[float, ...], names: list[str] | None) ->
     test splits of :func:`correlated_sets`: ``auto``'s job re-planned with CURVATURE_SHARE in
     the top-eigenvalue form and in the Gram form, wherever the share pays for either; the last
     column is the form the rule picks (``gram_pays``)."""
-    from service.models.base import fit_labels
     from service.optimizers.kits.curvature_step import CURVATURE_SHARE
 
-    lines = [
+    header = (
         "| set | dev rows | K | features | ε | eigenvalue form: T', % | fit | Gram form: T_g, % "
-        "| fit | fit ratio | the rule's form |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+        "| fit | fit ratio | the rule's form |"
+    )
+
+    def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
+        eigen, gram = (
+            _replanned(job, dev, eps, curvature_share=CURVATURE_SHARE, curvature_form=form)
+            for form in ("eigenvalue", "gram")
+        )
+        return eigen, gram
+
+    def rule(job: Any) -> str:
+        return str(job.plan.hyperparameters.get("curvature_form", "none (no share)"))
+
     sets = correlated_sets() if names == ["correlated"] else development_sets(names)
-    for dev, classes, one_vs_rest in sets:
-        for eps in epsilons:
-            job = priced(dev, classes, eps, {"type": "logistic_regression"}).planned
-            forms = [
-                _replanned(job, dev, eps, curvature_share=CURVATURE_SHARE, curvature_form=form)
-                for form in ("eigenvalue", "gram")
-            ]
-            labels = fit_labels(job.loss, one_vs_rest)
-            (t0, a0, e0, s0), (t1, a1, e1, s1) = (
-                _dev_cell(arm, dev, labels, runs) for arm in forms
-            )
-            rule = job.plan.hyperparameters.get("curvature_form", "none (no share)")
-            lines.append(
-                f"| {dev.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | T' = {t0}: "
-                f"{a0:.2f} ± {e0:.2f} | {seconds(s0)} | T_g = {t1}: {a1:.2f} ± {e1:.2f} | "
-                f"{seconds(s1)} | {s1 / s0:.2f}× | {rule} |"
-            )
-            print(lines[-1], flush=True)
-    return lines
+    return _two_arm_rows(header, sets, epsilons, runs, arms, rule, ("T'", "T_g"))
 
 
 def run(args: argparse.Namespace) -> None:

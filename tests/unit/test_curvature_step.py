@@ -251,9 +251,12 @@ def test_a_vanishing_share_is_refused_at_planning_not_at_the_fit(field: str) -> 
 # --- (e) the safeguard -------------------------------------------------------------------------
 
 
-def test_steps_far_too_long_stay_in_the_ball() -> None:
+@pytest.mark.parametrize("form", ["eigenvalue", "gram"])
+def test_steps_far_too_long_stay_in_the_ball(form: str) -> None:
     """Rows all along one direction (λ_max = 1) run with the step of λ⁺ = 1/w (an underestimate
-    the release makes with probability below 0.023): the iterates stay within R, finite."""
+    the release makes with probability below 0.023) — or, for the Gram form (``gram_step``),
+    with the preconditioner of a Gram matrix of 0 (P = l2 I: every direction's curvature
+    missed): the iterates stay within R, finite."""
     rng = np.random.default_rng(4)
     n, w, K = 200, 30, 3
     X = np.tile(np.eye(w)[0], (n, 1)) * rng.choice([-1.0, 1.0], (n, 1))
@@ -261,10 +264,14 @@ def test_steps_far_too_long_stay_in_the_ball() -> None:
     loss = MultinomialLoss(l2=1e-3, classes=K, gradient_clip=0.5)
     radius = math.sqrt(2.0 * math.log(K) / loss.l2)
     iterates: list[np.ndarray] = []
+    if form == "eigenvalue":
+        steps: dict[str, object] = {"step_size": 1.0 / (loss.smoothness / w + loss.l2)}
+    else:
+        steps = {"step_size": 1.0, "preconditioner": np.eye(w) / loss.l2}
     out = averaged_accelerated_descent(
-        loss, LocalGradient(loss, X, y), step_size=1.0 / (loss.smoothness / w + loss.l2),
-        iterations=60, noise_std=0.5, rng=SecureRandom(rng.bytes), sensitivity=0.01,
-        iterates=iterates, radius=radius,
+        loss, LocalGradient(loss, X, y), iterations=60, noise_std=0.5,
+        rng=SecureRandom(rng.bytes), sensitivity=0.01, iterates=iterates, radius=radius,
+        **steps,  # type: ignore[arg-type]
     )  # fmt: skip
     assert all(np.linalg.norm(v) <= radius * (1 + 1e-12) for v in iterates)
     assert np.all(np.isfinite(out))
