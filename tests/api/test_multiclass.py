@@ -67,6 +67,8 @@ def test_auto_fits_the_classes_jointly_through_the_service(api: dict[str, Any]) 
     assert job["plan"]["auto"]["multiclass"] == "joint"
     assert job["optimizer"]["name"] in JOINT_OPTIMIZERS
     assert "one_vs_rest" not in job["plan"]["hyperparameters"]
+    # 4,000 rows of width 6: the curvature step's Gram form (gram_step.gram_pays) runs here
+    assert job["plan"]["hyperparameters"]["curvature_form"] == "gram"
     assert run_job(job["id"], 1, api["url"]) == "succeeded"
     model_id = _call(api, "GET", f"/v1/jobs/{job['id']}").json()["model_id"]
     body = _call(api, "GET", f"/v1/models/{model_id}").json()
