@@ -114,6 +114,26 @@ def test_other_optimizers_refuse_the_joint_model_before_any_charge(
     assert _call(api, "GET", f"/v1/datasets/{dsid}/budget").json()["jobs_charged"] == 0
 
 
+@pytest.mark.parametrize(
+    "params", [{"curvature_form": "hessian"}, {"curvature_form": 3},
+               {"curvature_form": "gram", "curvature_share": 0}],
+)  # fmt: skip
+def test_a_curvature_form_that_cannot_run_is_refused_on_its_field(
+    api: dict[str, Any], params: dict[str, Any]
+) -> None:
+    dsid = _education_dataset(api)
+    request = {
+        "dataset_id": dsid,
+        "model": {"type": "multinomial_logistic_regression", "l2": 1e-3},
+        "optimizer": {"name": "dp_agd_averaged", "params": params},
+        "privacy": {"epsilon": 1.0, "delta": 1e-6},
+    }
+    refused = _call(api, "POST", "/v1/jobs", request)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["field"] == "optimizer.params.curvature_form"
+    assert _call(api, "GET", f"/v1/datasets/{dsid}/budget").json()["jobs_charged"] == 0
+
+
 def test_the_joint_model_on_a_binary_label_is_refused_on_model(api: dict[str, Any]) -> None:
     owner = bearer(api["keys"]["olivia"])
     dsid = api["client"].post("/v1/datasets", json=credit_dataset(), headers=owner).json()["id"]
