@@ -128,7 +128,7 @@ from service.optimizers.kits.dp_agd_row_map import (
 )
 from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
 from service.optimizers.kits.gradient_kit import check_plan_covers, full_gradient_inputs
-from service.optimizers.kits.gram_step import gram_pays, gram_steps, release_gram
+from service.optimizers.kits.gram_step import GRAM_STEPS, gram_pays, gram_steps, release_gram
 from service.optimizers.kits.inputs import checked_data
 from service.privacy.secure_random import SecureRandom
 
@@ -259,7 +259,9 @@ def resolved_curvature_share(
 def with_curvature_form(plan: ReleasePlan, params: DPAGDAveragedParams, loss: Loss) -> ReleasePlan:
     """The plan with ``curvature_form``: the analyst's, else "gram" where
     :func:`~service.optimizers.kits.gram_step.gram_pays` holds (public n, row width and z_c),
-    l1 = 0 and the width is at most CURVATURE_MAX_WIDTH, "eigenvalue" otherwise. InfeasibleSpec
+    l1 = 0 and the width is at most CURVATURE_MAX_WIDTH, "eigenvalue" otherwise; a Gram-form
+    plan's ``total_steps`` is the min(T, GRAM_STEPS) steps it runs (its event keeps T at z:
+    the same RDP curve, gram_step's (b)). InfeasibleSpec
     on ``optimizer.params.curvature_form`` for a form without a curvature share, and for "gram"
     with l1 > 0 or wider rows."""
     hyper = dict(plan.hyperparameters)
@@ -279,7 +281,10 @@ def with_curvature_form(plan: ReleasePlan, params: DPAGDAveragedParams, loss: Lo
         )
     form = params.curvature_form or ("gram" if fits and gram_pays(n, width, z_c) else "eigenvalue")
     hyper["curvature_form"] = form
-    return replace(plan, hyperparameters=hyper)
+    if form == "eigenvalue":  # T' ≤ T follows from a release: progress counts out of T
+        return replace(plan, hyperparameters=hyper)
+    # the Gram form's count is public: the job's progress (and its estimate) count its steps
+    return replace(plan, hyperparameters=hyper, total_steps=min(plan.total_steps, GRAM_STEPS))
 
 
 def with_row_map(

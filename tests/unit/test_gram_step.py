@@ -226,6 +226,23 @@ def test_the_form_follows_the_rule_and_the_event_is_the_same() -> None:
     assert "curvature_form" not in _plan(20_000, curvature_share=0.0).hyperparameters  # type: ignore[attr-defined]
 
 
+def test_a_gram_form_plan_counts_the_steps_it_runs() -> None:
+    """The Gram form's step count is public, so the plan's total_steps (the job's progress
+    denominator) is min(T, GRAM_STEPS) and the fit reports exactly that many; the eigenvalue
+    form keeps T (its T' follows from a release)."""
+    gram, eigen = _plan(20_000), _plan(20_000, curvature_form="eigenvalue")
+    T = int(gram.hyperparameters["iterations"])  # type: ignore[attr-defined]
+    assert T > GRAM_STEPS and eigen.total_steps == T  # type: ignore[attr-defined]
+    assert gram.total_steps == GRAM_STEPS  # type: ignore[attr-defined]
+    rng = np.random.default_rng(8)
+    n, w = 20_000, 20
+    X = np.column_stack([_unit_rows(rng, n, w - 1) * 0.8, np.full(n, 0.5)])
+    y = rng.integers(0, LOSS.classes, n).astype(float)
+    seen: list[int] = []
+    DPAGDAveraged().fit(gram, LOSS, X, y, SecureRandom(rng.bytes), seen.append)  # type: ignore[arg-type]
+    assert seen == list(range(1, GRAM_STEPS + 1))
+
+
 def test_the_analysts_form_is_refused_where_it_cannot_run() -> None:
     with pytest.raises(InfeasibleSpec) as caught:
         _plan(20_000, curvature_share=0.0, curvature_form="gram")
