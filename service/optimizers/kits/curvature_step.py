@@ -85,6 +85,7 @@ __all__ = [
     "CURVATURE_SHARE",
     "CurvatureSteps",
     "GramOracle",
+    "checked_gram",
     "curvature_pays",
     "curvature_steps",
     "gram_of_rows",
@@ -143,13 +144,20 @@ def gram_of_rows(X: FloatArray) -> FloatArray:
     return total
 
 
-def top_eigenvalue(gram: FloatArray) -> float:
-    """λ_max of the symmetric part of ``gram`` (LAPACK's ``syevd`` through ``eigvalsh``)."""
-    G = np.asarray(gram, dtype=np.float64)
+def checked_gram(gram: FloatArray) -> FloatArray:
+    """``gram`` as a float64 array, or ``ValueError`` unless it is square (w ≥ 1) and finite
+    (the checks every use of a Gram matrix, summed or released, starts with)."""
+    G: FloatArray = np.asarray(gram, dtype=np.float64)
     if G.ndim != 2 or G.shape[0] != G.shape[1] or G.shape[0] < 1:
         raise ValueError("the Gram matrix must be square")
     if not np.all(np.isfinite(G)):
         raise ValueError("the Gram matrix is not finite")
+    return G
+
+
+def top_eigenvalue(gram: FloatArray) -> float:
+    """λ_max of the symmetric part of ``gram`` (LAPACK's ``syevd`` through ``eigvalsh``)."""
+    G = checked_gram(gram)
     return float(np.linalg.eigvalsh(0.5 * (G + G.T))[-1])
 
 

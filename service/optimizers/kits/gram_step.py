@@ -65,7 +65,7 @@ import math
 import numpy as np
 
 from service.models.base import FloatArray, Loss
-from service.optimizers.kits.curvature_step import CurvatureSteps
+from service.optimizers.kits.curvature_step import CurvatureSteps, checked_gram
 from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import secure_gaussian
 
@@ -111,11 +111,7 @@ def gram_pays(n: int, width: int, curvature_noise_std: float) -> bool:
 def gram_vector(gram: FloatArray) -> FloatArray:
     """u(G): G's diagonal, then √2 times its strict upper triangle (row-major), a vector of
     w(w+1)/2 entries with ‖u(G)‖₂ = ‖G‖_F for symmetric G (the upper triangle is read)."""
-    G = np.asarray(gram, dtype=np.float64)
-    if G.ndim != 2 or G.shape[0] != G.shape[1] or G.shape[0] < 1:
-        raise ValueError("the Gram matrix must be square")
-    if not np.all(np.isfinite(G)):
-        raise ValueError("the Gram matrix is not finite")
+    G = checked_gram(gram)
     upper = np.triu_indices(G.shape[0], 1)
     return np.concatenate([np.diag(G), _ROOT2 * G[upper]])
 
@@ -151,15 +147,13 @@ def gram_steps(
 ) -> CurvatureSteps:
     """Step 2 of the module docstring, from G̃ (``released``) and public facts only: the
     preconditioner P⁻¹ (w × w), step 1, T_g = min(T, GRAM_STEPS) and the steps' noise std."""
-    G = np.asarray(released, dtype=np.float64)
+    G = checked_gram(released)
     width = int(G.shape[0])
-    if n < 1 or iterations < 1 or G.shape != (width, width) or width < 1:
-        raise ValueError("n and iterations must be >= 1 and the released Gram matrix square")
+    if n < 1 or iterations < 1:
+        raise ValueError("n and iterations must be >= 1")
     beta, l2 = float(loss.smoothness), float(loss.l2)
     if not (beta > 0.0 and math.isfinite(beta) and l2 > 0.0):
         raise ValueError("the Gram form needs a finite smoothness β > 0 and l2 > 0")
-    if not np.all(np.isfinite(G)):
-        raise ValueError("the released Gram matrix is not finite")
     values, vectors = np.linalg.eigh(0.5 * (G + G.T))
     margin = GRAM_MARGIN * gram_edge(width, curvature_noise_std)
     upper = np.clip((values + margin) / n, 0.0, 1.0)
