@@ -100,6 +100,16 @@ def test_multiclass_fit_time_smoke_prints_a_table(
     assert (tmp_path / "smoke" / "fit-time.md").is_file()
 
 
+def test_multiclass_two_class_smoke_prints_a_row(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
+    assert main(["multiclass", "--small-two-class", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\| breast_cancer \| 398 \| 0.5 \| ", out, flags=re.MULTILINE), out
+    assert (tmp_path / "smoke" / "small-two-class.md").is_file()
+
+
 @pytest.mark.parametrize("mode", ["dev-curvature", "dev-gram"])
 def test_multiclass_development_modes_smoke_print_a_row(
     mode: str, tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -252,15 +252,24 @@ def test_the_fit_maps_the_rows_and_releases_a_folded_model() -> None:
     assert plain.shape == (K * WIDTH,) and np.all(np.isfinite(plain))
 
 
-def test_auto_lifts_the_l2_ceiling_for_binary_jobs_on_mapped_rows_only() -> None:
+def test_auto_lifts_the_l2_ceiling_for_two_class_jobs_on_mapped_rows_only() -> None:
     from service.optimizers.auto import L2_CEILING, L2_CEILING_MAPPED, resolve
 
     small = PrivacyTarget(0.5, 1e-5)  # n·ε = 350: dp_agd_averaged, the formula above 1e-2
     binary = resolve(parse_model_spec({"type": "logistic_regression"}), 700, 20, small, None)
     assert binary.optimizer == "dp_agd_averaged"
     assert binary.model["l2"] == L2_CEILING_MAPPED
+    # a categorical label of two classes is the binary problem: its joint fit, the same ceiling
+    two = resolve(parse_model_spec({"type": "logistic_regression"}), 700, 20, small, 2)
+    assert two.model["type"] == "multinomial_logistic_regression"
+    assert two.optimizer == "dp_agd_averaged"
+    assert two.model["l2"] == L2_CEILING_MAPPED
     joint = resolve(parse_model_spec({"type": "logistic_regression"}), 700, 20, small, 3)
     assert joint.model["l2"] == L2_CEILING
+    ovr = resolve(
+        parse_model_spec({"type": "logistic_regression", "gradient_clip": 0.5}), 700, 20, small, 2
+    )
+    assert ovr.model["type"] == "logistic_regression" and ovr.model["l2"] == L2_CEILING
     plain = resolve(
         parse_model_spec({"type": "logistic_regression", "fit_intercept": False}),
         700,
