@@ -87,6 +87,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the curvature step against the public step, on development splits",
     )
     parser.add_argument(
+        "--dev-ceiling",
+        action="store_true",
+        help="auto's joint l2 ceiling against the 1e-3 before, on development splits",
+    )
+    parser.add_argument(
         "--dev-gram",
         action="store_true",
         help="the curvature step's eigenvalue form against its Gram form, development splits",
@@ -394,10 +399,11 @@ def small_binary(runs: int, epsilons: tuple[float, ...]) -> list[str]:
 
 
 def small_two_class(runs: int, epsilons: tuple[float, ...]) -> list[str]:
-    """A categorical label of K = 2 classes: ``auto``'s joint fit, whose l2 ceiling is now the
-    binary job's 1e-2, against the same job at the ceiling it had before (1e-3, set as the
-    analyst's l2 = min(1e-3, auto's)) and the majority class; the small binary sets plus three
-    imbalanced ones (offset −2.5 / −2.5 / −3), their labels declared as two classes."""
+    """A categorical label of K = 2 classes: ``auto``'s joint fit, whose l2 ceiling is now
+    min(1e-2, 0.6/d) (the binary job's 1e-2 up to 30 features), against the same job at the
+    ceiling it had before (1e-3, set as the analyst's l2 = min(1e-3, auto's)) and the majority
+    class; the small binary sets plus three imbalanced ones (offset −2.5 / −2.5 / −3), their
+    labels declared as two classes."""
     from service.optimizers.auto import L2_CEILING
 
     imbalanced = ((500, 10, -2.5, 1.0), (500, 10, -2.5, 3.0), (2000, 20, -3.0, 1.0))
@@ -698,6 +704,32 @@ def _two_arm_rows(
     return lines
 
 
+def dev_ceiling(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
+    """``auto``'s joint l2 ceiling min(1e-2, 0.6/d) against the 1e-3 it had before (the same job
+    with the analyst's l2 = the rule at that ceiling), development splits only (as
+    :func:`dev_steps`; "two-class" adds the small binary sets as two-class labels); the last
+    column is auto's l2."""
+    from service.optimizers.auto import L2_CEILING, rule_l2
+    from service.optimizers.kits.base import PrivacyTarget
+
+    header = (
+        "| set | dev rows | K | features | ε | ceiling 1e-3: T, % | fit | auto: T, % | fit "
+        "| fit ratio | auto l2 |"
+    )
+
+    def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
+        d = job.plan.hyperparameters["d"]
+        old = rule_l2(job.loss.lipschitz, dev.n, d, PrivacyTarget(eps, DELTA), L2_CEILING)
+        classes = job.loss.classes
+        model = {"type": "logistic_regression", "l2": old}
+        return priced(dev, classes, eps, model).planned, job
+
+    return _two_arm_rows(
+        header, development_sets(names), epsilons, runs, arms, lambda j: f"{j.loss.l2:.2g}",
+        ("T", "T"),
+    )  # fmt: skip
+
+
 #: The correlated sets of the Gram form's check: (ρ, n, features, K).
 CORRELATED = ((0.9, 5000, 15, 4), (0.5, 5000, 15, 4), (0.0, 20000, 30, 20), (0.7, 3000, 8, 6),
               (0.95, 50000, 10, 3))  # fmt: skip
@@ -753,6 +785,7 @@ def run(args: argparse.Namespace) -> None:
         (args.dev_curvature, dev_curvature, "dev-curvature", "digits", "; fit times are medians"),
         (args.dev_gram, dev_gram, "dev-gram", "digits", "; fit times are medians"),
         (args.dev_steps, dev_steps, "dev-steps", "iris", ""),
+        (args.dev_ceiling, dev_ceiling, "dev-ceiling", "iris", ""),
     ):
         if not wanted:
             continue
