@@ -66,7 +66,11 @@ def _fit(name: str, stored_plan: dict[str, Any], seed: int = FIT_SEED) -> np.nda
 
 
 def _close(a: Any, b: Any, path: str = "plan") -> None:
-    """Equal JSON trees, floats to 1e-12 relative (the planner's arithmetic may be reordered)."""
+    """Equal JSON trees, floats to 1e-9 relative: the planner's arithmetic may be reordered,
+    and a calibrated noise multiplier (Brent's method to relative 1e-4 on dp-accounting's RDP,
+    ``privacy/calibration.py``) lands up to ~1e-10 apart on another CPU, whose ``exp``/``log``
+    round their last bits differently (dp_svrg, dp_svrg_pp and rrpsgd: 1e-12 to 3.5e-11 on an
+    AVX2-only AMD EPYC host). 1e-9 still catches any change of the planner's rule."""
     if isinstance(a, dict):
         assert isinstance(b, dict) and set(a) == set(b), (path, a, b)
         for key in a:
@@ -76,7 +80,7 @@ def _close(a: Any, b: Any, path: str = "plan") -> None:
         for i, (x, z) in enumerate(zip(a, b, strict=True)):
             _close(x, z, f"{path}[{i}]")
     elif isinstance(a, float) and not isinstance(b, bool) and isinstance(b, (int, float)):
-        assert math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-300), (path, a, b)
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-300), (path, a, b)
     else:
         assert type(a) is type(b) and a == b, (path, a, b)
 
