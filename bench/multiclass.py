@@ -30,7 +30,9 @@ process, medians; ``--before-tree`` adds another tree's multinomial loss as a th
 ``--dev-steps`` (accuracy at auto's T, T/2, T/4 on development splits of the training parts),
 ``--small-binary`` (the small binary sets against their majority class), ``--dev-curvature``
 (the curvature step against the public step on development splits), ``--dev-gram`` (its
-eigenvalue form against its Gram form, development splits).
+eigenvalue form against its Gram form, development splits), ``--small-two-class`` (two-class
+categorical labels at the joint l2 ceiling against the 1e-3 before and the majority class),
+``--dev-ceiling`` (that ceiling against 1e-3 on development splits).
 """
 
 from __future__ import annotations
