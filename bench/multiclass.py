@@ -32,7 +32,7 @@ process, medians; ``--before-tree`` adds another tree's multinomial loss as a th
 (the curvature step against the public step on development splits), ``--dev-gram`` (its
 eigenvalue form against its Gram form, development splits), ``--small-two-class`` (two-class
 categorical labels at the joint l2 ceiling against the 1e-3 before and the majority class),
-``--dev-ceiling`` (that ceiling against 1e-3 on development splits).
+``--dev-ceiling`` (auto's joint l2 against the 1e-3 ceiling, development splits).
 """
 
 from __future__ import annotations
@@ -401,11 +401,10 @@ def small_binary(runs: int, epsilons: tuple[float, ...]) -> list[str]:
 
 
 def small_two_class(runs: int, epsilons: tuple[float, ...]) -> list[str]:
-    """A categorical label of K = 2 classes: ``auto``'s joint fit, whose l2 ceiling is now
-    min(1e-2, 0.6/d) (the binary job's 1e-2 up to 30 features), against the same job at the
-    ceiling it had before (1e-3, set as the analyst's l2 = min(1e-3, auto's)) and the majority
-    class; the small binary sets plus three imbalanced ones (offset −2.5 / −2.5 / −3), their
-    labels declared as two classes."""
+    """A categorical label of K = 2 classes: ``auto``'s joint fit, whose l2 ceiling is now the
+    binary job's 1e-2, against the same job at the ceiling it had before (1e-3, set as the
+    analyst's l2 = min(1e-3, auto's)) and the majority class; the small binary sets plus three
+    imbalanced ones (offset −2.5 / −2.5 / −3), their labels declared as two classes."""
     from service.optimizers.auto import L2_CEILING
 
     imbalanced = ((500, 10, -2.5, 1.0), (500, 10, -2.5, 3.0), (2000, 20, -3.0, 1.0))
@@ -707,10 +706,10 @@ def _two_arm_rows(
 
 
 def dev_ceiling(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
-    """``auto``'s joint l2 ceiling min(1e-2, 0.6/d) against the 1e-3 it had before (the same job
-    with the analyst's l2 = the rule at that ceiling), development splits only (as
-    :func:`dev_steps`; "two-class" adds the small binary sets as two-class labels); the last
-    column is auto's l2."""
+    """``auto``'s l2 for a joint fit against the rule at the ceiling 1e-3 (the same job with
+    that l2 set as the analyst's), development splits only (as :func:`dev_steps`; "two-class"
+    adds the small binary sets as two-class labels); the last column is auto's l2. (Turn 14 ran
+    it with the joint ceiling min(1e-2, 0.6/d), not taken: bench/RESULTS.md.)"""
     from service.optimizers.auto import L2_CEILING, rule_l2
     from service.optimizers.kits.base import PrivacyTarget
 
