@@ -32,7 +32,8 @@ process, medians; ``--before-tree`` adds another tree's multinomial loss as a th
 (the curvature step against the public step on development splits), ``--dev-gram`` (its
 eigenvalue form against its Gram form, development splits), ``--small-two-class`` (two-class
 categorical labels at the joint l2 ceiling against the 1e-3 before and the majority class),
-``--dev-ceiling`` (auto's joint l2 against the 1e-3 ceiling, development splits).
+``--dev-ceiling`` (auto's joint l2 against the 1e-3 ceiling, development splits), ``--shapes``
+(many classes on little data and imbalanced sets: auto, l2 = 1e-2 and the majority class).
 """
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--small-two-class",
         action="store_true",
         help="only the two-class categorical table: auto vs its l2 ceiling before, majority",
+    )
+    parser.add_argument(
+        "--shapes",
+        action="store_true",
+        help="only many classes on little data: auto vs l2 = 1e-2 and the majority class",
     )
     parser.add_argument(
         "--fit-time",
@@ -429,6 +435,59 @@ def small_two_class(runs: int, epsilons: tuple[float, ...]) -> list[str]:
             lines.append(
                 f"| {data.name} | {data.n} | {eps:g} | {pm(scores['auto'], 100, 1)} "
                 f"| {pm(scores['before'], 100, 1)} | {majority:.1f} | {auto_job.loss.l2:.2g} |"
+            )
+            print(lines[-1], flush=True)
+    return lines
+
+
+#: ``--shapes``: synthetic sets (n, features, K) with many classes on little data, and two
+#: imbalanced sets (n, features, K; majority share 0.62), all seed 3 / 1 / 2.
+SHAPES = ((500, 5, 20), (300, 50, 10), (2000, 20, 50), (6000, 100, 30), (1500, 400, 4))
+IMBALANCED = ((300, 8, 4, 1), (1000, 10, 3, 2))
+
+
+def imbalanced_multiclass(n: int, d: int, classes: int, seed: int) -> Dataset:
+    """n rows: class 0 with probability 0.62, the others sharing the rest; features the class's
+    N(0, 0.36 I) centre plus N(0, I) noise, mapped by the public range [−3, 3]."""
+    rng = np.random.default_rng(seed)
+    prior = np.array([0.62] + [0.38 / (classes - 1)] * (classes - 1))
+    y = rng.choice(classes, size=n, p=prior)
+    X = rng.normal(0.0, 0.6, (classes, d))[y] + rng.normal(0.0, 1.0, (n, d))
+    name = f"imbalanced n={n}, d={d}, K={classes}"
+    return encoded_split(name, X, y, -np.full(d, 3.0), np.full(d, 3.0))
+
+
+def shapes(runs: int, epsilons: tuple[float, ...]) -> list[str]:
+    """Many classes on little data: ``auto`` against the majority class and non-private, and
+    the same job at l2 = 1e-2 (the binary jobs' small-data ceiling), on :data:`SHAPES` and
+    :data:`IMBALANCED`; auto's l2, T and fit time (median)."""
+    sets = [synthetic_multiclass(n, d, k, seed=3) for n, d, k in SHAPES]
+    sets += [imbalanced_multiclass(*shape) for shape in IMBALANCED]
+    lines = [
+        "| data | n | K | ε | auto % | l2 = 1e-2 % | majority % | non-private % | auto l2, T "
+        "| auto fit |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for data in sets:
+        classes = int(max(data.y.max(), data.yt.max())) + 1
+        majority = 100 * max(float(np.mean(data.yt == k)) for k in range(classes))
+        exact = 100 * non_private(data)
+        for eps in epsilons:
+            auto_job = priced(data, classes, eps, {"type": "logistic_regression"}).planned
+            wide = priced(data, classes, eps, {"type": "logistic_regression", "l2": 1e-2}).planned
+            scores: dict[str, list[float]] = {"auto": [], "wide": []}
+            took: list[float] = []
+            for seed in range(runs):
+                for key, job in (("auto", auto_job), ("wide", wide)):
+                    W, seconds_ = fit_scores(job, data, classes, seed)
+                    scores[key].append(test_accuracy(job, W, data))
+                    if key == "auto":
+                        took.append(seconds_)
+            steps = auto_job.plan.hyperparameters.get("iterations", "–")
+            lines.append(
+                f"| {data.name} | {data.n} | {classes} | {eps:g} | {pm(scores['auto'], 100, 1)} "
+                f"| {pm(scores['wide'], 100, 1)} | {majority:.1f} | {exact:.1f} "
+                f"| {auto_job.loss.l2:.2g}, {steps} | {seconds(float(np.median(took)))} |"
             )
             print(lines[-1], flush=True)
     return lines
@@ -817,6 +876,7 @@ def run(args: argparse.Namespace) -> None:
     for wanted, mode, name in (
         (args.small_binary, small_binary, "small-binary"),
         (args.small_two_class, small_two_class, "small-two-class"),
+        (args.shapes, shapes, "shapes"),
     ):
         if not wanted:
             continue

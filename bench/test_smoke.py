@@ -143,3 +143,13 @@ def test_in_database_smoke_prints_tables(
     assert re.search(r"^\| joint, worker \(numpy\) \|", out, flags=re.MULTILINE), out
     assert re.search(r"^\| ratio, database / worker \|", out, flags=re.MULTILINE), out
     assert (tmp_path / "smoke" / "in-database.json").is_file()
+
+
+def test_multiclass_shapes_smoke_prints_a_row(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
+    assert main(["multiclass", "--shapes", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\| synthetic \(500 rows\) \| 350 \| 20 \| 0.5 \| ", out, flags=re.M), out
+    assert (tmp_path / "smoke" / "shapes.md").is_file()
