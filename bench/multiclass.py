@@ -33,7 +33,10 @@ process, medians; ``--before-tree`` adds another tree's multinomial loss as a th
 eigenvalue form against its Gram form, development splits), ``--small-two-class`` (two-class
 categorical labels at the joint l2 ceiling against the 1e-3 before and the majority class),
 ``--dev-ceiling`` (auto's joint l2 against the 1e-3 ceiling, development splits), ``--shapes``
-(many classes on little data and imbalanced sets: auto, l2 = 1e-2 and the majority class).
+(many classes on little data and imbalanced sets: auto, l2 = 1e-2 and the majority class),
+``--dev-norm-clip`` (the joint model's per-row norm clip against none, development splits;
+``--datasets … small-multiclass`` adds plans.csv and four small K = 3–6 sets), ``--plans-api``
+(auto on examples/plans.csv through a live server and the Python client, before and after).
 """
 
 from __future__ import annotations
@@ -80,6 +83,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="only many classes on little data: auto vs l2 = 1e-2 and the majority class",
     )
     parser.add_argument(
+        "--plans-api",
+        action="store_true",
+        help="auto on examples/plans.csv through a live server and the client (70/30 split)",
+    )
+    parser.add_argument(
         "--fit-time",
         action="store_true",
         help="only the fit-time table: auto vs diffprivlib (best C), interleaved, medians",
@@ -98,6 +106,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dev-ceiling",
         action="store_true",
         help="auto's joint l2 ceiling against the 1e-3 before, on development splits",
+    )
+    parser.add_argument(
+        "--dev-norm-clip",
+        action="store_true",
+        help="the joint model's per-row norm clip against none, on development splits",
     )
     parser.add_argument(
         "--dev-gram",
@@ -597,7 +610,8 @@ DEV_FRACTIONS = (1.0, 0.5, 0.25)
 def development_sets(names: list[str] | None) -> Iterator[tuple[Dataset, int, np.ndarray]]:
     """(development split, K, the (K, n) one-vs-rest labels) of every bench set whose name starts
     with one of ``names`` (all when None), DEV_SYNTHETIC's too, and — only when ``names`` holds
-    "two-class" — the small binary sets as two-class categorical labels: each set's TRAINING
+    "two-class" — the small binary sets as two-class categorical labels, — with
+    "small-multiclass" — :func:`small_multiclass_sets`: each set's TRAINING
     part split 70/30 by seed SPLIT_SEED + 1, never its test split — the rows ``auto``'s rules
     were chosen on."""
     sets = datasets(False)
@@ -606,6 +620,9 @@ def development_sets(names: list[str] | None) -> Iterator[tuple[Dataset, int, np
     if names and "two-class" in names:
         sets += small_binary_sets()
         names = [*names, "breast_cancer", "synthetic binary"]
+    if names and "small-multiclass" in names:
+        sets += small_multiclass_sets()
+        names = [*names, "plans.csv", "imbalanced", "synthetic ("]
     for full in sets:
         if names and not any(full.name.startswith(d) for d in names):
             continue
@@ -764,6 +781,165 @@ def _two_arm_rows(
     return lines
 
 
+def plans_csv() -> Dataset:
+    """The README's ``examples/plans.csv`` (3,000 rows, K = 4 plans): age, monthly_spend and
+    devices by their ranges, region one-hot."""
+    import csv
+    from pathlib import Path
+
+    with (Path(__file__).resolve().parent.parent / "examples" / "plans.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    regions = sorted({r["region"] for r in rows})
+    plans = sorted({r["plan"] for r in rows})
+    X = np.array(
+        [
+            [float(r["age"]), float(r["monthly_spend"]), float(r["devices"])]
+            + [float(r["region"] == g) for g in regions]
+            for r in rows
+        ]
+    )
+    return encoded_split("plans.csv", X, np.array([plans.index(r["plan"]) for r in rows]))
+
+
+def small_multiclass_sets() -> list[Dataset]:
+    """K = 3–6 on 300–5,000 rows: plans.csv, the 300-row imbalanced K = 4 set of ``--shapes``,
+    and three synthetic softmax-teacher sets (n, features, K) = (3,000, 15, 4), (1,000, 10, 6),
+    (5,000, 30, 3)."""
+    return [
+        plans_csv(),
+        imbalanced_multiclass(*IMBALANCED[0]),
+        synthetic_multiclass(3000, 15, 4, seed=5),
+        synthetic_multiclass(1000, 10, 6, seed=4),
+        synthetic_multiclass(5000, 30, 3, seed=6),
+    ]
+
+
+def dev_norm_clip(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
+    """The joint model's per-row norm clip B = C·√(K/(K − 1)) against no norm clip (the job
+    ``auto`` ran before it), on development splits only: both arms the joint model at C = 1/2
+    with the l2 rule at their own L (√2·C without, B with); the last column says whether
+    ``auto`` sets the clip for that K (``service/optimizers/kits/joint_rule.py``)."""
+    from service.optimizers.auto import rule_l2
+    from service.optimizers.kits.base import PrivacyTarget
+    from service.optimizers.kits.joint_rule import joint_norm_clip
+
+    header = (
+        "| set | dev rows | K | features | ε | no norm clip: T, % | fit | norm clip: T, % | fit "
+        "| fit ratio | auto clips |"
+    )
+
+    def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
+        classes, d = job.loss.classes, job.plan.hyperparameters["d"]
+        bound = math.sqrt(classes / (classes - 1)) * min(0.5, (classes - 1) / classes)
+        out = []
+        for clip in (None, bound):
+            lipschitz = math.sqrt(2.0) * 0.5 if clip is None else clip
+            model = {
+                "type": "multinomial_logistic_regression", "gradient_clip": 0.5,
+                "gradient_norm_clip": 1e6 if clip is None else clip,
+                "l2": rule_l2(lipschitz, dev.n, d, PrivacyTarget(eps, DELTA)),
+            }  # fmt: skip
+            out.append(priced(dev, classes, eps, model).planned)
+        return out[0], out[1]
+
+    def rule(job: Any) -> str:
+        return "yes" if joint_norm_clip(0.5, job.loss.classes) else "no"
+
+    return _two_arm_rows(header, development_sets(names), epsilons, runs, arms, rule, ("T", "T"))
+
+
+#: The README's registration of examples/plans.csv (docs/multiclass.md, "Try it").
+PLANS_CLASSES = ["basic", "plus", "premium", "family"]
+PLANS_FEATURES = [
+    {"name": "age", "type": "numeric", "min": 18, "max": 80},
+    {"name": "monthly_spend", "type": "numeric", "min": 0, "max": 400},
+    {"name": "devices", "type": "numeric", "min": 1, "max": 8},
+    {"name": "region", "type": "categorical", "categories": ["north", "south", "east", "west"]},
+]
+
+
+def plans_api(runs: int, epsilons: tuple[float, ...]) -> list[str]:
+    """``auto`` on examples/plans.csv through the public API, as docs/multiclass.md quotes it: a
+    live ``dpfit serve`` (SQLite), 70 % of the rows (permutation seed 2026) registered with the
+    README's schema, ``runs`` default jobs per ε (δ = 1e-6) through the Python client, each
+    model's ``predict`` scored on the other 30 %; beside it the job ``auto`` ran before the
+    per-row norm clip (the same model with the clip set out of reach, ``gradient_norm_clip`` =
+    1e6, and l2 from the rule at L = √2·C)."""
+    import csv
+    import tempfile
+    from pathlib import Path
+
+    import dpfit
+
+    from bench import service_overhead as so
+    from service.optimizers.auto import rule_l2
+    from service.optimizers.kits.base import PrivacyTarget
+    from tests.support.fixtures import DEFAULT_PG
+    from tests.support.live import start_server
+
+    with (Path(__file__).resolve().parent.parent / "examples" / "plans.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    order = np.random.default_rng(SPLIT_SEED).permutation(len(rows))
+    cut = int(0.7 * len(rows))
+    train, test = [rows[i] for i in order[:cut]], [rows[i] for i in order[cut:]]
+    features = [{k: v for k, v in r.items() if k != "plan"} for r in test]
+    for r in features:
+        r["age"], r["devices"] = int(r["age"]), int(r["devices"])
+        r["monthly_spend"] = float(r["monthly_spend"])
+    truth = np.array([r["plan"] for r in test])
+    majority = max(float(np.mean(truth == c)) for c in PLANS_CLASSES) * 100
+    lines = [
+        f"| ε | auto % ({runs} jobs) | before the norm clip % | majority % |",
+        "|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        roots = home / "data"
+        roots.mkdir()
+        with (roots / "plans-train.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(train)
+        server = start_server(so._database_url("sqlite", home, DEFAULT_PG), [roots], home)
+        try:
+            owner = dpfit.Client(url=server.base_url, api_key=server.key("owner", "owner"))
+            analyst_key = server.key("analyst", "analyst")
+            analyst = dpfit.Client(url=server.base_url, api_key=analyst_key)
+            dataset = owner.register_dataset({
+                "name": "plans", "source": {"uri": "plans-train.csv"},
+                "label": {"column": "plan", "type": "categorical", "classes": PLANS_CLASSES},
+                "features": PLANS_FEATURES, "budget": {"epsilon": 1000, "delta": 1e-2},
+            })  # fmt: skip
+            owner.grant(dataset["id"], "analyst")
+            for eps in epsilons:
+                scores: dict[str, list[float]] = {"auto": [], "before": []}
+                for _ in range(runs):
+                    model = analyst.fit(dataset["id"], epsilon=eps, delta=1e-6, progress=False)
+                    scores["auto"].append(
+                        float(np.mean(np.array(model.predict(features)) == truth))
+                    )
+                    d = analyst.job(model.job_id).plan["hyperparameters"]["d"]
+                    old = {
+                        "gradient_clip": 0.5, "gradient_norm_clip": 1e6,
+                        "l2": rule_l2(math.sqrt(0.5), cut, d, PrivacyTarget(eps, 1e-6)),
+                    }  # fmt: skip
+                    before = analyst.fit(
+                        dataset["id"], "multinomial_logistic_regression", epsilon=eps,
+                        delta=1e-6, progress=False, **old,
+                    )  # fmt: skip
+                    scores["before"].append(
+                        float(np.mean(np.array(before.predict(features)) == truth))
+                    )
+                lines.append(
+                    f"| {eps:g} | {pm(scores['auto'], 100, 1)} | {pm(scores['before'], 100, 1)} "
+                    f"| {majority:.1f} |"
+                )
+                print(lines[-1], flush=True)
+        finally:
+            server.stop()
+    return lines
+
+
 def dev_ceiling(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
     """``auto``'s l2 for a joint fit against the rule at the ceiling 1e-3 (the same job with
     that l2 set as the analyst's), development splits only (as :func:`dev_steps`; "two-class"
@@ -846,6 +1022,7 @@ def run(args: argparse.Namespace) -> None:
         (args.dev_gram, dev_gram, "dev-gram", "digits", "; fit times are medians"),
         (args.dev_steps, dev_steps, "dev-steps", "iris", ""),
         (args.dev_ceiling, dev_ceiling, "dev-ceiling", "iris", ""),
+        (args.dev_norm_clip, dev_norm_clip, "dev-norm-clip", "digits", ""),
     ):
         if not wanted:
             continue
@@ -877,6 +1054,7 @@ def run(args: argparse.Namespace) -> None:
         (args.small_binary, small_binary, "small-binary"),
         (args.small_two_class, small_two_class, "small-two-class"),
         (args.shapes, shapes, "shapes"),
+        (args.plans_api, plans_api, "plans-api"),
     ):
         if not wanted:
             continue

@@ -153,3 +153,23 @@ def test_multiclass_shapes_smoke_prints_a_row(
     out = capsys.readouterr().out
     assert re.search(r"^\| synthetic \(500 rows\) \| 350 \| 20 \| 0.5 \| ", out, flags=re.M), out
     assert (tmp_path / "smoke" / "shapes.md").is_file()
+
+
+def test_multiclass_plans_api_smoke_prints_a_row(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
+    assert main(["multiclass", "--plans-api", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\| 0.5 \| \d+\.\d ± \d+\.\d \| \d+\.\d ± \d+\.\d \| ", out, flags=re.M), out
+    assert (tmp_path / "smoke" / "plans-api.md").is_file()
+
+
+def test_multiclass_dev_norm_clip_smoke_prints_a_row(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
+    assert main(["multiclass", "--dev-norm-clip", "--smoke"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\| digits \| 879 \| 10 \| 64 \| 1 \| T = .* \| yes \|$", out, flags=re.M)
+    assert (tmp_path / "smoke" / "dev-norm-clip.md").is_file()

@@ -86,6 +86,32 @@ M ≥ m_C = log((1 − C)/C), its tangent below; :func:`~service.models.logistic
 - No anchor: the clipped coefficient's label-fixed interval is not derived here, so
   ``dp_agd_centred`` refuses a clipped multinomial model (``model``).
 - ℓ_C ≥ 0 and ℓ_C(0) ≤ h(−log(K − 1)) = log K, as above.
+
+Per-row norm clip (``gradient_norm_clip`` = B > 0). Each row's coefficient vector c = ∂ℓ/∂z
+(p − e_y, or the clipped slope's h_C'(M)·(s − e_y)) is scaled to c̃ = c·min(1, B/‖c‖) before
+its gradient c̃ xᵀ enters a sum: per-example clipping as in DP-SGD (Abadi et al. 2016, "Deep
+learning with differential privacy", §3.1), applied to the K-vector because ‖c xᵀ‖_F = ‖c‖‖x‖.
+
+- Sensitivity: ‖c̃ xᵀ‖_F ≤ B for ‖x‖ ≤ 1, so **L = min(B, √2·C)** (√2 unclipped); replacing one
+  row moves a sum of row gradients by at most 2L.
+- At W = 0 the clipped coefficient is c(0) = C·(s − e_y) with s uniform over k ≠ y (the slope
+  σ(log(K − 1)) = (K − 1)/K is ≥ C for C ≤ 1/2), so ‖c(0)‖ = C·√(K/(K − 1)) for every row of a
+  class: B = C·√(K/(K − 1)) never clips the first step, and 2B is attained there (rows x and −x
+  of one class, ‖x‖ = 1). Against √2·C it is √(K/(2(K − 1))) of the noise: 0.87 at K = 3,
+  0.82 at K = 4, 0.75 at K = 10 (what ``auto`` sets for K ≥ 4:
+  ``service/optimizers/kits/joint_rule.py``).
+- What it is not: c̃ is no loss's gradient (a radial projection of a gradient field is not a
+  gradient field). :meth:`MultinomialLoss.value` stays ℓ's; :meth:`MultinomialLoss.gradient` is
+  the clipped field's, and ``exact_gradient`` is False. Output perturbation and bolt-on (their
+  sensitivity is a growth recursion of exact gradient steps of a convex smooth loss) and
+  ``dp_agd_centred`` (its anchor bound) refuse it (``model``); the gradient-perturbation
+  methods (:data:`NORM_CLIP_OPTIMIZERS`) need only the per-row bound — every step's noise is
+  calibrated to 2L/n — and accept it. The projection onto a ball is 1-Lipschitz, so the field
+  is as Lipschitz in W as ∇ℓ (β above) and the public step sizes keep their meaning; the steps
+  then head for a fixed point of the clipped field rather than the minimiser of F, as DP-SGD's
+  do (a bias that is nil where no row is clipped).
+- Floating point: rows are scaled to B/(1 + :data:`NORM_CLIP_MARGIN`), so a computed ‖c̃‖
+  stays ≤ B after rounding. Every row takes the same arithmetic whether it is clipped or not.
 """
 
 from __future__ import annotations
@@ -113,6 +139,9 @@ from service.models.logistic import clip_margin, clipped_smoothness
 __all__ = [
     "JOINT_OPTIMIZERS",
     "MULTINOMIAL",
+    "MIN_NORM_CLIP",
+    "NORM_CLIP_MARGIN",
+    "NORM_CLIP_OPTIMIZERS",
     "MultinomialLogisticSpec",
     "MultinomialLoss",
     "class_indices",
@@ -149,6 +178,15 @@ JOINT_OPTIMIZERS = frozenset(
     }
 )
 
+#: The joint optimizers whose proof needs only each row's gradient bound (every step's noise is
+#: calibrated to 2L/n): the ones that accept a binding ``gradient_norm_clip`` (module docstring).
+NORM_CLIP_OPTIMIZERS = frozenset({"dp_gd", "dp_agd", "dp_agd_averaged"})
+#: A clipped coefficient is scaled to B / (1 + NORM_CLIP_MARGIN): ≤ B after rounding.
+NORM_CLIP_MARGIN = 1e-12
+#: The smallest B: its scale factor ≥ 1e-6/√2 keeps every in-database product clear of
+#: PostgreSQL's underflow (``service/workers/in_database_multinomial.py``).
+MIN_NORM_CLIP = 1e-6
+
 
 class MultinomialLogisticSpec(BaseModel):
     """Multinomial (softmax) logistic regression over a categorical label's declared classes."""
@@ -177,6 +215,21 @@ class MultinomialLogisticSpec(BaseModel):
             "is above log((1 − C)/C), its tangent below). Lipschitz constant √2·C (√2 without "
             "clipping), so the noise scales by C; smoothness 2c(1 − c) + C/2, c = min(C, 1/2). "
             "Probabilities are then scores whose argmax is calibrated. Default: no clipping."
+        ),
+    )
+    gradient_norm_clip: float | None = Field(
+        default=None,
+        ge=1e-6,
+        le=1e6,
+        allow_inf_nan=False,
+        description=(
+            "B in [1e-6, 1e6]: each row's gradient is scaled to norm at most B (per-example "
+            "clipping, as DP-SGD; its coefficient vector ∂ℓ/∂z is scaled, and rows have norm "
+            "≤ 1), so the "
+            "Lipschitz constant, and the noise, become min(B, √2·C). Below √2·C the steps follow "
+            "a clipped field that is no loss's gradient: only dp_gd, dp_agd and dp_agd_averaged "
+            "accept it. auto sets C·√(K/(K − 1)) for K ≥ 4 classes (the norm every row has at "
+            "w = 0). Default: none."
         ),
     )
 
@@ -211,6 +264,8 @@ class MultinomialLoss:
     l1: float = 0.0
     classes: int = 2
     gradient_clip: float | None = None
+    #: B: each row's coefficient vector scaled to norm ≤ B (module docstring, "Per-row norm clip").
+    gradient_norm_clip: float | None = None
     #: The rows' last column is the intercept's constant (the spec's ``fit_intercept``): what
     #: ``dp_agd_averaged``'s row map needs (``service/optimizers/kits/dp_agd_row_map.py``).
     fit_intercept: bool = False
@@ -219,6 +274,8 @@ class MultinomialLoss:
     lipschitz: float = field(default=math.sqrt(2.0), init=False)
     smoothness: float = field(default=0.5, init=False)
     convex: bool = field(default=True, init=False)
+    #: Whether :meth:`gradient` is ∇F (False when ``gradient_norm_clip`` binds: a clipped field).
+    exact_gradient: bool = field(default=True, init=False)
 
     def __post_init__(self) -> None:
         check_weight("l2", self.l2)
@@ -233,12 +290,35 @@ class MultinomialLoss:
         if clip is not None:
             self.lipschitz = math.sqrt(2.0) * clip
             self.smoothness = 2.0 * clipped_smoothness(clip) + clip / 2.0
+        bound = self.gradient_norm_clip
+        if bound is not None and not (math.isfinite(bound) and bound >= MIN_NORM_CLIP):
+            raise ValueError(f"gradient_norm_clip must be a number of at least {MIN_NORM_CLIP:g}")
+        if self.norm_clip is not None:
+            self.lipschitz = float(self.norm_clip)
+            self.exact_gradient = False
 
     @property
     def _clip(self) -> float | None:
         """C when it actually clips (C < 1); None for the plain cross-entropy."""
         c = self.gradient_clip
         return None if c is None or c >= 1.0 else float(c)
+
+    @property
+    def norm_clip(self) -> float | None:
+        """B when it can bind (B below the slope's bound √2·C, or √2); None otherwise."""
+        bound = self.gradient_norm_clip
+        slope = math.sqrt(2.0) * (self._clip if self._clip is not None else 1.0)
+        return None if bound is None or bound >= slope else float(bound)
+
+    def _clip_norms(self, coef: FloatArray) -> None:
+        """Scale each column of the class-major (K, rows) coefficients to norm ≤ B, in place
+        (module docstring, "Per-row norm clip"); nothing when no norm clip binds."""
+        bound = self.norm_clip
+        if bound is None:
+            return
+        target = bound / (1.0 + NORM_CLIP_MARGIN)
+        norms = np.sqrt(np.einsum("kn,kn->n", coef, coef))
+        coef *= target / np.maximum(norms, target)
 
     # --- what planning and the runner ask of a joint multiclass loss ------------------------
 
@@ -249,6 +329,7 @@ class MultinomialLoss:
             l1=self.l1,
             classes=int(classes),
             gradient_clip=self.gradient_clip,
+            gradient_norm_clip=self.gradient_norm_clip,
             fit_intercept=self.fit_intercept,
         )
 
@@ -266,8 +347,9 @@ class MultinomialLoss:
 
     def coefficient_anchor(self) -> CoefficientAnchor | None:
         """κ = 1, r = √(1 − 1/K): ‖(p(W) − e_y) − κ(u − e_y)‖ ≤ r and ‖κ(u − e_y)‖ ≤ r for
-        every W and every row (module docstring, "Centred split"); None when clipped."""
-        if self._clip is not None:
+        every W and every row (module docstring, "Centred split"); None when clipped (slope or
+        norm)."""
+        if self._clip is not None or self.norm_clip is not None:
             return None
         return CoefficientAnchor(scale=1.0, half_width=math.sqrt(1.0 - 1.0 / self.classes))
 
@@ -339,6 +421,7 @@ class MultinomialLoss:
             coef = e / total
             coef -= T
             coef *= known
+            self._clip_norms(coef)
             return losses, coef
         # soft-min margin M = z_y − logsumexp_{k≠y} z_k; rows without a class: ℓ = 0, ∂ℓ = 0
         others = np.where(T > 0.0, -np.inf, Z)
@@ -356,6 +439,7 @@ class MultinomialLoss:
         coef = e / total  # softmax over k ≠ y (0 at y) …
         coef -= T  # … minus e_y: −∇M
         coef *= slope
+        self._clip_norms(coef)
         return losses, coef
 
     # --- the Loss protocol ----------------------------------------------------------------------
@@ -388,7 +472,8 @@ class MultinomialLoss:
         return out
 
     def gradient(self, w: FloatArray, X: Any, y: FloatArray) -> FloatArray:
-        """∇F = (1/n) Gᵀ X flattened (G = ∂ℓ/∂z per row: p − e_y unclipped), plus l2·w.
+        """∇F = (1/n) Gᵀ X flattened (G = ∂ℓ/∂z per row: p − e_y unclipped; each row's scaled
+        to norm ≤ B under ``gradient_norm_clip``, then the clipped field's, not ∇F), plus l2·w.
         Dense rows: :meth:`_dense_coefficient_products` (the optimizers' hot loop); other row
         types: :meth:`_losses_and_coefficients` per class product. The two differ only in
         floating-point rounding (a test holds them to 1e-13)."""
@@ -426,7 +511,9 @@ class MultinomialLoss:
         rounding of about 1e-16 (O's cancellation where the label dominates, where σ(−M) is
         itself below that) — so each k ≠ y gets e_k · min(1/S, C/O) and the label
         −O · min(1/S, C/O) = −min(σ(−M), C). A row of no declared class gets slope / scale 0
-        (its flat index points at class 0, whose entry is then multiplied by 0)."""
+        (its flat index points at class 0, whose entry is then multiplied by 0). Under
+        ``gradient_norm_clip`` each row's coefficients are then scaled to norm ≤ B
+        (:meth:`_clip_norms`)."""
         K = self.classes
         n, width = X.shape
         step = max(1, min(BLOCK_ENTRIES // max(1, width, K), PRODUCT_ENTRIES // (K * width)))
@@ -464,6 +551,7 @@ class MultinomialLoss:
                 slope *= known
                 Z *= scale
                 flat_scores[flat] = -slope
+            self._clip_norms(Z)
             total += Z @ block
         return total
 
@@ -507,5 +595,6 @@ def build(spec: MultinomialLogisticSpec) -> MultinomialLoss:
         l2=spec.l2,
         l1=spec.l1,
         gradient_clip=spec.gradient_clip,
+        gradient_norm_clip=spec.gradient_norm_clip,
         fit_intercept=spec.fit_intercept,
     )

@@ -13,7 +13,9 @@ The rule (first candidate whose plan is feasible wins):
    neither ``gradient_clip`` nor l1 > 0 → one joint ``multinomial_logistic_regression`` fit
    with ``gradient_clip`` = 1/2 (:func:`prefers_joint`), planned by the steps below over its
    K·d' parameters; the record says ``"multiclass": "joint"`` (``"one_vs_rest"`` otherwise).
-   Evidence in "Categorical labels" below.
+   From K = 4 on, a joint model whose analyst did not set ``gradient_norm_clip`` gets the
+   per-row norm clip B = C·√(K/(K − 1)) (:func:`joint_norm_clip`; L = B instead of √2·C) for
+   ``dp_agd_averaged``, ``dp_agd`` and ``dp_gd``. Evidence in ``kits/joint_rule.py``.
 1. δ = 0 (pure ε) → ``output_perturbation_gd`` (the catalog's pure ε-DP full-gradient method).
 2. δ > 0, non-convex loss → ``dp_gd`` (its PL/non-convex guarantees: Wang, Ye & Xu 2017).
 3. δ > 0, convex loss, n ≥ 10,000 and n·ε < 5,000 → ``dp_agd`` at its theory defaults
@@ -75,61 +77,8 @@ breast_cancer. Multiclass (one-vs-rest, each class at μ/√K) was measured the 
 iris and digits (20 seeds): 1e-3 against 1e-4 −4.6 … +3.1 points on 100–120 rows (noise at
 that size), +0.4 … +2.7 on digits; scaling the formula by K changed nothing measurable.
 
-Categorical labels (step 0). One-vs-rest releases K binary fits at μ/√K each — exactly one
-release of sensitivity C·√K (C = 1/2: 0.87 at K = 3, 1.58 at K = 10); the joint clipped softmax
-releases once with L = √2·C = 0.71 whatever K (``service/models/multinomial.py``), so its noise
-is lower from K = 3 on and the gap grows with √K. Measured with public data only
-(``python -m bench multiclass``, bench/RESULTS.md: 10 seeds, δ = 1e-5, 70/30 split by seed
-2026, each feature on [−1, 1] by its range; one-vs-rest = this rule's job before step 0, i.e. with
-``gradient_clip`` = 1/2 set), test accuracy %:
-
-==========================  =====  =====  =====  =====  =====  =====  =====  =====
-data (K, training rows)      joint  ovr    joint  ovr    joint  ovr    joint  ovr
-                            ε 0.5         ε 1           ε 2           ε 5
-==========================  =====  =====  =====  =====  =====  =====  =====  =====
-iris (3, 105)                53.1   48.2   78.7   60.9   86.7   83.1   90.9   88.2
-wine (3, 124)                50.4   48.3   64.4   63.3   79.3   83.0   92.4   90.2
-digits (10, 1,257)           40.4   24.1   63.2   42.0   80.4   63.6   89.2   83.2
-synthetic (5, 14,000)        78.2   73.1   80.0   77.6   81.1   80.0   81.5   80.6
-==========================  =====  =====  =====  =====  =====  =====  =====  =====
-
-Joint is ahead in 15 of 16 cells; behind only on wine at ε = 2 (−3.7, where the 10-seed std is
-9–10 points). Without the clip (C = 1) the joint model was 0–18 points lower on iris and wine
-and 0.5–2 on digits (one-vs-rest then beat it on wine at every ε ≥ 1): the clip is what lets it
-win at K = 3. K = 2 was not measured separately: the clipped joint model's L = 0.71 equals
-one-vs-rest's C·√2 there, so the two release the same noise and the joint model is kept for
-one rule.
-``dp_agd_centred`` does not apply (the clipped loss has no derived anchor) and was 20–40 points
-below the averaged steps on digits unclipped at ε = 1, 2 (its one-shot label term at
-n·ε/K < 2,500). l2 = 3e-4 instead of the rule's 1e-3 gave digits +1.3 to +3.1 points (10 seeds)
-but iris −3.1 to +0.3 and wine −1.3 to −2.8 (20 seeds): the rule is unchanged.
-
-Row map (step 4's ``dp_agd_averaged``, since issue 24). On a logistic model with an intercept
-its steps run on rows centred at a private mean (10 % of μ²) and scaled to unit norm, the model
-folded back (``service/optimizers/kits/dp_agd_row_map.py``: mechanism, proof, development-split
-measurements). Through this rule (``python -m bench multiclass``, 10 seeds, test split, the
-numbers above measured before): digits 59.1 / 80.7 / 88.4 / 92.0 at ε = 0.5 / 1 / 2 / 5, wine
-62.0 / 82.4 / 91.5 / 93.5, iris 70.4 / 85.6 / 90.9 / 94.2, the synthetic set 79.5 / 80.8 at
-ε = 0.5 / 1 (bench/RESULTS.md, "Categorical labels"). ``dp_agd_centred``'s label-term split
-with the clipped anchor (derived for the multinomial loss: r = C√(1 − 1/K)) on the mapped rows
-lost 2–38 points on digits' development split at ε = 1 / 2 / 5 (its one-shot label term again);
-other l2 (3e-4, 5e-4, 2e-3), T (½×, 1.3×, 2×), step (2/β), clip (0.35, 0.7) and averaging
-(from T/4) changed digits by −5 to +2 points, none at every ε: the rule is unchanged.
-
-Joint step cap (step 4 on a joint model). A joint fit by ``dp_agd_averaged`` or
-``dp_agd_centred`` gets ``max_iterations`` = 200 (:data:`JOINT_STEP_CAP`, the optimizers' own
-cap is 400; recorded under ``filled``): one exact K·d' gradient per step is the fit's cost, and
-above 200 steps accuracy does not buy it. Development splits only (each set's training part
-split 70/30 by seed 2027, never the test split; ``python -m bench multiclass --dev-steps
---runs 12``, bench/RESULTS.md): halving T changed test accuracy by −0.01 to +0.30 points (±
-0.01–0.14 standard error) in every one of the nine cells where auto's T was above 200 (four
-synthetic sets of 12,000–30,000 rows, K = 3–10, d = 10–50; T = 264–400), and it cost 1.4–5
-points only where T ≤ 200, which the cap leaves alone (digits, wine and iris: T ≤ 76). It cuts
-the 14,000-row set's fit at ε = 1 / 2 / 5 (T = 292 / 400 / 400) by about 30 / 50 / 50 %.
-
-A joint ``dp_agd_averaged`` fit of K ≥ 3 classes also takes its curvature step (its default,
-not a fill here: ``kits/curvature_step.py``): 0.26–0.64 of the fit time, accuracy −0.2 to +4.1
-points on development splits (``python -m bench multiclass --dev-curvature``, bench/RESULTS.md).
+Categorical labels (step 0), the joint model's row map, step cap, curvature step and per-row
+norm clip: their rules and evidence are in ``service/optimizers/kits/joint_rule.py``.
 
 Small data. A binary set of 700 rows at ε = 0.5 was at or below its majority class (issue 24).
 With the row map and the l2 ceiling 1e-2 (``python -m bench multiclass --small-binary``, 20
@@ -242,7 +191,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from service.models.base import FloatArray, Loss, coefficient_anchor, parameter_count
-from service.models.multinomial import MULTINOMIAL, MultinomialLoss
+from service.models.multinomial import MULTINOMIAL, NORM_CLIP_OPTIMIZERS, MultinomialLoss
 from service.optimizers.kits.base import (
     InfeasibleSpec,
     PrivacyTarget,
@@ -250,6 +199,12 @@ from service.optimizers.kits.base import (
     ReleasePlan,
 )
 from service.optimizers.kits.config import PlanConfig
+from service.optimizers.kits.joint_rule import (
+    JOINT_MIN_CLASSES,
+    JOINT_STEP_CAP,
+    joint_norm_clip,
+    prefers_joint,
+)
 from service.privacy.secure_random import SecureRandom
 
 __all__ = [
@@ -285,7 +240,9 @@ L2_CEILING_MAPPED = 1e-2
 HUBER_FRACTION = 0.03
 RULE = (
     "categorical label with logistic_regression (gradient_clip and l1 unset): "
-    "multinomial_logistic_regression, one joint fit of the K classes; "
+    "multinomial_logistic_regression, one joint fit of the K classes, with "
+    "gradient_norm_clip = min(gradient_clip, (K-1)/K)*sqrt(K/(K-1)) from K = 4 when unset "
+    "(dp_agd_averaged, dp_agd, dp_gd); "
     "delta > 0 and a convex loss: dp_agd if n >= 10000 and n*epsilon < 5000, else "
     "dp_agd_centred for logistic_regression without l1 if n*epsilon/classes >= 2500, "
     "dp_agd_averaged otherwise "
@@ -300,13 +257,8 @@ RULE = (
 )
 #: n·ε/K from which dp_agd_centred replaces dp_agd_averaged (step 4; K classes one-vs-rest).
 CENTRED_N_EPSILON = 2_500
-#: From this many classes a categorical label is fitted jointly (step 0).
-JOINT_MIN_CLASSES = 2
 #: The rule's tail-averaged optimizers (step 4), whose l2 the rule sets (step 5).
 AVERAGED = ("dp_agd_centred", "dp_agd_averaged")
-#: ``max_iterations`` of a joint multinomial fit by a tail-averaged optimizer (step 4): a
-#: compute cap, half the optimizers' own 400 (module docstring, "Categorical labels").
-JOINT_STEP_CAP = 200
 FALLBACKS = ("dp_agd", "dp_gd", "noisy_sgd_bst14", "output_perturbation_gd", "noisy_sgd_scs13")
 
 
@@ -339,19 +291,6 @@ class AutoChoice:
     optimizer: str
     record: dict[str, Any]
     params: dict[str, Any] = field(default_factory=dict)
-
-
-def prefers_joint(model: dict[str, Any], fields_set: set[str], classes: int) -> bool:
-    """Step 0 (categorical labels): fit the K classes jointly (``multinomial_logistic_regression``)
-    instead of one-vs-rest — for a ``logistic_regression`` spec whose analyst set neither
-    ``gradient_clip`` (a binary loss asked for by name: one-vs-rest it stays) nor l1 > 0 (the
-    joint optimizers have no proximal step), whenever the label has K ≥ 2 classes. Public facts
-    only: the spec and K. Evidence in the module docstring ("Categorical labels")."""
-    if classes < JOINT_MIN_CLASSES or model.get("type") != "logistic_regression":
-        return False
-    if "gradient_clip" in fields_set:
-        return False
-    return not float(model.get("l1") or 0.0)
 
 
 def preferred_optimizer(
@@ -426,6 +365,10 @@ def choose_model_and_optimizer(
     if model.get("type") == MULTINOMIAL and "gradient_clip" not in fields_set:
         resolved["gradient_clip"] = CLIP
         filled["model.gradient_clip"] = CLIP
+    bound = joint_norm_clip(resolved.get("gradient_clip"), classes)
+    if resolved.get("type") == MULTINOMIAL and "gradient_norm_clip" not in fields_set and bound:
+        resolved["gradient_norm_clip"] = bound
+        filled["model.gradient_norm_clip"] = bound
     if (
         model.get("type") == "logistic_regression"
         and "gradient_clip" not in fields_set
@@ -485,15 +428,22 @@ def resolve(
     resolved, names, filled = choose_model_and_optimizer(
         sent, set(model.model_fields_set), bool(loss.convex), target, n, n_features, classes or 1
     )
-    spec = parse_model_spec(resolved)
     last: InfeasibleSpec | None = None
     for name in names:
         params = optimizer_params(name, resolved)
+        unclipped = name not in NORM_CLIP_OPTIMIZERS and "model.gradient_norm_clip" in filled
+        spec = parse_model_spec(
+            {k: v for k, v in resolved.items() if k != "gradient_norm_clip"}
+            if unclipped
+            else resolved
+        )  # a fallback that needs exact gradients runs the model without the filled clip
         try:
             plan_job(spec, name, params, n, n_features, target, classes=classes)
         except InfeasibleSpec as exc:
             last = exc
             continue
+        if unclipped:
+            filled = {k: v for k, v in filled.items() if k != "model.gradient_norm_clip"}
         if params:
             filled = {**filled, **{f"optimizer.params.{k}": v for k, v in params.items()}}
         record = {

@@ -66,6 +66,7 @@ from service.optimizers.kits.base import (
 )
 from service.optimizers.kits.config import GradientStepsConfig, PlanConfig
 from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
+from service.optimizers.kits.gradient_kit import exact_gradient_needed
 from service.optimizers.kits.inputs import Rows, checked_rows
 from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP
 from service.privacy.output_perturbation import (
@@ -275,6 +276,7 @@ class OutputPerturbationGD:
                 f"{self.name} needs a convex loss; {loss.name} is not convex — choose an "
                 "optimizer for non-convex objectives",
             )
+        exact_gradient_needed(loss, self.name)
         if loss.l1 != 0.0:
             raise InfeasibleSpec(
                 "model",

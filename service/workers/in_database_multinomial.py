@@ -40,6 +40,11 @@ slope/S ≥ 2⁻⁴⁰⁰/K clipped), so c_k is 0 or ≥ 2⁻⁶⁰⁰/K, and c_
 entries are 0 or ≥ 2⁻⁸⁰); the iterate's entries below 2⁻⁵⁰⁰ are sent as 0 by the oracle, so a
 score's products are 0 or ≥ 2⁻⁵⁸⁰. No operation underflows to zero or overflows.
 
+Per-row norm clip (``gradient_norm_clip`` = B, where it binds): c ← c · t / max(‖c‖, t),
+t = B/(1 + 10⁻¹²), as the worker's ``_clip_norms``. A square c_k² with |c_k| < 2⁻²⁰⁰ adds 0 to
+‖c‖² (it would underflow; its share of ‖c‖² is below 2⁻⁴⁰⁰·K, far inside the 10⁻¹² margin).
+The factor is ≥ 10⁻⁶/√2 (B ≥ 10⁻⁶, ‖c‖ ≤ √2), so the products stay ≥ 2⁻⁷⁰⁰/K.
+
 Privacy: the optimizers' noise is calibrated to the per-row bounds of
 :mod:`service.models.multinomial` (‖c‖ ≤ √2, or √2·C clipped; the centred anchor's
 ‖c − (u − e_y)‖ ≤ √(1 − 1/K)), and the flushed coefficients keep them: unclipped, e/Σe with
@@ -62,14 +67,16 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from service.data.sql_encoding import FLOAT8
-from service.models.multinomial import MultinomialLoss
+from service.models.multinomial import NORM_CLIP_MARGIN, MultinomialLoss
 
-__all__ = ["EXP_FLUSH", "SLOPE_FLUSH", "multinomial_gradient_query"]
+__all__ = ["EXP_FLUSH", "SLOPE_FLUSH", "SQUARE_FLUSH", "multinomial_gradient_query"]
 
 #: exp(t) is flushed to 0 below t = −EXP_FLUSH (2⁻²⁰⁰), and the clipped slope to 0 above it.
 EXP_FLUSH = 200.0 * math.log(2.0)
 #: The clipped slope below this is sent as 0 (module docstring).
 SLOPE_FLUSH = 2.0**-400
+#: A coefficient below this adds 0 to the norm's sum of squares (module docstring).
+SQUARE_FLUSH = 2.0**-200
 
 
 def _f(value: float) -> sa.ColumnElement[Any]:
@@ -106,6 +113,8 @@ def multinomial_gradient_query(
         coefficients = _softmax_coefficients(level, xs, K)
     else:
         coefficients = _clipped_coefficients(level, xs, K, float(clip))
+    if loss.norm_clip is not None:
+        coefficients = _norm_clipped(coefficients, xs, K, loss.norm_clip)
     # one array, not K·w columns: a select list holds at most 1,664 entries
     sums = [sa.func.sum(coefficients.c[f"c{k}"] * coefficients.c[x]) for k in range(K) for x in xs]
     return sa.select(postgresql.array(sums, type_=FLOAT8).label("sums"))
@@ -221,3 +230,19 @@ def _clipped_coefficients(level: sa.Subquery, xs: list[str], K: int, clip: float
         for k in range(K)
     ]
     return _fenced([*(scaled.c[x] for x in xs), *coefficients], "coefficients")
+
+
+def _norm_clipped(coefficients: sa.Subquery, xs: list[str], K: int, bound: float) -> sa.Subquery:
+    """c_k · t / max(‖c‖, t) with t = B / (1 + NORM_CLIP_MARGIN), as the worker's
+    ``_clip_norms``; a square of a coefficient below :data:`SQUARE_FLUSH` counts as 0."""
+    c = [coefficients.c[f"c{k}"] for k in range(K)]
+    squares = [sa.case((sa.func.abs(ck) < _f(SQUARE_FLUSH), _f(0.0)), else_=ck * ck) for ck in c]
+    total = sum(squares[1:], squares[0])
+    normed = _fenced(
+        [*(coefficients.c[x] for x in xs), *c, sa.func.sqrt(total, type_=FLOAT8).label("norm")],
+        "normed",
+    )
+    target = bound / (1.0 + NORM_CLIP_MARGIN)
+    factor = _f(target) / sa.func.greatest(normed.c.norm, _f(target))
+    clipped = [(normed.c[f"c{k}"] * factor).label(f"c{k}") for k in range(K)]
+    return _fenced([*(normed.c[x] for x in xs), *clipped], "clipped")

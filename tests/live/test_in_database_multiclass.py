@@ -174,7 +174,8 @@ def _schema() -> tuple[Encoder, LabelSpec]:
 
 
 def test_gradient_aggregates_equal_numpy(warehouse: str) -> None:
-    """Multinomial (clipped and not) and one-vs-rest (each class) gradients equal numpy's,
+    """Multinomial (slope-clipped and not, row-norm-clipped and not) and one-vs-rest (each
+    class) gradients equal numpy's,
     in one session and in three, at moderate iterates and at huge ones (scores 10³ apart:
     the worker's exp over- and underflows there, the database's flush keeps clear of it)."""
     n = 3001
@@ -190,8 +191,11 @@ def test_gradient_aggregates_equal_numpy(warehouse: str) -> None:
         with encoded_rows(
             source, encoder, label, None, n=n, fingerprint=source.fingerprint(), sessions=sessions
         ) as conn:
-            for clip in (None, 0.5, 0.05):
-                loss = MultinomialLoss(l2=1e-3, classes=3, gradient_clip=clip)
+            for clip, bound in ((None, None), (0.5, None), (0.05, None), (0.5, 0.6), (None, 0.3)):
+                loss = MultinomialLoss(
+                    l2=1e-3, classes=3, gradient_clip=clip, gradient_norm_clip=bound
+                )
+                assert loss.exact_gradient == (bound is None)
                 local = LocalGradient(loss, X, y)
                 oracle = InDatabaseGradient(conn, loss, n, width)
                 assert oracle.sessions == sessions and oracle.dimension == 3 * width
@@ -214,7 +218,8 @@ def test_gradient_aggregates_equal_numpy(warehouse: str) -> None:
 def test_absurd_clips_do_not_fail_the_gradient(warehouse: str) -> None:
     """gradient_clip = 1e-320 on rows with entries of 2⁻⁵² (a value one ulp from the midpoint
     of its range): c·x would underflow to 0, which PostgreSQL raises on; both models take such
-    a clip as 0 (a gradient within 1e-300 of numpy's) instead of failing on these rows."""
+    a clip as 0 (a gradient within 1e-300 of numpy's) instead of failing on these rows; the
+    smallest row-norm clip (1e-6) on the same rows fails nothing either."""
     values = [2.3e-16, -2.3e-16, 0.5, -0.25, 4.5e-16, 0.0]
     rows = [(i, values[i % 6], f"k{i % 4}") for i in range(60)]
     create_table(warehouse, "tiny", rows, "id integer PRIMARY KEY, z double precision, lab text")
@@ -228,6 +233,11 @@ def test_absurd_clips_do_not_fail_the_gradient(warehouse: str) -> None:
         for loss, k, y in [
             (MultinomialLoss(l2=1e-3, classes=3, gradient_clip=1e-320), None, class_indices(Y)),
             (LogisticLoss(l2=1e-3, gradient_clip=1e-320), 0, Y[0]),
+            (
+                MultinomialLoss(l2=1e-3, classes=3, gradient_clip=0.5, gradient_norm_clip=1e-6),
+                None,
+                class_indices(Y),
+            ),
         ]:
             oracle = InDatabaseGradient(conn, loss, 60, encoder.dimension, label_class=k)
             w = rng.normal(size=oracle.dimension)

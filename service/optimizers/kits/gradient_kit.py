@@ -43,6 +43,7 @@ __all__ = [
     "check_lipschitz",
     "check_plan_covers",
     "check_step_size",
+    "exact_gradient_needed",
     "full_gradient_inputs",
     "full_gradient_query",
     "gaussian_steps_event",
@@ -111,6 +112,19 @@ def check_lipschitz(loss: Loss) -> None:
     beta, mu = loss.smoothness, loss.l2
     if not (math.isfinite(beta) and beta >= 0.0 and math.isfinite(mu) and mu >= 0.0):
         raise InfeasibleSpec("model", f"{loss.name} has no finite smoothness / l2")
+
+
+def exact_gradient_needed(loss: Loss, optimizer: str) -> None:
+    """For the methods whose sensitivity is a growth recursion of exact gradient steps (output
+    perturbation, bolt-on): :class:`InfeasibleSpec` on ``model`` when the loss's gradient is a
+    clipped field (``exact_gradient`` False: ``service/models/multinomial.py``, "Per-row norm
+    clip"), whatever path planned the job."""
+    if not getattr(loss, "exact_gradient", True):
+        raise InfeasibleSpec(
+            "model",
+            f"{optimizer} needs the exact gradient of a convex loss; {loss.name} with a binding "
+            "gradient_norm_clip steps along a clipped field — leave gradient_norm_clip unset",
+        )
 
 
 def single_release_multiplier(epsilon: float, delta: float) -> float:

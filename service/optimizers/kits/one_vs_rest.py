@@ -27,7 +27,7 @@ from dp_accounting import dp_event
 from pydantic import BaseModel
 
 from service.models.base import Loss
-from service.models.multinomial import JOINT_OPTIMIZERS
+from service.models.multinomial import JOINT_OPTIMIZERS, NORM_CLIP_OPTIMIZERS
 from service.models.registry import is_joint_multiclass
 from service.optimizers.kits.base import InfeasibleSpec, Optimizer, PrivacyTarget, ReleasePlan
 from service.privacy.calibration import event_epsilon
@@ -42,7 +42,8 @@ def check_multiclass_model(loss: Loss, optimizer: str, classes: int | None) -> b
     """Whether the job is one joint multiclass fit (True) rather than one-vs-rest or a binary
     or regression fit (False). A joint model (``multinomial_logistic_regression``) needs a
     categorical label and one of the optimizers whose proof carries to it
-    (``JOINT_OPTIMIZERS``); otherwise :class:`InfeasibleSpec` on ``model``. Public facts only."""
+    (``JOINT_OPTIMIZERS``; ``NORM_CLIP_OPTIMIZERS`` when its ``gradient_norm_clip`` binds);
+    otherwise :class:`InfeasibleSpec` on ``model``. Public facts only."""
     if not is_joint_multiclass(loss):
         return False
     if classes is None:
@@ -57,6 +58,14 @@ def check_multiclass_model(loss: Loss, optimizer: str, classes: int | None) -> b
             f"{optimizer} does not support {loss.name} (its proof covers one weight vector); "
             f"use one of {', '.join(sorted(JOINT_OPTIMIZERS))}, or logistic_regression "
             "(one-vs-rest) with this optimizer",
+        )
+    exact = getattr(loss, "exact_gradient", True)
+    if not exact and optimizer not in NORM_CLIP_OPTIMIZERS and optimizer != "auto":
+        raise InfeasibleSpec(
+            "model",
+            f"{optimizer} needs the exact gradient of a convex loss, and a gradient_norm_clip "
+            "below √2·gradient_clip makes the steps follow a clipped field; use one of "
+            f"{', '.join(sorted(NORM_CLIP_OPTIMIZERS))}, or leave gradient_norm_clip unset",
         )
     return True
 

@@ -38,7 +38,7 @@ from pydantic import BaseModel, Field
 
 from service.models.base import FloatArray, Loss, parameter_count
 from service.optimizers.kits.base import InfeasibleSpec, ProgressCallback
-from service.optimizers.kits.gradient_kit import check_step_size
+from service.optimizers.kits.gradient_kit import check_step_size, exact_gradient_needed
 from service.privacy.output_perturbation import noise_second_moment, release_with_noise
 from service.privacy.secure_random import SecureRandom, as_secure
 
@@ -88,14 +88,17 @@ def coerce_params(params: BaseModel, cls: type[_P]) -> _P:
 
 
 def check_convex_loss(loss: Loss, optimizer: str) -> None:
-    """Reject losses outside the analysis: non-convex, L1-regularised, or without finite
-    positive L / finite β, μ ≥ 0 (all on field ``model``)."""
+    """Reject losses outside the analysis: non-convex, a gradient that is a clipped field
+    (:func:`~service.optimizers.kits.gradient_kit.exact_gradient_needed`: bolt-on's growth
+    recursion needs the exact one), L1-regularised, or without finite positive L / finite β,
+    μ ≥ 0 (all on field ``model``)."""
     if not loss.convex:
         raise InfeasibleSpec(
             "model",
             f"{optimizer} needs a convex loss; {loss.name} is not convex — choose an optimizer "
             "for non-convex objectives (e.g. rrpsgd)",
         )
+    exact_gradient_needed(loss, optimizer)
     if getattr(loss, "l1", 0.0) > 0.0:
         raise InfeasibleSpec(
             "model",

@@ -30,6 +30,11 @@ class MultinomialLogisticSpec:
             min margin z_y − logsumexp_{k≠y} z_k (a convex loss: the cross-entropy where the margin is above log((1 − C)/C),
             its tangent below). Lipschitz constant √2·C (√2 without clipping), so the noise scales by C; smoothness 2c(1 −
             c) + C/2, c = min(C, 1/2). Probabilities are then scores whose argmax is calibrated. Default: no clipping.
+        gradient_norm_clip (float | None | Unset): B in [1e-6, 1e6]: each row's gradient is scaled to norm at most B
+            (per-example clipping, as DP-SGD; its coefficient vector ∂ℓ/∂z is scaled, and rows have norm ≤ 1), so the
+            Lipschitz constant, and the noise, become min(B, √2·C). Below √2·C the steps follow a clipped field that is no
+            loss's gradient: only dp_gd, dp_agd and dp_agd_averaged accept it. auto sets C·√(K/(K − 1)) for K ≥ 4 classes
+            (the norm every row has at w = 0). Default: none.
     """
 
     type_: Literal["multinomial_logistic_regression"]
@@ -37,6 +42,7 @@ class MultinomialLogisticSpec:
     l1: float | Unset = 0.0
     fit_intercept: bool | Unset = True
     gradient_clip: float | None | Unset = UNSET
+    gradient_norm_clip: float | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         type_ = self.type_
@@ -53,6 +59,12 @@ class MultinomialLogisticSpec:
         else:
             gradient_clip = self.gradient_clip
 
+        gradient_norm_clip: float | None | Unset
+        if isinstance(self.gradient_norm_clip, Unset):
+            gradient_norm_clip = UNSET
+        else:
+            gradient_norm_clip = self.gradient_norm_clip
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -68,6 +80,8 @@ class MultinomialLogisticSpec:
             field_dict["fit_intercept"] = fit_intercept
         if gradient_clip is not UNSET:
             field_dict["gradient_clip"] = gradient_clip
+        if gradient_norm_clip is not UNSET:
+            field_dict["gradient_norm_clip"] = gradient_norm_clip
 
         return field_dict
 
@@ -93,12 +107,22 @@ class MultinomialLogisticSpec:
 
         gradient_clip = _parse_gradient_clip(d.pop("gradient_clip", UNSET))
 
+        def _parse_gradient_norm_clip(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        gradient_norm_clip = _parse_gradient_norm_clip(d.pop("gradient_norm_clip", UNSET))
+
         multinomial_logistic_spec = cls(
             type_=type_,
             l2=l2,
             l1=l1,
             fit_intercept=fit_intercept,
             gradient_clip=gradient_clip,
+            gradient_norm_clip=gradient_norm_clip,
         )
 
         return multinomial_logistic_spec

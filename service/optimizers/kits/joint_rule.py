@@ -1,0 +1,140 @@
+r"""``auto``'s rule for a categorical label: when the K classes are fitted jointly
+(``multinomial_logistic_regression``, step 0 of ``service/optimizers/auto.py``) and what the
+rule fills in for the joint model — its step cap and its per-row norm clip — with the evidence.
+Public facts only: the analyst's spec and the label's K.
+
+Categorical labels (step 0). One-vs-rest releases K binary fits at μ/√K each — exactly one
+release of sensitivity C·√K (C = 1/2: 0.87 at K = 3, 1.58 at K = 10); the joint clipped softmax
+releases once with L = √2·C = 0.71 whatever K (``service/models/multinomial.py``), so its noise
+is lower from K = 3 on and the gap grows with √K. Measured with public data only
+(``python -m bench multiclass``, bench/RESULTS.md: 10 seeds, δ = 1e-5, 70/30 split by seed
+2026, each feature on [−1, 1] by its range; one-vs-rest = this rule's job before step 0, i.e. with
+``gradient_clip`` = 1/2 set), test accuracy %:
+
+==========================  =====  =====  =====  =====  =====  =====  =====  =====
+data (K, training rows)      joint  ovr    joint  ovr    joint  ovr    joint  ovr
+                            ε 0.5         ε 1           ε 2           ε 5
+==========================  =====  =====  =====  =====  =====  =====  =====  =====
+iris (3, 105)                53.1   48.2   78.7   60.9   86.7   83.1   90.9   88.2
+wine (3, 124)                50.4   48.3   64.4   63.3   79.3   83.0   92.4   90.2
+digits (10, 1,257)           40.4   24.1   63.2   42.0   80.4   63.6   89.2   83.2
+synthetic (5, 14,000)        78.2   73.1   80.0   77.6   81.1   80.0   81.5   80.6
+==========================  =====  =====  =====  =====  =====  =====  =====  =====
+
+Joint is ahead in 15 of 16 cells; behind only on wine at ε = 2 (−3.7, where the 10-seed std is
+9–10 points). Without the clip (C = 1) the joint model was 0–18 points lower on iris and wine
+and 0.5–2 on digits (one-vs-rest then beat it on wine at every ε ≥ 1): the clip is what lets it
+win at K = 3. K = 2 was not measured separately: the clipped joint model's L = 0.71 equals
+one-vs-rest's C·√2 there, so the two release the same noise and the joint model is kept for
+one rule.
+``dp_agd_centred`` does not apply (the clipped loss has no derived anchor) and was 20–40 points
+below the averaged steps on digits unclipped at ε = 1, 2 (its one-shot label term at
+n·ε/K < 2,500). l2 = 3e-4 instead of the rule's 1e-3 gave digits +1.3 to +3.1 points (10 seeds)
+but iris −3.1 to +0.3 and wine −1.3 to −2.8 (20 seeds): the rule is unchanged.
+
+Row map (step 4's ``dp_agd_averaged``, since issue 24). On a logistic model with an intercept
+its steps run on rows centred at a private mean (10 % of μ²) and scaled to unit norm, the model
+folded back (``service/optimizers/kits/dp_agd_row_map.py``: mechanism, proof, development-split
+measurements). Through this rule (``python -m bench multiclass``, 10 seeds, test split, the
+numbers above measured before): digits 59.1 / 80.7 / 88.4 / 92.0 at ε = 0.5 / 1 / 2 / 5, wine
+62.0 / 82.4 / 91.5 / 93.5, iris 70.4 / 85.6 / 90.9 / 94.2, the synthetic set 79.5 / 80.8 at
+ε = 0.5 / 1 (bench/RESULTS.md, "Categorical labels"). ``dp_agd_centred``'s label-term split
+with the clipped anchor (derived for the multinomial loss: r = C√(1 − 1/K)) on the mapped rows
+lost 2–38 points on digits' development split at ε = 1 / 2 / 5 (its one-shot label term again);
+other l2 (3e-4, 5e-4, 2e-3), T (½×, 1.3×, 2×), step (2/β), clip (0.35, 0.7) and averaging
+(from T/4) changed digits by −5 to +2 points, none at every ε: the rule is unchanged.
+
+Joint step cap (step 4 on a joint model). A joint fit by ``dp_agd_averaged`` or
+``dp_agd_centred`` gets ``max_iterations`` = 200 (:data:`JOINT_STEP_CAP`, the optimizers' own
+cap is 400; recorded under ``filled``): one exact K·d' gradient per step is the fit's cost, and
+above 200 steps accuracy does not buy it. Development splits only (each set's training part
+split 70/30 by seed 2027, never the test split; ``python -m bench multiclass --dev-steps
+--runs 12``, bench/RESULTS.md): halving T changed test accuracy by −0.01 to +0.30 points (±
+0.01–0.14 standard error) in every one of the nine cells where auto's T was above 200 (four
+synthetic sets of 12,000–30,000 rows, K = 3–10, d = 10–50; T = 264–400), and it cost 1.4–5
+points only where T ≤ 200, which the cap leaves alone (digits, wine and iris: T ≤ 76). It cuts
+the 14,000-row set's fit at ε = 1 / 2 / 5 (T = 292 / 400 / 400) by about 30 / 50 / 50 %.
+
+A joint ``dp_agd_averaged`` fit of K ≥ 3 classes also takes its curvature step (its default,
+not a fill here: ``kits/curvature_step.py``): 0.26–0.64 of the fit time, accuracy −0.2 to +4.1
+points on development splits (``python -m bench multiclass --dev-curvature``, bench/RESULTS.md).
+
+Per-row norm clip (a joint fit of K ≥ 4 classes, unless the analyst set ``gradient_norm_clip``):
+B = min(C, (K − 1)/K)·√(K/(K − 1)) (:func:`joint_norm_clip`), the norm of every row's
+coefficient vector at w = 0 (``service/models/multinomial.py``, "Per-row norm clip"): the first
+step is never clipped, and L drops from √2·C to B — 0.82 of the noise at K = 4, 0.75 at K = 10.
+The clipped field is followed by ``dp_agd_averaged``, ``dp_agd`` and ``dp_gd`` only; a fallback
+of the rule outside them (``output_perturbation_gd``, …) gets the model without it. Development
+splits only (each set's training part split 70/30 by seed 2027; ``python -m bench multiclass
+--dev-norm-clip --runs 20``; bench/RESULTS.md, "Per-row norm clip"), auto against the same job
+without the clip (its l2 from the rule at L = √2·C, as before), test accuracy % on the
+development part, with the clip (its change against none):
+
+======================  ==  ======  ===========  ===========  ===========  ===========
+set                     K   rows    ε 0.5        ε 1          ε 2          ε 5
+======================  ==  ======  ===========  ===========  ===========  ===========
+digits                  10  879     52.7 (+8.8)  77.4 (+5.6)  87.2 (+2.1)  92.1 (+0.8)
+synthetic, 20,000 rows  10  9,800   57.3 (+5.7)  67.4 (+3.6)  74.0 (+2.0)  76.8 (+0.3)
+synthetic, 12,000 rows  8   5,880   57.0 (+5.6)  67.3 (+2.8)  72.5 (+0.9)  76.1 (+0.3)
+synthetic, 1,000 rows   6   489     35.8 (+2.8)  53.2 (+5.3)  64.4 (+2.5)  75.8 (+1.0)
+synthetic, 20,000 rows  5   9,800   78.9 (+0.7)  80.1 (+0.2)  80.6 (+0.1)  80.8 (+0.0)
+synthetic, 3,000 rows   4   1,470   69.1 (+2.9)  78.2 (+2.0)  82.1 (+0.2)  85.0 (+0.1)
+examples/plans.csv      4   1,470   71.6 (+2.4)  74.5 (−0.0)  76.5 (−0.1)  79.1 (−0.5)
+imbalanced, 300 rows    4   147     50.6 (−0.1)  58.6 (+1.3)  64.4 (+1.9)  69.8 (+1.4)
+synthetic, 5,000 rows   3   2,450   76.1 (+0.6)  82.7 (+1.0)  86.4 (+0.4)  88.2 (+0.1)
+synthetic, 30,000 rows  3   14,699  89.1 (+0.0)  89.2 (−0.0)  89.2 (−0.0)  89.2 (−0.0)
+wine                    3   86      49.6 (−6.6)  73.7 (+4.1)  82.4 (+1.3)  90.9 (−0.1)
+iris                    3   73      54.2 (−3.4)  63.3 (−5.2)  78.8 (−1.1)  88.0 (−0.3)
+======================  ==  ======  ===========  ===========  ===========  ===========
+
+(20 seeds; standard errors 0.02–0.3 points on the ≥ 5,000-row sets, 0.3–1.5 on the others,
+2–4 on wine and iris.) From K = 4 every cell at ε ≤ 2 gains or holds (−0.1 to +8.8); at
+ε = 5 the bias of the clipped field shows on plans.csv (−0.5 ± 0.16), the rest +0.0 to +1.4.
+
+K = 3 is left alone: there the noise falls by only 0.87, iris and wine moved by −6.6 to +4.1
+points (7 of 8 cells at or below 0) and the synthetic K = 3 sets by −0.0 to +1.0.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = [
+    "JOINT_MIN_CLASSES",
+    "JOINT_STEP_CAP",
+    "NORM_CLIP_MIN_CLASSES",
+    "joint_norm_clip",
+    "prefers_joint",
+]
+
+#: From this many classes a categorical label is fitted jointly (step 0).
+JOINT_MIN_CLASSES = 2
+#: ``max_iterations`` of a joint multinomial fit by a tail-averaged optimizer (step 4): a
+#: compute cap, half the optimizers' own 400 (module docstring, "Joint step cap").
+JOINT_STEP_CAP = 200
+#: From this many classes ``auto`` sets the joint model's ``gradient_norm_clip``.
+NORM_CLIP_MIN_CLASSES = 4
+
+
+def prefers_joint(model: dict[str, Any], fields_set: set[str], classes: int) -> bool:
+    """Step 0 (categorical labels): fit the K classes jointly (``multinomial_logistic_regression``)
+    instead of one-vs-rest — for a ``logistic_regression`` spec whose analyst set neither
+    ``gradient_clip`` (a binary loss asked for by name: one-vs-rest it stays) nor l1 > 0 (the
+    joint optimizers have no proximal step), whenever the label has K ≥ 2 classes. Public facts
+    only: the spec and K. Evidence in the module docstring ("Categorical labels")."""
+    if classes < JOINT_MIN_CLASSES or model.get("type") != "logistic_regression":
+        return False
+    if "gradient_clip" in fields_set:
+        return False
+    return not float(model.get("l1") or 0.0)
+
+
+def joint_norm_clip(gradient_clip: float | None, classes: int) -> float | None:
+    """B = min(C, (K − 1)/K)·√(K/(K − 1)) — the norm of every row's coefficient vector at w = 0
+    for the slope clip C (1: none) — for K ≥ :data:`NORM_CLIP_MIN_CLASSES`; None below (module
+    docstring, "Per-row norm clip")."""
+    if classes < NORM_CLIP_MIN_CLASSES:
+        return None
+    slope = 1.0 if gradient_clip is None else min(float(gradient_clip), 1.0)
+    return min(slope, (classes - 1) / classes) * math.sqrt(classes / (classes - 1))
