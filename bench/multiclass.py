@@ -1065,6 +1065,12 @@ def run(args: argparse.Namespace) -> None:
             f"\n\n{runs} seeds per cell, δ = {DELTA:g}, replace-one; 70/30 split (seed "
             f"{SPLIT_SEED}); test accuracy."
         )
+        if name == "plans-api":
+            note = (
+                f"\n\n{runs} jobs per cell through a live dpfit serve (SQLite) and the Python "
+                f"client, δ = 1e-06, replace-one; 70/30 split (seed {SPLIT_SEED}); accuracy of "
+                "model.predict on the 30 %."
+            )
         (results_dir(args.smoke) / f"{name}.md").write_text("\n".join(lines) + note + "\n")
         return
     runs = 2 if args.smoke else args.runs
