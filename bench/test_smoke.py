@@ -145,31 +145,21 @@ def test_in_database_smoke_prints_tables(
     assert (tmp_path / "smoke" / "in-database.json").is_file()
 
 
-def test_multiclass_shapes_smoke_prints_a_row(
-    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.mark.parametrize(
+    ("mode", "row"),
+    [
+        ("shapes", r"^\| synthetic \(500 rows\) \| 350 \| 20 \| 0.5 \| "),
+        ("plans-api", r"^\| 0.5 \| \d+\.\d ± \d+\.\d \| \d+\.\d ± \d+\.\d \| "),
+        ("dev-norm-clip", r"^\| digits \| 879 \| 10 \| 64 \| 1 \| T = .* \| yes \|$"),
+    ],
+)
+def test_multiclass_turn_15_modes_smoke_print_a_row(
+    mode: str, row: str, tmp_path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """--shapes, --plans-api (a live server and the client) and --dev-norm-clip."""
     monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
-    assert main(["multiclass", "--shapes", "--smoke"]) == 0
+    assert main(["multiclass", f"--{mode}", "--smoke"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^\| synthetic \(500 rows\) \| 350 \| 20 \| 0.5 \| ", out, flags=re.M), out
-    assert (tmp_path / "smoke" / "shapes.md").is_file()
-
-
-def test_multiclass_plans_api_smoke_prints_a_row(
-    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
-    assert main(["multiclass", "--plans-api", "--smoke"]) == 0
-    out = capsys.readouterr().out
-    assert re.search(r"^\| 0.5 \| \d+\.\d ± \d+\.\d \| \d+\.\d ± \d+\.\d \| ", out, flags=re.M), out
-    assert (tmp_path / "smoke" / "plans-api.md").is_file()
-
-
-def test_multiclass_dev_norm_clip_smoke_prints_a_row(
-    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
-    assert main(["multiclass", "--dev-norm-clip", "--smoke"]) == 0
-    out = capsys.readouterr().out
-    assert re.search(r"^\| digits \| 879 \| 10 \| 64 \| 1 \| T = .* \| yes \|$", out, flags=re.M)
-    assert (tmp_path / "smoke" / "dev-norm-clip.md").is_file()
+    assert re.search(row, out, flags=re.MULTILINE), out
+    assert (tmp_path / "smoke" / f"{mode}.md").is_file()

@@ -12,13 +12,15 @@ protocol of ``service.models.base`` for linear models ℓ(w; x, y) = φ(w·x, y)
 - :class:`LinearLoss` — φ = −y z, convex, L = 1, β = 0: constant gradients, so the noise-free
   trajectory shift between neighbours is exactly computable; used by the audits.
 
-Plus :func:`epsilon_lower_bound`, the Clopper–Pearson threshold audit.
+Plus :func:`epsilon_lower_bound`, the Clopper–Pearson threshold audit, and the two pieces the
+one-noisy-step audits share (:func:`projected_releases`, :func:`centred_threshold_bound`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -195,6 +197,28 @@ def epsilon_lower_bound(
         if (1 - fpr_hi) - delta > 0 and (1 - tpr_lo) > 0:
             best = max(best, math.log(((1 - fpr_hi) - delta) / (1 - tpr_lo)))
     return best
+
+
+def projected_releases(
+    optimizer: Any, plan: Any, loss: Any, rows: FloatArray, y: FloatArray,
+    direction: FloatArray, runs: int, seed: int,
+) -> FloatArray:  # fmt: skip
+    """``runs`` releases of ``optimizer.fit`` under ``plan`` on (rows, y), each projected on
+    ``direction`` (one generator seeded ``seed`` for all of them)."""
+    rng = np.random.default_rng(seed)
+    return np.array(
+        [optimizer.fit(plan, loss, rows, y, rng, lambda _: None) @ direction for _ in range(runs)]
+    )
+
+
+def centred_threshold_bound(low: FloatArray, high: FloatArray, delta: float) -> float:
+    """:func:`epsilon_lower_bound` at thresholds at the two samples' common centre plus
+    {−1, −½, 0, ½, 1} times their mean std, the samples ordered so the second is the larger."""
+    if low.mean() > high.mean():
+        low, high = high, low
+    centre, std = 0.5 * (low.mean() + high.mean()), 0.5 * (low.std() + high.std())
+    thresholds = [centre + k * std for k in (-1.0, -0.5, 0.0, 0.5, 1.0)]
+    return epsilon_lower_bound(low, high, thresholds, delta)
 
 
 def audit_pair(n: int) -> tuple[FloatArray, FloatArray, FloatArray]:

@@ -33,7 +33,7 @@ from service.models.registry import build_loss, parse_model_spec
 from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget, ReleasePlan
 from service.optimizers.kits.planning import plan_job
 from service.optimizers.kits.registry import get_optimizer, optimizer_names
-from tests.support.nonconvex_loss import epsilon_lower_bound
+from tests.support.nonconvex_loss import centred_threshold_bound, projected_releases
 
 K, WIDTH, N = 4, 3, 40
 TARGET = PrivacyTarget(1.0, 1e-5)
@@ -389,19 +389,10 @@ def test_empirical_audit_of_one_noisy_step_below_the_claim() -> None:
     direction = loss.gradient(zero, X, y) - loss.gradient(zero, X2, y)
     direction /= np.linalg.norm(direction)
 
-    def outputs(p: ReleasePlan, rows: np.ndarray, runs: int, seed: int) -> np.ndarray:
-        rng = np.random.default_rng(seed)
-        return np.array(
-            [optimizer.fit(p, loss, rows, y, rng, lambda _: None) @ direction for _ in range(runs)]
-        )
-
     def bound(p: ReleasePlan, seed: int) -> float:
-        low, high = outputs(p, X, 3000, seed), outputs(p, X2, 3000, seed + 1)
-        if low.mean() > high.mean():
-            low, high = high, low
-        centre, std = 0.5 * (low.mean() + high.mean()), 0.5 * (low.std() + high.std())
-        thresholds = [centre + k * std for k in (-1.0, -0.5, 0.0, 0.5, 1.0)]
-        return epsilon_lower_bound(low, high, thresholds, 1e-5)
+        low = projected_releases(optimizer, p, loss, X, y, direction, 3000, seed)
+        high = projected_releases(optimizer, p, loss, X2, y, direction, 3000, seed + 1)
+        return centred_threshold_bound(low, high, 1e-5)
 
     assert bound(plan, 100) < eps
     # at w = 0 the pair realises 0.61 of Δ, so understated noise shows from about half of it

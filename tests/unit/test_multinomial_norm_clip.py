@@ -33,7 +33,7 @@ from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget, ReleaseP
 from service.optimizers.kits.joint_rule import joint_norm_clip
 from service.optimizers.kits.planning import plan_job
 from service.optimizers.kits.registry import get_optimizer
-from tests.support.nonconvex_loss import epsilon_lower_bound
+from tests.support.nonconvex_loss import centred_threshold_bound, projected_releases
 
 K, WIDTH, N = 5, 4, 40
 C = 0.5
@@ -261,19 +261,10 @@ def test_empirical_audit_of_one_noisy_step_on_the_attaining_pair() -> None:
     assert np.linalg.norm(difference) == pytest.approx(plan.sensitivity, rel=1e-9)
     direction = difference / np.linalg.norm(difference)
 
-    def outputs(p: ReleasePlan, rows: np.ndarray, runs: int, seed: int) -> np.ndarray:
-        rng = np.random.default_rng(seed)
-        return np.array(
-            [optimizer.fit(p, loss, rows, y, rng, lambda _: None) @ direction for _ in range(runs)]
-        )
-
     def bound(p: ReleasePlan, seed: int) -> float:
-        low, high = outputs(p, X, 3000, seed), outputs(p, X2, 3000, seed + 1)
-        if low.mean() > high.mean():
-            low, high = high, low
-        centre, std = 0.5 * (low.mean() + high.mean()), 0.5 * (low.std() + high.std())
-        thresholds = [centre + k * std for k in (-1.0, -0.5, 0.0, 0.5, 1.0)]
-        return epsilon_lower_bound(low, high, thresholds, 1e-5)
+        low = projected_releases(optimizer, p, loss, X, y, direction, 3000, seed)
+        high = projected_releases(optimizer, p, loss, X2, y, direction, 3000, seed + 1)
+        return centred_threshold_bound(low, high, 1e-5)
 
     assert bound(plan, 300) < eps
     assert bound(dataclasses.replace(plan, noise_scale=plan.noise_scale / 3), 400) > eps
