@@ -219,14 +219,14 @@ class MultinomialLogisticSpec(BaseModel):
     )
     gradient_norm_clip: float | None = Field(
         default=None,
-        ge=1e-6,
+        ge=MIN_NORM_CLIP,
         le=1e6,
         allow_inf_nan=False,
         description=(
             "B in [1e-6, 1e6]: each row's gradient is scaled to norm at most B (per-example "
             "clipping, as DP-SGD; its coefficient vector ∂ℓ/∂z is scaled, and rows have norm "
-            "≤ 1), so the "
-            "Lipschitz constant, and the noise, become min(B, √2·C). Below √2·C the steps follow "
+            "≤ 1), so the Lipschitz constant, and the noise, become min(B, √2·C). Below √2·C "
+            "the steps follow "
             "a clipped field that is no loss's gradient: only dp_gd, dp_agd and dp_agd_averaged "
             "accept it. auto sets C·√(K/(K − 1)) for K ≥ 5 classes (the norm every row has at "
             "w = 0). Default: none."

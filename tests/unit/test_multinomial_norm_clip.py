@@ -7,8 +7,8 @@ refuses it, ``auto``'s fill, and an empirical audit.
 (b) On adversarial neighbours the step query of dp_gd / dp_agd / dp_agd_averaged moves by at
     most its plan's sensitivity 2B/n and reaches it (rows x and −x of one class at w = 0);
     without the clip the same construction exceeds 2B/n (the clip is what makes it hold).
-(c) The dense kernel, the per-row reference and sparse rows agree; the clip is what makes the
-    released gradient differ from ∇F.
+(c) The dense kernel, the per-row reference and sparse rows agree, and so do the data-parallel
+    partitions with a pickled loss; the clip is what makes the released gradient differ from ∇F.
 (d) Output perturbation, bolt-on and dp_agd_centred refuse it on ``model`` (through planning
     and when planned directly).
 (e) ``auto`` fills B from K = 5 on, keeps the analyst's value, and a fallback that needs
@@ -180,6 +180,32 @@ def test_dense_sparse_and_per_row_gradients_agree_under_the_clip(
     if scale == 1.0:  # moderate scores: the clip binds on many rows
         exact = _loss(None, l2=0.02, clip=clip).gradient(w, X, y)
         assert np.linalg.norm(dense - exact) > 1e-3 * np.linalg.norm(exact)
+
+
+def test_the_partitions_and_a_pickled_loss_clip_alike() -> None:
+    """What a data-parallel job ships to its workers (the loss, pickled) and sums (per-partition
+    gradient sums): the same clipped gradient as the rows in one process."""
+    import pickle
+
+    from service.optimizers.kits.full_gradient import (
+        LocalGradient,
+        SummedGradient,
+        partial_gradient_sum,
+    )
+
+    rng = np.random.default_rng(4)
+    loss = _loss()
+    shipped = pickle.loads(pickle.dumps(loss))
+    assert shipped.norm_clip == B and not shipped.exact_gradient
+    X, y = _rows(rng, 90), rng.integers(-1, K, size=90).astype(float)
+    parts = [slice(0, 30), slice(30, 61), slice(61, 90)]
+    summed = SummedGradient(
+        loss, 90, K * WIDTH, len(parts),
+        lambda w: [partial_gradient_sum(shipped, w, X[p], y[p]) for p in parts],
+    )  # fmt: skip
+    w = rng.normal(size=K * WIDTH) * 3
+    local = LocalGradient(loss, X, y).gradient(w)
+    np.testing.assert_allclose(summed.gradient(w), local, rtol=0, atol=1e-13)
 
 
 # --- (d) refusals -----------------------------------------------------------------------------
