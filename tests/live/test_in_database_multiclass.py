@@ -282,10 +282,10 @@ def _quiet(_: int) -> None:
 
 
 def test_a_fit_through_the_database_equals_the_worker_path(warehouse: str) -> None:
-    """Same plan, same seed: the joint multinomial fit and the K one-vs-rest fits (the class
-    plan, classes in order, one generator) through the database equal fit_oracle over the
-    reader's rows (``fit`` for dp_agd_averaged, whose row map the database runs too), to
-    summation rounding."""
+    """Same plan, same seed: the joint multinomial fit (row-norm-clipped too) and the K
+    one-vs-rest fits (the class plan, classes in order, one generator) through the database
+    equal fit_oracle over the reader's rows (``fit`` for dp_agd_averaged, whose row map the
+    database runs too), to summation rounding."""
     from service.models.registry import parse_model_spec
     from service.optimizers.kits.base import PrivacyTarget
     from service.optimizers.kits.one_vs_rest import class_plan_of
@@ -304,6 +304,13 @@ def test_a_fit_through_the_database_equals_the_worker_path(warehouse: str) -> No
         ({"type": "multinomial_logistic_regression", "l2": 1e-3}, "output_perturbation_gd"),
         ({"type": "logistic_regression", "l2": 1e-3, "gradient_clip": 0.5}, "dp_agd"),
         ({"type": "multinomial_logistic_regression", "l2": 1e-3}, "dp_agd_averaged"),
+        (
+            {
+                "type": "multinomial_logistic_regression", "l2": 1e-3, "gradient_clip": 0.5,
+                "gradient_norm_clip": 0.6,
+            },
+            "dp_agd_averaged",
+        ),  # fmt: skip
         ({"type": "logistic_regression", "l2": 1e-3}, "dp_gd"),
         ({"type": "logistic_regression", "l2": 1e-3}, "dp_accmd"),
         ({"type": "logistic_regression", "l2": 1e-3}, "dp_agd_centred"),
