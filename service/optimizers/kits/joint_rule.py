@@ -89,14 +89,14 @@ iris                    3   73      54.2 (−3.4)  63.3 (−5.2)  78.8 (−1.1) 
 
 (20 seeds; standard errors 0.02–0.3 points on the ≥ 5,000-row sets, 0.3–1.5 on the others,
 2–4 on wine and iris.) From K = 5 every cell gains or holds (+0.0 to +8.8 points). K = 4 is
-mixed: +1.3 to +2.9 on the synthetic and imbalanced sets at ε = 1, 2, but on the README's
+mixed: −0.1 to +2.9 on the synthetic and imbalanced sets, but on the README's
 examples/plans.csv the clipped field's bias shows from ε = 1 (−0.5 ± 0.16 at ε = 5 here; through
 the API on its 2,100-row split, ``python -m bench multiclass --plans-api``, two runs of 10 jobs:
 +1.1 / −1.7 / −0.5 and −0.3 / +0.3 / −0.3 at ε = 0.5 / 1 / 2, bench/RESULTS.md) — so K = 4 keeps
 the exact gradient, the conservative side of a line between K = 4 (noise 0.82) and K = 5 (0.79).
 
 K = 3 is left alone: there the noise falls by only 0.87, iris and wine moved by −6.6 to +4.1
-points (7 of 8 cells at or below 0) and the synthetic K = 3 sets by −0.0 to +1.0.
+points (6 of 8 cells below 0) and the synthetic K = 3 sets by −0.0 to +1.0.
 """
 
 from __future__ import annotations
