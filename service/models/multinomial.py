@@ -98,7 +98,7 @@ learning with differential privacy", §3.1), applied to the K-vector because ‖
   σ(log(K − 1)) = (K − 1)/K is ≥ C for C ≤ 1/2), so ‖c(0)‖ = C·√(K/(K − 1)) for every row of a
   class: B = C·√(K/(K − 1)) never clips the first step, and 2B is attained there (rows x and −x
   of one class, ‖x‖ = 1). Against √2·C it is √(K/(2(K − 1))) of the noise: 0.87 at K = 3,
-  0.82 at K = 4, 0.75 at K = 10 (what ``auto`` sets for K ≥ 5:
+  0.82 at K = 4, 0.75 at K = 10 (what ``auto`` sets for K ≥ 3:
   ``service/optimizers/kits/joint_rule.py``).
 - What it is not: c̃ is no loss's gradient (a radial projection of a gradient field is not a
   gradient field). :meth:`MultinomialLoss.value` stays ℓ's; :meth:`MultinomialLoss.gradient` is
@@ -228,7 +228,7 @@ class MultinomialLogisticSpec(BaseModel):
             "≤ 1), so the Lipschitz constant, and the noise, become min(B, √2·C). Below √2·C "
             "the steps follow "
             "a clipped field that is no loss's gradient: only dp_gd, dp_agd and dp_agd_averaged "
-            "accept it. auto sets C·√(K/(K − 1)) for K ≥ 5 classes (the norm every row has at "
+            "accept it. auto sets C·√(K/(K − 1)) for K ≥ 3 classes (the norm every row has at "
             "w = 0). Default: none."
         ),
     )

@@ -13,7 +13,7 @@ The rule (first candidate whose plan is feasible wins):
    neither ``gradient_clip`` nor l1 > 0 → one joint ``multinomial_logistic_regression`` fit
    with ``gradient_clip`` = 1/2 (:func:`prefers_joint`), planned by the steps below over its
    K·d' parameters; the record says ``"multiclass": "joint"`` (``"one_vs_rest"`` otherwise).
-   From K = 5 on, a joint model whose analyst did not set ``gradient_norm_clip`` gets the
+   From K = 3 on, a joint model whose analyst did not set ``gradient_norm_clip`` gets the
    per-row norm clip B = C·√(K/(K − 1)) (:func:`joint_norm_clip`; L = B instead of √2·C) for
    ``dp_agd_averaged``, ``dp_agd`` and ``dp_gd``. Evidence in ``kits/joint_rule.py``.
 1. δ = 0 (pure ε) → ``output_perturbation_gd`` (the catalog's pure ε-DP full-gradient method).
@@ -241,7 +241,7 @@ HUBER_FRACTION = 0.03
 RULE = (
     "categorical label with logistic_regression (gradient_clip and l1 unset): "
     "multinomial_logistic_regression, one joint fit of the K classes, with "
-    "gradient_norm_clip = min(gradient_clip, (K-1)/K)*sqrt(K/(K-1)) from K = 5 when unset "
+    "gradient_norm_clip = min(gradient_clip, (K-1)/K)*sqrt(K/(K-1)) from K = 3 when unset "
     "(dp_agd_averaged, dp_agd, dp_gd); "
     "delta > 0 and a convex loss: dp_agd if n >= 10000 and n*epsilon < 5000, else "
     "dp_agd_centred for logistic_regression without l1 if n*epsilon/classes >= 2500, "

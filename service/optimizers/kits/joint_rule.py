@@ -59,7 +59,7 @@ A joint ``dp_agd_averaged`` fit of K ≥ 3 classes also takes its curvature step
 not a fill here: ``kits/curvature_step.py``): 0.26–0.64 of the fit time, accuracy −0.2 to +4.1
 points on development splits (``python -m bench multiclass --dev-curvature``, bench/RESULTS.md).
 
-Per-row norm clip (a joint fit of K ≥ 5 classes, unless the analyst set ``gradient_norm_clip``):
+Per-row norm clip (a joint fit of K ≥ 3 classes, unless the analyst set ``gradient_norm_clip``):
 B = min(C, (K − 1)/K)·√(K/(K − 1)) (:func:`joint_norm_clip`), the norm of every row's
 coefficient vector at w = 0 (``service/models/multinomial.py``, "Per-row norm clip"): the first
 step is never clipped, and L drops from √2·C to B — 0.82 of the noise at K = 4, 0.75 at K = 10.
@@ -118,7 +118,7 @@ JOINT_MIN_CLASSES = 2
 #: compute cap, half the optimizers' own 400 (module docstring, "Joint step cap").
 JOINT_STEP_CAP = 200
 #: From this many classes ``auto`` sets the joint model's ``gradient_norm_clip``.
-NORM_CLIP_MIN_CLASSES = 5
+NORM_CLIP_MIN_CLASSES = 3
 
 
 def prefers_joint(model: dict[str, Any], fields_set: set[str], classes: int) -> bool:

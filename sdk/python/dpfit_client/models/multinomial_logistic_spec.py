@@ -33,7 +33,7 @@ class MultinomialLogisticSpec:
         gradient_norm_clip (float | None | Unset): B in [1e-6, 1e6]: each row's gradient is scaled to norm at most B
             (per-example clipping, as DP-SGD; its coefficient vector ∂ℓ/∂z is scaled, and rows have norm ≤ 1), so the
             Lipschitz constant, and the noise, become min(B, √2·C). Below √2·C the steps follow a clipped field that is no
-            loss's gradient: only dp_gd, dp_agd and dp_agd_averaged accept it. auto sets C·√(K/(K − 1)) for K ≥ 5 classes
+            loss's gradient: only dp_gd, dp_agd and dp_agd_averaged accept it. auto sets C·√(K/(K − 1)) for K ≥ 3 classes
             (the norm every row has at w = 0). Default: none.
     """
 
