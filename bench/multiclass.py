@@ -821,7 +821,7 @@ def dev_norm_clip(runs: int, epsilons: tuple[float, ...], names: list[str] | Non
     ``auto`` sets the clip for that K (``service/optimizers/kits/joint_rule.py``)."""
     from service.optimizers.auto import rule_l2
     from service.optimizers.kits.base import PrivacyTarget
-    from service.optimizers.kits.joint_rule import joint_norm_clip
+    from service.optimizers.kits.joint_rule import coefficient_norm_at_zero, joint_norm_clip
 
     header = (
         "| set | dev rows | K | features | ε | no norm clip: T, % | fit | norm clip: T, % | fit "
@@ -830,7 +830,7 @@ def dev_norm_clip(runs: int, epsilons: tuple[float, ...], names: list[str] | Non
 
     def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
         classes, d = job.loss.classes, job.plan.hyperparameters["d"]
-        bound = math.sqrt(classes / (classes - 1)) * min(0.5, (classes - 1) / classes)
+        bound = coefficient_norm_at_zero(0.5, classes)
         out = []
         for clip in (None, bound):
             lipschitz = math.sqrt(2.0) * 0.5 if clip is None else clip

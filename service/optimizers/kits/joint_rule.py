@@ -111,6 +111,7 @@ __all__ = [
     "JOINT_MIN_CLASSES",
     "JOINT_STEP_CAP",
     "NORM_CLIP_MIN_CLASSES",
+    "coefficient_norm_at_zero",
     "joint_norm_clip",
     "prefers_joint",
 ]
@@ -137,11 +138,17 @@ def prefers_joint(model: dict[str, Any], fields_set: set[str], classes: int) -> 
     return not float(model.get("l1") or 0.0)
 
 
+def coefficient_norm_at_zero(gradient_clip: float | None, classes: int) -> float:
+    """‖∂ℓ/∂z‖ at w = 0, the same for every row of a declared class: min(C, (K − 1)/K)·√(K/(K − 1))
+    with C = 1 unclipped (``service/models/multinomial.py``, "Per-row norm clip")."""
+    slope = 1.0 if gradient_clip is None else min(float(gradient_clip), 1.0)
+    return min(slope, (classes - 1) / classes) * math.sqrt(classes / (classes - 1))
+
+
 def joint_norm_clip(gradient_clip: float | None, classes: int) -> float | None:
     """B = min(C, (K − 1)/K)·√(K/(K − 1)) — the norm of every row's coefficient vector at w = 0
     for the slope clip C (1: none) — for K ≥ :data:`NORM_CLIP_MIN_CLASSES`; None below (module
     docstring, "Per-row norm clip")."""
     if classes < NORM_CLIP_MIN_CLASSES:
         return None
-    slope = 1.0 if gradient_clip is None else min(float(gradient_clip), 1.0)
-    return min(slope, (classes - 1) / classes) * math.sqrt(classes / (classes - 1))
+    return coefficient_norm_at_zero(gradient_clip, classes)
