@@ -214,3 +214,48 @@ def test_every_optimizer_plans_at_the_bounds(name: str, delta: float) -> None:
             assert exc.field and exc.message
             continue
         assert math.isfinite(planned.plan.noise_scale) and planned.plan.noise_scale > 0
+
+
+# --- the joint model's gradient_norm_clip -------------------------------------------------------
+
+
+@pytest.mark.parametrize("bound", [1e-6, 0.3, 1e6, 1e-7, -1.0, 0.0, 1e7, "x", None])
+@pytest.mark.parametrize(
+    "optimizer",
+    [None, "dp_gd", "dp_agd_averaged", "output_perturbation_gd", "bolt_on_psgd", "dp_agd_centred"],
+)
+def test_gradient_norm_clip_is_priced_or_refused_on_a_field(
+    app_server: InProcessServer, optimizer: str | None, bound: Any
+) -> None:
+    """A categorical dataset, the joint model with every kind of ``gradient_norm_clip`` under
+    the optimizers that take it and those that refuse it: an estimate (200) or a problem+json
+    naming the field (422) on both databases, never a 5xx; a refusal charges nothing."""
+    tag = uuid.uuid4().hex[:8]
+    owner = app_server.client(app_server.key(f"owner-{tag}", "owner"))
+    analyst = app_server.client(app_server.key(f"analyst-{tag}", "analyst"))
+    body = credit_dataset(epsilon=50.0)
+    body["features"] = [f for f in body["features"] if f["name"] != "education"]
+    body["label"] = {
+        "column": "education", "type": "categorical",
+        "classes": ["HS", "Bachelors", "Masters", "PhD"],
+    }  # fmt: skip
+    created = owner.post("/v1/datasets", json=body)
+    assert created.status_code == 201, created.text
+    dataset_id = created.json()["id"]
+    owner.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": f"analyst-{tag}"})
+    model: dict[str, Any] = {"type": "multinomial_logistic_regression", "l2": 1e-3}
+    if bound is not None:
+        model["gradient_norm_clip"] = bound
+    job = {"dataset_id": dataset_id, "model": model, "privacy": {"epsilon": 1.0, "delta": 1e-6}}
+    if optimizer:
+        job["optimizer"] = {"name": optimizer, "params": {}}
+    for path in ("/v1/jobs/estimate", "/v1/jobs"):
+        response = analyst.post(path, json=job)
+        assert response.status_code < 500, response.text
+        if response.status_code >= 400:
+            problem(response, 422)
+            assert response.json()["field"].startswith(("model", "optimizer")), response.text
+    binds = isinstance(bound, float) and 1e-6 <= bound < math.sqrt(2.0)  # no slope clip: √2
+    if binds and optimizer in ("output_perturbation_gd", "bolt_on_psgd", "dp_agd_centred"):
+        problem(analyst.post("/v1/jobs", json=job), 422, "model")
+        assert int(analyst.get(f"/v1/datasets/{dataset_id}/budget").json()["jobs_charged"]) == 0
