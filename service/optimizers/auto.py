@@ -40,7 +40,9 @@ The rule (first candidate whose plan is feasible wins):
    Gaussian release at the job's (ε, δ) — 9 times the squared norm of that release's noise
    (the same rule for ``dp_agd_centred``); with an intercept under ``dp_agd_averaged``, whose
    steps run on centred unit-norm rows (``dp_agd_row_map``), the ceiling is 1e-2 for a binary
-   ``logistic_regression`` job and a joint one of two classes. Evidence in "Small data".
+   ``logistic_regression`` job, a joint one of two classes, and a joint one of K ≥ 3 classes
+   on n ≤ 400 rows (:func:`~service.optimizers.kits.joint_rule.takes_small_data_ceiling`).
+   Evidence in "Small data" and ``kits/joint_rule.py``.
    Every optimizer's unset ``objective_gap`` (the bound on F(0) − min F behind the default
    radius and T) is max(1, the largest loss a row can have at w = 0): 1 for classification,
    δ·B − δ²/2 for Huber regression with label bound B (:func:`~service.models.base.
@@ -204,6 +206,7 @@ from service.optimizers.kits.joint_rule import (
     JOINT_STEP_CAP,
     joint_norm_clip,
     prefers_joint,
+    takes_small_data_ceiling,
 )
 from service.privacy.secure_random import SecureRandom
 
@@ -234,7 +237,8 @@ L2_FACTOR = 9.0
 L2_FLOOR = 1e-5
 L2_CEILING = 1e-3
 #: Step 5's ceiling for a binary logistic job — or a joint one of two classes, the same
-#: problem — whose dp_agd_averaged steps run on mapped rows (``dp_agd_row_map``).
+#: problem, or of K ≥ 3 classes on at most ``SMALL_JOINT_ROWS`` rows (``kits/joint_rule.py``)
+#: — whose dp_agd_averaged steps run on mapped rows (``dp_agd_row_map``).
 L2_CEILING_MAPPED = 1e-2
 #: huber_regression without an analyst-set huber_delta: δ = HUBER_FRACTION · label_bound.
 HUBER_FRACTION = 0.03
@@ -248,9 +252,10 @@ RULE = (
     "dp_agd_averaged otherwise "
     "(l2 = clamp(9*d*(2*L*z1/n)^2, 1e-5, 1e-3) when the analyst did not set "
     "l2, L = 1 for regression; with an intercept under dp_agd_averaged, whose rows it centres "
-    "at a private mean and scales to unit norm, ceiling 1e-2 for binary logistic_regression "
-    "and a joint fit of two classes); delta > 0 and a non-convex loss: dp_gd; delta = 0: "
-    "output_perturbation_gd; logistic_regression without gradient_clip: gradient_clip = 0.5; "
+    "at a private mean and scales to unit norm, ceiling 1e-2 for binary logistic_regression, "
+    "a joint fit of two classes and one of K >= 3 classes on n <= 400 rows); delta > 0 and "
+    "a non-convex loss: dp_gd; delta = 0: output_perturbation_gd; logistic_regression "
+    "without gradient_clip: gradient_clip = 0.5; "
     "huber_regression without huber_delta: huber_delta = 0.03*label_bound; theory defaults for the "
     "rest; first feasible of the fallbacks dp_agd, dp_gd, noisy_sgd_bst14, "
     "output_perturbation_gd, noisy_sgd_scs13"
@@ -327,7 +332,7 @@ def rule_l2(
 ) -> float:
     """Step 5: clamp(9·d·(2L·z₁/n)², 1e-5, ``ceiling``), with z₁ the noise multiplier of one
     Gaussian release at the job's (ε, δ) — 9 times the squared norm of one full-budget
-    release's noise; the ceiling is 1e-3, or 1e-2 for a binary logistic job on mapped rows."""
+    release's noise; the ceiling is 1e-3, or 1e-2 for the jobs on mapped rows of step 5."""
     from service.privacy.gdp import gdp_mu
 
     noise = 2.0 * lipschitz / (n * gdp_mu(target.epsilon, target.delta))
@@ -389,7 +394,9 @@ def choose_model_and_optimizer(
         two_classes = (classes <= 1 and resolved["type"] == "logistic_regression") or (
             classes == 2 and resolved["type"] == MULTINOMIAL
         )
-        mapped = two_classes and names[0] == "dp_agd_averaged" and resolved.get("fit_intercept")
+        small = resolved["type"] == MULTINOMIAL and takes_small_data_ceiling(n, classes)
+        mapped = (two_classes or small) and names[0] == "dp_agd_averaged"
+        mapped = mapped and resolved.get("fit_intercept")
         ceiling = L2_CEILING_MAPPED if mapped else L2_CEILING
         resolved["l2"] = rule_l2(lipschitz, n, max(1, d), target, ceiling)
         filled["model.l2"] = resolved["l2"]

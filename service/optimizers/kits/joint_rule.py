@@ -100,6 +100,28 @@ plans.csv at ε = 5 (−0.4 ± 0.08: the clipped field's bias where the signal i
 rule clips from K = 3, every K where B is below √2·C. Through the API on plans.csv's 2,100-row
 split (``python -m bench multiclass --plans-api``, bench/RESULTS.md) two runs of 10 jobs moved
 by +1.1 / −1.7 / −0.5 and −0.3 / +0.3 / −0.3 at ε = 0.5 / 1 / 2: within what 10 jobs resolve.
+
+Small data (step 5's l2 ceiling for a joint fit of K ≥ 3 classes). The l2 rule's formula
+9·d·(2L·z₁/n)² is far above 1e-3 on a few hundred rows (d = K·(features + 1)), so the ceiling
+sets l2 there. Up to :data:`SMALL_JOINT_ROWS` = 400 training rows the joint fit takes the
+ceiling of the binary jobs on mapped rows, 1e-2 (:func:`takes_small_data_ceiling`); from 401
+it keeps 1e-3. Development splits only (each set's training part split 70/30 by seed 2027;
+the current ``auto`` job against the same job with the ceiling 1e-2; change in test accuracy
+points on the development part, at ε = 0.5 / 1 / 2 (/ 5), mean of 100 seeds for wine and
+iris, 30 for the others; bench/RESULTS.md, "The joint l2 ceiling on small data"):
+
+- wine (86 rows, K = 3) +1.7 / +2.6 / +4.0 / +3.1; iris (73, K = 3) +1.5 / +6.8 / +0.1 / −1.3;
+- 147 rows: the imbalanced K = 4 set +7.4 / +6.4 / +2.8 (to 58.9 / 63.8 / 66.7 against its
+  majority 63.5), a K = 10 set of 50 features +0.2 / 0.0 / +1.1;
+- 244 rows, K = 20: +1.0 / +2.2 / −0.5; 342 rows: K = 3 +2.7 / +4.9 / +1.7, K = 5 +1.4 /
+  −0.3 / +0.9, an imbalanced K = 4 set −0.2 / +0.2 / −1.5;
+- 489 rows (imbalanced, K = 3) −2.9 / −3.0 / −3.4; 979 rows (K = 50) +0.1 / +0.4 / +0.1;
+  examples/plans.csv (1,470 rows, K = 4) −5.3 / −1.7 / 0.0.
+
+Every gain is at n ≤ 342 and the losses start at 489 (turn 14's wider rule lost 2.5–3 points
+through the API on plans.csv's 2,100 rows; turn 15's ``--shapes`` showed the same line): the
+line is drawn at 400, between them. The larger l2 also shortens the fit (T falls by about 40 %:
+the radius √(2·gap/l2) is smaller).
 """
 
 from __future__ import annotations
@@ -111,9 +133,11 @@ __all__ = [
     "JOINT_MIN_CLASSES",
     "JOINT_STEP_CAP",
     "NORM_CLIP_MIN_CLASSES",
+    "SMALL_JOINT_ROWS",
     "coefficient_norm_at_zero",
     "joint_norm_clip",
     "prefers_joint",
+    "takes_small_data_ceiling",
 ]
 
 #: From this many classes a categorical label is fitted jointly (step 0).
@@ -123,6 +147,9 @@ JOINT_MIN_CLASSES = 2
 JOINT_STEP_CAP = 200
 #: From this many classes ``auto`` sets the joint model's ``gradient_norm_clip``.
 NORM_CLIP_MIN_CLASSES = 3
+#: Up to this many training rows a joint fit of K ≥ 3 classes takes the small-data l2 ceiling
+#: (``auto``'s step 5; module docstring, "Small data").
+SMALL_JOINT_ROWS = 400
 
 
 def prefers_joint(model: dict[str, Any], fields_set: set[str], classes: int) -> bool:
@@ -152,3 +179,10 @@ def joint_norm_clip(gradient_clip: float | None, classes: int) -> float | None:
     if classes < NORM_CLIP_MIN_CLASSES:
         return None
     return coefficient_norm_at_zero(gradient_clip, classes)
+
+
+def takes_small_data_ceiling(n: int, classes: int) -> bool:
+    """Whether a joint fit of K ≥ 3 classes on n training rows takes the small-data l2 ceiling
+    (1e-2, that of the binary jobs on mapped rows) instead of 1e-3: n ≤ :data:`SMALL_JOINT_ROWS`
+    (module docstring, "Small data"). Public facts only: n and K."""
+    return classes >= 3 and n <= SMALL_JOINT_ROWS
