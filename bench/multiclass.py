@@ -607,13 +607,29 @@ DEV_SYNTHETIC = ((30_000, 10, 3, 12), (20_000, 50, 10, 11), (12_000, 40, 8, 13))
 DEV_FRACTIONS = (1.0, 0.5, 0.25)
 
 
+#: The 700-row sets around the joint small-data line (``kits/joint_rule.py``, "Small data"):
+#: (n, features, K, seed) softmax-teacher sets, and (n, d, K, seed) an imbalanced one.
+LINE_SYNTHETIC = ((700, 10, 5, 8), (700, 20, 3, 9))
+LINE_IMBALANCED = (700, 8, 4, 10)
+
+
+def shape_sets() -> list[Dataset]:
+    """The first three ``--shapes`` sets (:data:`SHAPES`: 300–2,000 rows, K = 10–50), the
+    imbalanced ones (:data:`IMBALANCED`) and the 700-row sets of the small-data line
+    (:data:`LINE_SYNTHETIC`, :data:`LINE_IMBALANCED`)."""
+    sets = [synthetic_multiclass(n, d, k, seed=3) for n, d, k in SHAPES[:3]]
+    sets += [imbalanced_multiclass(*shape) for shape in IMBALANCED]
+    sets += [synthetic_multiclass(*spec) for spec in LINE_SYNTHETIC]
+    return [*sets, imbalanced_multiclass(*LINE_IMBALANCED)]
+
+
 def development_sets(names: list[str] | None) -> Iterator[tuple[Dataset, int, np.ndarray]]:
     """(development split, K, the (K, n) one-vs-rest labels) of every bench set whose name starts
     with one of ``names`` (all when None), DEV_SYNTHETIC's too, and — only when ``names`` holds
     "two-class" — the small binary sets as two-class categorical labels, — with
     "small-multiclass" — :func:`small_multiclass_sets`: each set's TRAINING
     part split 70/30 by seed SPLIT_SEED + 1, never its test split — the rows ``auto``'s rules
-    were chosen on."""
+    were chosen on. "shapes" adds :func:`shape_sets`."""
     sets = datasets(False)
     if not names or any("synthetic".startswith(d) or d.startswith("synthetic") for d in names):
         sets += [synthetic_multiclass(*spec) for spec in DEV_SYNTHETIC]
@@ -623,6 +639,9 @@ def development_sets(names: list[str] | None) -> Iterator[tuple[Dataset, int, np
     if names and "small-multiclass" in names:
         sets += small_multiclass_sets()
         names = [*names, "plans.csv", "imbalanced", "synthetic ("]
+    if names and "shapes" in names:
+        sets += shape_sets()
+        names = [*names, "imbalanced", "synthetic ("]
     for full in sets:
         if names and not any(full.name.startswith(d) for d in names):
             continue

@@ -281,22 +281,35 @@ def test_auto_lifts_the_l2_ceiling_for_two_class_jobs_on_mapped_rows_only() -> N
 
 
 @pytest.mark.parametrize("classes", [3, 4, 10])
-def test_auto_lifts_the_joint_l2_ceiling_up_to_the_small_data_line_only(classes: int) -> None:
+def test_auto_lifts_the_joint_l2_ceiling_up_to_the_small_data_lines_only(classes: int) -> None:
     """A joint fit of K ≥ 3 classes takes the mapped rows' ceiling 1e-2 on n ≤ SMALL_JOINT_ROWS
-    rows and 1e-3 from the next row on, where the formula is above both; an analyst's l2 stays."""
+    rows with n·ε ≤ SMALL_JOINT_N_EPSILON, and 1e-3 one row or one n·ε past either line, where
+    the formula is above both; an analyst's l2 stays."""
     from service.optimizers.auto import L2_CEILING, L2_CEILING_MAPPED, resolve, rule_l2
-    from service.optimizers.kits.joint_rule import SMALL_JOINT_ROWS
+    from service.optimizers.kits.joint_rule import SMALL_JOINT_N_EPSILON, SMALL_JOINT_ROWS
 
-    target = PrivacyTarget(0.5, 1e-5)
     spec = parse_model_spec({"type": "logistic_regression"})
-    for n, ceiling in ((SMALL_JOINT_ROWS, L2_CEILING_MAPPED), (SMALL_JOINT_ROWS + 1, L2_CEILING)):
-        job = resolve(spec, n, 20, target, classes)
+    rows = SMALL_JOINT_ROWS
+    line = SMALL_JOINT_N_EPSILON / rows  # the ε at which n·ε meets its line on n = rows
+    for n, eps, ceiling in (
+        (rows, 0.5, L2_CEILING_MAPPED),
+        (rows + 1, 0.5, L2_CEILING),
+        (rows, line, L2_CEILING_MAPPED),
+        (rows, line * 1.01, L2_CEILING),
+        (rows // 2, 2.0 * line * 1.01, L2_CEILING),
+    ):
+        target = PrivacyTarget(eps, 1e-5)
+        job = resolve(spec, n, 40, target, classes)
         assert job.model["type"] == "multinomial_logistic_regression"
         assert job.optimizer == "dp_agd_averaged"
-        assert rule_l2(1.0, n, classes * 21, target, 1.0) > L2_CEILING_MAPPED  # the cap binds
-        assert job.model["l2"] == ceiling
+        assert rule_l2(0.5, n, classes * 41, target, 1.0) > L2_CEILING_MAPPED  # the cap binds
+        assert job.model["l2"] == ceiling, (n, eps)
         assert job.record["filled"]["model.l2"] == ceiling
     own = resolve(
-        parse_model_spec({"type": "logistic_regression", "l2": 1e-4}), 100, 20, target, classes
+        parse_model_spec({"type": "logistic_regression", "l2": 1e-4}),
+        100,
+        20,
+        PrivacyTarget(0.5, 1e-5),
+        classes,
     )
     assert own.model["l2"] == 1e-4

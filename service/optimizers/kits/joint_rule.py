@@ -103,25 +103,28 @@ by +1.1 / −1.7 / −0.5 and −0.3 / +0.3 / −0.3 at ε = 0.5 / 1 / 2: within
 
 Small data (step 5's l2 ceiling for a joint fit of K ≥ 3 classes). The l2 rule's formula
 9·d·(2L·z₁/n)² is far above 1e-3 on a few hundred rows (d = K·(features + 1)), so the ceiling
-sets l2 there. Up to :data:`SMALL_JOINT_ROWS` = 400 training rows the joint fit takes the
-ceiling of the binary jobs on mapped rows, 1e-2 (:func:`takes_small_data_ceiling`); from 401
-it keeps 1e-3. Development splits only (each set's training part split 70/30 by seed 2027;
-the current ``auto`` job against the same job with the ceiling 1e-2; change in test accuracy
-points on the development part, at ε = 0.5 / 1 / 2 (/ 5), mean of 100 seeds for wine and
-iris, 30 for the others; bench/RESULTS.md, "The joint l2 ceiling on small data"):
+sets l2 there. On n ≤ :data:`SMALL_JOINT_ROWS` = 400 training rows with n·ε ≤
+:data:`SMALL_JOINT_N_EPSILON` = 1,000 the joint fit takes the ceiling of the binary jobs on
+mapped rows, 1e-2 (:func:`takes_small_data_ceiling`); elsewhere it keeps 1e-3. Development
+splits only (each set's training part split 70/30 by seed 2027; ``python -m bench multiclass
+--dev-ceiling --runs 100 --datasets wine iris`` and ``--runs 30 --datasets shapes
+small-multiclass``: the job at the ceiling 1e-3 against the same job at 1e-2; change in test
+accuracy points on the development part at ε = 0.5 / 1 / 2 / 5; bench/RESULTS.md, "The joint
+l2 ceiling on small data"):
 
 - wine (86 rows, K = 3) +1.7 / +2.6 / +4.0 / +3.1; iris (73, K = 3) +1.5 / +6.8 / +0.1 / −1.3;
-- 147 rows: the imbalanced K = 4 set +7.4 / +6.4 / +2.8 (to 58.9 / 63.8 / 66.7 against its
-  majority 63.5), a K = 10 set of 50 features +0.2 / 0.0 / +1.1;
-- 244 rows, K = 20: +1.0 / +2.2 / −0.5; 342 rows: K = 3 +2.7 / +4.9 / +1.7, K = 5 +1.4 /
-  −0.3 / +0.9, an imbalanced K = 4 set −0.2 / +0.2 / −1.5;
-- 489 rows (imbalanced, K = 3) −2.9 / −3.0 / −3.4; 979 rows (K = 50) +0.1 / +0.4 / +0.1;
-  examples/plans.csv (1,470 rows, K = 4) −5.3 / −1.7 / 0.0.
+- 147 rows: an imbalanced K = 4 set +7.4 / +6.4 / +2.8 / +0.6 (to 58.9 / 63.8 / 66.7 / 69.3
+  against its majority 63.5), a K = 10 set of 50 features +0.2 / 0.0 / +1.1 / +1.4;
+- 244 rows, K = 20: +1.0 / +2.2 / −0.5 / **−5.9** (n·ε = 1,220);
+- 342 rows: K = 3 +2.7 / +4.9 / +1.7 / +1.2, K = 5 +1.4 / −0.3 / +0.9 / −0.7, an imbalanced
+  K = 4 set −0.2 / +0.2 / −1.5 / −0.7 (at ε = 5, n·ε = 1,710, the formula is below 1e-2);
+- 489 rows (imbalanced, K = 3) −2.9 / −3.0 / −3.4 (ε ≤ 2); examples/plans.csv (1,470 rows,
+  K = 4) −5.3 / −1.7 / 0.0; 979 rows (K = 50) +0.1 / +0.4 / +0.1.
 
-Every gain is at n ≤ 342 and the losses start at 489 (turn 14's wider rule lost 2.5–3 points
-through the API on plans.csv's 2,100 rows; turn 15's ``--shapes`` showed the same line): the
-line is drawn at 400, between them. The larger l2 also shortens the fit (T falls by about 40 %:
-the radius √(2·gap/l2) is smaller).
+The gains are at n ≤ 342 and n·ε ≤ 735; the losses beyond noise at 489 rows and at n·ε = 1,220
+(turn 14's wider rule lost 2.5–3 points through the API on plans.csv's 2,100 rows): the lines
+are drawn at n = 400 and n·ε = 1,000, between them. Where the rule applies the larger l2 also
+shortens the fit (T falls by about 40 %: the radius √(2·gap/l2) is smaller).
 """
 
 from __future__ import annotations
@@ -133,6 +136,7 @@ __all__ = [
     "JOINT_MIN_CLASSES",
     "JOINT_STEP_CAP",
     "NORM_CLIP_MIN_CLASSES",
+    "SMALL_JOINT_N_EPSILON",
     "SMALL_JOINT_ROWS",
     "coefficient_norm_at_zero",
     "joint_norm_clip",
@@ -147,9 +151,10 @@ JOINT_MIN_CLASSES = 2
 JOINT_STEP_CAP = 200
 #: From this many classes ``auto`` sets the joint model's ``gradient_norm_clip``.
 NORM_CLIP_MIN_CLASSES = 3
-#: Up to this many training rows a joint fit of K ≥ 3 classes takes the small-data l2 ceiling
-#: (``auto``'s step 5; module docstring, "Small data").
+#: Up to this many training rows, and n·ε up to ``SMALL_JOINT_N_EPSILON``, a joint fit of K ≥ 3
+#: classes takes the small-data l2 ceiling (``auto``'s step 5; module docstring, "Small data").
 SMALL_JOINT_ROWS = 400
+SMALL_JOINT_N_EPSILON = 1_000
 
 
 def prefers_joint(model: dict[str, Any], fields_set: set[str], classes: int) -> bool:
@@ -181,8 +186,9 @@ def joint_norm_clip(gradient_clip: float | None, classes: int) -> float | None:
     return coefficient_norm_at_zero(gradient_clip, classes)
 
 
-def takes_small_data_ceiling(n: int, classes: int) -> bool:
-    """Whether a joint fit of K ≥ 3 classes on n training rows takes the small-data l2 ceiling
-    (1e-2, that of the binary jobs on mapped rows) instead of 1e-3: n ≤ :data:`SMALL_JOINT_ROWS`
-    (module docstring, "Small data"). Public facts only: n and K."""
-    return classes >= 3 and n <= SMALL_JOINT_ROWS
+def takes_small_data_ceiling(n: int, classes: int, epsilon: float) -> bool:
+    """Whether a joint fit of K ≥ 3 classes on n training rows at ε takes the small-data l2
+    ceiling (1e-2, that of the binary jobs on mapped rows) instead of 1e-3: n ≤
+    :data:`SMALL_JOINT_ROWS` and n·ε ≤ :data:`SMALL_JOINT_N_EPSILON` (module docstring, "Small
+    data"). Public facts only: n, K and the job's ε."""
+    return classes >= 3 and n <= SMALL_JOINT_ROWS and n * epsilon <= SMALL_JOINT_N_EPSILON
