@@ -40,8 +40,8 @@ The rule (first candidate whose plan is feasible wins):
    Gaussian release at the job's (ε, δ) — 9 times the squared norm of that release's noise
    (the same rule for ``dp_agd_centred``); with an intercept under ``dp_agd_averaged``, whose
    steps run on centred unit-norm rows (``dp_agd_row_map``), the ceiling is 1e-2 for a binary
-   ``logistic_regression`` job, a joint one of two classes, and a joint one of K ≥ 3 classes
-   on n ≤ 400 rows with n·ε ≤ 1,000
+   ``logistic_regression`` job, a joint one of two classes, and a joint one of 3 ≤ K ≤ 5
+   classes on n ≤ 400 rows with n·ε ≤ 1,000
    (:func:`~service.optimizers.kits.joint_rule.takes_small_data_ceiling`).
    Evidence in "Small data" and ``kits/joint_rule.py``.
    Every optimizer's unset ``objective_gap`` (the bound on F(0) − min F behind the default
@@ -238,7 +238,7 @@ L2_FACTOR = 9.0
 L2_FLOOR = 1e-5
 L2_CEILING = 1e-3
 #: Step 5's ceiling for a binary logistic job — or a joint one of two classes, the same
-#: problem, or of K ≥ 3 classes on small data (``kits/joint_rule.takes_small_data_ceiling``)
+#: problem, or of 3–5 classes on small data (``kits/joint_rule.takes_small_data_ceiling``)
 #: — whose dp_agd_averaged steps run on mapped rows (``dp_agd_row_map``).
 L2_CEILING_MAPPED = 1e-2
 #: huber_regression without an analyst-set huber_delta: δ = HUBER_FRACTION · label_bound.
@@ -254,7 +254,7 @@ RULE = (
     "(l2 = clamp(9*d*(2*L*z1/n)^2, 1e-5, 1e-3) when the analyst did not set "
     "l2, L = 1 for regression; with an intercept under dp_agd_averaged, whose rows it centres "
     "at a private mean and scales to unit norm, ceiling 1e-2 for binary logistic_regression, "
-    "a joint fit of two classes and one of K >= 3 classes on n <= 400 rows with "
+    "a joint fit of two classes and one of 3 <= K <= 5 classes on n <= 400 rows with "
     "n*epsilon <= 1000); delta > 0 and "
     "a non-convex loss: dp_gd; delta = 0: output_perturbation_gd; logistic_regression "
     "without gradient_clip: gradient_clip = 0.5; "

@@ -280,11 +280,11 @@ def test_auto_lifts_the_l2_ceiling_for_two_class_jobs_on_mapped_rows_only() -> N
     assert plain.model["l2"] == L2_CEILING
 
 
-@pytest.mark.parametrize("classes", [3, 4, 10])
+@pytest.mark.parametrize("classes", [3, 4, 5])
 def test_auto_lifts_the_joint_l2_ceiling_up_to_the_small_data_lines_only(classes: int) -> None:
-    """A joint fit of K ≥ 3 classes takes the mapped rows' ceiling 1e-2 on n ≤ SMALL_JOINT_ROWS
-    rows with n·ε ≤ SMALL_JOINT_N_EPSILON, and 1e-3 one row or one n·ε past either line, where
-    the formula is above both; an analyst's l2 stays."""
+    """A joint fit of 3 ≤ K ≤ 5 classes takes the mapped rows' ceiling 1e-2 on n ≤
+    SMALL_JOINT_ROWS rows with n·ε ≤ SMALL_JOINT_N_EPSILON, and 1e-3 one row or one n·ε past
+    either line, where the formula is above both; an analyst's l2 stays."""
     from service.optimizers.auto import L2_CEILING, L2_CEILING_MAPPED, resolve, rule_l2
     from service.optimizers.kits.joint_rule import SMALL_JOINT_N_EPSILON, SMALL_JOINT_ROWS
 
@@ -313,3 +313,17 @@ def test_auto_lifts_the_joint_l2_ceiling_up_to_the_small_data_lines_only(classes
         classes,
     )
     assert own.model["l2"] == 1e-4
+
+
+@pytest.mark.parametrize("classes", [6, 10, 20])
+def test_auto_keeps_the_joint_l2_ceiling_for_many_classes_on_small_data(classes: int) -> None:
+    """From K = 6 the joint fit keeps 1e-3 on small data too (kits/joint_rule.py, "Many
+    classes")."""
+    from service.optimizers.auto import L2_CEILING, resolve
+
+    job = resolve(
+        parse_model_spec({"type": "logistic_regression"}), 200, 10, PrivacyTarget(1.0, 1e-5),
+        classes,
+    )  # fmt: skip
+    assert job.model["type"] == "multinomial_logistic_regression"
+    assert job.model["l2"] == L2_CEILING
