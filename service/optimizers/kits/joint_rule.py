@@ -108,8 +108,8 @@ sets l2 there. For K ≤ :data:`SMALL_JOINT_MAX_CLASSES` = 5 classes on n ≤
 the joint fit takes the ceiling of the binary jobs on mapped rows, 1e-2
 (:func:`takes_small_data_ceiling`); elsewhere it keeps 1e-3. Development
 splits only (each set's training part split 70/30 by seed 2027; ``python -m bench multiclass
---dev-ceiling --runs 100 --datasets wine iris`` and ``--runs 30 --datasets shapes
-small-multiclass``: the job at the ceiling 1e-3 against the same job at 1e-2; change in test
+--dev-ceiling --runs 100 --datasets wine iris``, ``--runs 30 --epsilons 0.5 1 2 --datasets
+shapes`` and ``--runs 30 --epsilons 5 --datasets shapes small-multiclass``: the job at the ceiling 1e-3 against the same job at 1e-2; change in test
 accuracy points on the development part at ε = 0.5 / 1 / 2 / 5; bench/RESULTS.md, "The joint
 l2 ceiling on small data"):
 
@@ -118,7 +118,8 @@ l2 ceiling on small data"):
   against its majority 63.5), a K = 10 set of 50 features +0.2 / 0.0 / +1.1 / +1.4;
 - 244 rows, K = 20: +1.0 / +2.2 / −0.5 / **−5.9** (n·ε = 1,220);
 - 342 rows: K = 3 +2.7 / +4.9 / +1.7 / +1.2, K = 5 +1.4 / −0.3 / +0.9 / −0.7, an imbalanced
-  K = 4 set −0.2 / +0.2 / −1.5 / −0.7 (at ε = 5, n·ε = 1,710, the formula is below 1e-2);
+  K = 4 set −0.2 / +0.2 / −1.5 / −0.7 (at ε = 5 on these rows, n·ε = 1,710, the formula is
+  below 1e-2: the two arms differ less);
 - 489 rows (imbalanced, K = 3) −2.9 / −3.0 / −3.4 (ε ≤ 2); examples/plans.csv (1,470 rows,
   K = 4) −5.3 / −1.7 / 0.0; 979 rows (K = 50) +0.1 / +0.4 / +0.1.
 
@@ -161,8 +162,9 @@ JOINT_MIN_CLASSES = 2
 JOINT_STEP_CAP = 200
 #: From this many classes ``auto`` sets the joint model's ``gradient_norm_clip``.
 NORM_CLIP_MIN_CLASSES = 3
-#: Up to this many training rows, and n·ε up to ``SMALL_JOINT_N_EPSILON``, a joint fit of K ≥ 3
-#: classes takes the small-data l2 ceiling (``auto``'s step 5; module docstring, "Small data").
+#: A joint fit of 3 to SMALL_JOINT_MAX_CLASSES classes on at most SMALL_JOINT_ROWS training rows
+#: with n·ε at most SMALL_JOINT_N_EPSILON takes the small-data l2 ceiling (``auto``'s step 5;
+#: module docstring, "Small data"): :func:`takes_small_data_ceiling`.
 SMALL_JOINT_ROWS = 400
 SMALL_JOINT_N_EPSILON = 1_000
 SMALL_JOINT_MAX_CLASSES = 5
