@@ -106,12 +106,12 @@ Small data (step 5's l2 ceiling for a joint fit of K ≥ 3 classes). The l2 rule
 sets l2 there. For K ≤ :data:`SMALL_JOINT_MAX_CLASSES` = 5 classes on n ≤
 :data:`SMALL_JOINT_ROWS` = 400 training rows with n·ε ≤ :data:`SMALL_JOINT_N_EPSILON` = 1,000
 the joint fit takes the ceiling of the binary jobs on mapped rows, 1e-2
-(:func:`takes_small_data_ceiling`); elsewhere it keeps 1e-3. Development
-splits only (each set's training part split 70/30 by seed 2027; ``python -m bench multiclass
---dev-ceiling --runs 100 --datasets wine iris``, ``--runs 30 --epsilons 0.5 1 2 --datasets
-shapes`` and ``--runs 30 --epsilons 5 --datasets shapes small-multiclass``: the job at the ceiling 1e-3 against the same job at 1e-2; change in test
-accuracy points on the development part at ε = 0.5 / 1 / 2 / 5; bench/RESULTS.md, "The joint
-l2 ceiling on small data"):
+(:func:`takes_small_data_ceiling`); elsewhere it keeps 1e-3. Development splits only (each
+set's training part split 70/30 by seed 2027; ``python -m bench multiclass --dev-ceiling
+--runs 100 --datasets wine iris``, ``--runs 30 --epsilons 0.5 1 2 --datasets shapes`` and
+``--runs 30 --epsilons 5 --datasets shapes small-multiclass``: the job at the ceiling 1e-3
+against the same job at 1e-2; change in test accuracy points on the development part at
+ε = 0.5 / 1 / 2 / 5; bench/RESULTS.md, "The joint l2 ceiling on small data"):
 
 - wine (86 rows, K = 3) +1.7 / +2.6 / +4.0 / +3.1; iris (73, K = 3) +1.5 / +6.8 / +0.1 / −1.3;
 - 147 rows: an imbalanced K = 4 set +7.4 / +6.4 / +2.8 / +0.6 (to 58.9 / 63.8 / 66.7 / 69.3
