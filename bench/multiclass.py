@@ -36,7 +36,8 @@ categorical labels at the joint l2 ceiling against the 1e-3 before and the major
 (many classes on little data and imbalanced sets: auto, l2 = 1e-2 and the majority class),
 ``--dev-norm-clip`` (the joint model's per-row norm clip against none, development splits;
 ``--datasets … small-multiclass`` adds plans.csv and four small K = 3–6 sets), ``--plans-api``
-(auto on examples/plans.csv through a live server and the Python client, and without the clip).
+(auto on examples/plans.csv through a live server and the Python client, and without the clip),
+``--small-heldout`` (the joint small-data l2 ceiling against 1e-3 on sets it was not set on).
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--small-two-class",
         action="store_true",
         help="only the two-class categorical table: auto vs its l2 ceiling before, majority",
+    )
+    parser.add_argument(
+        "--small-heldout",
+        action="store_true",
+        help="the joint small-data l2 ceiling on make_classification sets it was not set on",
     )
     parser.add_argument(
         "--shapes",
@@ -421,36 +427,81 @@ def small_binary(runs: int, epsilons: tuple[float, ...]) -> list[str]:
 
 def small_two_class(runs: int, epsilons: tuple[float, ...]) -> list[str]:
     """A categorical label of K = 2 classes: ``auto``'s joint fit, whose l2 ceiling is now the
-    binary job's 1e-2, against the same job at the ceiling it had before (1e-3, set as the
-    analyst's l2 = min(1e-3, auto's)) and the majority class; the small binary sets plus three
-    imbalanced ones (offset −2.5 / −2.5 / −3), their labels declared as two classes."""
-    from service.optimizers.auto import L2_CEILING
-
+    binary job's 1e-2, against the same job at the ceiling it had before (1e-3) and the
+    majority class; the small binary sets plus three imbalanced ones (offset −2.5 / −2.5 / −3),
+    their labels declared as two classes."""
     imbalanced = ((500, 10, -2.5, 1.0), (500, 10, -2.5, 3.0), (2000, 20, -3.0, 1.0))
     sets = small_binary_sets() + [
         synthetic_binary(n, d, offset, scale, seed=1) for n, d, offset, scale in imbalanced
     ]
+    return against_old_ceiling([(data, 2) for data in sets], runs, epsilons)
+
+
+def against_old_ceiling(
+    sets: list[tuple[Dataset, int]], runs: int, epsilons: tuple[float, ...]
+) -> list[str]:
+    """``auto``'s job on each (set, K) against the same job at the joint ceiling 1e-3 (set as
+    the analyst's l2 = min(1e-3, auto's)) and the majority class, test split; a last line
+    counts the cells where the two l2 differ and their mean change."""
+    from service.optimizers.auto import L2_CEILING
+
     lines = [
         "| data | n | ε | auto % | ceiling 1e-3 (before) % | majority % | auto l2 |",
         "|---|---|---|---|---|---|---|",
     ]
-    for data in sets:
-        majority = 100 * max(float(np.mean(data.yt == k)) for k in (0, 1))
+    changes = []
+    for data, classes in sets:
+        majority = 100 * max(float(np.mean(data.yt == k)) for k in range(classes))
         for eps in epsilons:
-            auto_job = priced(data, 2, eps, {"type": "logistic_regression"}).planned
+            auto_job = priced(data, classes, eps, {"type": "logistic_regression"}).planned
             old_l2 = min(L2_CEILING, auto_job.loss.l2)
-            before = priced(data, 2, eps, {"type": "logistic_regression", "l2": old_l2}).planned
+            before = priced(
+                data, classes, eps, {"type": "logistic_regression", "l2": old_l2}
+            ).planned
             scores: dict[str, list[float]] = {"auto": [], "before": []}
             for seed in range(runs):
                 for key, job in (("auto", auto_job), ("before", before)):
-                    W, _ = fit_scores(job, data, 2, seed)
+                    W, _ = fit_scores(job, data, classes, seed)
                     scores[key].append(test_accuracy(job, W, data))
+            if auto_job.loss.l2 != old_l2:
+                changes.append(100 * (np.mean(scores["auto"]) - np.mean(scores["before"])))
             lines.append(
                 f"| {data.name} | {data.n} | {eps:g} | {pm(scores['auto'], 100, 1)} "
                 f"| {pm(scores['before'], 100, 1)} | {majority:.1f} | {auto_job.loss.l2:.2g} |"
             )
             print(lines[-1], flush=True)
+    if changes:
+        up = sum(change > 0 for change in changes)
+        lines.append(
+            f"\nCells whose l2 auto changed: {len(changes)}; mean change "
+            f"{np.mean(changes):+.2f} points; up in {up}."
+        )
+        print(lines[-1], flush=True)
     return lines
+
+
+#: ``--small-heldout``: scikit-learn ``make_classification`` sets (n, features, K, class_sep,
+#: seed) never used to set the joint small-data ceiling (``kits/joint_rule.py``).
+HELDOUT = ((200, 6, 3, 1.0, 101), (300, 10, 4, 1.0, 102), (450, 8, 3, 0.8, 103),
+           (250, 12, 5, 1.2, 104), (150, 5, 3, 1.5, 105), (350, 15, 4, 0.7, 106),
+           (400, 10, 5, 1.0, 107), (520, 8, 4, 1.0, 108))  # fmt: skip
+
+
+def small_heldout(runs: int, epsilons: tuple[float, ...]) -> list[str]:
+    """The joint small-data l2 ceiling on sets it was not chosen on: :data:`HELDOUT`
+    (half the features informative, one cluster a class, features declared on [−4, 4]), 70/30
+    split by seed 2026; ``auto`` against the ceiling 1e-3 (:func:`against_old_ceiling`)."""
+    from sklearn.datasets import make_classification
+
+    sets = []
+    for n, d, classes, separation, seed in HELDOUT:
+        X, y = make_classification(
+            n_samples=n, n_features=d, n_informative=max(2, d // 2), n_redundant=0,
+            n_classes=classes, n_clusters_per_class=1, class_sep=separation, random_state=seed,
+        )  # fmt: skip
+        name = f"make_classification n={n}, d={d}, K={classes}, sep {separation:g}"
+        sets.append((encoded_split(name, X, y, -np.full(d, 4.0), np.full(d, 4.0)), classes))
+    return against_old_ceiling(sets, runs, epsilons)
 
 
 #: ``--shapes``: synthetic sets (n, features, K) with many classes on little data, and two
@@ -1072,13 +1123,14 @@ def run(args: argparse.Namespace) -> None:
     for wanted, mode, name in (
         (args.small_binary, small_binary, "small-binary"),
         (args.small_two_class, small_two_class, "small-two-class"),
+        (args.small_heldout, small_heldout, "small-heldout"),
         (args.shapes, shapes, "shapes"),
         (args.plans_api, plans_api, "plans-api"),
     ):
         if not wanted:
             continue
         runs = 2 if args.smoke else args.runs
-        lines = mode(runs, (0.5,) if args.smoke else (0.5, 1.0, 2.0))
+        lines = mode(runs, (0.5,) if args.smoke else tuple(args.epsilons or (0.5, 1.0, 2.0)))
         note = (
             f"\n\n{runs} seeds per cell, δ = {DELTA:g}, replace-one; 70/30 split (seed "
             f"{SPLIT_SEED}); test accuracy."
