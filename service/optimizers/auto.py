@@ -399,9 +399,8 @@ def choose_model_and_optimizer(
         small = resolved["type"] == MULTINOMIAL and takes_small_data_ceiling(
             n, classes, target.epsilon
         )
-        mapped = (two_classes or small) and names[0] == "dp_agd_averaged"
-        mapped = mapped and resolved.get("fit_intercept")
-        ceiling = L2_CEILING_MAPPED if mapped else L2_CEILING
+        mapped = names[0] == "dp_agd_averaged" and resolved.get("fit_intercept")
+        ceiling = L2_CEILING_MAPPED if mapped and (two_classes or small) else L2_CEILING
         resolved["l2"] = rule_l2(lipschitz, n, max(1, d), target, ceiling)
         filled["model.l2"] = resolved["l2"]
     return resolved, names, filled
