@@ -61,6 +61,7 @@ __all__ = [
     "check_positive",
     "coefficient_anchor",
     "check_weight",
+    "curvature_at_zero",
     "fit_intercept_field",
     "fit_labels",
     "l1_field",
@@ -137,6 +138,17 @@ def coefficient_anchor(loss: Loss) -> CoefficientAnchor | None:
         return None
     anchor: CoefficientAnchor = method()
     return anchor
+
+
+def curvature_at_zero(loss: Loss) -> float:
+    """The largest eigenvalue of one row's loss Hessian in its scores at w = 0, where every fit
+    starts, if the model derives one (``multinomial_logistic_regression``: 1/K), else the
+    smoothness β (the bound over every w). The Gram form of the curvature step scales its
+    preconditioner by it (``service/optimizers/kits/gram_step.py``). Public: the model's own
+    constants."""
+    beta = float(loss.smoothness)
+    method = getattr(loss, "curvature_at_zero", None)
+    return beta if method is None else min(beta, float(method()))
 
 
 def parameter_count(loss: Loss, width: int) -> int:

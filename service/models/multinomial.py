@@ -345,6 +345,16 @@ class MultinomialLoss:
         """sup over rows of ℓ(0; x, y) = log K, a bound on F(0) − min F (ℓ ≥ 0)."""
         return math.log(self.classes)
 
+    def curvature_at_zero(self) -> float:
+        """1/K: at w = 0 every row's probabilities are uniform, p = u, and the softmax loss's
+        Hessian in the scores is diag(u) − uuᵀ = (I − 11ᵀ/K)/K, whose eigenvalues are 1/K (K − 1
+        times) and 0; Böhning's ½ (the smoothness) is its bound over every w. The clipped loss's
+        is at most 1/K there: where the slope clip binds at w = 0 (C < 1 − 1/K) the label's
+        entry is constant and the others' are C times the softmax over the K − 1 other classes,
+        of Hessian eigenvalue C/(K − 1) < 1/K; the per-row norm clip only scales a row's field
+        down where it binds (at w = 0 ``auto``'s B does not bind: ``joint_norm_clip``)."""
+        return 1.0 / self.classes
+
     def coefficient_anchor(self) -> CoefficientAnchor | None:
         """κ = 1, r = √(1 − 1/K): ‖(p(W) − e_y) − κ(u − e_y)‖ ≤ r and ‖κ(u − e_y)‖ ≤ r for
         every W and every row (module docstring, "Centred split"); None when clipped (slope or

@@ -6,9 +6,11 @@ in ``dp_agd_averaged``'s plan.
 (b) Calibration: the released matrix's noise is symmetric with the stated stds (diagonal
     √2 z_c, off-diagonal z_c), none when off; an empirical audit on the attaining pair stays
     below the claimed ε and catches a sixth of the noise.
-(c) Step 2: P⁻¹ symmetric with its spectrum in [1/(β + l2), 1/l2]; with the exact G, P is above
-    the Hessian bound β S + l2 I; the margin covers the noise; T_g = min(T, GRAM_STEPS) at the
-    same total μ²; a released matrix not finite is refused.
+(c) Step 2: P⁻¹ symmetric with its spectrum in [1/(h + l2), 1/l2]; with the exact G, P is above
+    h S + l2 I (h the curvature at w = 0: 1/K, the softmax Hessian's top eigenvalue there —
+    checked against the loss's own gradient field, clipped and not; β for a model without
+    one); the margin covers the noise; T_g = min(T, GRAM_STEPS) at the same total μ²; a
+    released matrix not finite is refused.
 (d) The plan: "gram" where the rule holds (many rows), "eigenvalue" on few, the event the same
     for both forms; the analyst's form refused on its field without a share, and "gram" with
     l1 > 0.
@@ -24,6 +26,8 @@ import math
 import numpy as np
 import pytest
 
+from service.models.base import curvature_at_zero
+from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss
 from service.optimizers.dp_agd_averaged import DPAGDAveraged, DPAGDAveragedParams
 from service.optimizers.kits.accelerated_kit import averaged_accelerated_descent
@@ -162,29 +166,72 @@ def _steps(G: np.ndarray, n: int, z_c: float, iterations: int = 200) -> object:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_the_preconditioner_is_above_the_hessian_bound_and_within_the_public_bounds(
+def test_the_preconditioner_is_above_the_curvature_at_zero_and_within_the_public_bounds(
     seed: int,
 ) -> None:
     rng = np.random.default_rng(seed)
     n, w = 5_000, 12
     X = _unit_rows(rng, n, w) * np.linspace(1.0, 0.05, w)  # anisotropic rows
     G = gram_of_rows(X)
-    beta, l2 = LOSS.smoothness, LOSS.l2
+    h, l2 = 1.0 / LOSS.classes, LOSS.l2
+    assert curvature_at_zero(LOSS) == h < LOSS.smoothness
     for released, z_c in ((G, 3.0), (release_gram(G, 3.0, SecureRandom(rng.bytes)), 3.0)):
         steps = _steps(released, n, z_c)
         M = steps.preconditioner  # type: ignore[attr-defined]
         assert np.array_equal(M, M.T)
         spectrum = np.linalg.eigvalsh(M)
-        assert spectrum.min() >= 1.0 / (beta + l2) * (1 - 1e-9)
+        assert spectrum.min() >= 1.0 / (h + l2) * (1 - 1e-9)
         assert spectrum.max() <= 1.0 / l2 * (1 + 1e-9)
         P = np.linalg.inv(M)
-        gap = np.linalg.eigvalsh(P - (beta * G / n + l2 * np.eye(w)))
+        gap = np.linalg.eigvalsh(P - (h * G / n + l2 * np.eye(w)))
         assert gap.min() >= -1e-9  # the margin covered the noise (and 0 noise)
+        top = min((np.linalg.eigvalsh(released)[-1] + GRAM_MARGIN * gram_edge(w, z_c)) / n, 1.0)
+        assert np.linalg.eigvalsh(P)[-1] == pytest.approx(h * top + l2, rel=1e-9)  # h, not β
     edge = gram_edge(w, 3.0)
     secure = SecureRandom(rng.bytes)
     lowest = np.array([np.linalg.eigvalsh(release_gram(G, 3.0, secure) - G)[0] for _ in range(60)])
     assert np.all(lowest >= -GRAM_MARGIN * edge)  # the margin covers every draw …
     assert np.any(lowest < -0.8 * edge)  # … and the edge is the noise's scale, not far above it
+
+
+@pytest.mark.parametrize(
+    "loss",
+    [
+        MultinomialLoss(l2=1e-3, classes=3),
+        MultinomialLoss(l2=1e-3, classes=10),
+        MultinomialLoss(l2=1e-3, classes=4, gradient_clip=0.5),
+        MultinomialLoss(l2=1e-3, classes=10, gradient_clip=0.5, gradient_norm_clip=0.527),
+    ],
+    ids=["K=3", "K=10", "K=4 slope clip", "K=10 both clips"],
+)
+def test_the_curvature_at_zero_bounds_the_field_at_zero_and_is_attained_unclipped(
+    loss: MultinomialLoss,
+) -> None:
+    """Finite differences of the loss's own gradient field at w = 0 on one unit row per label:
+    the field's Jacobian in the scores has no eigenvalue above curvature_at_zero = 1/K, and
+    reaches it without clips (diag(u) − uuᵀ); β is far above it (the point of the scale)."""
+    K, width, step = loss.classes, 1, 1e-6
+    h = curvature_at_zero(loss)
+    assert h == pytest.approx(1.0 / K, rel=1e-15) and h < loss.smoothness
+    top = 0.0
+    for label in range(K):
+        x, y = np.ones((1, width)), np.array([float(label)])
+        jac = np.empty((K, K))
+        for k in range(K):
+            e = np.zeros(K * width)
+            e[k] = step
+            plus = loss.gradient(e, x, y) - loss.l2 * e
+            minus = loss.gradient(-e, x, y) + loss.l2 * e
+            jac[:, k] = (plus - minus) / (2 * step)
+        top = max(top, float(np.max(np.abs(np.linalg.eigvals(jac)))))
+    assert top <= h * (1 + 1e-6)
+    if loss.gradient_clip is None:
+        assert top == pytest.approx(h, rel=1e-6)
+
+
+def test_a_model_without_a_curvature_at_zero_keeps_its_smoothness() -> None:
+    loss = LogisticLoss(l2=1e-3)
+    assert curvature_at_zero(loss) == loss.smoothness
 
 
 def test_the_steps_are_public_and_keep_their_mu() -> None:

