@@ -154,7 +154,7 @@ def test_in_database_smoke_prints_tables(
         ("small-heldout", r"^\| make_classification n=200, d=6, K=3, sep 1 \| 140 \| 0.5 \| "),
         (
             "dev-gram-curvature",
-            r"^\| storms status \| 9572 \| 9 \| 5 \| 1 \| T = 32: .* \| gram \|$",
+            r"^\| storms status \| 9572 \| 9 \| 5 \| 1 \| T = 32: .*\| gram \(0\.08, h = 1/9\) \|$",
         ),
     ],
 )

@@ -9,8 +9,8 @@ in ``dp_agd_averaged``'s plan.
 (c) Step 2: P⁻¹ symmetric with its spectrum in [1/(h + l2), 1/l2]; with the exact G, P is above
     h S + l2 I (h the curvature at w = 0: 1/K, the softmax Hessian's top eigenvalue there —
     checked against the loss's own gradient field, clipped and not; β for a model without
-    one); the margin covers the noise; T_g = min(T, GRAM_STEPS) at the same total μ²; a
-    released matrix not finite is refused.
+    one, and β where the Gram noise's edge e·w/n is above 1/3); the margin covers the noise;
+    T_g = min(T, GRAM_STEPS) at the same total μ²; a released matrix not finite is refused.
 (d) The plan: "gram" where the rule holds (many rows), "eigenvalue" on few, the event the same
     for both forms; the analyst's form refused on its field without a share, and "gram" with
     l1 > 0.
@@ -35,9 +35,11 @@ from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.kits.curvature_step import gram_of_rows
 from service.optimizers.kits.full_gradient import LocalGradient
 from service.optimizers.kits.gram_step import (
+    CURVATURE_AT_ZERO_MAX_NOISE,
     GRAM_MARGIN,
     GRAM_MAX_WIDTH,
     GRAM_STEPS,
+    curvature_scale,
     gram_edge,
     gram_from_vector,
     gram_pays,
@@ -232,6 +234,21 @@ def test_the_curvature_at_zero_bounds_the_field_at_zero_and_is_attained_unclippe
 def test_a_model_without_a_curvature_at_zero_keeps_its_smoothness() -> None:
     loss = LogisticLoss(l2=1e-3)
     assert curvature_at_zero(loss) == loss.smoothness
+
+
+def test_the_curvature_scale_is_the_start_s_only_where_the_gram_noise_is_small() -> None:
+    """h = 1/K where e·w/n ≤ 1/3, β above: the line by n alone (w = 12, z_c = 3, e = 2·3·√12),
+    and the preconditioner built with the h of its side."""
+    w, z_c = 12, 3.0
+    line = gram_edge(w, z_c) * w / CURVATURE_AT_ZERO_MAX_NOISE
+    small, large = math.ceil(line), math.floor(line)
+    assert curvature_scale(LOSS, small, w, z_c) == 1.0 / LOSS.classes
+    assert curvature_scale(LOSS, large, w, z_c) == LOSS.smoothness
+    G = np.eye(w) * 0.5 * small
+    for n, h in ((small, 1.0 / LOSS.classes), (large, LOSS.smoothness)):
+        P = np.linalg.inv(_steps(G * n / small, n, z_c).preconditioner)  # type: ignore[attr-defined]
+        top = min(0.5 + GRAM_MARGIN * gram_edge(w, z_c) / n, 1.0)
+        assert np.linalg.eigvalsh(P)[-1] == pytest.approx(h * top + LOSS.l2, rel=1e-9)
 
 
 def test_the_steps_are_public_and_keep_their_mu() -> None:
