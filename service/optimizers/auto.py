@@ -42,8 +42,10 @@ The rule (first candidate whose plan is feasible wins):
    steps run on centred unit-norm rows (``dp_agd_row_map``), the ceiling is 1e-2 for a binary
    ``logistic_regression`` job, a joint one of two classes, and a joint one of 3 ≤ K ≤ 5
    classes on n ≤ 400 rows with n·ε ≤ 1,000
-   (:func:`~service.optimizers.kits.joint_rule.takes_small_data_ceiling`).
-   Evidence in "Small data" and ``kits/joint_rule.py``.
+   (:func:`~service.optimizers.kits.joint_rule.takes_small_data_ceiling`); a joint fit whose
+   steps run in the Gram form at the curvature at w = 0 takes the factor 1 and the floor 1e-6
+   (:func:`~service.optimizers.kits.joint_rule.takes_gram_l2`).
+   Evidence in "Small data" and ``kits/joint_rule.py`` ("Small data", "Gram-form l2").
    Every optimizer's unset ``objective_gap`` (the bound on F(0) − min F behind the default
    radius and T) is max(1, the largest loss a row can have at w = 0): 1 for classification,
    δ·B − δ²/2 for Huber regression with label bound B (:func:`~service.models.base.
@@ -258,7 +260,8 @@ RULE = (
     "l2, L = 1 for regression; with an intercept under dp_agd_averaged, whose rows it centres "
     "at a private mean and scales to unit norm, ceiling 1e-2 for binary logistic_regression, "
     "a joint fit of two classes and one of 3 <= K <= 5 classes on n <= 400 rows with "
-    "n*epsilon <= 1000); delta > 0 and "
+    "n*epsilon <= 1000; factor 1 and floor 1e-6 for a joint fit of K >= 3 classes whose "
+    "steps take the Gram form at the curvature 1/K, on many rows of width <= 32); delta > 0 and "
     "a non-convex loss: dp_gd; delta = 0: output_perturbation_gd; logistic_regression "
     "without gradient_clip: gradient_clip = 0.5; "
     "huber_regression without huber_delta: huber_delta = 0.03*label_bound; theory defaults for the "
