@@ -1,6 +1,7 @@
 r"""``auto``'s rule for a categorical label: when the K classes are fitted jointly
 (``multinomial_logistic_regression``, step 0 of ``service/optimizers/auto.py``) and what the
-rule fills in for the joint model — its step cap and its per-row norm clip — with the evidence.
+rule fills in for the joint model — its step cap, its per-row norm clip and its l2 — with the
+evidence.
 Public facts only: the analyst's spec and the label's K.
 
 Categorical labels (step 0). One-vs-rest releases K binary fits at μ/√K each — exactly one
@@ -139,7 +140,6 @@ at K = 5.
 Held out: on eight ``make_classification`` sets the rule was not set on (150–520 rows, K = 3–5;
 ``python -m bench multiclass --small-heldout --runs 30 --epsilons 0.5 1 2 5``, test splits) it
 changed 27 cells by +0.8 points on average, up in 18 (−3.8 to +7.5; standard errors 1–2).
-
 
 Gram-form l2 (step 5, issue 24, turn 17). Where the joint fit's steps run in the Gram form at
 the curvature at w = 0 (``kits/gram_step.py``, "The curvature scale": K ≥ 3, many rows of
