@@ -472,6 +472,13 @@ class InDatabaseGradient:
     def dimension(self) -> int:
         return self._d
 
+    def _compiled(self, query: Any) -> str:
+        """``query`` (no bound values: names from the public width only) as the dialect's SQL
+        text, compiled once here: the sessions' threads then send text and never build
+        SQLAlchemy's statement cache keys concurrently (a CI run crashed inside that code, in
+        the threads of one wide Gram query)."""
+        return str(query.compile(dialect=self._conn.dialect))
+
     def _on_sessions(self, action: Callable[[int, Connection], _T]) -> list[_T]:
         """``action`` on every session holding rows, in session order (SourceError without the
         database's message on a database error)."""
@@ -485,10 +492,10 @@ class InDatabaseGradient:
     def row_sum(self) -> FloatArray:
         """Σ_i x_i over the rows of every session, added in session order (the row map's mean,
         :class:`~service.optimizers.kits.dp_agd_row_map.RowMappable`)."""
-        query = row_sum_query(self._table, self._width)
+        query = self._compiled(row_sum_query(self._table, self._width))
 
         def shard_sum(k: int, session: Connection) -> FloatArray:
-            values = session.execute(query).one()
+            values = session.exec_driver_sql(query).one()
             if len(values) != self._width:
                 raise SourceError(_READ_FAILED)
             return np.array([0.0 if v is None else float(v) for v in values], dtype=np.float64)
@@ -524,10 +531,10 @@ class InDatabaseGradient:
         ``release_top_eigenvalue``. ``ValueError`` on the encoded rows (not a mapped oracle)."""
         if self._table != MAPPED_TABLE:
             raise ValueError("the Gram matrix is of the mapped rows")
-        queries = gram_queries(self._table, self._width)
+        queries = [self._compiled(query) for query in gram_queries(self._table, self._width)]
 
         def shard_gram(k: int, session: Connection) -> FloatArray:
-            return gram_matrix([session.execute(q).one() for q in queries], self._width)
+            return gram_matrix([session.exec_driver_sql(q).one() for q in queries], self._width)
 
         return _in_order(self._on_sessions(shard_gram))
 
