@@ -86,6 +86,7 @@ __all__ = [
     "CurvatureSteps",
     "GramOracle",
     "checked_gram",
+    "curvature_multiplier",
     "curvature_pays",
     "curvature_steps",
     "gram_of_rows",
@@ -111,13 +112,19 @@ CURVATURE_STEPS_POWER = 0.5
 GRAM_BLOCK_ENTRIES = 1 << 18
 
 
-def curvature_pays(n: int, share: float, target: PrivacyTarget) -> bool:
-    """Whether the margin κ σ_c/n, with σ_c = 1/(μ(ε, δ) √share), is at most
-    :data:`CURVATURE_MARGIN_CAP` (public facts: n, ε, δ and the share)."""
+def curvature_multiplier(share: float, target: PrivacyTarget) -> float:
+    """σ_c = 1/(μ(ε, δ) √share): the curvature release's noise multiplier before the plan rounds
+    it up for the exact δ; ∞ where the share or μ is 0 (public facts: ε, δ and the share)."""
     mu = gdp_mu(target.epsilon, target.delta)
-    if not (share > 0.0 and mu > 0.0 and n >= 1):
+    return 1.0 / (mu * math.sqrt(share)) if share > 0.0 and mu > 0.0 else math.inf
+
+
+def curvature_pays(n: int, share: float, target: PrivacyTarget) -> bool:
+    """Whether the margin κ σ_c/n (σ_c: :func:`curvature_multiplier`) is at most
+    :data:`CURVATURE_MARGIN_CAP` (public facts: n, ε, δ and the share)."""
+    if n < 1:
         return False
-    return CURVATURE_MARGIN / (mu * math.sqrt(share)) / n <= CURVATURE_MARGIN_CAP
+    return CURVATURE_MARGIN * curvature_multiplier(share, target) / n <= CURVATURE_MARGIN_CAP
 
 
 @runtime_checkable

@@ -212,14 +212,17 @@ def takes_gram_l2(n: int, width: int, classes: int, target: PrivacyTarget) -> bo
     share's multiplier before the plan rounds it up for the exact δ (a job at the line may
     take this l2 with h = β, or the other way round: either is a valid plan). Public facts
     only: n, w, K, ε, δ."""
-    from service.optimizers.kits.curvature_step import CURVATURE_SHARE, curvature_pays
+    from service.optimizers.dp_agd_averaged import MIN_CURVATURE_CLASSES
+    from service.optimizers.kits.curvature_step import (
+        CURVATURE_SHARE,
+        curvature_multiplier,
+        curvature_pays,
+    )
     from service.optimizers.kits.gram_step import scales_at_zero
-    from service.privacy.gdp import gdp_mu
 
-    if classes < NORM_CLIP_MIN_CLASSES or not curvature_pays(n, CURVATURE_SHARE, target):
+    if classes < MIN_CURVATURE_CLASSES or not curvature_pays(n, CURVATURE_SHARE, target):
         return False
-    z_c = 1.0 / (gdp_mu(target.epsilon, target.delta) * math.sqrt(CURVATURE_SHARE))
-    return scales_at_zero(n, width, z_c)
+    return scales_at_zero(n, width, curvature_multiplier(CURVATURE_SHARE, target))
 
 
 def prefers_joint(model: dict[str, Any], fields_set: set[str], classes: int) -> bool:
