@@ -958,8 +958,7 @@ def dev_norm_clip(runs: int, epsilons: tuple[float, ...], names: list[str] | Non
     def rule(job: Any, eps: float) -> str:
         return "yes" if joint_norm_clip(0.5, job.loss.classes) else "no"
 
-    sets = correlated_sets() if names == ["correlated"] else development_sets(names)
-    return _two_arm_rows(header, sets, epsilons, runs, arms, rule, ("T", "T"))
+    return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
 
 
 #: The README's registration of examples/plans.csv (docs/multiclass.md, "Try it").
@@ -1103,6 +1102,12 @@ def correlated_sets() -> Iterator[tuple[Dataset, int, np.ndarray]]:
         yield data, K, np.stack([np.where(data.y == k, 1.0, -1.0) for k in range(K)])
 
 
+def compared_sets(names: list[str] | None) -> Iterator[tuple[Dataset, int, np.ndarray]]:
+    """The sets of the two-arm development checks: with ``names`` ["correlated"], the test splits
+    of :func:`correlated_sets`; else :func:`development_sets`."""
+    return correlated_sets() if names == ["correlated"] else development_sets(names)
+
+
 def dev_gram(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
     """The curvature step's two forms side by side (``service/optimizers/kits/gram_step.py``),
     development splits only (as :func:`dev_curvature`) — or, with ``names`` ["correlated"], the
@@ -1126,8 +1131,7 @@ def dev_gram(runs: int, epsilons: tuple[float, ...], names: list[str] | None) ->
     def rule(job: Any, eps: float) -> str:
         return str(job.plan.hyperparameters.get("curvature_form", "none (no share)"))
 
-    sets = correlated_sets() if names == ["correlated"] else development_sets(names)
-    return _two_arm_rows(header, sets, epsilons, runs, arms, rule, ("T'", "T_g"))
+    return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T'", "T_g"))
 
 
 def at_the_bound(loss: Any) -> Any:
@@ -1142,11 +1146,6 @@ def at_the_bound(loss: Any) -> Any:
     before = copy(loss)
     before.__class__ = AtTheBound
     return before
-
-
-def dev_width(job: Any) -> int:
-    """The rows' width w of a joint plan (its d is K·w)."""
-    return int(job.plan.hyperparameters["d"]) // int(job.loss.classes)
 
 
 def dev_gram_curvature(
@@ -1173,13 +1172,13 @@ def dev_gram_curvature(
         form = str(hyper.get("curvature_form", "none (no share)"))
         if form != "gram":
             return form
-        n, z_c, width = int(hyper["n"]), float(hyper["curvature_noise_std"]), int(dev_width(job))
+        n, z_c = int(hyper["n"]), float(hyper["curvature_noise_std"])
+        width = int(hyper["d"]) // int(job.loss.classes)
         h = curvature_scale(job.loss, n, width, z_c)
         named = "β" if h == job.loss.smoothness else f"1/{job.loss.classes}"
         return f"gram ({gram_edge(width, z_c) * width / n:.2f}, h = {named})"
 
-    sets = correlated_sets() if names == ["correlated"] else development_sets(names)
-    return _two_arm_rows(header, sets, epsilons, runs, arms, rule, ("T", "T"))
+    return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
 
 
 def dev_gram_l2(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
@@ -1209,8 +1208,7 @@ def dev_gram_l2(runs: int, epsilons: tuple[float, ...], names: list[str] | None)
         before = before_l2(job, eps)
         return f"yes ({before:.2g} → {job.loss.l2:.2g})" if before != job.loss.l2 else "no"
 
-    sets = correlated_sets() if names == ["correlated"] else development_sets(names)
-    return _two_arm_rows(header, sets, epsilons, runs, arms, rule, ("T", "T"))
+    return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
 
 
 def run(args: argparse.Namespace) -> None:
