@@ -107,6 +107,7 @@ from service.optimizers.kits.config import GradientStepsConfig, PlanConfig
 from service.optimizers.kits.curvature_step import (
     CURVATURE_MAX_WIDTH,
     CURVATURE_SHARE,
+    MIN_CURVATURE_CLASSES,
     CurvatureSteps,
     GramOracle,
     curvature_pays,
@@ -140,11 +141,6 @@ __all__ = [
     "averaged_accelerated_descent",
 ]
 
-#: The curvature step's default needs K ≥ 3 classes: on five two-class sets (a categorical label
-#: of two classes, 278–489 development rows, 200 seeds) it gained nothing and lost up to 1.4
-#: points where the features carry little signal (bench/RESULTS.md, "Fit time, turn 12"); a
-#: two-class joint fit keeps the public step, as the binary model does.
-MIN_CURVATURE_CLASSES = 3
 #: The smallest non-zero share of μ² a release of the row map or the curvature step may take.
 MIN_SHARE = 1e-6
 

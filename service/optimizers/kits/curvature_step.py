@@ -83,6 +83,7 @@ __all__ = [
     "CURVATURE_MARGIN",
     "CURVATURE_MAX_WIDTH",
     "CURVATURE_SHARE",
+    "MIN_CURVATURE_CLASSES",
     "CurvatureSteps",
     "GramOracle",
     "checked_gram",
@@ -96,6 +97,11 @@ __all__ = [
 
 #: The default share of the job's μ² spent on λ̃ (``dp_agd_averaged``'s rule; its docstring).
 CURVATURE_SHARE = 0.02
+#: The curvature step's default needs K ≥ 3 classes: on five two-class sets (a categorical label
+#: of two classes, 278–489 development rows, 200 seeds) it gained nothing and lost up to 1.4
+#: points where the features carry little signal (bench/RESULTS.md, "Fit time, turn 12"); a
+#: two-class joint fit keeps the public step, as the binary model does.
+MIN_CURVATURE_CLASSES = 3
 #: κ: λ⁺ is κ noise standard deviations above the released λ̃.
 CURVATURE_MARGIN = 2.0
 #: The default spends the share only for rows of at most this width (public): G costs n·w²

@@ -212,9 +212,9 @@ def takes_gram_l2(n: int, width: int, classes: int, target: PrivacyTarget) -> bo
     share's multiplier before the plan rounds it up for the exact δ (a job at the line may
     take this l2 with h = β, or the other way round: either is a valid plan). Public facts
     only: n, w, K, ε, δ."""
-    from service.optimizers.dp_agd_averaged import MIN_CURVATURE_CLASSES
     from service.optimizers.kits.curvature_step import (
         CURVATURE_SHARE,
+        MIN_CURVATURE_CLASSES,
         curvature_multiplier,
         curvature_pays,
     )
