@@ -252,11 +252,16 @@ job_strategy = st.one_of(
 )
 
 
+#: The independent PLD check's loss grid: its pessimistic rounding adds at most this to ε per
+#: composed event (a single pure ε = 0.5 job reads 0.5008 at δ = 1e-4).
+PLD_INTERVAL = 1e-3
+
+
 def _pld_epsilon(jobs: list[tuple[str, float]], delta: float) -> float:
     """ε at δ of the non-adaptive composition of ``jobs`` by the PLD accountant (independent of
     the filter's code; Gaussian multiplier doubled for its REPLACE_ONE convention)."""
     pld = pld_privacy_accountant.PLDAccountant(
-        NeighboringRelation.REPLACE_ONE, value_discretization_interval=1e-3
+        NeighboringRelation.REPLACE_ONE, value_discretization_interval=PLD_INTERVAL
     )
     for kind, value in jobs:
         if kind == "gauss":
@@ -300,7 +305,10 @@ def test_no_sequence_of_admissions_refunds_and_caps_overspends(
             if refund:
                 live.pop()
     if live:
-        assert _pld_epsilon([j for j, _, _ in live], budget.delta) <= budget.epsilon * (1 + 1e-3)
+        rounding = PLD_INTERVAL * len(live)  # the check's own discretisation, not the filter's
+        assert _pld_epsilon([j for j, _, _ in live], budget.delta) <= (
+            budget.epsilon * (1 + 1e-3) + rounding
+        )
 
 
 def test_parallel_composition_charges_the_pointwise_max() -> None:
