@@ -71,6 +71,13 @@ eigenvalue (public n, width and z_c: ``gram_step.gram_pays``), the same share re
 whole matrix instead (``curvature_form`` "gram"), and min(T, 32) steps run preconditioned by
 it (``service/optimizers/kits/gram_step.py``): each direction of the rows its own step.
 
+Column scales. With ``column_scale_share`` > 0 — the default 0.02 wherever the Gram form runs —
+the centred feature columns' mean absolute deviations are released once (sensitivity √2/n)
+after the mean, and each column is multiplied by the common spread over its own before the
+rows are scaled to unit norm (the model folded back through the same scales): a column that
+spreads over a small part of its declared range no longer needs a weight the l2 term and the
+noise hold back (``service/optimizers/kits/column_scales.py``: mechanism, proof, measurements).
+
 Assumptions, defaults and refusals: DP-AGD's (convex smooth loss, l2 > 0 or a public
 ``radius``, δ > 0), except the default T above (capped by ``max_iterations``); a row map needs
 a model whose rows end with the intercept column (``optimizer.params.row_map_share``
@@ -102,6 +109,13 @@ from service.optimizers.kits.base import (
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
+)
+from service.optimizers.kits.column_scales import (
+    COLUMN_SCALE_SHARE,
+    ColumnScalable,
+    deviation_sensitivity,
+    deviation_sum,
+    scaled_map,
 )
 from service.optimizers.kits.config import GradientStepsConfig, PlanConfig
 from service.optimizers.kits.curvature_step import (
@@ -181,7 +195,19 @@ class DPAGDAveragedParams(AveragedStepsParams):
         "(service/optimizers/kits/gram_step.py).",
     )
 
-    @field_validator("row_map_share", "curvature_share")
+    column_scale_share: float | None = Field(
+        default=None,
+        ge=0.0,
+        lt=0.5,
+        allow_inf_nan=False,
+        description="Share of the job's μ² spent on the centred columns' private mean absolute "
+        "deviations; each column is then brought to their common spread before the rows are "
+        "scaled to unit norm, and the model folded back (0: no column scales). Needs the row "
+        f"map. Default: {COLUMN_SCALE_SHARE} where the curvature step runs in the Gram form, 0 "
+        "otherwise (service/optimizers/kits/column_scales.py).",
+    )
+
+    @field_validator("row_map_share", "curvature_share", "column_scale_share")
     @classmethod
     def _share_is_zero_or_usable(cls, value: float | None) -> float | None:
         """A share is 0 or at least MIN_SHARE: below it the release's noise multiplier
@@ -283,33 +309,67 @@ def with_curvature_form(plan: ReleasePlan, params: DPAGDAveragedParams, loss: Lo
     return replace(plan, hyperparameters=hyper, total_steps=min(plan.total_steps, GRAM_STEPS))
 
 
+def resolved_column_scale_share(params: DPAGDAveragedParams, planned: ReleasePlan) -> float:
+    """The column scales' share: the analyst's, else COLUMN_SCALE_SHARE where ``planned`` (the
+    plan without them) has the row map and its curvature step runs in the Gram form, 0
+    otherwise (public facts only: the plan's). InfeasibleSpec on
+    ``optimizer.params.column_scale_share`` for a share > 0 without the row map or one that
+    leaves the steps no share of μ²."""
+    hyper = planned.hyperparameters
+    row_map_share = float(hyper.get("row_map_share", 0.0))
+    if params.column_scale_share is None:
+        gram = hyper.get("curvature_form") == "gram"
+        return COLUMN_SCALE_SHARE if gram and row_map_share > 0.0 else 0.0
+    share = float(params.column_scale_share)
+    field = "optimizer.params.column_scale_share"
+    if share > 0.0 and row_map_share == 0.0:
+        raise InfeasibleSpec(field, "column scales scale the row map's rows: they need it")
+    if share > 0.0 and share + row_map_share + float(hyper.get("curvature_share", 0.0)) >= 1.0:
+        raise InfeasibleSpec(
+            field,
+            "row_map_share + curvature_share + column_scale_share must be below 1: the steps "
+            "need a share of μ²",
+        )
+    return share
+
+
 def with_row_map(
-    plan: ReleasePlan, share: float, target: PrivacyTarget, curvature_share: float = 0.0
+    plan: ReleasePlan,
+    share: float,
+    target: PrivacyTarget,
+    curvature_share: float = 0.0,
+    scale_share: float = 0.0,
 ) -> ReleasePlan:
-    """The plan with a share of μ² moved to the mean row's release (dp_agd_row_map, (c)) and,
-    with ``curvature_share`` > 0, another to the curvature release (curvature_step, (b))."""
+    """The plan with a share of μ² moved to the mean row's release (dp_agd_row_map, (c)), with
+    ``curvature_share`` > 0 another to the curvature release (curvature_step, (b)) and with
+    ``scale_share`` > 0 another to the column scales' (column_scales, (c))."""
     if share == 0.0:
         return plan
     config = GradientStepsConfig.from_hyperparameters(plan.hyperparameters)
-    z_steps, z_mean, z_curv, event = mean_then_steps(
-        config.iterations, share, target, curvature_share
-    )
+    z = mean_then_steps(config.iterations, share, target, curvature_share, scale_share)
     hyper = dict(plan.hyperparameters)
     hyper.update(
         {
-            "noise_multiplier": z_steps,
+            "noise_multiplier": z.steps,
             "row_map_share": share,
-            "mean_noise_multiplier": z_mean,
-            "mean_noise_std": z_mean * mean_sensitivity(config.n),
+            "mean_noise_multiplier": z.mean,
+            "mean_noise_std": z.mean * mean_sensitivity(config.n),
         }
     )
     if curvature_share > 0.0:
-        hyper.update({"curvature_share": curvature_share, "curvature_noise_std": z_curv})
+        hyper.update({"curvature_share": curvature_share, "curvature_noise_std": z.curvature})
+    if scale_share > 0.0:
+        hyper.update(
+            {
+                "column_scale_share": scale_share,
+                "column_scale_noise_std": z.scales * deviation_sensitivity(config.n),
+            }
+        )
     return ReleasePlan(
         mechanism=plan.mechanism,
         sensitivity=plan.sensitivity,
-        noise_scale=z_steps * plan.sensitivity,
-        event=event,
+        noise_scale=z.steps * plan.sensitivity,
+        event=z.event,
         total_steps=plan.total_steps,
         hyperparameters=hyper,
     )
@@ -349,7 +409,14 @@ class DPAGDAveraged:
         share = resolved_row_map_share(p, loss)
         curvature = resolved_curvature_share(p, loss, share, n, d, target)
         plan = plan_averaged(self.name, loss, n, d, target, p)
-        return with_curvature_form(with_row_map(plan, share, target, curvature), p, loss)
+        planned = with_curvature_form(with_row_map(plan, share, target, curvature), p, loss)
+        scales = resolved_column_scale_share(p, planned)
+        if scales == 0.0:
+            return planned
+        # the curvature form depends on z_c alone, which the scales' share leaves unchanged
+        form = {"curvature_form": planned.hyperparameters.get("curvature_form")}
+        again = with_row_map(plan, share, target, curvature, scales)
+        return with_curvature_form(again, p.model_copy(update=form), loss)
 
     def fit(
         self,
@@ -370,6 +437,9 @@ class DPAGDAveraged:
         check_plan_covers(plan, loss)
         dense, labels = checked_data(loss, X, y, config.n, config.d)
         mapping = row_map(release_mean(dense, config.mean_noise_std, rng), config.mean_noise_std)
+        if config.column_scale_share > 0.0:
+            total = deviation_sum(dense, mapping.centre, mapping.intercept)
+            mapping = scaled_map(mapping, total, config.n, config.column_scale_noise_std, rng)
         rows = mapped_rows(dense, mapping)
         oracle = LocalGradient(loss, rows, labels)
         steps = self._steps(plan, config, loss, rows.shape[1], lambda: gram_of_rows(rows), rng)
@@ -409,6 +479,10 @@ class DPAGDAveraged:
                 raise ValueError("the oracle's row sum does not match the plan's dimension")
             std = config.mean_noise_std
             mapping = row_map(release_mean_of_sum(total, checked.n, std, rng), std)
+            if config.column_scale_share > 0.0 and isinstance(mappable, ColumnScalable):
+                sums = mappable.deviation_sum(mapping.centre, mapping.intercept)
+                scale_std = config.column_scale_noise_std
+                mapping = scaled_map(mapping, sums, checked.n, scale_std, rng)
             on_mapped = mappable.mapped(mapping)
             if (on_mapped.n, on_mapped.dimension) != (checked.n, checked.dimension):
                 raise ValueError("the mapped oracle's shape differs from the plan's n and d")

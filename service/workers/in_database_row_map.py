@@ -155,6 +155,8 @@ def mapped_statements(
     ``v0 … v_{w−1}`` and ``intercept``; module docstring)."""
     if source == MAPPED_TABLE:
         raise ValueError("the mapped rows are mapped from the encoded rows only")
+    if mapping.scales is not None:
+        raise ValueError("the in-database row map has no column scales")
     centre = flushed_centre(mapping)
     if centre.shape != (width,):
         raise ValueError("the row map's centre does not match the rows' width")

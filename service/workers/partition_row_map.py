@@ -8,6 +8,10 @@ capability :class:`~service.optimizers.kits.dp_agd_row_map.RowMappable`:
 - ``row_sum()``: every partition's column sums Σ_{i ∈ p} x_i (:func:`column_sums`, on its
   worker), added in partition order — a w-vector per worker, never a row; the optimizer divides
   by the public n and adds the noise in the driver.
+- ``deviation_sum(centre, intercept)`` (the capability
+  :class:`~service.optimizers.kits.column_scales.ColumnScalable`): every partition's
+  Σ_{i ∈ p} a(x_i) (:func:`partition_deviation_sum`, on its worker, block by block), added in
+  partition order — a (w − 1)-vector per worker, never a row; the noise is added in the driver.
 - ``mapped(mapping)``: the oracle over φ(x_i) = P x_i/‖P x_i‖ (``mapped_rows``, computed on
   each worker from the public mapping, row by row: the same values as the single-process fit's
   up to the row norm's summation order).
@@ -45,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from service.models.base import FloatArray, Loss, parameter_count
+from service.optimizers.kits.column_scales import deviation_sum
 from service.optimizers.kits.curvature_step import gram_of_rows
 from service.optimizers.kits.dp_agd_row_map import RowMap, mapped_rows
 from service.optimizers.kits.full_gradient import (
@@ -62,6 +67,7 @@ __all__ = [
     "map_in_place",
     "mapped_gradient_sum",
     "mapped_gram",
+    "partition_deviation_sum",
     "partition_gram",
     "same_mapping",
 ]
@@ -79,6 +85,15 @@ def _blocks(X: FloatArray) -> list[slice]:
 def column_sums(X: FloatArray) -> FloatArray:
     """Σ_i x_i over a partition's rows (the row map's mean, step 1)."""
     total: FloatArray = np.asarray(X.sum(axis=0), dtype=np.float64)
+    return total
+
+
+def partition_deviation_sum(X: FloatArray, centre: FloatArray, intercept: float) -> FloatArray:
+    """Σ_i a(x_i) over a partition's encoded rows (``column_scales.deviation_sum``), block by
+    block."""
+    total = np.zeros(int(X.shape[1]) - 1, dtype=np.float64)
+    for block in _blocks(X):
+        total += deviation_sum(X[block], centre, intercept)
     return total
 
 
@@ -119,8 +134,11 @@ def partition_gram(X: FloatArray, mapping: RowMap, in_place: RowMap | None) -> F
 
 
 def same_mapping(a: RowMap, b: RowMap) -> bool:
-    """Whether two public mappings are the same P."""
-    return a.intercept == b.intercept and np.array_equal(a.centre, b.centre)
+    """Whether two public mappings are the same map (P and the column scales)."""
+    same_scales = (a.scales is None and b.scales is None) or (
+        a.scales is not None and b.scales is not None and np.array_equal(a.scales, b.scales)
+    )
+    return a.intercept == b.intercept and np.array_equal(a.centre, b.centre) and same_scales
 
 
 class PartitionOracle(SummedGradient):
@@ -129,8 +147,8 @@ class PartitionOracle(SummedGradient):
 
     ``call(method, *args)`` calls ``method`` on every partition's actor and returns the answers
     in partition order (raising when a worker is lost); the actors answer ``row_sum()``,
-    ``map_rows(mapping)``, ``partial_gradient(w, label_row, mapping)`` and
-    ``mapped_gram(mapping)``. Every instance has :meth:`gram`, but only a mapped one answers
+    ``deviation_sum(centre, intercept)``, ``map_rows(mapping)``,
+    ``partial_gradient(w, label_row, mapping)`` and ``mapped_gram(mapping)``. Every instance has :meth:`gram`, but only a mapped one answers
     it (the plain one raises, as the mapped one's :meth:`row_sum` does: never a wrong sum)."""
 
     def __init__(
@@ -159,6 +177,14 @@ class PartitionOracle(SummedGradient):
         if self._mapping is not None:
             raise ValueError("the row sum is of the encoded rows")
         return sum_in_order(self._call("row_sum"), self._count, self._width, "row sum")
+
+    def deviation_sum(self, centre: FloatArray, intercept: float) -> FloatArray:
+        """Σ_i a(x_i) over the encoded rows (the column scales' step 1): the partitions' sums
+        added in partition order."""
+        if self._mapping is not None:
+            raise ValueError("the deviation sum is of the encoded rows")
+        answers = self._call("deviation_sum", centre, intercept)
+        return sum_in_order(answers, self._count, self._width - 1, "deviation sum")
 
     def gram(self) -> FloatArray:
         """G = Σ_i φ_i φ_iᵀ over the mapped rows (w × w): the partitions' Gram matrices

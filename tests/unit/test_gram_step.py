@@ -285,7 +285,8 @@ def test_the_form_follows_the_rule_and_the_event_is_the_same() -> None:
     assert few.hyperparameters["curvature_form"] == "eigenvalue"  # type: ignore[attr-defined]
     forced = _plan(20_000, curvature_form="eigenvalue")
     assert forced.hyperparameters["curvature_form"] == "eigenvalue"  # type: ignore[attr-defined]
-    assert event_mu(forced.event) == event_mu(many.event)  # type: ignore[attr-defined]
+    # the Gram form's plan also spends the column scales' share: the same μ, composed otherwise
+    assert event_mu(forced.event) == pytest.approx(event_mu(many.event), rel=1e-9)  # type: ignore[attr-defined]
     assert event_mu(many.event) <= gdp_mu(TARGET.epsilon, TARGET.delta) * (1 + 1e-9)  # type: ignore[attr-defined]
     assert "curvature_form" not in _plan(20_000, curvature_share=0.0).hyperparameters  # type: ignore[attr-defined]
 
@@ -352,10 +353,17 @@ def test_preconditioned_steps_come_closer_to_the_optimum_than_the_public_step() 
         gram_of_rows(X), n=n, loss=loss, iterations=200, step_noise_std=0.0, curvature_noise_std=0.5
     )
     pre = averaged_accelerated_descent(
-        loss, oracle, step_size=1.0, preconditioner=steps.preconditioner, **common  # type: ignore[arg-type]
+        loss,
+        oracle,
+        step_size=1.0,
+        preconditioner=steps.preconditioner,
+        **common,  # type: ignore[arg-type]
     )
     plain = averaged_accelerated_descent(
-        loss, oracle, step_size=1.0 / (loss.smoothness + loss.l2), **common  # type: ignore[arg-type]
+        loss,
+        oracle,
+        step_size=1.0 / (loss.smoothness + loss.l2),
+        **common,  # type: ignore[arg-type]
     )
     best = averaged_accelerated_descent(
         loss, oracle, step_size=1.0, preconditioner=steps.preconditioner, iterations=2_000,

@@ -88,7 +88,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 from dp_accounting import dp_event
@@ -104,6 +104,7 @@ __all__ = [
     "ROW_MAP_SHARE",
     "RowMap",
     "RowMapConfig",
+    "RowMapMultipliers",
     "RowMappable",
     "fold",
     "mapped_rows",
@@ -132,16 +133,28 @@ class RowMapConfig(GradientStepsConfig):
     curvature_noise_std: float = 0.0
     #: "eigenvalue" (``curvature_step``) or "gram" (``gram_step``); plans before it: eigenvalue.
     curvature_form: str = "eigenvalue"
+    #: The column scales' share of μ² and the std of their release (``column_scales``; 0: none).
+    column_scale_share: float = 0.0
+    column_scale_noise_std: float = 0.0
     objective_gap: float = 1.0
 
 
 @dataclass(frozen=True)
 class RowMap:
     """The public linear map P = I − (v/ĉ) e_wᵀ of the module docstring (``centre`` = v,
-    ``intercept`` = ĉ)."""
+    ``intercept`` = ĉ), after which each column j is multiplied by ``scales[j]`` (the column
+    scales D of :mod:`~service.optimizers.kits.column_scales`; None: D = I)."""
 
     centre: np.ndarray
     intercept: float
+    scales: np.ndarray | None = None
+
+    def scaled(self, scales: np.ndarray) -> RowMap:
+        """The same P followed by the column scales D = diag(``scales``)."""
+        d = np.asarray(scales, dtype=np.float64)
+        if d.shape != self.centre.shape or not np.all(np.isfinite(d) & (d > 0.0)):
+            raise ValueError("the column scales must be w positive finite numbers")
+        return RowMap(centre=self.centre, intercept=self.intercept, scales=d)
 
 
 @runtime_checkable
@@ -168,34 +181,55 @@ def mean_sensitivity(n: int) -> float:
     return 2.0 / n
 
 
+class RowMapMultipliers(NamedTuple):
+    """The noise multipliers of a row-map plan's releases and their composed event
+    (:func:`mean_then_steps`); inf: no such release."""
+
+    steps: float
+    mean: float
+    curvature: float
+    scales: float
+    event: dp_event.DpEvent
+
+
 def mean_then_steps(
-    iterations: int, share: float, target: PrivacyTarget, curvature_share: float = 0.0
-) -> tuple[float, float, float, dp_event.DpEvent]:
-    """(z, z₀, z_c, event): the steps', the mean's and the curvature release's noise multipliers
-    with 1/z₀² + 1/z_c² + T/z² = μ(ε, δ)² (docstring (c); z_c = inf and no curvature release when
-    ``curvature_share`` is 0, ``curvature_step``'s (b) otherwise), rounded up until the composed
-    event's exact δ(ε) never exceeds δ in floating point."""
+    iterations: int,
+    share: float,
+    target: PrivacyTarget,
+    curvature_share: float = 0.0,
+    scale_share: float = 0.0,
+) -> RowMapMultipliers:
+    """The steps', the mean's, the curvature release's and the column scales' noise multipliers
+    with 1/z₀² + 1/z_s² + 1/z_c² + T/z² = μ(ε, δ)² (docstring (c); z_c = inf and no curvature
+    release when ``curvature_share`` is 0, ``curvature_step``'s (b) otherwise; z_s likewise with
+    ``scale_share``, ``column_scales``' (c)), rounded up until the composed event's exact δ(ε)
+    never exceeds δ in floating point. The event lists the releases in the order a fit draws
+    them: the mean, the scales, the curvature, the steps."""
     if not 0.0 < share < 1.0:
         raise ValueError("the mean's share must lie in (0, 1)")
-    if not (0.0 <= curvature_share < 1.0 - share):
-        raise ValueError("the curvature's share must lie in [0, 1 − the mean's share)")
+    if not (curvature_share >= 0.0 and scale_share >= 0.0):
+        raise ValueError("a share must not be negative")
+    if not share + curvature_share + scale_share < 1.0:
+        raise ValueError("the shares must leave the steps a share of μ²")
     mu = gdp_mu(target.epsilon, target.delta)
-    z_steps = math.sqrt(iterations / (1.0 - share - curvature_share)) / mu
-    z_mean = 1.0 / (mu * math.sqrt(share))
-    z_curv = 1.0 / (mu * math.sqrt(curvature_share)) if curvature_share > 0.0 else math.inf
 
-    def event_of(z: float, z0: float, zc: float) -> dp_event.DpEvent:
+    def multiplier(part: float) -> float:
+        return 1.0 / (mu * math.sqrt(part)) if part > 0.0 else math.inf
+
+    z_steps = math.sqrt(iterations / (1.0 - share - curvature_share - scale_share)) / mu
+    zs = [z_steps, multiplier(share), multiplier(curvature_share), multiplier(scale_share)]
+
+    def event_of(z: float, z0: float, zc: float, z_scale: float) -> dp_event.DpEvent:
         parts: list[dp_event.DpEvent] = [dp_event.GaussianDpEvent(z0)]
-        if math.isfinite(zc):
-            parts.append(dp_event.GaussianDpEvent(zc))
+        parts += [dp_event.GaussianDpEvent(m) for m in (z_scale, zc) if math.isfinite(m)]
         parts.append(dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), iterations))
         return dp_event.ComposedDpEvent(parts)
 
-    event = event_of(z_steps, z_mean, z_curv)
+    event = event_of(*zs)
     while gdp_delta(target.epsilon, event_mu(event) or math.inf) > target.delta:
-        z_steps, z_mean, z_curv = (z * (1.0 + 1e-12) for z in (z_steps, z_mean, z_curv))
-        event = event_of(z_steps, z_mean, z_curv)
-    return z_steps, z_mean, z_curv, event
+        zs = [z * (1.0 + 1e-12) for z in zs]
+        event = event_of(*zs)
+    return RowMapMultipliers(zs[0], zs[1], zs[2], zs[3], event)
 
 
 def release_mean(X: np.ndarray, noise_std: float, rng: SecureRandom) -> np.ndarray:
@@ -230,11 +264,14 @@ def row_map(released: np.ndarray, noise_std: float) -> RowMap:
 
 
 def mapped_rows(X: np.ndarray, mapping: RowMap) -> np.ndarray:
-    """Step 3: φ(x) = P x / ‖P x‖ for every row (0 where P x = 0); a new array, ‖φ(x)‖ < 1.
+    """Step 3: φ(x) = P x / ‖P x‖ for every row (0 where P x = 0), D P x / ‖D P x‖ with column
+    scales (``column_scales``' step 4); a new array, ‖φ(x)‖ < 1.
     Every row takes the same arithmetic whatever its values."""
     rows = np.asarray(X, dtype=np.float64)
     out: np.ndarray = np.multiply.outer(rows[:, -1] / mapping.intercept, mapping.centre)
     np.subtract(rows, out, out=out)  # x − a v, in the outer product's buffer (one n × w array)
+    if mapping.scales is not None:
+        out *= mapping.scales
     norms = np.sqrt(np.einsum("ij,ij->i", out, out)) * (1.0 + NORM_MARGIN)
     out /= np.maximum(norms, np.finfo(np.float64).tiny)[:, None]
     return out
@@ -242,8 +279,11 @@ def mapped_rows(X: np.ndarray, mapping: RowMap) -> np.ndarray:
 
 def fold(w: np.ndarray, mapping: RowMap, width: int) -> np.ndarray:
     """Step 5: W̄ P for a flat vector of K·``width`` (or ``width``) parameters: each class row
-    w_k's last entry becomes w_k,w − (w_k · v)/ĉ."""
+    w_k's last entry becomes w_k,w − (w_k · v)/ĉ; with column scales W̄ D P (w_k first
+    multiplied by D entrywise)."""
     W = np.array(w, dtype=np.float64).reshape(-1, width)
+    if mapping.scales is not None:
+        W *= mapping.scales
     W[:, -1] -= (W @ mapping.centre) / mapping.intercept
     out: np.ndarray = W.reshape(-1)
     return out
