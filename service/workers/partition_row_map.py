@@ -148,8 +148,9 @@ class PartitionOracle(SummedGradient):
     ``call(method, *args)`` calls ``method`` on every partition's actor and returns the answers
     in partition order (raising when a worker is lost); the actors answer ``row_sum()``,
     ``deviation_sum(centre, intercept)``, ``map_rows(mapping)``,
-    ``partial_gradient(w, label_row, mapping)`` and ``mapped_gram(mapping)``. Every instance has :meth:`gram`, but only a mapped one answers
-    it (the plain one raises, as the mapped one's :meth:`row_sum` does: never a wrong sum)."""
+    ``partial_gradient(w, label_row, mapping)`` and ``mapped_gram(mapping)``. Every instance
+    has :meth:`gram`, but only a mapped one answers it (the plain one raises, as the mapped
+    one's :meth:`row_sum` does: never a wrong sum)."""
 
     def __init__(
         self,
