@@ -69,7 +69,6 @@ from service.data.encoding import Encoder
 from service.data.sources import SourceError
 from service.data.spec import LabelSpec
 from service.data.sql_encoding import (
-    FLOAT8,
     PARSE_FUNCTION_SQL,
     SESSION_SETTINGS,
     InDatabaseUnsupported,
@@ -82,9 +81,11 @@ from service.models.base import FloatArray, Loss, parameter_count
 from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss
 from service.optimizers.kits.dp_agd_row_map import RowMap
+from service.workers.in_database_logistic import logistic_gradient_query
 from service.workers.in_database_multinomial import multinomial_gradient_query
 from service.workers.in_database_row_map import (
     MAPPED_TABLE,
+    deviation_statement,
     gram_matrix,
     gram_queries,
     mapped_statements,
@@ -107,8 +108,6 @@ __all__ = [
 _TEMP_TABLE = "dpfit_rows"
 _READ_FAILED = "the in-database job could not read the table"
 _FLUSH = 2.0**-500
-#: A logistic gradient_clip below this is applied as 0 (:func:`_gradient_query`).
-_TINY_CLIP = 2.0**-400
 #: The most sessions one full-gradient job opens on the owner's database.
 MAX_SESSIONS = 4
 #: No session for fewer rows than this (a small table is fitted by one session).
@@ -423,7 +422,8 @@ class InDatabaseGradient:
     rounding). ``table`` is the temporary table read (the encoded rows, or the mapped rows of
     :meth:`mapped`). The oracle can run ``dp_agd_averaged``'s row map
     (:class:`~service.optimizers.kits.dp_agd_row_map.RowMappable`: :meth:`row_sum`,
-    :meth:`mapped`); the mapped one also sums the Gram matrix (:meth:`gram`, ``GramOracle``)."""
+    :meth:`mapped`) and its column scales (:meth:`deviation_sum`, ``ColumnScalable``); the mapped
+    one also sums the Gram matrix (:meth:`gram`, ``GramOracle``)."""
 
     def __init__(
         self,
@@ -442,7 +442,7 @@ class InDatabaseGradient:
             self._query: sa.Select[Any] = multinomial_gradient_query(rows, loss, dimension)
             self._sign, self._array = 1.0, True
         elif isinstance(loss, LogisticLoss):
-            self._query = _gradient_query(loss, rows, dimension, label_class)
+            self._query = logistic_gradient_query(loss, rows, dimension, label_class)
             self._sign, self._array = -1.0, False
         else:
             raise InDatabaseUnsupported(
@@ -489,18 +489,28 @@ class InDatabaseGradient:
         except SQLAlchemyError:
             raise SourceError(_READ_FAILED) from None
 
-    def row_sum(self) -> FloatArray:
-        """Σ_i x_i over the rows of every session, added in session order (the row map's mean,
-        :class:`~service.optimizers.kits.dp_agd_row_map.RowMappable`)."""
-        query = self._compiled(row_sum_query(self._table, self._width))
+    def _summed(self, send: Callable[[Connection], Any], size: int) -> FloatArray:
+        """The sessions' one-row answers of ``size`` sums each (NULL, over no rows: 0), added
+        in session order."""
 
         def shard_sum(k: int, session: Connection) -> FloatArray:
-            values = session.exec_driver_sql(query).one()
-            if len(values) != self._width:
+            values = send(session).one()
+            if len(values) != size:
                 raise SourceError(_READ_FAILED)
             return np.array([0.0 if v is None else float(v) for v in values], dtype=np.float64)
 
         return _in_order(self._on_sessions(shard_sum))
+
+    def row_sum(self) -> FloatArray:
+        """Σ_i x_i over the rows of every session (the row map's mean, ``RowMappable``)."""
+        query = self._compiled(row_sum_query(self._table, self._width))
+        return self._summed(lambda session: session.exec_driver_sql(query), self._width)
+
+    def deviation_sum(self, centre: FloatArray, intercept: float) -> FloatArray:
+        """Σ_i a(x_i) over the rows of every session (the column scales' step 1,
+        ``ColumnScalable``; :func:`~service.workers.in_database_row_map.deviation_statement`)."""
+        query, params = deviation_statement(self._table, self._width, centre, intercept)
+        return self._summed(lambda session: session.execute(query, params), self._width - 1)
 
     def mapped(self, mapping: RowMap) -> InDatabaseGradient:
         """The oracle over φ(x_i) (same labels, class and sessions): every session builds
@@ -564,35 +574,3 @@ def _in_order(parts: Sequence[FloatArray]) -> FloatArray:
     for part in parts[1:]:
         total += part
     return total
-
-
-def _gradient_query(
-    loss: LogisticLoss, rows: sa.TableClause, d: int, label_class: int | None = None
-) -> sa.Select[Any]:
-    margin = sum(
-        (rows.c[f"x{j}"] * sa.bindparam(f"w{j}", type_=FLOAT8) for j in range(d)),
-        sa.literal(0.0, FLOAT8),
-    )
-    y: sa.ColumnElement[Any] = rows.c.y
-    if label_class is not None:  # one-vs-rest: class k against the rest, ±1 exactly
-        y = sa.case(
-            (rows.c.y == sa.literal(float(label_class), FLOAT8), sa.literal(1.0, FLOAT8)),
-            else_=sa.literal(-1.0, FLOAT8),
-        )
-    slope = (
-        sa.literal(1.0, FLOAT8) + sa.func.tanh(margin * y * sa.literal(-0.5, FLOAT8))
-    ) * sa.literal(0.5, FLOAT8)
-    clip = loss.gradient_clip
-    if clip is not None and clip < _TINY_CLIP:
-        # |c| ≤ C < 2⁻⁴⁰⁰: taken as 0 (c·x could underflow to 0, which PostgreSQL raises on;
-        # the gradient sum differs from numpy's by less than C — an absurd public clip)
-        slope = sa.literal(0.0, FLOAT8)
-    elif clip is not None and clip < 1.0:
-        slope = sa.func.least(slope, sa.literal(float(clip), FLOAT8))
-    coefficient = (slope * y).label("c")
-    # OFFSET 0: the coefficient is computed once per row, not once per sum (PostgreSQL would
-    # otherwise flatten the subquery and evaluate c — d products and a tanh — d times)
-    per_row = (
-        sa.select(*(rows.c[f"x{j}"] for j in range(d)), coefficient).offset(0).subquery("per_row")
-    )
-    return sa.select(*(sa.func.sum(per_row.c.c * per_row.c[f"x{j}"]) for j in range(d)))

@@ -8,14 +8,18 @@ the database over the encoded rows ``pg_temp.dpfit_rows(x0 … x_{w−1}, y)`` o
   optimizer divides by the public n and adds the noise in the worker).
 - :func:`mapped_statements`: per session, one pass building ``pg_temp.dpfit_mapped`` (same
   columns) from the public mapping, bound as values: the centre v (w − 1 entries and a 0 for
-  the intercept column) and the intercept estimate ĉ. With a = x_{w−1}/ĉ, written with the
-  operations of :func:`~service.optimizers.kits.dp_agd_row_map.mapped_rows` in its order:
+  the intercept column), the column scales d_j (``RowMap.scales``; 1 without them) and the
+  intercept estimate ĉ. With a = x_{w−1}/ĉ, written with the operations of
+  :func:`~service.optimizers.kits.dp_agd_row_map.mapped_rows` in its order:
 
-      e_j = x_j − v_j·a;   r = √(Σ_j e_j·e_j)·(1 + NORM_MARGIN);
+      e_j = (x_j − v_j·a)·d_j;   r = √(Σ_j e_j·e_j)·(1 + NORM_MARGIN);
       φ_j = 0 where r = 0 or |e_j| < 2⁻⁸⁰·r,  e_j / r elsewhere.
 
   The gradient queries then read ``dpfit_mapped`` instead of ``dpfit_rows`` (the table name is
   a parameter of the queries), once per step; the map itself is one pass per fit.
+- :func:`deviation_statement`: per session, Σ_i a(x_i) for the column scales' release
+  (:mod:`service.optimizers.kits.column_scales`, step 1), with u_j = |x_j − v_j·a| (j < w − 1)
+  and g = max(1, √(Σ_j u_j·u_j)): a_j = 0 where u_j < 2⁻⁸⁰·g, u_j / g elsewhere.
 - :func:`gram_queries` and :func:`gram_matrix`: per session, G_k = Σ_i φ_i φ_iᵀ over its
   mapped rows — ``SELECT sum(x_i·x_j)`` for the w(w + 1)/2 pairs i ≤ j, at most
   :data:`GRAM_CHUNK_ENTRIES` sums a query (PostgreSQL allows 1,664 entries in a select list; the
@@ -33,13 +37,17 @@ Floating point (PostgreSQL's ``float8`` ``*`` and ``/`` raise where a non-zero r
 to 0 — a failure that would depend on the data; ``+``, ``−`` and ``sqrt`` never raise). Encoded
 entries are 0 or ≥ 2⁻⁸⁰ in magnitude (``in_database_sgd``'s docstring). The centre's entries
 below 2⁻⁸⁰ are sent as 0 (public values; :func:`flushed_centre`), and ĉ ∈ [1/√w, 1], so a is
-0 or ≥ 2⁻⁸⁰ and every product v_j·a is 0 or ≥ 2⁻¹⁶⁰; e_j, a difference of two doubles that are
-0 or multiples of 2⁻²¹², is 0 or ≥ 2⁻²¹²; e_j·e_j is 0 or ≥ 2⁻⁴²⁴; r is 0 or ≥ 2⁻²¹²; 2⁻⁸⁰·r
-is exact (≥ 2⁻²⁹²); and e_j / r is computed only where |e_j| ≥ 2⁻⁸⁰·r, so it is ≥ 2⁻⁸⁰ (the
-exact quotient is, and 2⁻⁸⁰ is a double): the mapped entries are again 0 or ≥ 2⁻⁸⁰, which the
-gradient queries' own rules need (:mod:`service.workers.in_database_multinomial`). No operation
-raises, whatever the rows. A row with P x = 0 (r = 0) becomes the 0 row, as ``mapped_rows``
-makes it.
+0 or ≥ 2⁻⁸⁰ and every product v_j·a is 0 or ≥ 2⁻¹⁶⁰; x_j − v_j·a, a difference of two doubles
+that are 0 or multiples of 2⁻²¹², is 0 or ≥ 2⁻²¹²; the scales d_j lie in [2⁻⁶, 16]
+(``column_scales`` makes them ≥ 1/√(w − 1) and ≤ its cap 10, and the encoded width is at most
+1,601; :func:`mapped_statements` refuses others), so e_j is 0 or ≥ 2⁻²¹⁸; e_j·e_j is 0 or
+≥ 2⁻⁴³⁶; r is 0 or ≥ 2⁻²¹⁸; 2⁻⁸⁰·r is exact (≥ 2⁻²⁹⁸); and e_j / r is computed only where
+|e_j| ≥ 2⁻⁸⁰·r, so it is ≥ 2⁻⁸⁰ (the exact quotient is, and 2⁻⁸⁰ is a double): the mapped
+entries are again 0 or ≥ 2⁻⁸⁰, which the gradient queries' own rules need
+(:mod:`service.workers.in_database_multinomial`). No operation raises, whatever the rows. A
+row with P x = 0 (r = 0) becomes the 0 row, as ``mapped_rows`` makes it. The deviations' sums
+likewise: u_j is 0 or ≥ 2⁻²¹², g ≥ 1, and u_j / g is computed only where u_j ≥ 2⁻⁸⁰·g (a
+row-local flush towards 0: a(x) stays ≥ 0 with norm ≤ 1, the premise of its sensitivity √2).
 
 Privacy: both flushes are row-local and take entries towards 0. The centre's is a change of
 the public map P (post-processing of the released mean: the mapped row is still P' x/‖P' x‖,
@@ -67,6 +75,7 @@ __all__ = [
     "ENTRY_FLUSH",
     "GRAM_CHUNK_ENTRIES",
     "MAPPED_TABLE",
+    "deviation_statement",
     "flushed_centre",
     "gram_matrix",
     "gram_pairs",
@@ -114,23 +123,26 @@ def _fenced(columns: list[sa.ColumnElement[Any]], name: str) -> sa.Subquery:
     return sa.select(*columns).offset(0).subquery(name)
 
 
-def _mapped_select(source: str, width: int) -> sa.Select[Any]:
+def _centred(source: str, width: int, scales: bool) -> tuple[sa.Subquery, list[str]]:
+    """``(SELECT x_j − v_j·a [times d_j] …, y)``: the rows minus the centre, each column times
+    its bound scale d_j with ``scales`` (module docstring)."""
     rows = rows_table(source, width)
     xs = [f"x{j}" for j in range(width)]
     intercept = sa.bindparam("intercept", type_=FLOAT8)
     scaled = _fenced(
         [*(rows.c[x] for x in xs), rows.c.y, (rows.c[xs[-1]] / intercept).label("a")], "scaled"
     )
-    centred = _fenced(
-        [
-            *(
-                (scaled.c[x] - sa.bindparam(f"v{j}", type_=FLOAT8) * scaled.c.a).label(x)
-                for j, x in enumerate(xs)
-            ),
-            scaled.c.y,
-        ],
-        "centred",
-    )
+
+    def entry(j: int, x: str) -> sa.ColumnElement[Any]:
+        e = scaled.c[x] - sa.bindparam(f"v{j}", type_=FLOAT8) * scaled.c.a
+        return (e * sa.bindparam(f"d{j}", type_=FLOAT8) if scales else e).label(x)
+
+    centred = _fenced([*(entry(j, x) for j, x in enumerate(xs)), scaled.c.y], "centred")
+    return centred, xs
+
+
+def _mapped_select(source: str, width: int) -> sa.Select[Any]:
+    centred, xs = _centred(source, width, scales=True)
     e = [centred.c[x] for x in xs]
     squares = sum((entry * entry for entry in e[1:]), e[0] * e[0])
     norm = (sa.func.sqrt(squares, type_=FLOAT8) * _f(1.0 + NORM_MARGIN)).label("r")
@@ -155,8 +167,6 @@ def mapped_statements(
     ``v0 … v_{w−1}`` and ``intercept``; module docstring)."""
     if source == MAPPED_TABLE:
         raise ValueError("the mapped rows are mapped from the encoded rows only")
-    if mapping.scales is not None:
-        raise ValueError("the in-database row map has no column scales")
     centre = flushed_centre(mapping)
     if centre.shape != (width,):
         raise ValueError("the row map's centre does not match the rows' width")
@@ -169,9 +179,39 @@ def mapped_statements(
     targets = [*(f"x{j}" for j in range(width)), "y"]
     target = sa.table(MAPPED_TABLE, *(sa.column(c) for c in targets))
     insert = sa.insert(target).from_select(targets, _mapped_select(source, width))
+    scales = np.ones(width) if mapping.scales is None else np.asarray(mapping.scales, dtype=float)
+    if scales.shape != (width,) or not np.all((scales >= 2.0**-6) & (scales <= 16.0)):
+        raise ValueError("the row map's scales must be w numbers in [2⁻⁶, 16]")
     params = {f"v{j}": float(v) for j, v in enumerate(centre)}
+    params.update({f"d{j}": float(d) for j, d in enumerate(scales)})
     params["intercept"] = float(mapping.intercept)
     return ddl, insert, params
+
+
+def deviation_statement(
+    source: str, width: int, centre: np.ndarray, intercept: float
+) -> tuple[sa.Select[Any], dict[str, float]]:
+    """One session's Σ_i a(x_i) over ``source`` (``column_scales.deviation_sum``; module
+    docstring) and its bound values (the flushed centre and ĉ): ``SELECT sum(a_0), …,
+    sum(a_{w−2})`` (NULLs over no rows)."""
+    if source == MAPPED_TABLE:
+        raise ValueError("the deviations are of the encoded rows")
+    flushed = flushed_centre(RowMap(centre=np.asarray(centre, dtype=np.float64), intercept=1.0))
+    if flushed.shape != (width,) or width < 2:
+        raise ValueError("the centre does not match the rows' width")
+    centred, xs = _centred(source, width, scales=False)
+    u = [sa.func.abs(centred.c[x], type_=FLOAT8) for x in xs[:-1]]
+    squares = sum((entry * entry for entry in u[1:]), u[0] * u[0])
+    norm = sa.func.greatest(sa.func.sqrt(squares, type_=FLOAT8), _f(1.0), type_=FLOAT8)
+    normed = _fenced([*(v.label(x) for v, x in zip(u, xs, strict=False)), norm.label("g")], "u")
+    g = normed.c.g
+    sums = [
+        sa.func.sum(sa.case((normed.c[x] < g * _f(ENTRY_FLUSH), _f(0.0)), else_=normed.c[x] / g))
+        for x in xs[:-1]
+    ]
+    params = {f"v{j}": float(v) for j, v in enumerate(flushed)}
+    params["intercept"] = float(intercept)
+    return sa.select(*sums), params
 
 
 def gram_pairs(width: int) -> list[tuple[int, int]]:

@@ -7,10 +7,13 @@
 - a fixed-seed ``fit_oracle`` through the database (binary, joint multinomial, one-vs-rest;
   one session and three) releases ``DPAGDAveraged.fit``'s model on the reader's rows: the mean
   released (the row-map share spent), the steps on the mapped rows, the fold;
+- (turn 18) the column scales' deviation sums and the scaled mapped rows equal numpy's
+  (``deviation_sum``, ``mapped_rows`` under ``RowMap.scales``), in one session and in three;
 - adversarial mappings (a row equal to the centre, centred entries cancelling to ~1e-32, centre
   entries of 1e-30 … 5e-324, rows with entries of 2⁻⁵²) build the mapped table without an
   underflow error, with rows of norm ≤ 1 equal to numpy's up to the 2⁻⁸⁰ flush; their Gram
-  matrix is summed without one either.
+  matrix is summed without one either, and so are their deviation sums; scales at the ends of
+  their range (2⁻⁶ and 16) map without one too.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss, class_indices
 from service.models.registry import parse_model_spec
 from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.column_scales import ColumnScalable, column_scales, deviation_sum
 from service.optimizers.kits.curvature_step import GramOracle, gram_of_rows
 from service.optimizers.kits.dp_agd_row_map import RowMap, RowMappable, mapped_rows, row_map
 from service.optimizers.kits.full_gradient import LocalGradient
@@ -132,6 +136,41 @@ def test_row_sum_and_mapped_rows_equal_numpy(warehouse: str, sessions: int) -> N
             oracle.gram()
     with sa.create_engine(warehouse).connect() as admin:
         assert admin.exec_driver_sql(_TEMP).scalar_one() == 0
+
+
+@pytest.mark.parametrize("sessions", [1, 3])
+def test_deviation_sums_and_scaled_rows_equal_numpy(warehouse: str, sessions: int) -> None:
+    n = 3001
+    _random_table(warehouse, "map_scales", n, 2)
+    source = open_sql_source("sql://wh/map_scales", warehouse_settings(warehouse))
+    encoder, label = _schema()
+    X, y = read_encoded(source, encoder, label, None)
+    width = encoder.dimension
+    rng = np.random.default_rng(4)
+    mapping = row_map(X.mean(axis=0) + rng.normal(size=width) * 0.01, 0.01)
+    loss = LogisticLoss(l2=1e-3, gradient_clip=0.5, fit_intercept=True)
+    fingerprint = source.fingerprint()
+    with encoded_rows(
+        source, encoder, label, None, n=n, fingerprint=fingerprint, sessions=sessions, row_map=True
+    ) as conn:
+        oracle = InDatabaseGradient(conn, loss, n, width)
+        assert isinstance(oracle, ColumnScalable)
+        expected = deviation_sum(X, mapping.centre, mapping.intercept)
+        inside = oracle.deviation_sum(mapping.centre, mapping.intercept)
+        assert inside.shape == (width - 1,) and np.all(inside > 0)
+        np.testing.assert_allclose(inside, expected, rtol=1e-11, atol=n * ENTRY_FLUSH)
+        scales = column_scales(expected / n, 1e-4)
+        assert scales.max() / scales.min() > 1.5  # the columns spread unlike: not D = I
+        scaled = mapping.scaled(scales)
+        on_mapped = oracle.mapped(scaled)
+        table = _mapped_table(conn, width)
+        np.testing.assert_allclose(table[:, :width], mapped_rows(X, scaled), rtol=1e-13, atol=1e-15)
+        assert not np.allclose(table[:, :width], mapped_rows(X, mapping), atol=1e-3)
+        w = rng.normal(size=width)
+        local = LocalGradient(loss, mapped_rows(X, scaled), y).gradient(w)
+        np.testing.assert_allclose(on_mapped.gradient(w), local, rtol=1e-11, atol=1e-14)
+        with pytest.raises(ValueError):  # the mapped rows are never asked for their deviations
+            on_mapped.deviation_sum(mapping.centre, mapping.intercept)  # type: ignore[attr-defined]
 
 
 def _check_gram(gram: np.ndarray, table: np.ndarray, expected: np.ndarray) -> None:
@@ -294,6 +333,10 @@ def test_adversarial_mappings_build_without_an_underflow(warehouse: str) -> None
         RowMap(centre=np.array([1e-30, 1e-300, 0.0]), intercept=1.0),
         RowMap(centre=np.array([5e-324, -5e-324, 0.0]), intercept=1.0),
         RowMap(centre=np.array([0.3, 5e-324, 0.0]), intercept=1.0 / math.sqrt(width)),
+        RowMap(centre=cancel, intercept=c).scaled(np.array([2.0**-6, 16.0, 1.0])),
+        RowMap(centre=np.array([1e-30, 1e-300, 0.0]), intercept=1.0).scaled(
+            np.array([16.0, 2.0**-6, 1.0])
+        ),
     ]
     loss = LogisticLoss(l2=1e-3, gradient_clip=0.5, fit_intercept=True)
     rng = np.random.default_rng(8)
@@ -304,13 +347,18 @@ def test_adversarial_mappings_build_without_an_underflow(warehouse: str) -> None
             table = _mapped_table(conn, width)[:, :width]
             if index == 0:  # the row equal to the centre: on the intercept axis
                 np.testing.assert_array_equal(table[2, :-1], [0.0, 0.0])
-            flushed = RowMap(centre=flushed_centre(mapping), intercept=mapping.intercept)
+            flushed = RowMap(
+                centre=flushed_centre(mapping), intercept=mapping.intercept, scales=mapping.scales
+            )
             expected = mapped_rows(X, flushed)
             assert np.all(np.linalg.norm(table, axis=1) <= 1.0)
             np.testing.assert_allclose(table, expected, rtol=1e-13, atol=ENTRY_FLUSH)
             small = table[table != 0.0]
             assert np.all(np.abs(small) >= ENTRY_FLUSH)
             _check_gram(on_mapped.gram(), table, expected)  # no product underflows
+            sums = oracle.deviation_sum(mapping.centre, mapping.intercept)  # must not raise
+            numpy_sums = deviation_sum(X, flushed.centre, mapping.intercept)
+            np.testing.assert_allclose(sums, numpy_sums, rtol=1e-12, atol=80 * ENTRY_FLUSH)
             w = rng.normal(size=width)
             np.testing.assert_allclose(
                 on_mapped.gradient(w),
