@@ -335,9 +335,21 @@ def test_the_scales_fit_a_narrow_informative_column_the_plain_map_cannot() -> No
     assert scaled > plain + 0.1, (scaled, plain)
 
 
-def test_the_in_database_map_refuses_scales_it_cannot_apply() -> None:
+def test_the_in_database_map_refuses_scales_outside_the_range_its_arithmetic_covers() -> None:
+    """The database's floating-point argument (``in_database_row_map``) holds for scales in
+    [2⁻⁶, 16]: ``column_scales`` never makes others (≥ 1/√(w − 1), ≤ SCALE_CAP), and
+    ``mapped_statements`` refuses them."""
     from service.workers.in_database_row_map import mapped_statements
 
-    mapping = RowMap(centre=np.zeros(3), intercept=0.5).scaled(np.array([2.0, 0.5, 1.0]))
-    with pytest.raises(ValueError):
-        mapped_statements("dpfit_rows", 3, mapping)
+    rng = np.random.default_rng(9)
+    for w in (2, 5, 40, 1601):
+        D = column_scales(np.abs(rng.standard_cauchy(w - 1)) + 1e-12, 1e-9)
+        assert D.min() >= 1.0 / math.sqrt(w - 1) * (1 - 1e-12) and D.max() <= SCALE_CAP
+    centre = np.zeros(3)
+    for scales in ([2.0, 0.5, 1.0], [2.0**-6, 16.0, 1.0]):
+        mapping = RowMap(centre=centre, intercept=0.5).scaled(np.array(scales))
+        assert mapped_statements("dpfit_rows", 3, mapping)[2]["d1"] == scales[1]
+    for scales in ([2.0**-7, 1.0, 1.0], [1.0, 17.0, 1.0]):
+        mapping = RowMap(centre=centre, intercept=0.5).scaled(np.array(scales))
+        with pytest.raises(ValueError):
+            mapped_statements("dpfit_rows", 3, mapping)
