@@ -52,8 +52,9 @@ Privacy (replace-one; exact GDP composition, Dong, Roth & Su 2022, Cor. 3.3, ada
     ``secure_gaussian``'s (grid rounding accounted, exact noise).
 
 Where the rows live. ``fit`` sums a(x) over the rows in its process; ``fit_oracle`` asks an
-oracle with the capability :class:`ColumnScalable` (the data-parallel partitions sum their
-own rows); an oracle without it gets D = I, the share unspent (the ledger charged it; privacy
+oracle with the capability :class:`ColumnScalable` (the data-parallel partitions and the
+in-database sessions sum their own rows: ``partition_row_map``, ``in_database_row_map``); an
+oracle without it gets D = I, the share unspent (the ledger charged it; privacy
 holds a fortiori).
 """
 
@@ -94,7 +95,7 @@ SCALE_CAP = 10.0
 @runtime_checkable
 class ColumnScalable(Protocol):
     """An oracle's optional capability to sum a(x) where its rows live (the data-parallel
-    partitions): ``deviation_sum(centre, intercept)`` returns Σ_i a(x_i) over its encoded rows
+    partitions, the in-database sessions): ``deviation_sum(centre, intercept)`` returns Σ_i a(x_i) over its encoded rows
     for the public centre v (width w, last entry 0) and intercept estimate ĉ, a float64
     vector of w − 1 entries — never released itself, only through
     :func:`release_deviations`."""
