@@ -66,7 +66,8 @@ from service.optimizers.kits.full_gradient import LocalGradient
 from service.optimizers.kits.registry import get_optimizer
 from service.optimizers.kits.sgd_common import schedule_from_json
 from service.settings import Settings
-from service.workers.in_database import InDatabaseGradient, _gradient_query, encoded_rows
+from service.workers.in_database import InDatabaseGradient, encoded_rows
+from service.workers.in_database_logistic import logistic_gradient_query
 from service.workers.in_database_row_map import rows_table
 from service.workers.in_database_sgd import fit_bolt_on_in_database, in_database_permutation_sgd
 
@@ -373,7 +374,7 @@ def profile(source: SqlSource, n: int, columns: int, rounds: int) -> list[dict[s
     w = [0.1 * (-1) ** j / (j + 1) for j in range(d)]
     margin = " + ".join(f"x{j} * {w[j]!r}::float8" for j in range(d))
     gradient = str(
-        _gradient_query(GD_LOSS, rows_table("dpfit_rows", d), d)
+        logistic_gradient_query(GD_LOSS, rows_table("dpfit_rows", d), d)
         .params(**{f"w{j}": w[j] for j in range(d)})
         .compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True})
     ).replace("%%", "%")
