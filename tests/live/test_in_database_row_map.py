@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -88,16 +89,23 @@ def _mapped_table(conn: sa.Connection, width: int) -> np.ndarray:
     return out
 
 
+def _binary_case(warehouse: str, table: str, n: int, seed: int) -> tuple[Any, ...]:
+    """A random binary table of ``n`` rows in the warehouse: (source, encoder, label, X, y, a
+    row map from its mean plus noise of std 0.01, a generator for the test's own draws)."""
+    _random_table(warehouse, table, n, seed)
+    source = open_sql_source(f"sql://wh/{table}", warehouse_settings(warehouse))
+    encoder, label = _schema()
+    X, y = read_encoded(source, encoder, label, None)
+    rng = np.random.default_rng(seed + 2)
+    mapping = row_map(X.mean(axis=0) + rng.normal(size=encoder.dimension) * 0.01, 0.01)
+    return source, encoder, label, X, y, mapping, rng
+
+
 @pytest.mark.parametrize("sessions", [1, 3])
 def test_row_sum_and_mapped_rows_equal_numpy(warehouse: str, sessions: int) -> None:
     n = 3001
-    _random_table(warehouse, "map_rows", n, 1)
-    source = open_sql_source("sql://wh/map_rows", warehouse_settings(warehouse))
-    encoder, label = _schema()
-    X, y = read_encoded(source, encoder, label, None)
+    source, encoder, label, X, y, mapping, rng = _binary_case(warehouse, "map_rows", n, 1)
     width = encoder.dimension
-    rng = np.random.default_rng(3)
-    mapping = row_map(X.mean(axis=0) + rng.normal(size=width) * 0.01, 0.01)
     assert np.linalg.norm(mapping.centre) > 0.1
     loss = LogisticLoss(l2=1e-3, gradient_clip=0.5, fit_intercept=True)
     with encoded_rows(
@@ -141,13 +149,8 @@ def test_row_sum_and_mapped_rows_equal_numpy(warehouse: str, sessions: int) -> N
 @pytest.mark.parametrize("sessions", [1, 3])
 def test_deviation_sums_and_scaled_rows_equal_numpy(warehouse: str, sessions: int) -> None:
     n = 3001
-    _random_table(warehouse, "map_scales", n, 2)
-    source = open_sql_source("sql://wh/map_scales", warehouse_settings(warehouse))
-    encoder, label = _schema()
-    X, y = read_encoded(source, encoder, label, None)
+    source, encoder, label, X, y, mapping, rng = _binary_case(warehouse, "map_scales", n, 2)
     width = encoder.dimension
-    rng = np.random.default_rng(4)
-    mapping = row_map(X.mean(axis=0) + rng.normal(size=width) * 0.01, 0.01)
     loss = LogisticLoss(l2=1e-3, gradient_clip=0.5, fit_intercept=True)
     fingerprint = source.fingerprint()
     with encoded_rows(
