@@ -36,16 +36,16 @@ the database over the encoded rows ``pg_temp.dpfit_rows(x0 … x_{w−1}, y)`` o
 Floating point (PostgreSQL's ``float8`` ``*`` and ``/`` raise where a non-zero result underflows
 to 0 — a failure that would depend on the data; ``+``, ``−`` and ``sqrt`` never raise). Encoded
 entries are 0 or ≥ 2⁻⁸⁰ in magnitude (``in_database_sgd``'s docstring). The centre's entries
-below 2⁻⁸⁰ are sent as 0 (public values; :func:`flushed_centre`), and ĉ ∈ [1/√w, 1], so a is
-0 or ≥ 2⁻⁸⁰ and every product v_j·a is 0 or ≥ 2⁻¹⁶⁰; x_j − v_j·a, a difference of two doubles
-that are 0 or multiples of 2⁻²¹², is 0 or ≥ 2⁻²¹²; the scales d_j lie in [2⁻⁶, 16]
-(``column_scales`` makes them ≥ 1/√(w − 1) and ≤ its cap 10, and the encoded width is at most
-1,601; :func:`mapped_statements` refuses others), so e_j is 0 or ≥ 2⁻²¹⁸; e_j·e_j is 0 or
-≥ 2⁻⁴³⁶; r is 0 or ≥ 2⁻²¹⁸; 2⁻⁸⁰·r is exact (≥ 2⁻²⁹⁸); and e_j / r is computed only where
-|e_j| ≥ 2⁻⁸⁰·r, so it is ≥ 2⁻⁸⁰ (the exact quotient is, and 2⁻⁸⁰ is a double): the mapped
-entries are again 0 or ≥ 2⁻⁸⁰, which the gradient queries' own rules need
-(:mod:`service.workers.in_database_multinomial`). No operation raises, whatever the rows. A
-row with P x = 0 (r = 0) becomes the 0 row, as ``mapped_rows`` makes it. The deviations' sums
+below 2⁻⁸⁰ are sent as 0 (public values; :func:`flushed_centre`), and ĉ ∈ [1/√w, 1], so a is 0
+or ≥ 2⁻⁸⁰ and every product v_j·a is 0 or ≥ 2⁻¹⁶⁰; x_j − v_j·a, a difference of two doubles that
+are 0 or multiples of 2⁻²¹², is 0 or ≥ 2⁻²¹²; the scales d_j lie in [2⁻⁶, 16] (``column_scales``
+makes them ≥ 1/√(w − 1) and ≤ its cap 10, and in-database rows are at most 1,598 wide,
+``execution.MAX_TABLE_COLUMNS`` − 2; :func:`mapped_statements` refuses others), so e_j is 0 or ≥
+2⁻²¹⁸; e_j·e_j is 0 or ≥ 2⁻⁴³⁶; r is 0 or ≥ 2⁻²¹⁸; 2⁻⁸⁰·r is exact (≥ 2⁻²⁹⁸); and e_j / r is
+computed only where |e_j| ≥ 2⁻⁸⁰·r, so it is ≥ 2⁻⁸⁰ (the exact quotient is, and 2⁻⁸⁰ is a
+double): the mapped entries are again 0 or ≥ 2⁻⁸⁰, which the gradient queries' own rules need
+(:mod:`service.workers.in_database_multinomial`). No operation raises, whatever the rows. A row
+with P x = 0 (r = 0) becomes the 0 row, as ``mapped_rows`` makes it. The deviations' sums
 likewise: u_j is 0 or ≥ 2⁻²¹², g ≥ 1, and u_j / g is computed only where u_j ≥ 2⁻⁸⁰·g (a
 row-local flush towards 0: a(x) stays ≥ 0 with norm ≤ 1, the premise of its sensitivity √2).
 
