@@ -4,7 +4,9 @@ rows summed and mapped on the workers that hold them — releases ``DPAGDAverage
 on the same rows for the same generator (binary and joint multinomial: rows mapped in place;
 one-vs-rest: mapped per gradient), the mean's share spent; no worker holds rows afterwards.
 The mapped oracle's Gram matrix (the curvature step's input), summed on the workers, equals
-``gram_of_rows(mapped_rows(X, mapping))`` on the same rows; the plain oracle refuses it."""
+``gram_of_rows(mapped_rows(X, mapping))`` on the same rows; the plain oracle refuses it. The
+Gram-form case also spends the column scales (``column_scales``): the workers sum a(x) over
+their rows and the release still equals the single-process fit's."""
 
 from __future__ import annotations
 
@@ -115,6 +117,9 @@ def test_a_partitioned_row_map_fit_equals_the_single_process_fit(
     if case.startswith("joint"):
         form = "gram" if case == "joint_gram" else "eigenvalue"
         assert plan.hyperparameters["curvature_form"] == form
+        # the Gram form's plan spends the column scales too: the partitions sum a(x)
+        scales = plan.hyperparameters.get("column_scale_share", 0.0)
+        assert (scales > 0.0) == (form == "gram")
     source = local_source(folder[0] / "folder", "parquet")
     X, Y = read_encoded(source, _encoder(), CATEGORICAL if categorical else LABEL, None)
     rng = np.random.default_rng(7)
