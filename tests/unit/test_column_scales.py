@@ -44,6 +44,7 @@ from service.optimizers.kits.dp_agd_row_map import RowMap, fold, mapped_rows, ro
 from service.privacy.gdp import event_mu, gdp_mu
 from service.privacy.secure_random import SecureRandom
 from tests.support.nonconvex_loss import epsilon_lower_bound
+from tests.unit.test_curvature_step import _joint_plan  # the same joint plan (TARGET ε = 1)
 from tests.unit.test_row_map_oracle import MappableSplit
 
 TARGET = PrivacyTarget(1.0, 1e-5)
@@ -213,14 +214,6 @@ def test_the_folded_model_scores_every_row_as_a_positive_multiple() -> None:
 
 
 # --- (e) the plan ------------------------------------------------------------------------------
-
-
-def _joint_plan(n: int, width: int = 20, **params: object) -> tuple[MultinomialLoss, object]:
-    loss = MultinomialLoss(l2=1e-3, classes=5, gradient_clip=0.5, fit_intercept=True)
-    plan = DPAGDAveraged().plan(
-        DPAGDAveragedParams.model_validate(params), loss, n, 5 * width, TARGET
-    )
-    return loss, plan
 
 
 def test_the_share_is_spent_where_the_gram_form_runs_or_the_analyst_asks() -> None:
