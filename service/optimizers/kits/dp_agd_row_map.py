@@ -25,7 +25,9 @@ c > 0, i.e. ``fit_intercept``; a share f of the job's μ² for step 1, the rest 
    linear map P = I − (v/ĉ) e_wᵀ, i.e. P x = x − v·x_w/ĉ = x − v·c/ĉ (the rows minus the
    shrunk centre, the intercept column kept).
 3. The rows the steps see (:func:`mapped_rows`): φ(x) = P x / ‖P x‖ (0 when P x = 0), so
-   ‖φ(x)‖ ≤ 1 for every x whatever m̃ is.
+   ‖φ(x)‖ ≤ 1 for every x whatever m̃ is. With column scales (``column_scales``: one more
+   release, of the centred columns' mean absolute deviations, between steps 2 and 3, its own
+   share of μ²), φ(x) = D P x / ‖D P x‖ and step 5 releases W̄ D P.
 4. ``dp_agd_averaged``'s T noisy steps on (φ(x_i), y_i): W̄ (K × w).
 5. Release W̄ P: each class row w̄_k ↦ w̄_k P, which changes only its last entry,
    w̄_k,w − (w̄_k · v)/ĉ (:func:`fold`).
