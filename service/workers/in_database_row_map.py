@@ -118,6 +118,17 @@ def flushed_centre(mapping: RowMap) -> np.ndarray:
     return flushed
 
 
+def _centre_params(centre: np.ndarray, intercept: float, width: int) -> dict[str, float]:
+    """The bound values ``v0 … v_{w−1}`` (the centre, flushed) and ``intercept`` of the
+    statements that centre the rows; ``ValueError`` when the centre is not ``width`` long."""
+    flushed = flushed_centre(RowMap(centre=np.asarray(centre, dtype=np.float64), intercept=1.0))
+    if flushed.shape != (width,):
+        raise ValueError("the row map's centre does not match the rows' width")
+    params = {f"v{j}": float(v) for j, v in enumerate(flushed)}
+    params["intercept"] = float(intercept)
+    return params
+
+
 def _fenced(columns: list[sa.ColumnElement[Any]], name: str) -> sa.Subquery:
     """``(SELECT columns OFFSET 0) AS name``: each expression evaluated once per row."""
     return sa.select(*columns).offset(0).subquery(name)
@@ -167,9 +178,7 @@ def mapped_statements(
     ``v0 … v_{w−1}`` and ``intercept``; module docstring)."""
     if source == MAPPED_TABLE:
         raise ValueError("the mapped rows are mapped from the encoded rows only")
-    centre = flushed_centre(mapping)
-    if centre.shape != (width,):
-        raise ValueError("the row map's centre does not match the rows' width")
+    params = _centre_params(mapping.centre, mapping.intercept, width)
     columns = ", ".join(f"x{j} double precision" for j in range(width))
     ddl = [
         f"DROP TABLE IF EXISTS pg_temp.{MAPPED_TABLE}",
@@ -182,9 +191,7 @@ def mapped_statements(
     scales = np.ones(width) if mapping.scales is None else np.asarray(mapping.scales, dtype=float)
     if scales.shape != (width,) or not np.all((scales >= 2.0**-6) & (scales <= 16.0)):
         raise ValueError("the row map's scales must be w numbers in [2⁻⁶, 16]")
-    params = {f"v{j}": float(v) for j, v in enumerate(centre)}
     params.update({f"d{j}": float(d) for j, d in enumerate(scales)})
-    params["intercept"] = float(mapping.intercept)
     return ddl, insert, params
 
 
@@ -196,21 +203,19 @@ def deviation_statement(
     sum(a_{w−2})`` (NULLs over no rows)."""
     if source == MAPPED_TABLE:
         raise ValueError("the deviations are of the encoded rows")
-    flushed = flushed_centre(RowMap(centre=np.asarray(centre, dtype=np.float64), intercept=1.0))
-    if flushed.shape != (width,) or width < 2:
-        raise ValueError("the centre does not match the rows' width")
+    if width < 2:
+        raise ValueError("the deviations need a feature column beside the intercept")
+    params = _centre_params(centre, intercept, width)
     centred, xs = _centred(source, width, scales=False)
     u = [sa.func.abs(centred.c[x], type_=FLOAT8) for x in xs[:-1]]
     squares = sum((entry * entry for entry in u[1:]), u[0] * u[0])
     norm = sa.func.greatest(sa.func.sqrt(squares, type_=FLOAT8), _f(1.0), type_=FLOAT8)
-    normed = _fenced([*(v.label(x) for v, x in zip(u, xs, strict=False)), norm.label("g")], "u")
+    normed = _fenced([*(v.label(x) for v, x in zip(u, xs[:-1], strict=True)), norm.label("g")], "u")
     g = normed.c.g
     sums = [
         sa.func.sum(sa.case((normed.c[x] < g * _f(ENTRY_FLUSH), _f(0.0)), else_=normed.c[x] / g))
         for x in xs[:-1]
     ]
-    params = {f"v{j}": float(v) for j, v in enumerate(flushed)}
-    params["intercept"] = float(intercept)
     return sa.select(*sums), params
 
 
