@@ -81,7 +81,7 @@ def _encoded(
 ) -> tuple[Dataset, int]:  # fmt: skip
     import pandas as pd
 
-    frame = frame.dropna(subset=[label, *numeric, *categorical]).reset_index(drop=True)
+    frame = frame.reset_index(drop=True)  # _tables dropped the rows missing a column
     onehot = (
         pd.get_dummies(frame[list(categorical)].astype(str), dtype=float).to_numpy()
         if categorical
