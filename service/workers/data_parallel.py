@@ -21,7 +21,8 @@ seceded thread — never the API process):
    in place for a binary or joint job, on the fly for one-vs-rest
    (:mod:`service.workers.partition_row_map`, which says why: no copy, memory as planned) —
    and sums the mapped rows' Gram matrix (one w × w matrix per worker, for the curvature
-   step's eigenvalue release).
+   step's eigenvalue release) and, for a joint model's curvature refresh, their curvature terms
+   (one K × w matrix per worker).
 3. At the end (success or not) the driver drops the rows on every worker
    (:func:`release_partitions`) and releases the actors.
 
@@ -71,6 +72,7 @@ from service.workers.partition_row_map import (
     column_sums,
     map_in_place,
     mapped_gradient_sum,
+    partition_curvature_terms,
     partition_deviation_sum,
     partition_gram,
     same_mapping,
@@ -283,8 +285,8 @@ class PartitionHolder:
     (:func:`load_partition`) and answers :meth:`partial_gradient` by a direct call to its
     worker — no scheduler hop per step (≈ 7 ms per step on this machine against ≈ 100 ms for a
     submitted task under load) and no task queue: a worker busy with another job's task still
-    answers. :meth:`row_sum`, :meth:`deviation_sum`, :meth:`map_rows` and :meth:`mapped_gram`
-    are the row map's (:mod:`service.workers.partition_row_map`)."""
+    answers. :meth:`row_sum`, :meth:`deviation_sum`, :meth:`map_rows`, :meth:`mapped_gram` and
+    :meth:`mapped_curvature_terms` are the row map's (:mod:`service.workers.partition_row_map`)."""
 
     def __init__(
         self, key: str, job_prefix: str, read: PartitionRead, window: RowWindow, loss: Loss
@@ -336,6 +338,16 @@ class PartitionHolder:
         with _STORE_LOCK:
             X, _ = _STORE[self._key]
         return partition_gram(X, mapping, self._mapped)
+
+    def mapped_curvature_terms(
+        self, mapping: RowMap, w: FloatArray, basis: FloatArray
+    ) -> FloatArray:
+        """c_p = Σ_i m_i p_ik (1 − p_ik) (q_jᵀ φ_i)² over this partition's rows mapped by
+        ``mapping`` (K × w; the joint fit's class-index labels; the rows as mapped in place,
+        else mapped block by block: :func:`partition_curvature_terms`, no copy)."""
+        with _STORE_LOCK:
+            X, Y = _STORE[self._key]
+        return partition_curvature_terms(self._loss, X, Y, mapping, self._mapped, w, basis)
 
     def release(self) -> int:
         """Drop the partition's rows from this worker."""

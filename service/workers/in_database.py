@@ -81,6 +81,7 @@ from service.models.base import FloatArray, Loss, parameter_count
 from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss
 from service.optimizers.kits.dp_agd_row_map import RowMap
+from service.workers.in_database_curvature import curvature_params, curvature_query
 from service.workers.in_database_logistic import logistic_gradient_query
 from service.workers.in_database_multinomial import multinomial_gradient_query
 from service.workers.in_database_row_map import (
@@ -423,7 +424,8 @@ class InDatabaseGradient:
     :meth:`mapped`). The oracle can run ``dp_agd_averaged``'s row map
     (:class:`~service.optimizers.kits.dp_agd_row_map.RowMappable`: :meth:`row_sum`,
     :meth:`mapped`) and its column scales (:meth:`deviation_sum`, ``ColumnScalable``); the mapped
-    one also sums the Gram matrix (:meth:`gram`, ``GramOracle``)."""
+    one also sums the Gram matrix (:meth:`gram`, ``GramOracle``) and the curvature refresh's
+    terms (:meth:`curvature_terms`, ``CurvatureTermsOracle``)."""
 
     def __init__(
         self,
@@ -547,6 +549,27 @@ class InDatabaseGradient:
             return gram_matrix([session.exec_driver_sql(q).one() for q in queries], self._width)
 
         return _in_order(self._on_sessions(shard_gram))
+
+    def curvature_terms(self, w: FloatArray, basis: FloatArray) -> np.ndarray:
+        """The curvature refresh's c (K × w) over the mapped rows at the joint weights ``w``
+        and the basis Q, the sessions' sums added in session order
+        (:mod:`service.workers.in_database_curvature`; ``CurvatureTermsOracle``): never
+        released, only the input of ``release_curvature``. ``ValueError`` on the encoded rows
+        (not a mapped oracle) and for a model other than the joint multinomial one."""
+        if self._table != MAPPED_TABLE or not isinstance(self._loss, MultinomialLoss):
+            raise ValueError("the curvature terms are of a joint model's mapped rows")
+        K, width = self._loss.classes, self._width
+        params = curvature_params(w, basis, K, width)
+        compiled = curvature_query(self._table, K, width).compile(dialect=self._conn.dialect)
+        query, params = str(compiled), {**compiled.params, **params}  # literals, then w and Q
+
+        def shard_terms(k: int, session: Connection) -> FloatArray:
+            values = session.exec_driver_sql(query, params).one()[0]
+            if values is None or len(values) != K * width:
+                raise SourceError(_READ_FAILED)
+            return np.array([0.0 if v is None else float(v) for v in values], dtype=np.float64)
+
+        return _in_order(self._on_sessions(shard_terms)).reshape(K, width)
 
     def gradient(self, w: FloatArray) -> FloatArray:
         # PostgreSQL raises where a product underflows to zero; an entry below 2⁻⁵⁰⁰ moves a

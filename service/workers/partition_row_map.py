@@ -21,6 +21,12 @@ capability :class:`~service.optimizers.kits.dp_agd_row_map.RowMappable`:
   a (w × w) matrix per worker, never a row. It is never released: it is only the input of
   ``release_top_eigenvalue`` (its top eigenvalue plus noise, in the driver). Equal to
   ``gram_of_rows(mapped_rows(X, mapping))`` on the whole rows up to summation order.
+- ``curvature_terms(w, basis)`` (on the joint model's mapped oracle only; the capability
+  :class:`~service.optimizers.kits.curvature_refresh.CurvatureTermsOracle`): every partition's
+  c_p = Σ_{i ∈ p} m_i p_ik (1 − p_ik) (q_jᵀ φ_i)² (:func:`partition_curvature_terms`, on its
+  worker, with its class-index labels), added in partition order — a K × w matrix per worker,
+  never a row. It is never released: it is only the input of ``release_curvature``. Equal to
+  ``curvature_terms(loss, w, mapped_rows(X, mapping), labels, basis)`` up to summation order.
 
 Worker memory. A partition is planned as its encoded rows plus the steps' temporaries
 (``partitions.encoded_bytes``, ``worker_overhead``: the reader's allowance, ≥ 64 MiB, is free
@@ -34,8 +40,8 @@ plan does not hold. So no copy is ever made:
 - one-vs-rest (``label_row`` k) runs K fits, each with its own mean and map, on the same
   encoded rows, so the rows stay and each gradient maps them on the fly, block by block
   (:func:`mapped_gradient_sum`): about twice a step's arithmetic, no memory beyond a block.
-  The Gram matrix follows the same two states: ``gram_of_rows`` over the rows mapped in place,
-  else over each block's mapped rows (:func:`mapped_gram`).
+  The Gram matrix and the curvature terms follow the same two states: over the rows mapped in
+  place, else over each block's mapped rows (:func:`mapped_gram`).
 
 Blocks of :data:`MAP_BLOCK_BYTES` keep the temporaries (the block, its map and norms) a few
 MiB — well inside the steps' allowance.
@@ -50,6 +56,7 @@ import numpy as np
 
 from service.models.base import FloatArray, Loss, parameter_count
 from service.optimizers.kits.column_scales import deviation_sum
+from service.optimizers.kits.curvature_refresh import curvature_terms
 from service.optimizers.kits.curvature_step import gram_of_rows
 from service.optimizers.kits.dp_agd_row_map import RowMap, mapped_rows
 from service.optimizers.kits.full_gradient import (
@@ -67,6 +74,7 @@ __all__ = [
     "map_in_place",
     "mapped_gradient_sum",
     "mapped_gram",
+    "partition_curvature_terms",
     "partition_deviation_sum",
     "partition_gram",
     "same_mapping",
@@ -133,6 +141,30 @@ def partition_gram(X: FloatArray, mapping: RowMap, in_place: RowMap | None) -> F
     return mapped_gram(X, mapping)
 
 
+def partition_curvature_terms(
+    loss: Loss,
+    X: FloatArray,
+    labels: FloatArray,
+    mapping: RowMap,
+    in_place: RowMap | None,
+    w: FloatArray,
+    basis: FloatArray,
+) -> FloatArray:
+    """A partition's c_p = Σ_i m_i p_ik (1 − p_ik) (q_jᵀ φ_i)² (K × w; ``curvature_terms``, the
+    joint ``loss``'s class indices ``labels``) under ``mapping``, at the flat weights ``w`` and
+    the basis Q: over ``X`` when its rows were mapped in place by that mapping (``in_place``),
+    else over each block's mapped rows (``X`` unchanged). ``ValueError`` if they were mapped in
+    place by another mapping."""
+    if in_place is not None:
+        if not same_mapping(mapping, in_place):
+            raise ValueError("this partition's rows were mapped for another oracle")
+        return curvature_terms(loss, w, X, labels, basis)
+    total = curvature_terms(loss, w, X[:0], labels[:0], basis)  # zeros, the checked shape
+    for block in _blocks(X):
+        total += curvature_terms(loss, w, mapped_rows(X[block], mapping), labels[block], basis)
+    return total
+
+
 def same_mapping(a: RowMap, b: RowMap) -> bool:
     """Whether two public mappings are the same map (P and the column scales)."""
     same_scales = (a.scales is None and b.scales is None) or (
@@ -148,9 +180,10 @@ class PartitionOracle(SummedGradient):
     ``call(method, *args)`` calls ``method`` on every partition's actor and returns the answers
     in partition order (raising when a worker is lost); the actors answer ``row_sum()``,
     ``deviation_sum(centre, intercept)``, ``map_rows(mapping)``,
-    ``partial_gradient(w, label_row, mapping)`` and ``mapped_gram(mapping)``. Every instance
-    has :meth:`gram`, but only a mapped one answers it (the plain one raises, as the mapped
-    one's :meth:`row_sum` does: never a wrong sum)."""
+    ``partial_gradient(w, label_row, mapping)``, ``mapped_gram(mapping)`` and
+    ``mapped_curvature_terms(mapping, w, basis)``. Every instance has :meth:`gram` and
+    :meth:`curvature_terms`, but only a mapped one answers them (the plain one raises, as the
+    mapped one's :meth:`row_sum` does: never a wrong sum)."""
 
     def __init__(
         self,
@@ -200,6 +233,24 @@ class PartitionOracle(SummedGradient):
         flat = [part.reshape(-1) for part in parts]
         total = sum_in_order(flat, self._count, width * width, "Gram matrix")
         return total.reshape(width, width)
+
+    def curvature_terms(self, w: FloatArray, basis: FloatArray) -> np.ndarray:
+        """c = Σ_i m_i p_ik (1 − p_ik) (q_jᵀ φ_i)² over the mapped rows (K × w) at the flat joint
+        weights ``w`` and the basis Q: the partitions' c_p (:func:`partition_curvature_terms`,
+        on their workers) added in partition order. Never released: only the input of
+        ``release_curvature``. ``ValueError`` on the encoded rows or a one-vs-rest class."""
+        if self._mapping is None:
+            raise ValueError("the curvature terms are of the mapped rows")
+        if self._label_row is not None:
+            raise ValueError("the curvature terms are of the joint model's rows")
+        shape = (parameter_count(self._loss_of, 1), self._width)
+        answers = self._call("mapped_curvature_terms", self._mapping, w, basis)
+        parts = [np.asarray(c, dtype=np.float64) for c in answers]
+        if any(part.shape != shape for part in parts):
+            raise PartitionMissing("a partition's curvature terms have the wrong shape")
+        flat = [part.reshape(-1) for part in parts]
+        total = sum_in_order(flat, self._count, shape[0] * shape[1], "curvature terms")
+        return total.reshape(shape)
 
     def mapped(self, mapping: RowMap) -> GradientOracle:
         """The oracle over the mapped rows: mapped in place now for the job's one fit

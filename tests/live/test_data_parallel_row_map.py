@@ -6,7 +6,9 @@ one-vs-rest: mapped per gradient), the mean's share spent; no worker holds rows 
 The mapped oracle's Gram matrix (the curvature step's input), summed on the workers, equals
 ``gram_of_rows(mapped_rows(X, mapping))`` on the same rows; the plain oracle refuses it. The
 Gram-form case also spends the column scales (``column_scales``): the workers sum a(x) over
-their rows and the release still equals the single-process fit's."""
+their rows and the release still equals the single-process fit's. The joint model's curvature
+terms (the curvature refresh's input), summed on the workers, equal the kit's
+``curvature_terms`` on the same mapped rows; the plain oracle refuses them."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from service.data.sources import local_source
 from service.models.base import fit_labels
 from service.models.registry import parse_model_spec
 from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.curvature_refresh import CurvatureTermsOracle, curvature_terms
 from service.optimizers.kits.curvature_step import GramOracle, gram_of_rows
 from service.optimizers.kits.dp_agd_row_map import RowMap, mapped_rows, row_map
 from service.optimizers.kits.one_vs_rest import class_plan_of
@@ -175,4 +178,47 @@ def test_the_partitions_gram_matrix_equals_the_single_process_one(
     expected = gram_of_rows(mapped_rows(X, mapping))
     assert gram.shape == expected.shape == (X.shape[1], X.shape[1])
     np.testing.assert_allclose(gram, expected, rtol=1e-12)
+    assert all(held == 0 for held, _ in cluster.run(held_partitions).values())
+
+
+def _terms_of_partitions(
+    read: PartitionRead, mapping: RowMap, w: np.ndarray, basis: np.ndarray
+) -> tuple[np.ndarray, bool]:
+    """Inside a worker task: the joint model's curvature terms over the partitions' rows mapped
+    in place by ``mapping``; whether the plain oracle refused them."""
+    loss = _planned("joint_gram", read.n).loss
+
+    def fit(oracle_for: Any) -> Any:
+        oracle = oracle_for(None)
+        assert isinstance(oracle, CurvatureTermsOracle)
+        try:
+            oracle.curvature_terms(w, basis)
+            refused = False
+        except ValueError:
+            refused = True
+        mapped = oracle.mapped(mapping)
+        assert isinstance(mapped, CurvatureTermsOracle)
+        return mapped.curvature_terms(w, basis), refused
+
+    return fit_partitioned("row-map-terms", read, loss, fit, after_load=lambda: None, max_rounds=1)
+
+
+def test_the_partitions_curvature_terms_equal_the_single_process_ones(
+    cluster: Client, folder: tuple[Path, int]
+) -> None:
+    read = _read(folder, True)
+    loss = _planned("joint_gram", read.n).loss
+    source = local_source(folder[0] / "folder", "parquet")
+    X, Y = read_encoded(source, _encoder(), CATEGORICAL, None)
+    rng = np.random.default_rng(13)
+    mapping = row_map(X.mean(axis=0) + rng.normal(size=X.shape[1]) * 0.1, 0.01)
+    w = rng.normal(size=3 * X.shape[1])
+    basis = np.linalg.qr(rng.normal(size=(X.shape[1], X.shape[1])))[0]
+    task = cluster.submit(_terms_of_partitions, read, mapping, w, basis, pure=False)
+    terms, refused = task.result()
+    assert refused
+    rows = mapped_rows(X, mapping)
+    expected = curvature_terms(loss, w, rows, fit_labels(loss, Y), basis)
+    assert terms.shape == expected.shape == (3, X.shape[1])
+    np.testing.assert_allclose(terms, expected, rtol=1e-10)
     assert all(held == 0 for held, _ in cluster.run(held_partitions).values())

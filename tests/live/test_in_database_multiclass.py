@@ -1,8 +1,10 @@
 """Categorical labels inside PostgreSQL: the class index compiled to SQL equals the reader's on
 adversarial label cells; the multinomial and one-vs-rest gradient aggregates equal numpy's
 (clipped and not, with rows of no declared class, in several sessions, and where the worker's
-exponentials over- and underflow); a fixed-seed fit through the database equals the worker
-path's; and ``auto`` on a categorical in-database dataset runs end to end through the API."""
+exponentials over- and underflow); the curvature refresh's terms at extreme weights and bases
+sum without an underflow error, equal to numpy's; a fixed-seed fit through the database equals
+the worker path's; and ``auto`` on a categorical in-database dataset runs end to end through
+the API."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from service.data.sql_encoding import PARSE_FUNCTION_SQL, SESSION_SETTINGS
 from service.data.sql_source import open_sql_source
 from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss, class_indices
+from service.optimizers.kits.curvature_refresh import curvature_terms
+from service.optimizers.kits.dp_agd_row_map import RowMap, mapped_rows
 from service.optimizers.kits.full_gradient import LocalGradient
 from service.workers.in_database import InDatabaseGradient, encoded_rows, encoded_select
 from tests.support.fixtures import _fresh_postgres_database
@@ -244,6 +248,42 @@ def test_absurd_clips_do_not_fail_the_gradient(warehouse: str) -> None:
             np.testing.assert_allclose(
                 oracle.gradient(w), LocalGradient(loss, X, y).gradient(w), rtol=0, atol=1e-300
             )
+
+
+def test_curvature_terms_at_extreme_values_do_not_fail(warehouse: str) -> None:
+    """Mapped rows with entries of ~2⁻⁵¹, weights of ±3000 and of 5e-324, a basis with entries
+    of 5e-324 and a column of 2⁻⁴⁹⁰ (whose squared projections underflow): every product
+    PostgreSQL would raise on is flushed, and the terms equal the kit's numpy sums up to the
+    flushes (less than 2⁻²⁰⁰ a row)."""
+    values = [2.3e-16, -2.3e-16, 0.5, -0.25, 4.5e-16, 0.0]
+    rows = [(i, values[i % 6], f"k{i % 4}") for i in range(60)]
+    create_table(
+        warehouse, "tiny_curvature", rows, "id integer PRIMARY KEY, z double precision, lab text"
+    )
+    source = open_sql_source("sql://wh/tiny_curvature", warehouse_settings(warehouse))
+    encoder = Encoder([NumericFeature(name="z", min=-1, max=1)], fit_intercept=True)
+    label = LabelSpec(column="lab", type="categorical", classes=["k0", "k1", "k2"])
+    X, Y = read_encoded(source, encoder, label, None)
+    y = class_indices(Y)
+    mapping = RowMap(centre=np.zeros(2), intercept=float(X[0, -1]))
+    phi = mapped_rows(X, mapping)
+    assert 0 < np.abs(phi[phi != 0]).min() < 1e-15
+    basis = np.array([[2.0**-490, 5e-324], [0.0, 1.0]])
+    with np.errstate(under="ignore"):
+        assert np.any((phi @ basis[:, 0] != 0) & ((phi @ basis[:, 0]) ** 2 == 0))
+    loss = MultinomialLoss(l2=1e-3, classes=3, fit_intercept=True)
+    rng = np.random.default_rng(6)
+    with encoded_rows(source, encoder, label, None, n=60, fingerprint=source.fingerprint()) as conn:
+        on_mapped = InDatabaseGradient(conn, loss, 60, 2).mapped(mapping)
+        for scale in (3000.0, 3000.0, 50.0, 0.0):
+            w = rng.uniform(-scale, scale, size=6)
+            w[[1, 2]] = [5e-324, -1e-300]
+            terms = on_mapped.curvature_terms(w, basis)  # must not raise
+            with np.errstate(under="ignore"):
+                expected = curvature_terms(loss, w, phi, y, basis)
+            np.testing.assert_allclose(terms, expected, rtol=1e-9, atol=60 * 2.0**-200)
+            if scale == 0.0:  # p uniform: every class's term of the intercept axis is real
+                assert np.all(terms[:, 1] > 1.0)
 
 
 def test_more_sums_than_a_select_list_holds(warehouse: str) -> None:

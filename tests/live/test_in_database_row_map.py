@@ -13,7 +13,11 @@
   entries of 1e-30 … 5e-324, rows with entries of 2⁻⁵²) build the mapped table without an
   underflow error, with rows of norm ≤ 1 equal to numpy's up to the 2⁻⁸⁰ flush; their Gram
   matrix is summed without one either, and so are their deviation sums; scales at the ends of
-  their range (2⁻⁶ and 16) map without one too.
+  their range (2⁻⁶ and 16) map without one too;
+- the curvature refresh's terms the database sums over the mapped rows (a joint model, rows of
+  no declared class, weights up to ±3000, a random orthonormal basis) equal the kit's
+  ``curvature_terms``, in one session and in three; a fixed-seed ``fit_oracle`` of a default
+  joint plan with the refresh releases ``fit``'s model (and without the capability, another).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from service.models.multinomial import MultinomialLoss, class_indices
 from service.models.registry import parse_model_spec
 from service.optimizers.kits.base import PrivacyTarget
 from service.optimizers.kits.column_scales import ColumnScalable, column_scales, deviation_sum
+from service.optimizers.kits.curvature_refresh import CurvatureTermsOracle, curvature_terms
 from service.optimizers.kits.curvature_step import GramOracle, gram_of_rows
 from service.optimizers.kits.dp_agd_row_map import RowMap, RowMappable, mapped_rows, row_map
 from service.optimizers.kits.full_gradient import LocalGradient
@@ -372,3 +377,113 @@ def test_adversarial_mappings_build_without_an_underflow(warehouse: str) -> None
     # not vacuous: the second mapping's centred entries were below the flush in numpy
     cancelled = mapped_rows(X, mappings[1])
     assert np.any((np.abs(cancelled) < ENTRY_FLUSH) & (cancelled != 0.0))
+
+
+def _class_case(warehouse: str, table: str, n: int, seed: int) -> tuple[Any, ...]:
+    """A random three-class table (rows of no declared class among them): (source, encoder,
+    label, X, class indices)."""
+    _random_classes(warehouse, table, n, seed)
+    source = open_sql_source(f"sql://wh/{table}", warehouse_settings(warehouse))
+    encoder, label = _class_schema()
+    X, Y = read_encoded(source, encoder, label, None)
+    return source, encoder, label, X, class_indices(Y)
+
+
+@pytest.mark.parametrize("sessions", [1, 3])
+def test_curvature_terms_equal_the_kits(warehouse: str, sessions: int) -> None:
+    n = 3001
+    source, encoder, label, X, y = _class_case(warehouse, "map_curvature", n, 3)
+    assert (y < 0).any() and (y >= 0).any()  # rows of no declared class: m_i = 0
+    width, K = encoder.dimension, 3
+    rng = np.random.default_rng(4)
+    mapping = row_map(X.mean(axis=0) + rng.normal(size=width) * 0.01, 0.01)
+    loss = MultinomialLoss(l2=1e-3, classes=K, fit_intercept=True)
+    fingerprint = source.fingerprint()
+    with encoded_rows(
+        source, encoder, label, None, n=n, fingerprint=fingerprint, sessions=sessions, row_map=True
+    ) as conn:
+        oracle = InDatabaseGradient(conn, loss, n, width)
+        Q = np.linalg.qr(rng.normal(size=(width, width)))[0]
+        with pytest.raises(ValueError):  # the encoded rows' terms are never answered
+            oracle.curvature_terms(np.zeros(K * width), Q)
+        on_mapped = oracle.mapped(mapping)
+        assert isinstance(on_mapped, CurvatureTermsOracle) and on_mapped.sessions == sessions
+        table = _mapped_table(conn, width)
+        np.testing.assert_array_equal(table[:, width], y)
+        checked = 0
+        for scale in (0.0, 1.0, 3.0, 50.0, 50.0, 3000.0):
+            Q = np.linalg.qr(rng.normal(size=(width, width)))[0]
+            w = rng.uniform(-scale, scale, size=K * width)
+            terms = on_mapped.curvature_terms(w, Q)
+            assert terms.shape == (K, width) and terms.dtype == np.float64
+            # against the kit on the database's own mapped rows and on numpy's (a flushed e_k
+            # or square moves a row's term by less than 2⁻²⁰⁰)
+            for rows in (table[:, :width], mapped_rows(X, mapping)):
+                with np.errstate(under="ignore"):
+                    expected = curvature_terms(loss, w, rows, y, Q)
+                np.testing.assert_allclose(terms, expected, rtol=1e-9, atol=n * 2.0**-200)
+                checked += int(np.sum(expected > 1e-6))
+        assert checked > 0.5 * 2 * 6 * K * width  # mostly terms of a real size, not zeros
+
+
+class _WithoutTerms:
+    """The oracle (and its mapped oracle) without ``curvature_terms``: every other capability."""
+
+    def __init__(self, oracle: Any) -> None:
+        self._oracle = oracle
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "curvature_terms":
+            raise AttributeError(name)
+        value = getattr(self._oracle, name)
+        if name == "mapped":
+            return lambda mapping: _WithoutTerms(value(mapping))
+        return value
+
+
+def test_a_joint_fit_with_the_curvature_refresh_through_the_database_equals_fit(
+    warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A default joint plan with the refresh (many rows, narrow rows, ε = 1: the Gram form at
+    the curvature at 0): ``fit_oracle`` through the database, over two sessions, releases
+    ``fit``'s model; an oracle without ``curvature_terms`` skips the refresh and releases
+    another."""
+    n = 5000
+    source, encoder, label, X, y = _class_case(warehouse, "map_refresh", n, 6)
+    width = encoder.dimension
+    spec = {"type": "multinomial_logistic_regression", "l2": 1e-3, "fit_intercept": True}
+    planned = plan_job(
+        parse_model_spec(spec),
+        "dp_agd_averaged",
+        {},
+        n,
+        width - 1,
+        PrivacyTarget(1.0, 1e-6),
+        classes=3,
+    )
+    plan, loss = planned.plan, planned.loss
+    hyper = plan.hyperparameters
+    assert hyper["curvature_form"] == "gram" and hyper["curvature_refresh_share"] > 0.0
+    optimizer = get_optimizer("dp_agd_averaged")
+    calls: list[int] = []
+    summed = InDatabaseGradient.curvature_terms
+
+    def counted(self: InDatabaseGradient, w: np.ndarray, basis: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        return summed(self, w, basis)
+
+    with encoded_rows(
+        source, encoder, label, None, n=n, fingerprint=source.fingerprint(), sessions=2
+    ) as conn:
+        local, inside, _ = _fits(plan, loss, X, y, conn, n, width)
+        monkeypatch.setattr(InDatabaseGradient, "curvature_terms", counted)
+        again = optimizer.fit_oracle(
+            plan, loss, InDatabaseGradient(conn, loss, n, width), np.random.default_rng(9), _quiet
+        )
+        oracle = _WithoutTerms(InDatabaseGradient(conn, loss, n, width))
+        skipped = optimizer.fit_oracle(plan, loss, oracle, np.random.default_rng(9), _quiet)
+    assert calls == [1]  # the refresh summed c once, after step t_r
+    assert np.all(np.isfinite(local)) and np.abs(local).max() > 1e-2
+    np.testing.assert_allclose(inside, local, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(again, local, rtol=1e-9, atol=1e-11)
+    assert not np.allclose(skipped, local, rtol=1e-3)  # the refresh moved the released model

@@ -231,7 +231,7 @@ def test_the_share_is_spent_where_the_gram_form_runs_or_the_analyst_asks() -> No
 
 
 def test_the_plans_event_composes_the_four_releases_to_the_target() -> None:
-    _, plan = _joint_plan(20_000)
+    _, plan = _joint_plan(20_000, curvature_refresh_share=0.0)  # the refresh: its own test
     hyper = plan.hyperparameters  # type: ignore[attr-defined]
     n = 20_000
     z_s = hyper["column_scale_noise_std"] / (math.sqrt(2.0) / n)

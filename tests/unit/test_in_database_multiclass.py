@@ -1,6 +1,8 @@
 """The pure-Python parts of categorical labels in the database: which jobs pricing admits there,
-the class lookup the SQL label compiles from (the reader's), and the shape of the multinomial
-gradient query (K·w sums, k-major, over K·w bound parameters)."""
+the class lookup the SQL label compiles from (the reader's), the shape of the multinomial
+gradient query (K·w sums, k-major, over K·w bound parameters) and of the curvature refresh's
+query (K·w sums over K·w + w² bound parameters, flushed), which only a joint model's mapped
+oracle answers."""
 
 from __future__ import annotations
 
@@ -14,9 +16,16 @@ from service.data.encoding import encode_one_vs_rest
 from service.data.spec import LabelSpec
 from service.data.sql_encoding import InDatabaseUnsupported, class_lookup
 from service.domain.execution import check_in_database
+from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss, class_indices
+from service.optimizers.kits.curvature_refresh import CurvatureTermsOracle
 from service.optimizers.kits.registry import get_optimizer
 from service.workers.in_database import InDatabaseGradient
+from service.workers.in_database_curvature import (
+    PARAMETER_FLUSH,
+    curvature_params,
+    curvature_query,
+)
 from service.workers.in_database_multinomial import multinomial_gradient_query
 
 
@@ -92,6 +101,47 @@ def test_the_multinomial_query_has_k_times_w_sums_over_k_times_w_parameters(
     # each level fenced: the scores are computed once per row, not once per reference
     assert text.count("OFFSET") >= 5
     assert text.count("exp(") == K + (1 if clip else 0)
+
+
+def test_the_curvature_query_has_k_times_w_sums_over_w_and_the_basis() -> None:
+    K, width = 4, 3
+    query = curvature_query("dpfit_mapped", K, width)
+    text = _sql(query)
+    assert len(query.selected_columns) == 1  # one array, k-major
+    assert text.count("sum(") == K * width
+    names = {p for p in query.compile().params if p[0] in "wq" and p[1:].isdigit()}
+    assert names == {f"w{i}" for i in range(K * width)} | {f"q{i}" for i in range(width**2)}
+    assert text.count("exp(") == K and text.count("OFFSET") >= 5  # each level once per row
+    assert "dpfit_mapped.y >=" in text  # m_i = [y_i ≥ 0]: a row of no declared class adds 0
+
+
+def test_the_curvature_parameters_are_flushed_and_checked() -> None:
+    K, width = 3, 2
+    w = np.array([1.0, 5e-324, -(2.0**-501), 2.0**-499, -50.0, 0.0])
+    basis = np.array([[1e-300, 1.0], [1.0, -(2.0**-500)]])
+    params = curvature_params(w, basis, K, width)
+    assert [params[f"w{i}"] for i in range(6)] == [1.0, 0.0, 0.0, 2.0**-499, -50.0, 0.0]
+    assert [params[f"q{i}"] for i in range(4)] == [0.0, 1.0, 1.0, -PARAMETER_FLUSH]
+    with pytest.raises(ValueError):
+        curvature_params(w[:5], basis, K, width)
+    with pytest.raises(ValueError):
+        curvature_params(w, np.eye(3), K, width)
+    with pytest.raises(ValueError):
+        curvature_params(np.where(w == 1.0, np.nan, w), basis, K, width)
+
+
+def test_only_a_joint_models_mapped_oracle_sums_the_curvature_terms() -> None:
+    class _Conn:
+        info: dict[str, object] = {}
+
+    joint = MultinomialLoss(classes=3)
+    encoded = InDatabaseGradient(_Conn(), joint, 10, 4)  # type: ignore[arg-type]
+    assert isinstance(encoded, CurvatureTermsOracle)
+    with pytest.raises(ValueError):  # the encoded rows (not mapped): before any query
+        encoded.curvature_terms(np.zeros(12), np.eye(4))
+    logistic = InDatabaseGradient(_Conn(), LogisticLoss(), 10, 4, table="dpfit_mapped")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        logistic.curvature_terms(np.zeros(4), np.eye(4))
 
 
 def test_the_oracle_refuses_a_class_for_the_joint_model_and_other_losses() -> None:

@@ -9,7 +9,13 @@ and the actors' calls made in process:
   mapping is never applied twice;
 - the on-the-fly gradient equals the gradient on ``mapped_rows`` across several blocks;
 - the mapped oracle's Gram matrix (in place and on the fly, across blocks) equals
-  ``gram_of_rows(mapped_rows(X))``; the plain oracle and a mismatched mapping raise.
+  ``gram_of_rows(mapped_rows(X))``; the plain oracle and a mismatched mapping raise;
+- a default joint Gram-form plan with the curvature refresh (many narrow rows at ε = 1): the
+  partitioned fit asks the partitions for c once, their sum equals the kit's
+  ``curvature_terms`` on all the mapped rows, and the release equals ``fit``'s;
+- the mapped oracle's curvature terms (in place and on the fly, across blocks, with rows of no
+  declared class) equal the kit's on ``mapped_rows(X)``; the plain oracle, a one-vs-rest class,
+  a mismatched mapping and a part of the wrong shape raise.
 """
 
 from __future__ import annotations
@@ -26,9 +32,10 @@ from service.models.multinomial import MultinomialLoss
 from service.models.registry import parse_model_spec
 from service.optimizers.dp_agd_averaged import DPAGDAveraged
 from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.curvature_refresh import CurvatureTermsOracle, curvature_terms
 from service.optimizers.kits.curvature_step import GramOracle, gram_of_rows
 from service.optimizers.kits.dp_agd_row_map import RowMappable, mapped_rows, row_map
-from service.optimizers.kits.full_gradient import LocalGradient
+from service.optimizers.kits.full_gradient import LocalGradient, PartitionMissing
 from service.optimizers.kits.one_vs_rest import class_plan_of
 from service.optimizers.kits.planning import plan_job
 from service.workers import data_parallel, partition_row_map
@@ -40,10 +47,10 @@ BOUNDS = (0, 310, 620, N)
 TARGET = PrivacyTarget(1.0, 1e-6)
 
 
-def _rows(rng: np.random.Generator) -> np.ndarray:
-    X = rng.normal(size=(N, WIDTH - 1)) * 0.2 + 0.5
+def _rows(rng: np.random.Generator, n: int = N) -> np.ndarray:
+    X = rng.normal(size=(n, WIDTH - 1)) * 0.2 + 0.5
     X *= math.sqrt(1.0 - 1.0 / WIDTH) / np.linalg.norm(X, axis=1, keepdims=True).max()
-    return np.column_stack([X, np.full(N, 1.0 / math.sqrt(WIDTH))])
+    return np.column_stack([X, np.full(n, 1.0 / math.sqrt(WIDTH))])
 
 
 @pytest.fixture
@@ -54,12 +61,19 @@ def holders() -> Iterator[list[PartitionHolder]]:
         holder.release()
 
 
-def _held(holders: list[PartitionHolder], loss: Any, X: np.ndarray, Y: np.ndarray) -> Any:
-    """Three partitions of (X, Y) held in this process's store, and the actors' ``call``."""
+def _held(
+    holders: list[PartitionHolder],
+    loss: Any,
+    X: np.ndarray,
+    Y: np.ndarray,
+    bounds: tuple[int, ...] = BOUNDS,
+) -> Any:
+    """The partitions of (X, Y) cut at ``bounds`` held in this process's store, and the actors'
+    ``call``."""
     for holder in holders:
         holder.release()
     holders.clear()
-    for p, (a, b) in enumerate(zip(BOUNDS, BOUNDS[1:], strict=False)):
+    for p, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
         holder = object.__new__(PartitionHolder)
         holder._key, holder._loss, holder._rows, holder._mapped = f"t-p{p}", loss, b - a, None
         with data_parallel._STORE_LOCK:
@@ -185,3 +199,81 @@ def test_the_mapped_gram_matrix_equals_the_single_process_one(
         assert all((h._mapped is None) == (label_row is not None) for h in holders)
     with pytest.raises(ValueError):  # rows mapped in place by another mapping
         PartitionOracle(loss, N, WIDTH, 3, call, None, other).gram()
+
+
+def _joint_labels(rng: np.random.Generator, X: np.ndarray) -> np.ndarray:
+    """Class indices of X's rows, about 5 % with no declared class (−1: m_i = 0)."""
+    y = np.argmax(X[:, :K] + 0.05 * rng.normal(size=(X.shape[0], K)), axis=1).astype(float)
+    return np.where(rng.random(X.shape[0]) < 0.05, -1.0, y)
+
+
+def test_a_partitioned_refresh_sums_the_curvature_terms_and_equals_fit(
+    holders: list[PartitionHolder],
+) -> None:
+    n = 20_000
+    rng = np.random.default_rng(8)
+    X = _rows(rng, n)
+    y = _joint_labels(rng, X)
+    loss = MultinomialLoss(l2=1e-3, classes=K, fit_intercept=True)
+    optimizer = DPAGDAveraged()
+    plan = optimizer.plan(optimizer.Params(), loss, n, K * WIDTH, TARGET)
+    hyper = plan.hyperparameters
+    assert hyper["curvature_form"] == "gram" and hyper["curvature_refresh_share"] > 0.0
+    local = optimizer.fit(plan, loss, X, y, np.random.default_rng(4), _quiet)
+    held = _held(holders, loss, X, y, (0, 6_000, 13_001, n))
+    asked: list[tuple[Any, ...]] = []
+
+    def call(method: str, *args: Any) -> list[Any]:
+        answers = held(method, *args)
+        if method == "mapped_curvature_terms":
+            asked.append((*args, answers))
+        return answers
+
+    oracle = PartitionOracle(loss, n, WIDTH, 3, call, None)
+    split = optimizer.fit_oracle(plan, loss, oracle, np.random.default_rng(4), _quiet)
+    assert len(asked) == 1  # the refresh ran, once, on the partitions
+    mapping, w, basis, answers = asked[0]
+    assert all(holder._mapped is mapping for holder in holders)  # c over the rows mapped in place
+    summed = answers[0] + answers[1] + answers[2]
+    expected = curvature_terms(loss, w, mapped_rows(X, mapping), y, basis)
+    assert summed.shape == (K, WIDTH) and np.all(expected > 0.0)
+    np.testing.assert_allclose(summed, expected, rtol=1e-10)
+    np.testing.assert_allclose(split, local, rtol=1e-9, atol=1e-12)
+
+
+def test_the_mapped_curvature_terms_equal_the_single_process_ones(
+    holders: list[PartitionHolder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(partition_row_map, "MAP_BLOCK_BYTES", 8 * WIDTH * 37)  # 37 rows a block
+    rng = np.random.default_rng(9)
+    X = _rows(rng)
+    y = _joint_labels(rng, X)
+    loss = MultinomialLoss(l2=1e-3, classes=K, fit_intercept=True)
+    mapping = row_map(X.mean(axis=0) + rng.normal(size=WIDTH) * 0.05, 0.01)
+    other = row_map(X.mean(axis=0), 0.0)
+    w = rng.normal(size=K * WIDTH)
+    basis = np.linalg.qr(rng.normal(size=(WIDTH, WIDTH)))[0]
+    expected = curvature_terms(loss, w, mapped_rows(X, mapping), y, basis)
+    call = _held(holders, loss, X, y)
+    plain = PartitionOracle(loss, N, WIDTH, 3, call, None)
+    assert isinstance(plain, CurvatureTermsOracle)
+    with pytest.raises(ValueError):  # the encoded rows' terms are never answered
+        plain.curvature_terms(w, basis)
+    with pytest.raises(ValueError):  # nor a one-vs-rest class's
+        PartitionOracle(loss, N, WIDTH, 3, call, 0, mapping).curvature_terms(w, basis)
+    # on the fly (the rows not mapped in place), then in place
+    fly = PartitionOracle(loss, N, WIDTH, 3, call, None, mapping).curvature_terms(w, basis)
+    assert all(holder._mapped is None for holder in holders)
+    np.testing.assert_allclose(fly, expected, rtol=1e-10)
+    terms = plain.mapped(mapping).curvature_terms(w, basis)
+    assert all(holder._mapped is not None for holder in holders)
+    assert terms.shape == (K, WIDTH)
+    np.testing.assert_allclose(terms, expected, rtol=1e-10)
+    with pytest.raises(ValueError):  # rows mapped in place by another mapping
+        PartitionOracle(loss, N, WIDTH, 3, call, None, other).curvature_terms(w, basis)
+
+    def wrong_shape(method: str, *args: Any) -> list[Any]:
+        return [np.zeros((K, WIDTH)), np.zeros((K, WIDTH)), np.zeros((WIDTH, K))]
+
+    with pytest.raises(PartitionMissing):
+        PartitionOracle(loss, N, WIDTH, 3, wrong_shape, None, mapping).curvature_terms(w, basis)

@@ -27,6 +27,7 @@ from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss
 from service.optimizers.dp_agd_averaged import DPAGDAveraged, DPAGDAveragedParams
 from service.optimizers.kits.base import PrivacyTarget, ReleasePlan
+from service.optimizers.kits.curvature_refresh import curvature_terms
 from service.optimizers.kits.curvature_step import GramOracle, gram_of_rows
 from service.optimizers.kits.dp_agd_row_map import RowMap, RowMappable, mapped_rows
 from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient, SummedGradient
@@ -47,8 +48,9 @@ class MappableSplit:
         y: np.ndarray,
         bounds: tuple[int, ...],
         gram: bool = True,
+        terms: bool = True,
     ) -> None:
-        self._loss, self._X, self._y, self._gram = loss, X, y, gram
+        self._loss, self._X, self._y, self._gram, self._terms = loss, X, y, gram, terms
         self._parts = list(zip((0, *bounds), (*bounds, X.shape[0]), strict=True))
         self.summed = 0
         self.mappings: list[RowMap] = []
@@ -87,11 +89,20 @@ class MappableSplit:
             return summed
         parts = self._parts
 
+        loss, labels = self._loss, self._y
+
         class WithGram(SummedGradient):
             def gram(self) -> np.ndarray:
                 return sum((gram_of_rows(rows[a:b]) for a, b in parts), np.zeros((WIDTH, WIDTH)))
 
-        summed.__class__ = WithGram
+            def curvature_terms(self, w: FloatArray, basis: FloatArray) -> np.ndarray:
+                terms = [curvature_terms(loss, w, rows[a:b], labels[a:b], basis) for a, b in parts]
+                return sum(terms[1:], terms[0])
+
+        class GramOnly(SummedGradient):
+            gram = WithGram.gram
+
+        summed.__class__ = WithGram if self._terms else GramOnly
         return summed
 
 

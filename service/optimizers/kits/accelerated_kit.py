@@ -25,6 +25,7 @@ from service.optimizers.kits.base import (
     ReleasePlan,
 )
 from service.optimizers.kits.config import GradientStepsConfig
+from service.optimizers.kits.curvature_refresh import per_class_step
 from service.optimizers.kits.full_gradient import GradientOracle, LocalGradient
 from service.optimizers.kits.gradient_kit import (
     QueryRecord,
@@ -42,6 +43,7 @@ from service.privacy.secure_release import reserve_gaussian, secure_gaussian
 __all__ = [
     "ACCELERATED_ASSUMPTIONS",
     "STEP_CAP",
+    "Refresh",
     "STEP_FACTOR",
     "AveragedStepsParams",
     "plan_averaged",
@@ -51,6 +53,9 @@ __all__ = [
     "oracle_accelerated_descent",
     "plan_accelerated",
 ]
+
+#: (t_r, f): after step t_r the preconditioner becomes f(w_{t_r}) (``curvature_refresh``).
+Refresh = tuple[int, Callable[[FloatArray], FloatArray]]
 
 #: What both accelerated optimizers assume (their catalog entries).
 ACCELERATED_ASSUMPTIONS = (
@@ -123,6 +128,7 @@ def oracle_accelerated_descent(
     on_iterate: Callable[[int, FloatArray], None] | None = None,
     radius: float | None = None,
     preconditioner: FloatArray | None = None,
+    refresh: Refresh | None = None,
 ) -> FloatArray:
     """:func:`noisy_accelerated_descent` with ∇F from ``oracle`` (local rows or partitions):
     the same steps and the same noise draws from ``rng``. ``on_iterate(t, w_t)`` sees every
@@ -130,7 +136,9 @@ def oracle_accelerated_descent(
     ``radius``: every iterate w_t projected onto the public ball ‖w‖ ≤ radius (the curvature
     step's safeguard, ``curvature_step``'s step 3); None: no projection. ``preconditioner``:
     a symmetric w × w matrix M (``gram_step``'s P⁻¹); the step then moves by η g̃ M, g̃ taken
-    as d/w rows of w (post-processing of g̃; l1 = 0 only: the l1 prox is the plain metric's)."""
+    as d/w rows of w (post-processing of g̃; l1 = 0 only: the l1 prox is the plain metric's).
+    ``refresh`` (t_r, f): after step t_r, the preconditioner becomes f(w_{t_r}) — K × w × w, one
+    per class row (``curvature_refresh``: its release draws from ``rng`` there)."""
     d = oracle.dimension
     if preconditioner is not None:
         width = int(preconditioner.shape[0])
@@ -148,11 +156,13 @@ def oracle_accelerated_descent(
         if trace is not None:
             trace.append(QueryRecord("full_gradient", v.copy(), released - g))
         if preconditioner is not None:
-            released = (released.reshape(-1, width) @ preconditioner).reshape(-1)
+            released = per_class_step(released, preconditioner)
         w = proximal_step(loss, v - step_size * released, step_size)
         project_to_ball(w, radius)  # in place; None: no projection
         if on_iterate is not None:
             on_iterate(t, w)
+        if refresh is not None and t == refresh[0] and preconditioner is not None:
+            preconditioner = refresh[1](w)
         s_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * s * s))
         v = w + ((s - 1.0) / s_next) * (w - w_prev)
         w_prev, s = w, s_next
@@ -175,10 +185,11 @@ def averaged_accelerated_descent(
     iterates: list[FloatArray] | None = None,
     radius: float | None = None,
     preconditioner: FloatArray | None = None,
+    refresh: Refresh | None = None,
 ) -> FloatArray:
     """DP-AGD's loop (same draws from ``rng``, same query points), returning the mean of
     w_{⌊T/2⌋+1} … w_T. ``trace``/``iterates``: tests only (each step's query, each w_t);
-    ``radius`` and ``preconditioner`` as :func:`oracle_accelerated_descent`'s."""
+    ``radius``, ``preconditioner`` and ``refresh`` as :func:`oracle_accelerated_descent`'s."""
     total: FloatArray = np.zeros(oracle.dimension, dtype=np.float64)
     start = iterations // 2
 
@@ -201,6 +212,7 @@ def averaged_accelerated_descent(
         on_iterate=keep,
         radius=radius,
         preconditioner=preconditioner,
+        refresh=refresh,
     )
     out: FloatArray = total / (iterations - start)
     return out

@@ -184,13 +184,17 @@ def release_top_eigenvalue(gram: FloatArray, noise_std: float, rng: SecureRandom
 @dataclass(frozen=True)
 class CurvatureSteps:
     """Step 2's outcome: the step η, the number of steps T', the steps' noise std and λ⁺; and,
-    for the Gram form (``gram_step``), the preconditioner P⁻¹ (w × w; None: the plain step)."""
+    for the Gram form (``gram_step``), the preconditioner P⁻¹ (w × w; None: the plain step), its
+    eigenvectors Q (``basis``, w × w) and the curvature h λ⁺_j along each (``curvature``, w):
+    what a curvature refresh (``curvature_refresh``) starts from."""
 
     step_size: float
     iterations: int
     noise_std: float
     upper: float
     preconditioner: FloatArray | None = None
+    basis: FloatArray | None = None
+    curvature: FloatArray | None = None
 
 
 def curvature_steps(

@@ -138,6 +138,11 @@ class RowMapConfig(GradientStepsConfig):
     #: The column scales' share of μ² and the std of their release (``column_scales``; 0: none).
     column_scale_share: float = 0.0
     column_scale_noise_std: float = 0.0
+    #: The curvature refresh's share, its release's noise std and t_r (``curvature_refresh``;
+    #: share 0: none).
+    curvature_refresh_share: float = 0.0
+    curvature_refresh_noise_std: float = 0.0
+    curvature_refresh_step: int = 0
     objective_gap: float = 1.0
 
 
@@ -192,6 +197,7 @@ class RowMapMultipliers(NamedTuple):
     curvature: float
     scales: float
     event: dp_event.DpEvent
+    refresh: float = math.inf
 
 
 def mean_then_steps(
@@ -200,30 +206,40 @@ def mean_then_steps(
     target: PrivacyTarget,
     curvature_share: float = 0.0,
     scale_share: float = 0.0,
+    refresh_share: float = 0.0,
 ) -> RowMapMultipliers:
-    """The steps', the mean's, the curvature release's and the column scales' noise multipliers
-    with 1/z₀² + 1/z_s² + 1/z_c² + T/z² = μ(ε, δ)² (docstring (c); z_c = inf and no curvature
-    release when ``curvature_share`` is 0, ``curvature_step``'s (b) otherwise; z_s likewise with
-    ``scale_share``, ``column_scales``' (c)), rounded up until the composed event's exact δ(ε)
-    never exceeds δ in floating point. The event lists the releases in the order a fit draws
-    them: the mean, the scales, the curvature, the steps."""
+    """The steps', the mean's, the curvature release's, the column scales' and the curvature
+    refresh's noise multipliers with 1/z₀² + 1/z_s² + 1/z_c² + 1/z_r² + T/z² = μ(ε, δ)² (docstring
+    (c); z_c = inf and no curvature release when ``curvature_share`` is 0, ``curvature_step``'s
+    (b) otherwise; z_s likewise with ``scale_share``, ``column_scales``' (c); z_r with
+    ``refresh_share``, ``curvature_refresh``'s (b)), rounded up until the composed event's exact
+    δ(ε) never exceeds δ in floating point. The event lists the releases in the order a fit
+    draws them — the mean, the scales, the curvature, the steps — except the refresh, listed
+    after the curvature though drawn after step t_r (composition does not depend on order)."""
     if not 0.0 < share < 1.0:
         raise ValueError("the mean's share must lie in (0, 1)")
-    if not (curvature_share >= 0.0 and scale_share >= 0.0):
+    if not (curvature_share >= 0.0 and scale_share >= 0.0 and refresh_share >= 0.0):
         raise ValueError("a share must not be negative")
-    if not share + curvature_share + scale_share < 1.0:
+    spent = share + curvature_share + scale_share + refresh_share
+    if not spent < 1.0:
         raise ValueError("the shares must leave the steps a share of μ²")
     mu = gdp_mu(target.epsilon, target.delta)
 
     def multiplier(part: float) -> float:
         return 1.0 / (mu * math.sqrt(part)) if part > 0.0 else math.inf
 
-    z_steps = math.sqrt(iterations / (1.0 - share - curvature_share - scale_share)) / mu
-    zs = [z_steps, multiplier(share), multiplier(curvature_share), multiplier(scale_share)]
+    z_steps = math.sqrt(iterations / (1.0 - spent)) / mu
+    zs = [
+        z_steps,
+        multiplier(share),
+        multiplier(curvature_share),
+        multiplier(scale_share),
+        multiplier(refresh_share),
+    ]
 
-    def event_of(z: float, z0: float, zc: float, z_scale: float) -> dp_event.DpEvent:
+    def event_of(z: float, z0: float, zc: float, z_scale: float, zr: float) -> dp_event.DpEvent:
         parts: list[dp_event.DpEvent] = [dp_event.GaussianDpEvent(z0)]
-        parts += [dp_event.GaussianDpEvent(m) for m in (z_scale, zc) if math.isfinite(m)]
+        parts += [dp_event.GaussianDpEvent(m) for m in (z_scale, zc, zr) if math.isfinite(m)]
         parts.append(dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(z), iterations))
         return dp_event.ComposedDpEvent(parts)
 
@@ -231,7 +247,7 @@ def mean_then_steps(
     while gdp_delta(target.epsilon, event_mu(event) or math.inf) > target.delta:
         zs = [z * (1.0 + 1e-12) for z in zs]
         event = event_of(*zs)
-    return RowMapMultipliers(zs[0], zs[1], zs[2], zs[3], event)
+    return RowMapMultipliers(zs[0], zs[1], zs[2], zs[3], event, zs[4])
 
 
 def release_mean(X: np.ndarray, noise_std: float, rng: SecureRandom) -> np.ndarray:

@@ -211,7 +211,8 @@ def gram_steps(
     curvature_noise_std: float,
 ) -> CurvatureSteps:
     """Step 2 of the module docstring, from G̃ (``released``) and public facts only: the
-    preconditioner P⁻¹ (w × w), step 1, T_g = min(T, GRAM_STEPS) and the steps' noise std."""
+    preconditioner P⁻¹ (w × w), step 1, T_g = min(T, GRAM_STEPS) and the steps' noise std; with
+    P's eigenvectors Q and curvatures h λ⁺_j (a curvature refresh's start)."""
     G = checked_gram(released)
     width = int(G.shape[0])
     if n < 1 or iterations < 1:
@@ -231,4 +232,6 @@ def gram_steps(
         noise_std=step_noise_std * math.sqrt(steps / iterations),
         upper=float(upper[-1]),
         preconditioner=0.5 * (inverse + inverse.T),
+        basis=vectors,
+        curvature=scale * upper,
     )

