@@ -42,6 +42,7 @@ from service.optimizers.kits.curvature_refresh import (
     release_curvature,
 )
 from service.optimizers.kits.full_gradient import LocalGradient
+from service.optimizers.kits.gram_step import scales_at_zero
 from service.privacy.gdp import event_mu, gdp_mu
 from service.privacy.secure_random import SecureRandom
 from tests.support.nonconvex_loss import epsilon_lower_bound
@@ -263,14 +264,15 @@ def test_the_default_spends_the_share_only_where_the_gram_form_scales_at_zero() 
     assert "curvature_refresh_share" not in eigen.hyperparameters  # type: ignore[attr-defined]
     _, off = _joint_plan(20_000, curvature_refresh_share=0.0)
     assert "curvature_refresh_share" not in off.hyperparameters  # type: ignore[attr-defined]
-    # Gram form, but its noise edge above a third of the rows' average eigenvalue: no share
-    _, edge = _joint_plan(20_000, width=32)
-    hyper = edge.hyperparameters  # type: ignore[attr-defined]
-    if hyper.get("curvature_form") == "gram":
+    # the Gram form, but its noise edge above a third of the rows' average eigenvalue: no share
+    for n, width in ((20_000, 32), (8_000, 20)):
+        _, edge = _joint_plan(n, width=width)
+        hyper = edge.hyperparameters  # type: ignore[attr-defined]
+        assert hyper["curvature_form"] == "gram"
+        assert not scales_at_zero(n, width, hyper["curvature_noise_std"])
         assert "curvature_refresh_share" not in hyper
     _, asked = _joint_plan(20_000, width=32, curvature_refresh_share=0.1)
-    if asked.hyperparameters.get("curvature_form") == "gram":  # type: ignore[attr-defined]
-        assert asked.hyperparameters["curvature_refresh_share"] == 0.1  # type: ignore[attr-defined]
+    assert asked.hyperparameters["curvature_refresh_share"] == 0.1  # type: ignore[attr-defined]
 
 
 def test_the_share_is_refused_where_the_refresh_cannot_run() -> None:
