@@ -12,9 +12,10 @@ at the flat joint weights bound as ``w0 … w_{K·w−1}`` (W = w.reshape(K, w),
 the basis bound as ``q0 … q_{w²−1}`` (``q{l·w + j}`` = Q_lj, column j = q_j), returned as one
 array, k-major (an element is NULL over no rows). The oracle adds the sessions' arrays in
 session order. c is never released: it is only the input of ``release_curvature`` (c plus
-noise, in the worker). The softmax is written with the operations of the kit's
-:func:`~service.optimizers.kits.curvature_refresh.curvature_terms` in its order: s_k = Σ_l φ_l
-W_kl; top = max_k s_k; e_k = exp(s_k − top); p_k = e_k / Σ_k e_k; weight_k = p_k·(1 − p_k)·m;
+noise, in the worker). Per row: s_k = Σ_l φ_l W_kl; top = max_k s_k; e_k = exp(s_k − top);
+p_k = e_k / Σ_k e_k (the model's softmax, which the kit's
+:func:`~service.optimizers.kits.curvature_refresh.curvature_terms` takes from
+``MultinomialLoss.predict_proba``: the same value to rounding); weight_k = p_k·(1 − p_k)·m;
 c_kj += weight_k·(r_j·r_j). Every row runs the same operations (a row of no class too, times
 m = 0), as the kit's (c) has it. PostgreSQL only, as the whole in-database path
 (``encoded_rows`` refuses other dialects; the sums travel as one ``ARRAY``); the Gram form's

@@ -43,9 +43,9 @@ from service.privacy.secure_release import reserve_gaussian, secure_gaussian
 __all__ = [
     "ACCELERATED_ASSUMPTIONS",
     "STEP_CAP",
-    "Refresh",
     "STEP_FACTOR",
     "AveragedStepsParams",
+    "Refresh",
     "plan_averaged",
     "accelerated_iterations",
     "averaged_accelerated_descent",

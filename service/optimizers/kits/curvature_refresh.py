@@ -131,7 +131,6 @@ def curvature_terms(
     X = np.asarray(rows, dtype=np.float64)
     n, width = X.shape
     classes = int(getattr(loss, "classes", 0))
-    W = np.asarray(w, dtype=np.float64).reshape(classes, width)
     Q = np.asarray(basis, dtype=np.float64)
     if classes < 2 or Q.shape != (width, width):
         raise ValueError("the curvature terms need a joint model and a w × w basis")
@@ -140,11 +139,8 @@ def curvature_terms(
     total: FloatArray = np.zeros((classes, width), dtype=np.float64)
     for start in range(0, n, step):
         block = X[start : start + step]
-        scores = block @ W.T
-        scores -= scores.max(axis=1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=1, keepdims=True)
-        weight = scores * (1.0 - scores) * known[start : start + step, None]
+        p = loss.predict_proba(w, block)  # the model's softmax(W φ), (rows, K)
+        weight = p * (1.0 - p) * known[start : start + step, None]
         projected = block @ Q
         total += weight.T @ (projected * projected)
     return total
