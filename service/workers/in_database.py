@@ -81,7 +81,7 @@ from service.models.base import FloatArray, Loss, parameter_count
 from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss
 from service.optimizers.kits.dp_agd_row_map import RowMap
-from service.workers.in_database_curvature import curvature_params, curvature_query
+from service.workers import in_database_curvature as curvature
 from service.workers.in_database_logistic import logistic_gradient_query
 from service.workers.in_database_multinomial import multinomial_gradient_query
 from service.workers.in_database_row_map import (
@@ -139,12 +139,14 @@ _SNAPSHOT_ID = re.compile(r"^[0-9A-Fa-f-]{1,64}$")
 _T = TypeVar("_T")
 
 
-def statement_timeout_ms(n: int, dimension: int) -> int:
+def statement_timeout_ms(n: int, width: int, classes: int = 0) -> int:
     """A statement's time limit from public sizes: 60 s plus 2 µs per encoded cell (a scan of
     the encoded rows runs at ≈ 0.05–0.2 µs per cell here), so a healthy query never meets it and
-    a stalled one cannot hold the session for ever. For a categorical label ``dimension`` is
-    K·d (the joint gradient's ≈ 0.04 µs per row and parameter, measured at K·d = 55)."""
-    return int(60_000 + 0.002 * n * max(1, dimension))
+    a stalled one cannot hold the session for ever. For K ``classes``, 2 µs per cell and class
+    (the joint gradient's ≈ 0.04 µs per row and parameter, measured at K·d = 55), or the
+    curvature refresh's limit if larger (:func:`curvature_timeout_ms`: K·d(d+1)/2 sums)."""
+    gradient = int(60_000 + 0.002 * n * max(1, width * max(1, classes)))
+    return max(gradient, curvature.curvature_timeout_ms(n, classes, width))
 
 
 def planned_sessions(n: int, parallel_workers: int) -> int:
@@ -234,8 +236,7 @@ def encoded_rows(
     try:
         _, names = encoded_select(source, encoder, label, label_bound)
         width = len(names) + 1 + (1 if positions else 0)
-        # a categorical label's joint gradient sums K·d products a row: its time limit too
-        timeout = statement_timeout_ms(n, len(names) * max(1, len(label.classes or ())))
+        timeout = statement_timeout_ms(n, len(names), len(label.classes or ()))
         if positions:
             count = 1
         elif sessions is not None:
@@ -551,25 +552,24 @@ class InDatabaseGradient:
         return _in_order(self._on_sessions(shard_gram))
 
     def curvature_terms(self, w: FloatArray, basis: FloatArray) -> np.ndarray:
-        """The curvature refresh's c (K × w) over the mapped rows at the joint weights ``w``
-        and the basis Q, the sessions' sums added in session order
-        (:mod:`service.workers.in_database_curvature`; ``CurvatureTermsOracle``): never
-        released, only the input of ``release_curvature``. ``ValueError`` on the encoded rows
-        (not a mapped oracle) and for a model other than the joint multinomial one."""
+        """The curvature refresh's B (K × w × w) over the mapped rows at the joint weights ``w``
+        and the basis Q, the sessions' sums added in session order (never released; its
+        module: :mod:`service.workers.in_database_curvature`). ``ValueError`` on the encoded
+        rows or a model other than the joint multinomial one."""
         if self._table != MAPPED_TABLE or not isinstance(self._loss, MultinomialLoss):
             raise ValueError("the curvature terms are of a joint model's mapped rows")
         K, width = self._loss.classes, self._width
-        params = curvature_params(w, basis, K, width)
-        compiled = curvature_query(self._table, K, width).compile(dialect=self._conn.dialect)
-        query, params = str(compiled), {**compiled.params, **params}  # literals, then w and Q
+        query = curvature.curvature_query(self._table, K, width)
+        compiled = query.compile(dialect=self._conn.dialect)  # literals, then w and Q
+        params = {**compiled.params, **curvature.curvature_params(w, basis, K, width)}
 
         def shard_terms(k: int, session: Connection) -> FloatArray:
-            values = session.exec_driver_sql(query, params).one()[0]
-            if values is None or len(values) != K * width:
+            values = session.exec_driver_sql(str(compiled), params).one()[0]
+            if values is None or len(values) != K * width * (width + 1) // 2:
                 raise SourceError(_READ_FAILED)
             return np.array([0.0 if v is None else float(v) for v in values], dtype=np.float64)
 
-        return _in_order(self._on_sessions(shard_terms)).reshape(K, width)
+        return curvature.curvature_blocks(_in_order(self._on_sessions(shard_terms)), K, width)
 
     def gradient(self, w: FloatArray) -> FloatArray:
         # PostgreSQL raises where a product underflows to zero; an entry below 2⁻⁵⁰⁰ moves a

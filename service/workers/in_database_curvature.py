@@ -3,23 +3,27 @@ r"""The curvature refresh's terms inside PostgreSQL (the in-database execution m
 :mod:`service.optimizers.kits.curvature_refresh`).
 
 What is summed. Per session, over its rows of the mapped table ``pg_temp.dpfit_mapped(x0 …
-x_{w−1}, y)`` (φ_i and the class index, −1 for a row of no declared class), the K·w sums
+x_{w−1}, y)`` (φ_i and the class index, −1 for a row of no declared class), the K·w(w+1)/2
+sums (each class's symmetric block, its upper triangle)
 
-    c_kj = Σ_i m_i p_ik (1 − p_ik) r_ij²,   r_ij = q_jᵀ φ_i = Σ_l Q_lj φ_il,
+    (B_k)_ab = Σ_i m_i p_ik (1 − p_ik) r_ia r_ib  (a ≤ b),   r_ij = q_jᵀ φ_i = Σ_l Q_lj φ_il,
     p_i = softmax(W φ_i),   m_i = 1 where y_i ≥ 0, 0 otherwise (that row's term is 0)
 
 at the flat joint weights bound as ``w0 … w_{K·w−1}`` (W = w.reshape(K, w), class-major) and
 the basis bound as ``q0 … q_{w²−1}`` (``q{l·w + j}`` = Q_lj, column j = q_j), returned as one
-array, k-major (an element is NULL over no rows). The oracle adds the sessions' arrays in
-session order. c is never released: it is only the input of ``release_curvature`` (c plus
-noise, in the worker). Per row: s_k = Σ_l φ_l W_kl; top = max_k s_k; e_k = exp(s_k − top);
+array, k-major, each block's upper triangle row by row (an element is NULL over no rows;
+:func:`curvature_blocks` unpacks it). The oracle adds the sessions' arrays in session order.
+B is never released: it is only the input of ``release_curvature`` (B plus noise, in the
+worker). Per row: s_k = Σ_l φ_l W_kl; top = max_k s_k; e_k = exp(s_k − top);
 p_k = e_k / Σ_k e_k (the model's softmax, which the kit's
 :func:`~service.optimizers.kits.curvature_refresh.curvature_terms` takes from
 ``MultinomialLoss.predict_proba``: the same value to rounding); weight_k = p_k·(1 − p_k)·m;
-c_kj += weight_k·(r_j·r_j). Every row runs the same operations (a row of no class too, times
-m = 0), as the kit's (c) has it. PostgreSQL only, as the whole in-database path
-(``encoded_rows`` refuses other dialects; the sums travel as one ``ARRAY``); the Gram form's
-rows are at most 32 wide, so the K·w + w² bound values stay far below the protocol's 65,535.
+(B_k)_ab += weight_k·(r_a·r_b), the w(w+1)/2 products r_a·r_b formed once per row. Every row
+runs the same operations (a row of no class too, times m = 0), as the kit's (c) has it.
+PostgreSQL only, as the whole in-database path
+(``encoded_rows`` refuses other dialects; the sums travel as one ``ARRAY``, up to 20 × 528 =
+10,560 at K = 20 and w = 32); the Gram form's rows are at most 32 wide, so the K·w + w² bound
+values stay far below the protocol's 65,535.
 
 Row-local. Every intermediate is a function of one row and the bound public values (fenced
 subqueries, ``OFFSET 0``, evaluate each once per row; no window, join or ordering): a row's
@@ -37,23 +41,27 @@ Four kinds of value are flushed to 0:
 - e_k where s_k − top < −200·ln 2 (:data:`~service.workers.in_database_multinomial.EXP_FLUSH`,
   as the gradient's: the kit's e_k < 2⁻²⁰⁰), so e_k is 0 or ≥ 2⁻²⁰⁰, Σe ∈ [1, K] and p_k is 0
   or ≥ 2⁻²⁰⁰/K; 1 − p_k is 0 or ≥ 2⁻⁵³ (p_k ≤ 1), so weight_k is 0 or ≥ 2⁻²⁵³/K;
-- r_j·r_j where |r_j| < 2⁻²⁰⁰ (:data:`~service.workers.in_database_multinomial.SQUARE_FLUSH`:
-  r_j, a sum of terms ≥ 2⁻⁵⁸⁰, can be as small as 2⁻⁶³²), so the square is 0 or ≥ 2⁻⁴⁰⁰ and
-  weight_k·r_j² is 0 or ≥ 2⁻⁶⁵³/K (m = 0 makes a 0, which never raises). No operation
-  underflows to zero; none overflows (every exponent is ≤ 0, |r_j| ≤ ‖Q‖·‖φ‖).
+- r_j itself where |r_j| < 2⁻²⁰⁰ (:data:`~service.workers.in_database_multinomial.SQUARE_FLUSH`:
+  r_j, a sum of terms ≥ 2⁻⁵⁸⁰, can be as small as 2⁻⁶³²), so every product r_a·r_b is 0 or
+  ≥ 2⁻⁴⁰⁰ in magnitude and weight_k·r_a·r_b is 0 or ≥ 2⁻⁶⁵³/K (m = 0 makes a 0, which never
+  raises). No operation underflows to zero; none overflows (every exponent is ≤ 0,
+  |r_j| ≤ ‖Q‖·‖φ‖).
 
 Against the kit's numpy sums each row's term differs by summation order or by less than
-2⁻²⁰⁰ (a flushed e_k moves p by less than K·2⁻²⁰⁰; a flushed square by 2⁻⁴⁰⁰).
+2⁻²⁰⁰ (a flushed e_k moves p by less than K·2⁻²⁰⁰; a flushed r_j a product by 2⁻²⁰⁰).
 
 Privacy (the kit's (a)): every flush takes a value towards 0. The flushed w is another public
 iterate (the bound holds for every W); the flushed e gives p′, still a probability vector (a
 softmax over the classes not flushed), and Σ_k (p′_k(1 − p′_k))² ≤ 4/27 holds on all of the
-simplex; a flushed square only lowers an entry of v(φ) ≥ 0; the flushed Q moves ‖Qᵀφ‖ by at
-most w·2⁻⁵⁰⁰, far below the rounding the kit's (d) already accounts for. So a row's v(φ) stays
-entrywise ≥ 0 with ‖v‖_F² ≤ 4/27 and the sensitivity √(8/27) holds.
+simplex; a flushed r_j gives r′ with ‖r′‖ ≤ ‖r‖; the flushed Q moves ‖Qᵀφ‖ by at most
+w·2⁻⁵⁰⁰, far below the rounding the kit's (d) already accounts for. The kit's bound needs only
+a probability vector and ‖r‖ ≤ 1 per row: ‖v‖_F² = Σ_k h_k² ‖r′‖⁴ ≤ 4/27 and, for two rows,
+⟨v, v'⟩ = Σ_k h_k h'_k (r′ᵀr″)² ≥ 0, so the sensitivity √(8/27) holds.
 
-Cost per row: K·w products for the scores, w² for the projections, K·w for the sums (≈ 2·(2K·w
-+ w²) operators, w ≤ 32: within ``statement_timeout_ms``'s 2 µs per encoded cell and class).
+Cost per row: K·w products for the scores, w² for the projections, w(w+1)/2 for the products
+r_a·r_b and K·w(w+1)/2 weighted sums — K/2 + 1 times a gradient's K·w sums at w ≤ 32 and
+run once per fit (K = 20, w = 32: ≈ 0.12 µs a sum, 25 gradients' time; K = 10, w = 8: 4).
+The session's time limit covers it: :func:`curvature_timeout_ms`, 1 µs a row and sum.
 """
 
 from __future__ import annotations
@@ -69,10 +77,28 @@ from service.models.base import FloatArray
 from service.workers.in_database_multinomial import EXP_FLUSH, SQUARE_FLUSH
 from service.workers.in_database_row_map import rows_table
 
-__all__ = ["PARAMETER_FLUSH", "curvature_params", "curvature_query"]
+__all__ = [
+    "PARAMETER_FLUSH",
+    "curvature_blocks",
+    "curvature_params",
+    "curvature_query",
+    "curvature_timeout_ms",
+]
 
 #: Entries of w and Q below this magnitude are sent as 0 (module docstring).
 PARAMETER_FLUSH = 2.0**-500
+#: The time limit's allowance per row and weighted sum (µs): measured ≈ 0.12 here (K = 20,
+#: w = 32: 6.2 s for 5,000 rows in one session, 25 gradients' time).
+SUM_ALLOWANCE_US = 1.0
+
+
+def curvature_timeout_ms(n: int, classes: int, width: int) -> int:
+    """A session's statement time limit that covers :func:`curvature_query` over n rows: 60 s
+    plus :data:`SUM_ALLOWANCE_US` per row and sum (K·w(w+1)/2 of them); 0 without classes.
+    Public sizes only, as ``statement_timeout_ms``."""
+    if classes < 2:
+        return 0
+    return int(60_000 + 1e-3 * SUM_ALLOWANCE_US * n * classes * width * (width + 1) // 2)
 
 
 def _f(value: float) -> sa.ColumnElement[Any]:
@@ -85,9 +111,10 @@ def _fenced(columns: list[sa.ColumnElement[Any]], name: str) -> sa.Subquery:
 
 
 def curvature_query(table: str, classes: int, width: int) -> sa.Select[Any]:
-    """``SELECT ARRAY[sum(weight_0·r_0²), …, sum(weight_{K−1}·r_{w−1}²)]`` over every row of
-    ``table`` (module docstring): one array of the K·w sums c_kj, k-major (names from the
-    public K and w; the values are bound: :func:`curvature_params`)."""
+    """``SELECT ARRAY[sum(h_0·r_0·r_0), sum(h_0·r_0·r_1), …, sum(h_{K−1}·r_{w−1}·r_{w−1})]``
+    over every row of ``table`` (module docstring): one array of the K·w(w+1)/2 sums
+    (B_k)_lm, l ≤ m, k-major (:func:`curvature_blocks` unpacks it; names from the public K and
+    w; the values are bound: :func:`curvature_params`)."""
     rows = rows_table(table, width)
     phi = [rows.c[f"x{i}"] for i in range(width)]
 
@@ -116,14 +143,14 @@ def curvature_query(table: str, classes: int, width: int) -> sa.Select[Any]:
         ).label(f"e{k}")
         for k in range(classes)
     ]
-    squares = [
+    flushed = [
         sa.case(
             (sa.func.abs(topped.c[f"r{j}"], type_=FLOAT8) < _f(SQUARE_FLUSH), _f(0.0)),
-            else_=topped.c[f"r{j}"] * topped.c[f"r{j}"],
+            else_=topped.c[f"r{j}"],
         ).label(f"r{j}")
         for j in range(width)
     ]
-    shifted = _fenced([*exps, *squares, topped.c.m], "exps")
+    shifted = _fenced([*exps, *flushed, topped.c.m], "exps")
     e = [shifted.c[f"e{k}"] for k in range(classes)]
     kept = [*(shifted.c[f"r{j}"] for j in range(width)), shifted.c.m]
     summed = _fenced([*e, *kept, sum(e[1:], e[0]).label("total")], "summed")
@@ -131,16 +158,34 @@ def curvature_query(table: str, classes: int, width: int) -> sa.Select[Any]:
     kept = [*(summed.c[f"r{j}"] for j in range(width)), summed.c.m]
     probs = _fenced([*probabilities, *kept], "probs")
     p = [probs.c[f"p{k}"] for k in range(classes)]
-    # (p_k·(1 − p_k))·m, the kit's order: a row of no declared class adds 0 (m = 0)
+    # (p_k·(1 − p_k))·m, the kit's order: a row of no declared class adds 0 (m = 0); the
+    # products r_l·r_m once per row, l ≤ m
     curvatures = [(pk * (_f(1.0) - pk) * probs.c.m).label(f"h{k}") for k, pk in enumerate(p)]
-    weights = _fenced([*curvatures, *(probs.c[f"r{j}"] for j in range(width))], "weights")
-    # one array, not K·w columns: a select list holds at most 1,664 entries
+    pairs = list(zip(*np.triu_indices(width), strict=True))
+    products = [(probs.c[f"r{a}"] * probs.c[f"r{b}"]).label(f"rr{a}_{b}") for a, b in pairs]
+    weights = _fenced([*curvatures, *products], "weights")
+    # one array, not K·w(w+1)/2 columns: a select list holds at most 1,664 entries
     sums = [
-        sa.func.sum(weights.c[f"h{k}"] * weights.c[f"r{j}"])
+        sa.func.sum(weights.c[f"h{k}"] * weights.c[f"rr{a}_{b}"])
         for k in range(classes)
-        for j in range(width)
+        for a, b in pairs
     ]
     return sa.select(postgresql.array(sums, type_=FLOAT8).label("sums"))
+
+
+def curvature_blocks(values: FloatArray, classes: int, width: int) -> FloatArray:
+    """The K symmetric w × w blocks B_k from :func:`curvature_query`'s array (k-major, each
+    block's upper triangle row by row, the diagonal included); ``ValueError`` on another
+    length."""
+    packed = np.asarray(values, dtype=np.float64)
+    size = width * (width + 1) // 2
+    if packed.shape != (classes * size,):
+        raise ValueError("the curvature sums' length is not K·w(w+1)/2")
+    upper = np.triu_indices(width)
+    blocks: FloatArray = np.zeros((classes, width, width), dtype=np.float64)
+    blocks[:, upper[0], upper[1]] = packed.reshape(classes, size)
+    blocks[:, upper[1], upper[0]] = packed.reshape(classes, size)
+    return blocks
 
 
 def curvature_params(

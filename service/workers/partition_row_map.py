@@ -243,13 +243,13 @@ class PartitionOracle(SummedGradient):
             raise ValueError("the curvature terms are of the mapped rows")
         if self._label_row is not None:
             raise ValueError("the curvature terms are of the joint model's rows")
-        shape = (parameter_count(self._loss_of, 1), self._width)
+        shape = (parameter_count(self._loss_of, 1), self._width, self._width)
         answers = self._call("mapped_curvature_terms", self._mapping, w, basis)
         parts = [np.asarray(c, dtype=np.float64) for c in answers]
         if any(part.shape != shape for part in parts):
             raise PartitionMissing("a partition's curvature terms have the wrong shape")
         flat = [part.reshape(-1) for part in parts]
-        total = sum_in_order(flat, self._count, shape[0] * shape[1], "curvature terms")
+        total = sum_in_order(flat, self._count, int(np.prod(shape)), "curvature terms")
         return total.reshape(shape)
 
     def mapped(self, mapping: RowMap) -> GradientOracle:

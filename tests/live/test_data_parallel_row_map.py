@@ -219,6 +219,6 @@ def test_the_partitions_curvature_terms_equal_the_single_process_ones(
     assert refused
     rows = mapped_rows(X, mapping)
     expected = curvature_terms(loss, w, rows, fit_labels(loss, Y), basis)
-    assert terms.shape == expected.shape == (3, X.shape[1])
+    assert terms.shape == expected.shape == (3, X.shape[1], X.shape[1])
     np.testing.assert_allclose(terms, expected, rtol=1e-10)
     assert all(held == 0 for held, _ in cluster.run(held_partitions).values())

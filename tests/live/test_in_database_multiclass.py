@@ -252,7 +252,7 @@ def test_absurd_clips_do_not_fail_the_gradient(warehouse: str) -> None:
 
 def test_curvature_terms_at_extreme_values_do_not_fail(warehouse: str) -> None:
     """Mapped rows with entries of ~2⁻⁵¹, weights of ±3000 and of 5e-324, a basis with entries
-    of 5e-324 and a column of 2⁻⁴⁹⁰ (whose squared projections underflow): every product
+    of 5e-324 and a column of 2⁻⁴⁹⁰ (whose projections' products underflow): every product
     PostgreSQL would raise on is flushed, and the terms equal the kit's numpy sums up to the
     flushes (less than 2⁻²⁰⁰ a row)."""
     values = [2.3e-16, -2.3e-16, 0.5, -0.25, 4.5e-16, 0.0]
@@ -283,7 +283,7 @@ def test_curvature_terms_at_extreme_values_do_not_fail(warehouse: str) -> None:
                 expected = curvature_terms(loss, w, phi, y, basis)
             np.testing.assert_allclose(terms, expected, rtol=1e-9, atol=60 * 2.0**-200)
             if scale == 0.0:  # p uniform: every class's term of the intercept axis is real
-                assert np.all(terms[:, 1] > 1.0)
+                assert np.all(terms[:, 1, 1] > 1.0)
 
 
 def test_more_sums_than_a_select_list_holds(warehouse: str) -> None:

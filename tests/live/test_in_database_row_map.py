@@ -415,7 +415,7 @@ def test_curvature_terms_equal_the_kits(warehouse: str, sessions: int) -> None:
             Q = np.linalg.qr(rng.normal(size=(width, width)))[0]
             w = rng.uniform(-scale, scale, size=K * width)
             terms = on_mapped.curvature_terms(w, Q)
-            assert terms.shape == (K, width) and terms.dtype == np.float64
+            assert terms.shape == (K, width, width) and terms.dtype == np.float64
             # against the kit on the database's own mapped rows and on numpy's (a flushed e_k
             # or square moves a row's term by less than 2⁻²⁰⁰)
             for rows in (table[:, :width], mapped_rows(X, mapping)):

@@ -1,20 +1,24 @@
 """The curvature refresh of the Gram form (``service/optimizers/kits/curvature_refresh.py``) and its
 place in ``dp_agd_averaged``'s plan and fits.
 
-(a) Sensitivity of c is √(8/27): never exceeded on random and adversarial neighbours (extreme
+(a) Sensitivity of B is √(8/27): never exceeded on random and adversarial neighbours (extreme
     weights, unit and zero rows, rows of no declared class, K = 2–12), attained by two
-    orthogonal unit rows at w = 0 with K = 3; c is the sum of its rows' terms; a row's term is
-    at most √(4/27) (the simplex bound).
-(b) Calibration: the release's noise has the stated std, none when off; an empirical audit on
-    the attaining pair stays below the claimed ε and catches a sixth of the noise.
-(c) Step 2: each P_k⁻¹ is symmetric, Q diag(1/(c⁺/n + l2)) Qᵀ with the floors applied, ⪯ I/l2;
-    a released matrix not finite is refused. The per-class step multiplies each class row by
-    its own matrix.
+    orthogonal unit rows at w = 0 with K = 3; B is the sum of its rows' terms, each a
+    symmetric block per class of Frobenius norm at most √(4/27) (the simplex bound), two rows'
+    terms never at an obtuse angle (the premise of the bound); B's diagonals are the
+    per-direction curvatures Σ m p_k(1 − p_k)(q_jᵀφ)².
+(b) Calibration: the release's noise has the stated std (σ_r on the diagonals, σ_r/√2 off
+    them), none when off; an empirical audit on the attaining pair stays below the claimed ε
+    and catches a sixth of the noise.
+(c) Step 2: each P_k⁻¹ is symmetric, ⪯ I/l2; with every off-diagonal entry below the keep line
+    it is Q diag(1/(B⁺_jj/n + l2)) Qᵀ with the floors applied; an off-diagonal entry above the
+    line is kept and the eigenvalues floored; a released block not finite is refused. The
+    per-class step multiplies each class row by its own matrix.
 (d) The plan: the share only where the Gram form scales by the curvature at w = 0 (or the
     analyst sets it), the event composes five releases to the target, refusals on
     ``curvature_refresh_share``.
 (e) The loop: the preconditioner changes after step t_r exactly, at the iterate w_{t_r}; a fit
-    with the refresh draws K·w more values than one without and releases another model; an
+    with the refresh draws K·w(w+1)/2 more values than one without and releases another model; an
     oracle without the capability keeps the one preconditioner (the share unspent).
 """
 
@@ -31,6 +35,7 @@ from service.optimizers.kits.accelerated_kit import oracle_accelerated_descent
 from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.kits.curvature_refresh import (
     REFRESH_FLOOR,
+    REFRESH_KEEP,
     REFRESH_MARGIN,
     REFRESH_SENSITIVITY,
     REFRESH_SHARE,
@@ -73,7 +78,7 @@ def _rows(rng: np.random.Generator, n: int, w: int) -> np.ndarray:
 # --- (a) sensitivity ---------------------------------------------------------------------------
 
 
-def test_c_moves_by_at_most_its_sensitivity_when_a_row_is_replaced() -> None:
+def test_b_moves_by_at_most_its_sensitivity_when_a_row_is_replaced() -> None:
     rng = np.random.default_rng(1)
     worst = 0.0
     for trial in range(300):
@@ -115,7 +120,7 @@ def test_the_sensitivity_is_attained_by_orthogonal_unit_rows_at_zero() -> None:
     assert pytest.approx(math.sqrt(8.0 / 27.0), rel=1e-15) == REFRESH_SENSITIVITY
 
 
-def test_c_is_the_sum_of_row_terms_and_a_row_term_is_at_most_root_4_over_27() -> None:
+def test_b_is_the_sum_of_row_terms_and_a_row_term_is_at_most_root_4_over_27() -> None:
     rng = np.random.default_rng(3)
     K, w, n = 6, 4, 40
     loss, Q = _loss(K), _basis(rng, w)
@@ -124,6 +129,13 @@ def test_c_is_the_sum_of_row_terms_and_a_row_term_is_at_most_root_4_over_27() ->
     rows = [curvature_terms(loss, weights, X[i : i + 1], y[i : i + 1], Q) for i in range(n)]
     np.testing.assert_allclose(curvature_terms(loss, weights, X, y, Q), sum(rows), rtol=1e-12)
     assert max(float(np.linalg.norm(r)) for r in rows) <= math.sqrt(4.0 / 27.0) * (1 + 1e-12)
+    np.testing.assert_array_equal(rows[0], rows[0].transpose(0, 2, 1))
+    inner = [float((a * b).sum()) for a in rows for b in rows]  # ⟨v, v'⟩ = Σ h h' (r·r')² ≥ 0
+    assert min(inner) >= -1e-15
+    p = loss.predict_proba(weights, X)
+    diagonal = (p * (1 - p) * (y >= 0)[:, None]).T @ (X @ Q) ** 2  # the diagonal form's c
+    blocks = curvature_terms(loss, weights, X, y, Q)
+    np.testing.assert_allclose(np.diagonal(blocks, axis1=1, axis2=2), diagonal, rtol=1e-12)
     assert all(float(np.abs(r).sum()) == 0.0 for r, label in zip(rows, y, strict=True) if label < 0)
     p = rng.dirichlet(np.full(K, 0.3), size=20_000)  # the simplex bound Σ (p(1−p))² ≤ 4/27
     assert float(((p * (1 - p)) ** 2).sum(axis=1).max()) <= 4.0 / 27.0
@@ -134,14 +146,19 @@ def test_c_is_the_sum_of_row_terms_and_a_row_term_is_at_most_root_4_over_27() ->
 
 def test_the_release_has_the_stated_noise_and_none_when_off() -> None:
     rng = np.random.default_rng(4)
-    terms = np.abs(rng.normal(size=(3, 4))) * 30
+    half = rng.normal(size=(3, 4, 4)) * 30
+    terms = half + half.transpose(0, 2, 1)
     off = release_curvature(terms, 0.0, SecureRandom(rng.bytes))
-    np.testing.assert_allclose(off, terms, rtol=0, atol=0)
+    np.testing.assert_allclose(off, terms, rtol=0, atol=1e-12)
     secure = SecureRandom(np.random.default_rng(5).bytes)
     std = 2.5
     draws = np.stack([release_curvature(terms, std, secure) for _ in range(3_000)]) - terms
-    assert draws.std() == pytest.approx(std, rel=0.03)
-    assert abs(draws.mean()) < 4 * std / math.sqrt(draws.size)
+    np.testing.assert_array_equal(draws, draws.transpose(0, 1, 3, 2))
+    diagonal = np.diagonal(draws, axis1=2, axis2=3)
+    upper = draws[:, :, *np.triu_indices(4, 1)]
+    assert diagonal.std() == pytest.approx(std, rel=0.03)
+    assert upper.std() == pytest.approx(std / math.sqrt(2.0), rel=0.03)
+    assert abs(draws.mean()) < 4 * std / math.sqrt(diagonal.size)
 
 
 def test_the_plans_std_is_its_share_of_mu_at_the_sensitivity() -> None:
@@ -202,23 +219,57 @@ def _refresh(rng: np.random.Generator, w: int, n: int = 1_000) -> CurvatureRefre
     )
 
 
-def test_each_preconditioner_is_the_floored_curvature_in_the_basis() -> None:
+def _blocks(rng: np.random.Generator, K: int, w: int, off: float) -> np.ndarray:
+    """K symmetric blocks: diagonals N(0, 40²) (some below the floors, some negative),
+    off-diagonal entries uniform in ±``off``."""
+    upper = np.triu(rng.uniform(-off, off, (K, w, w)), 1)
+    diagonal = rng.normal(size=(K, w)) * 40.0
+    return upper + upper.transpose(0, 2, 1) + np.einsum("kj,jl->kjl", diagonal, np.eye(w))
+
+
+def test_below_the_keep_line_each_preconditioner_is_the_floored_diagonal_in_the_basis() -> None:
     rng = np.random.default_rng(6)
     K, w = 4, 5
     spec = _refresh(rng, w)
-    released = rng.normal(size=(K, w)) * 40.0  # some below the floors, some negative
+    line = REFRESH_KEEP * spec.noise_std / math.sqrt(2.0)
+    released = _blocks(rng, K, w, 0.99 * line)  # every off-diagonal entry noise-sized
     M = refreshed_preconditioners(released, spec)
     assert M.shape == (K, w, w)
     np.testing.assert_allclose(M, M.transpose(0, 2, 1), rtol=0, atol=0)
     floor = np.maximum(REFRESH_MARGIN * 3.0 / spec.n, REFRESH_FLOOR * spec.gram_curvature)
     for k in range(K):
-        expected = 1.0 / (np.maximum(released[k] / spec.n, floor) + spec.l2)
+        diagonal = np.diag(released[k]) / spec.n
+        expected = 1.0 / (np.maximum(diagonal, floor) + spec.l2)
         in_basis = spec.basis.T @ M[k] @ spec.basis
         np.testing.assert_allclose(np.diag(in_basis), expected, rtol=1e-10)
         assert np.abs(in_basis - np.diag(np.diag(in_basis))).max() < 1e-9 * expected.max()
         assert np.linalg.eigvalsh(M[k]).max() <= (1.0 / spec.l2) * (1 + 1e-12)
     with pytest.raises(ValueError):
-        refreshed_preconditioners(np.full((K, w), np.nan), spec)
+        refreshed_preconditioners(np.full((K, w, w), np.nan), spec)
+    with pytest.raises(ValueError):
+        refreshed_preconditioners(np.ones((K, w)), spec)  # the diagonal form's shape
+
+
+def test_above_the_keep_line_an_off_diagonal_entry_is_kept_and_the_eigenvalues_floored() -> None:
+    rng = np.random.default_rng(12)
+    K, w = 3, 4
+    spec = _refresh(rng, w)
+    line = REFRESH_KEEP * spec.noise_std / math.sqrt(2.0)
+    released = _blocks(rng, K, w, 0.5 * line)
+    released[:, 0, 1] = released[:, 1, 0] = 8.0 * line  # a strong coupling of q_0 and q_1
+    M = refreshed_preconditioners(released, spec)
+    gram = REFRESH_FLOOR * spec.n * spec.gram_curvature
+    floor = np.maximum(REFRESH_MARGIN * spec.noise_std, gram)
+    for k in range(K):
+        kept = np.diag(np.maximum(np.diag(released[k]), floor))
+        kept[0, 1] = kept[1, 0] = released[k, 0, 1]
+        values, vectors = np.linalg.eigh(kept)
+        lifted = (vectors * np.maximum(values, floor.min())) @ vectors.T
+        expected = np.linalg.inv(lifted / spec.n + spec.l2 * np.eye(w))
+        in_basis = spec.basis.T @ M[k] @ spec.basis
+        np.testing.assert_allclose(in_basis, expected, rtol=1e-9, atol=1e-12 * expected.max())
+        assert np.linalg.eigvalsh(M[k]).min() > 0.0
+        assert np.linalg.eigvalsh(M[k]).max() <= (1.0 / spec.l2) * (1 + 1e-12)
 
 
 def test_the_per_class_step_multiplies_each_class_row_by_its_matrix() -> None:
@@ -361,7 +412,8 @@ def test_a_fit_with_the_refresh_draws_its_release_and_moves_the_model() -> None:
     a, b = _Counting(np.random.default_rng(1).bytes), _Counting(np.random.default_rng(1).bytes)
     refreshed = optimizer.fit(plan, loss, X, y, a, lambda _: None)  # type: ignore[arg-type]
     plain = optimizer.fit(without, loss, X, y, b, lambda _: None)  # type: ignore[arg-type]
-    assert a.draws == b.draws + loss.classes * X.shape[1]
+    w = X.shape[1]
+    assert a.draws == b.draws + loss.classes * w * (w + 1) // 2
     assert np.all(np.isfinite(refreshed))
     assert float(np.abs(refreshed - plain).max()) > 1e-6
 

@@ -23,6 +23,7 @@ from service.optimizers.kits.registry import get_optimizer
 from service.workers.in_database import InDatabaseGradient
 from service.workers.in_database_curvature import (
     PARAMETER_FLUSH,
+    curvature_blocks,
     curvature_params,
     curvature_query,
 )
@@ -103,16 +104,26 @@ def test_the_multinomial_query_has_k_times_w_sums_over_k_times_w_parameters(
     assert text.count("exp(") == K + (1 if clip else 0)
 
 
-def test_the_curvature_query_has_k_times_w_sums_over_w_and_the_basis() -> None:
+def test_the_curvature_query_has_k_blocks_of_sums_over_w_and_the_basis() -> None:
     K, width = 4, 3
     query = curvature_query("dpfit_mapped", K, width)
     text = _sql(query)
     assert len(query.selected_columns) == 1  # one array, k-major
-    assert text.count("sum(") == K * width
+    assert text.count("sum(") == K * width * (width + 1) // 2  # each block's upper triangle
     names = {p for p in query.compile().params if p[0] in "wq" and p[1:].isdigit()}
     assert names == {f"w{i}" for i in range(K * width)} | {f"q{i}" for i in range(width**2)}
     assert text.count("exp(") == K and text.count("OFFSET") >= 5  # each level once per row
     assert "dpfit_mapped.y >=" in text  # m_i = [y_i ≥ 0]: a row of no declared class adds 0
+
+
+def test_the_curvature_sums_unpack_into_symmetric_blocks() -> None:
+    K, width = 2, 3
+    values = np.arange(1.0, 13.0)  # block 0: 1..6, block 1: 7..12, upper triangles row by row
+    blocks = curvature_blocks(values, K, width)
+    np.testing.assert_array_equal(blocks[0], [[1, 2, 3], [2, 4, 5], [3, 5, 6]])
+    np.testing.assert_array_equal(blocks[1], [[7, 8, 9], [8, 10, 11], [9, 11, 12]])
+    with pytest.raises(ValueError):
+        curvature_blocks(values[:-1], K, width)
 
 
 def test_the_curvature_parameters_are_flushed_and_checked() -> None:

@@ -236,7 +236,8 @@ def test_a_partitioned_refresh_sums_the_curvature_terms_and_equals_fit(
     assert all(holder._mapped is mapping for holder in holders)  # c over the rows mapped in place
     summed = answers[0] + answers[1] + answers[2]
     expected = curvature_terms(loss, w, mapped_rows(X, mapping), y, basis)
-    assert summed.shape == (K, WIDTH) and np.all(expected > 0.0)
+    assert summed.shape == (K, WIDTH, WIDTH)
+    assert np.all(np.diagonal(expected, axis1=1, axis2=2) > 0.0)
     np.testing.assert_allclose(summed, expected, rtol=1e-10)
     np.testing.assert_allclose(split, local, rtol=1e-9, atol=1e-12)
 
@@ -267,7 +268,7 @@ def test_the_mapped_curvature_terms_equal_the_single_process_ones(
     np.testing.assert_allclose(fly, expected, rtol=1e-10)
     terms = plain.mapped(mapping).curvature_terms(w, basis)
     assert all(holder._mapped is not None for holder in holders)
-    assert terms.shape == (K, WIDTH)
+    assert terms.shape == (K, WIDTH, WIDTH)
     np.testing.assert_allclose(terms, expected, rtol=1e-10)
     with pytest.raises(ValueError):  # rows mapped in place by another mapping
         PartitionOracle(loss, N, WIDTH, 3, call, None, other).curvature_terms(w, basis)
