@@ -79,9 +79,10 @@ spreads over a small part of its declared range no longer needs a weight the l2 
 noise hold back (``service/optimizers/kits/column_scales.py``: mechanism, proof, measurements).
 
 Curvature refresh. With ``curvature_refresh_share`` > 0 — the default 0.05 wherever the Gram
-form scales by the curvature at w = 0 (``gram_step.scales_at_zero``) — each class's curvature
-along the Gram preconditioner's directions, Σ_i p_ik(1 − p_ik)(q_jᵀφ_i)², is released once
-(sensitivity √(8/27)) after step 6, and the remaining steps take one preconditioner per class:
+form scales by the curvature at w = 0 (``gram_step.scales_at_zero``) — each class's Hessian
+block in the Gram preconditioner's basis, Σ_i p_ik(1 − p_ik) r_i r_iᵀ with r_i = Qᵀφ_i, is
+released once (Frobenius sensitivity √(8/27)) after step 6, and the remaining steps take one
+preconditioner per class:
 a class the model already separates takes the larger steps its flatter loss allows
 (``service/optimizers/kits/curvature_refresh.py``: mechanism, proof, measurements). The
 data-parallel and in-database oracles sum it where their rows live

@@ -22,7 +22,7 @@ seceded thread — never the API process):
    (:mod:`service.workers.partition_row_map`, which says why: no copy, memory as planned) —
    and sums the mapped rows' Gram matrix (one w × w matrix per worker, for the curvature
    step's eigenvalue release) and, for a joint model's curvature refresh, their curvature terms
-   (one K × w matrix per worker).
+   (K symmetric w × w blocks per worker).
 3. At the end (success or not) the driver drops the rows on every worker
    (:func:`release_partitions`) and releases the actors.
 
@@ -342,8 +342,8 @@ class PartitionHolder:
     def mapped_curvature_terms(
         self, mapping: RowMap, w: FloatArray, basis: FloatArray
     ) -> FloatArray:
-        """c_p = Σ_i m_i p_ik (1 − p_ik) (q_jᵀ φ_i)² over this partition's rows mapped by
-        ``mapping`` (K × w; the joint fit's class-index labels; the rows as mapped in place,
+        """B_p = Σ_i m_i p_ik (1 − p_ik) r_i r_iᵀ (r_i = Qᵀφ_i) over this partition's rows mapped
+        by ``mapping`` (K × w × w; the joint fit's class-index labels; the rows as mapped in place,
         else mapped block by block: :func:`partition_curvature_terms`, no copy)."""
         with _STORE_LOCK:
             X, Y = _STORE[self._key]

@@ -23,8 +23,9 @@ capability :class:`~service.optimizers.kits.dp_agd_row_map.RowMappable`:
   ``gram_of_rows(mapped_rows(X, mapping))`` on the whole rows up to summation order.
 - ``curvature_terms(w, basis)`` (on the joint model's mapped oracle only; the capability
   :class:`~service.optimizers.kits.curvature_refresh.CurvatureTermsOracle`): every partition's
-  c_p = Σ_{i ∈ p} m_i p_ik (1 − p_ik) (q_jᵀ φ_i)² (:func:`partition_curvature_terms`, on its
-  worker, with its class-index labels), added in partition order — a K × w matrix per worker,
+  B_p = Σ_{i ∈ p} m_i p_ik (1 − p_ik) r_i r_iᵀ, r_i = Qᵀφ_i (:func:`partition_curvature_terms`,
+  on its worker, with its class-index labels), added in partition order — K symmetric w × w
+  blocks per worker,
   never a row. It is never released: it is only the input of ``release_curvature``. Equal to
   ``curvature_terms(loss, w, mapped_rows(X, mapping), labels, basis)`` up to summation order.
 
@@ -150,7 +151,7 @@ def partition_curvature_terms(
     w: FloatArray,
     basis: FloatArray,
 ) -> FloatArray:
-    """A partition's c_p = Σ_i m_i p_ik (1 − p_ik) (q_jᵀ φ_i)² (K × w; ``curvature_terms``, the
+    """A partition's B_p = Σ_i m_i p_ik (1 − p_ik) r_i r_iᵀ (K × w × w; ``curvature_terms``, the
     joint ``loss``'s class indices ``labels``) under ``mapping``, at the flat weights ``w`` and
     the basis Q: over ``X`` when its rows were mapped in place by that mapping (``in_place``),
     else over each block's mapped rows (``X`` unchanged). ``ValueError`` if they were mapped in
@@ -235,8 +236,8 @@ class PartitionOracle(SummedGradient):
         return total.reshape(width, width)
 
     def curvature_terms(self, w: FloatArray, basis: FloatArray) -> np.ndarray:
-        """c = Σ_i m_i p_ik (1 − p_ik) (q_jᵀ φ_i)² over the mapped rows (K × w) at the flat joint
-        weights ``w`` and the basis Q: the partitions' c_p (:func:`partition_curvature_terms`,
+        """B = Σ_i m_i p_ik (1 − p_ik) r_i r_iᵀ over the mapped rows (K × w × w) at the flat joint
+        weights ``w`` and the basis Q: the partitions' B_p (:func:`partition_curvature_terms`,
         on their workers) added in partition order. Never released: only the input of
         ``release_curvature``. ``ValueError`` on the encoded rows or a one-vs-rest class."""
         if self._mapping is None:

@@ -106,8 +106,8 @@ class DPAGDAveragedParams(AveragedStepsParams):
         lt=0.5,
         allow_inf_nan=False,
         description="Share of the job's μ² spent, after step "
-        f"{REFRESH_STEP} of the Gram form's steps, on each class's private curvature along the "
-        "preconditioner's directions; the remaining steps then take one preconditioner per "
+        f"{REFRESH_STEP} of the Gram form's steps, on each class's private Hessian block in the "
+        "preconditioner's basis; the remaining steps then take one preconditioner per "
         "class (0: none). Needs curvature_form 'gram' and more than "
         f"{REFRESH_STEP} steps. Default: {REFRESH_SHARE} where the Gram form scales by the "
         "curvature at w = 0 (its noise's spectral edge at most a third of the rows' average "
