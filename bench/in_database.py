@@ -28,7 +28,9 @@ run (arms interleaved, best of ``--repeat``):
    sums, the margins, the gradient query with JIT off / without inlining / with inlining),
    wall and backend CPU time;
 6. **a categorical label** (``multiclass``, :mod:`bench.in_database_multiclass`): one gradient
-   of the joint multinomial model and of one-vs-rest (K = 5), in the database vs numpy;
+   of the joint multinomial model and of one-vs-rest (K = 5), in the database vs numpy; and
+   (``refresh``) the curvature refresh's aggregate against one joint gradient at three shapes
+   (:data:`~bench.in_database_multiclass.REFRESH_ROWS` rows);
 5. **the worker's peak RSS** in the in-database mode (the dp_agd job with 20 gradients and
    the bolt-on job with one pass, each in a fresh process, at N/10 and N rows: flat in n for
    both — bolt-on streams its permutation's keys) next to the worker path's, with each
@@ -90,8 +92,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--parts",
-        default="sgd,gradient,default,sessions,profile,rss,multiclass",
-        help="comma-separated: sgd, gradient, default, sessions, profile, rss, multiclass",
+        default="sgd,gradient,default,sessions,profile,rss,multiclass,refresh",
+        help="comma-separated: sgd, gradient, default, sessions, profile, rss, multiclass, refresh",
     )
     parser.add_argument("--smoke", action="store_true", help="2,000 rows, one pass, one repeat")
 
@@ -494,7 +496,13 @@ def peak_rss(url: str, table: str, n: int, columns: int, job: str) -> dict[str, 
 def run(args: argparse.Namespace) -> None:
     from bench.data import results_dir, save_json, seconds
     from bench.in_database_default_job import default_job, print_default_job
-    from bench.in_database_multiclass import multiclass_gradient, print_multiclass
+    from bench.in_database_multiclass import (
+        REFRESH_ROWS,
+        multiclass_gradient,
+        print_multiclass,
+        print_refresh,
+        refresh_cost,
+    )
     from tests.support.fixtures import _fresh_postgres_database
 
     rows, passes, repeat = (2_000, 1, 1) if args.smoke else (args.rows, args.passes, args.repeat)
@@ -533,6 +541,11 @@ def run(args: argparse.Namespace) -> None:
                 url, open_table, rows, columns, rounds=max(3, 3 * repeat)
             )
             print_multiclass(results, seconds)
+            save_json(path, results)
+        if "refresh" in parts:  # the curvature refresh's aggregate (the same module)
+            refresh_rows = 2_000 if args.smoke else REFRESH_ROWS
+            results["refresh"] = refresh_cost(url, open_table, refresh_rows, rounds=3)
+            print_refresh(results, seconds)
             save_json(path, results)
         if "default" in parts:  # the default job, whole (bench/in_database_default_job.py)
             results["default"] = default_job(url, "big", rows, columns)

@@ -13,6 +13,11 @@ round by round (best and median of the rounds): one gradient of
   each, against K numpy gradients —
 
 and the two models' agreement (max relative difference of the gradients, database vs numpy).
+
+Part ``refresh`` (:func:`refresh_cost`): the curvature refresh's one aggregate of K·w(w+1)/2
+sums over the mapped rows (:mod:`service.workers.in_database_curvature`) against one joint
+gradient over the same rows, in one session, at three shapes (K, w) up to the Gram form's
+widest (w = 32) and K = 20; interleaved round by round, medians, and the time per row and sum.
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ from service.workers.in_database import InDatabaseGradient, encoded_rows
 
 CLASSES = 5
 TABLE = "multiclass"
+#: Rows of the refresh's cost (its widest shape sums 10,560 products a row).
+REFRESH_ROWS = 20_000
+#: (K, numeric columns) of the refresh's cost: w = columns + 1 (the intercept).
+REFRESH_SHAPES = ((10, 7), (5, 21), (20, 31))
 
 
 def schema(columns: int, classes: int) -> tuple[Encoder, LabelSpec]:
@@ -194,4 +203,67 @@ def print_multiclass(results: dict[str, Any], seconds: Callable[[float], str]) -
         f"{gaps['joint']:.1e}, one-vs-rest {gaps['one-vs-rest']:.1e}; the worker path's read-out "
         f"of the rows took {seconds(m['read_s'])}"
     )
+    sys.stdout.flush()
+
+
+def refresh_cost(
+    url: str, open_table: Callable[[str, str], SqlSource], rows: int, rounds: int
+) -> list[dict[str, Any]]:
+    """Per shape of :data:`REFRESH_SHAPES`: the median of one curvature-terms aggregate and of
+    one joint gradient over ``rows`` mapped rows in one session (module docstring)."""
+    from service.optimizers.kits.dp_agd_row_map import RowMap
+
+    out = []
+    for classes, columns in REFRESH_SHAPES:
+        name = f"refresh_{classes}_{columns}"
+        make_table(url, name, rows, columns, classes)
+        source = open_table(url, name)
+        encoder, label = schema(columns, classes)
+        d = encoder.dimension
+        loss = MultinomialLoss(l2=1e-4, classes=classes, gradient_clip=0.5, fit_intercept=True)
+        mapping = RowMap(centre=np.zeros(d), intercept=1.0)
+        rng = np.random.default_rng(5)
+        times: dict[str, list[float]] = {"gradient": [], "refresh": []}
+        fingerprint = source.fingerprint()
+        with encoded_rows(
+            source, encoder, label, None, n=rows, fingerprint=fingerprint, sessions=1
+        ) as conn:
+            mapped = InDatabaseGradient(conn, loss, rows, d).mapped(mapping)
+            gradient_of, terms_of = mapped.gradient, mapped.curvature_terms  # type: ignore[attr-defined]
+            for _ in range(rounds):
+                w = rng.normal(size=classes * d) * 0.3
+                basis = np.linalg.qr(rng.normal(size=(d, d)))[0]
+                times["gradient"].append(_timed(lambda w=w, g=gradient_of: g(w))[0])
+                seconds, _ = _timed(lambda w=w, q=basis, f=terms_of: f(w, q))
+                times["refresh"].append(seconds)
+        gradient, refresh = (float(np.median(times[k])) for k in ("gradient", "refresh"))
+        sums = classes * d * (d + 1) // 2
+        out.append(
+            {
+                "rows": rows,
+                "classes": classes,
+                "width": d,
+                "sums": sums,
+                "gradient_s": gradient,
+                "refresh_s": refresh,
+                "us_per_row_and_sum": refresh / (rows * sums) * 1e6,
+            }
+        )
+    return out
+
+
+def print_refresh(results: dict[str, Any], seconds: Callable[[float], str]) -> None:
+    rows = results["refresh"]
+    print(
+        f"\n### the curvature refresh's aggregate vs one joint gradient, {rows[0]['rows']:,} "
+        "mapped rows, one session (medians)\n"
+    )
+    print("| K | w | sums a row | gradient | refresh | refresh / gradient | µs a row and sum |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['classes']} | {r['width']} | {r['sums']:,} | {seconds(r['gradient_s'])} "
+            f"| {seconds(r['refresh_s'])} | {r['refresh_s'] / r['gradient_s']:.1f} "
+            f"| {r['us_per_row_and_sum']:.3f} |"
+        )
     sys.stdout.flush()

@@ -1329,6 +1329,8 @@ def run(args: argparse.Namespace) -> None:
         split = f"development split (seed {SPLIT_SEED + 1}) of each set's training part"
         if args.datasets == ["correlated"] and not args.smoke:
             name, split = f"{name}-correlated", "the correlated sets' 70/30 test split"
+        elif args.datasets and not args.smoke:
+            name = f"{name}-{'-'.join(args.datasets)}"
         note = f"\n\n{runs} seeds per cell; {split}; δ = {DELTA:g}; mean ± standard error{extra}."
         (results_dir(args.smoke) / f"{name}.md").write_text("\n".join(lines) + note + "\n")
         return
