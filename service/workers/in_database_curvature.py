@@ -74,6 +74,7 @@ from sqlalchemy.dialects import postgresql
 
 from service.data.sql_encoding import FLOAT8
 from service.models.base import FloatArray
+from service.optimizers.kits.gram_step import GRAM_MAX_WIDTH
 from service.workers.in_database_multinomial import EXP_FLUSH, SQUARE_FLUSH
 from service.workers.in_database_row_map import rows_table
 
@@ -95,11 +96,13 @@ SUM_ALLOWANCE_US = 1.0
 
 def curvature_timeout_ms(n: int, classes: int, width: int) -> int:
     """A session's statement time limit that covers :func:`curvature_query` over n rows: 60 s
-    plus :data:`SUM_ALLOWANCE_US` per row and sum (K·w(w+1)/2 of them); 0 without classes.
-    Public sizes only, as ``statement_timeout_ms``."""
-    if classes < 2:
+    plus :data:`SUM_ALLOWANCE_US` per row and sum (K·w(w+1)/2 of them); 0 without classes or
+    for rows wider than the Gram form's (``GRAM_MAX_WIDTH``: no refresh runs there, and the
+    limit stays the gradient's). Public sizes only, as ``statement_timeout_ms``."""
+    if classes < 2 or width > GRAM_MAX_WIDTH:
         return 0
-    return int(60_000 + 1e-3 * SUM_ALLOWANCE_US * n * classes * width * (width + 1) // 2)
+    sums = n * classes * (width * (width + 1) // 2)
+    return 60_000 + int(SUM_ALLOWANCE_US * sums / 1000)
 
 
 def _f(value: float) -> sa.ColumnElement[Any]:

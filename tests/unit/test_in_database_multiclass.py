@@ -19,13 +19,15 @@ from service.domain.execution import check_in_database
 from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss, class_indices
 from service.optimizers.kits.curvature_refresh import CurvatureTermsOracle
+from service.optimizers.kits.gram_step import GRAM_MAX_WIDTH
 from service.optimizers.kits.registry import get_optimizer
-from service.workers.in_database import InDatabaseGradient
+from service.workers.in_database import InDatabaseGradient, statement_timeout_ms
 from service.workers.in_database_curvature import (
     PARAMETER_FLUSH,
     curvature_blocks,
     curvature_params,
     curvature_query,
+    curvature_timeout_ms,
 )
 from service.workers.in_database_multinomial import multinomial_gradient_query
 
@@ -187,3 +189,13 @@ def test_what_postgresql_cannot_hold_is_refused_from_public_sizes() -> None:
             "multinomial_logistic_regression", dp_agd, "categorical", width=100, classes=1600
         )
     assert refused.value.field == "model"
+
+
+def test_the_session_time_limit_covers_the_refresh_only_where_it_can_run() -> None:
+    n, K = 100_000, 10
+    gradient = statement_timeout_ms(n, 8 * K)  # the joint gradient's limit alone
+    assert statement_timeout_ms(n, 8, K) == curvature_timeout_ms(n, K, 8) > gradient
+    assert curvature_timeout_ms(n, K, 8) == 60_000 + n * K * 36 // 1000
+    assert curvature_timeout_ms(n, 1, 8) == 0  # no classes: the binary limit
+    assert curvature_timeout_ms(n, K, GRAM_MAX_WIDTH + 1) == 0  # no Gram form, no refresh
+    assert statement_timeout_ms(n, 65, K) == statement_timeout_ms(n, 65 * K)
