@@ -78,6 +78,7 @@ from service.workers.partition_row_map import (
     same_mapping,
 )
 from service.workers.row_cache import drop_cached_rows
+from service.workers.scheduler_workers import scheduler_workers
 
 __all__ = [
     "POLL_S",
@@ -397,7 +398,7 @@ def cluster_memory() -> list[int | None] | None:
         get_worker()
     except ValueError:
         return None
-    workers = get_client().scheduler_info()["workers"]
+    workers = scheduler_workers(get_client())
     return [int(info.get("memory_limit") or 0) or None for info in workers.values()]
 
 
@@ -428,7 +429,7 @@ def _check_alive(client: Any, addresses: Sequence[str]) -> None:
     actors' calls — the steps — and runs queued tasks once its memory falls below the threshold,
     so the driver keeps waiting (back-pressure; logged, counts only). Jobs are planned with
     headroom below the threshold (``partitions.DATA_FRACTION``), so a pause is rare."""
-    workers = client.scheduler_info()["workers"]
+    workers = scheduler_workers(client)
     if not set(addresses) <= set(workers):
         raise WorkerLost("a worker holding a partition left the cluster")
     paused = sum(1 for a in addresses if workers[a].get("status") == "paused")
@@ -493,7 +494,7 @@ def fit_partitioned(
 
     with worker_client() as client:
         for round_ in range(1, max(1, max_rounds) + 1):
-            workers = client.scheduler_info()["workers"]
+            workers = scheduler_workers(client)
             addresses = sorted(workers)
             limits = [int(workers[a].get("memory_limit") or 0) or None for a in addresses]
             if not addresses or (min_free_bytes and not min_free_bytes(len(addresses), limits)):
@@ -532,8 +533,8 @@ def fit_partitioned(
                     client, list(zip(addresses, actors, strict=True)), read.n, read.dimension, loss
                 )
                 return fit(parts.oracle)
-            except WorkerLost:
-                logger.warning("%s: a worker left during round %d; restarting", job_prefix, round_)
+            except WorkerLost as lost:  # a fixed message, no data
+                logger.warning("%s: round %d: %s; restarting", job_prefix, round_, lost)
             finally:
                 _release_everywhere(client, addresses, job_prefix, actors)
                 client.cancel(holders)
@@ -562,7 +563,7 @@ def _release_everywhere(
                 call.result(timeout=RELEASE_WAIT_S)
             except Exception:  # noqa: BLE001 - a lost or slow worker: the task below retries
                 continue
-        live = set(client.scheduler_info()["workers"])
+        live = set(scheduler_workers(client))
         futures = [
             client.submit(
                 release_partitions,

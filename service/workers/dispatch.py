@@ -30,6 +30,7 @@ from service.workers.db_retry import with_retry
 from service.workers.engines import WorkerEngines
 from service.workers.fair_queue import FairQueue, Ticket
 from service.workers.row_cache import RowCache
+from service.workers.scheduler_workers import scheduler_workers
 
 logger = logging.getLogger("dpfit.dispatch")
 
@@ -104,7 +105,7 @@ class DaskDispatcher:
     def _slots(self) -> int:
         """Worker threads of the cluster (at least 1)."""
         try:
-            workers = self._client.scheduler_info().get("workers", {})
+            workers = scheduler_workers(self._client)
             return max(1, sum(int(w.get("nthreads", 1)) for w in workers.values()))
         except Exception:  # noqa: BLE001 - the scheduler is momentarily unreachable
             return max(1, self._settings.workers)
@@ -121,7 +122,7 @@ class DaskDispatcher:
             return self._queue.tracked()
 
     def describe(self) -> str:
-        workers = len(self._client.scheduler_info().get("workers", {}))
+        workers = len(scheduler_workers(self._client))
         kind = "external scheduler" if self._cluster is None else "LocalCluster"
         return f"{kind} with {workers} worker(s)"
 

@@ -63,6 +63,7 @@ from service.workers.data_parallel import (
     fit_partitioned,
     held_partitions,
 )
+from service.workers.scheduler_workers import scheduler_workers
 from service.workers.security import TlsSet
 from tests.support.dask_cluster import three_worker_cluster
 from tests.support.live import LiveServer, free_port
@@ -448,11 +449,11 @@ def _drive_through_a_pause(read: PartitionRead) -> tuple[np.ndarray, list[str]]:
     loss = LogisticLoss(l2=0.01)
     me = get_worker().address
     client = get_client()
-    other = next(a for a in sorted(client.scheduler_info()["workers"]) if a != me)
+    other = next(a for a in sorted(scheduler_workers(client)) if a != me)
     seen: list[str] = []
 
     def status() -> str:
-        return str(client.scheduler_info()["workers"][other].get("status"))
+        return str(scheduler_workers(client)[other].get("status"))
 
     def until(wanted: str) -> None:
         deadline = time.monotonic() + 60
@@ -929,3 +930,21 @@ def test_a_joint_multiclass_fit_over_partitions_equals_the_single_process_one(
     assert single.shape == (3 * read.dimension,)
     parallel = cluster.submit(_drive_joint, read, 7, pure=False).result()
     assert np.allclose(parallel, single, rtol=1e-9, atol=1e-12), (parallel, single)
+
+
+def test_the_schedulers_workers_are_all_listed_while_the_client_refreshes_its_cache() -> None:
+    """Dask's client refreshes its cached scheduler info every millisecond here, each time with
+    no per-worker entries; ``scheduler_workers`` asks the scheduler and lists both workers on
+    every one of 300 calls (``Client.scheduler_info()`` returns that cache, and lost the race
+    in 2 of 6 runs of the pause test above on a loaded host)."""
+    import dask
+
+    with (
+        dask.config.set({"distributed.client.scheduler-info-interval": "1ms"}),
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as local,
+        Client(local) as client,
+    ):
+        counts = {len(scheduler_workers(client)) for _ in range(300)}
+    assert counts == {2}

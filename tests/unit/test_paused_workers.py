@@ -15,14 +15,22 @@ import pytest
 
 from service.workers import data_parallel
 from service.workers.data_parallel import WorkerLost, _actor_results, _check_alive
+from service.workers.scheduler_workers import scheduler_workers
 
 
 class _Scheduler:
+    """A synchronous client and its scheduler (``scheduler_workers`` asks it each time)."""
+
     def __init__(self, statuses: dict[str, str]) -> None:
         self.statuses = statuses
         self.submitted: list[str] = []
+        self.scheduler = self
 
-    def scheduler_info(self) -> dict[str, Any]:
+    def sync(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    def identity(self, n_workers: int = 0) -> dict[str, Any]:
+        assert n_workers == -1  # every worker's entry, not the totals only
         return {"workers": {a: {"status": s} for a, s in self.statuses.items()}}
 
     def submit(self, function: Any, prefix: str, **kwargs: Any) -> str:
@@ -82,3 +90,10 @@ def test_rows_are_released_through_the_actors_first(monkeypatch: pytest.MonkeyPa
     assert released == ["p0", "p1"]
     assert client.submitted == ["w1", "w2"]
     assert waited and waited[0][1] == data_parallel.RELEASE_WAIT_S  # bounded, never forever
+
+
+def test_the_workers_come_from_the_scheduler_not_the_clients_cache() -> None:
+    client = _Scheduler({"w1": "running", "w2": "paused"})
+    client.scheduler_info = lambda: {"workers": {}}  # type: ignore[attr-defined]  # a refreshed cache
+    assert scheduler_workers(client) == {"w1": {"status": "running"}, "w2": {"status": "paused"}}
+    _check_alive(client, ["w1", "w2"])  # not "left the cluster"
