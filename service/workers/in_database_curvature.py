@@ -18,8 +18,10 @@ worker). Per row: s_k = Σ_l φ_l W_kl; top = max_k s_k; e_k = exp(s_k − top);
 p_k = e_k / Σ_k e_k (the model's softmax, which the kit's
 :func:`~service.optimizers.kits.curvature_refresh.curvature_terms` takes from
 ``MultinomialLoss.predict_proba``: the same value to rounding); weight_k = p_k·(1 − p_k)·m;
-(B_k)_ab += weight_k·(r_a·r_b), the w(w+1)/2 products r_a·r_b formed once per row. Every row
-runs the same operations (a row of no class too, times m = 0), as the kit's (c) has it.
+(B_k)_ab += weight_k·(r_a·r_b), the product r_a·r_b formed inside each sum (so no level of the
+query is wider than K + w + 1 columns: the joint model's admission bound,
+``service.domain.execution.check_in_database``). Every row runs the same operations (a row of
+no class too, times m = 0), as the kit's (c) has it.
 PostgreSQL only, as the whole in-database path
 (``encoded_rows`` refuses other dialects; the sums travel as one ``ARRAY``, up to 20 × 528 =
 10,560 at K = 20 and w = 32); the Gram form's rows are at most 32 wide, so the K·w + w² bound
@@ -58,8 +60,8 @@ w·2⁻⁵⁰⁰, far below the rounding the kit's (d) already accounts for. The
 a probability vector and ‖r‖ ≤ 1 per row: ‖v‖_F² = Σ_k h_k² ‖r′‖⁴ ≤ 4/27 and, for two rows,
 ⟨v, v'⟩ = Σ_k h_k h'_k (r′ᵀr″)² ≥ 0, so the sensitivity √(8/27) holds.
 
-Cost per row: K·w products for the scores, w² for the projections, w(w+1)/2 for the products
-r_a·r_b and K·w(w+1)/2 weighted sums — K/2 + 1 times a gradient's K·w sums at w ≤ 32 and
+Cost per row: K·w products for the scores, w² for the projections and K·w(w+1)/2 weighted
+sums of products — K/2 + 1 times a gradient's K·w sums at w ≤ 32 and
 run once per fit (K = 20, w = 32: ≈ 0.1 µs a sum, 23 gradients' time; K = 10, w = 8: 3).
 The session's time limit covers it: :func:`curvature_timeout_ms`, 1 µs a row and sum.
 """
@@ -162,18 +164,16 @@ def curvature_query(table: str, classes: int, width: int) -> sa.Select[Any]:
     kept = [*(summed.c[f"r{j}"] for j in range(width)), summed.c.m]
     probs = _fenced([*probabilities, *kept], "probs")
     p = [probs.c[f"p{k}"] for k in range(classes)]
-    # (p_k·(1 − p_k))·m, the kit's order: a row of no declared class adds 0 (m = 0); the
-    # products r_l·r_m once per row, l ≤ m
+    # (p_k·(1 − p_k))·m, the kit's order: a row of no declared class adds 0 (m = 0)
     curvatures = [(pk * (_f(1.0) - pk) * probs.c.m).label(f"h{k}") for k, pk in enumerate(p)]
+    weights = _fenced([*curvatures, *(probs.c[f"r{j}"] for j in range(width))], "weights")
+    h = [weights.c[f"h{k}"] for k in range(classes)]
+    r = [weights.c[f"r{j}"] for j in range(width)]
+    # h_k·(r_a·r_b) inside each sum: the levels stay K + w + 1 wide (the admission's select-list
+    # bound, ``check_in_database``), at one more product per sum; one array, not K·w(w+1)/2
+    # columns (a select list holds at most 1,664 entries)
     pairs = list(zip(*np.triu_indices(width), strict=True))
-    products = [(probs.c[f"r{a}"] * probs.c[f"r{b}"]).label(f"rr{a}_{b}") for a, b in pairs]
-    weights = _fenced([*curvatures, *products], "weights")
-    # one array, not K·w(w+1)/2 columns: a select list holds at most 1,664 entries
-    sums = [
-        sa.func.sum(weights.c[f"h{k}"] * weights.c[f"rr{a}_{b}"])
-        for k in range(classes)
-        for a, b in pairs
-    ]
+    sums = [sa.func.sum(h[k] * (r[a] * r[b])) for k in range(classes) for a, b in pairs]
     return sa.select(postgresql.array(sums, type_=FLOAT8).label("sums"))
 
 

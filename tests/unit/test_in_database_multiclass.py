@@ -199,3 +199,19 @@ def test_the_session_time_limit_covers_the_refresh_only_where_it_can_run() -> No
     assert curvature_timeout_ms(n, 1, 8) == 0  # no classes: the binary limit
     assert curvature_timeout_ms(n, K, GRAM_MAX_WIDTH + 1) == 0  # no Gram form, no refresh
     assert statement_timeout_ms(n, 65, K) == statement_timeout_ms(n, 65 * K)
+
+
+def test_no_level_of_the_curvature_query_is_wider_than_the_admission_allows() -> None:
+    """``check_in_database`` admits a joint job when w + K + 8 ≤ 1,664 (a select list's limit);
+    the refresh's query keeps every level within K + w + 2 columns, whatever w(w+1)/2 is."""
+    from sqlalchemy.sql import visitors
+
+    K, width = 40, 32
+    query = curvature_query("dpfit_mapped", K, width)
+    widths = [
+        len(node.selected_columns)
+        for node in visitors.iterate(query)
+        if isinstance(node, sa.Select)
+    ]
+    assert len(widths) >= 5 and max(widths[1:]) <= K + width + 2  # [0]: the one array
+    assert len(query.selected_columns) == 1
