@@ -62,7 +62,7 @@ a probability vector and ‖r‖ ≤ 1 per row: ‖v‖_F² = Σ_k h_k² ‖r′
 
 Cost per row: K·w products for the scores, w² for the projections and K·w(w+1)/2 weighted
 sums of products — K/2 + 1 times a gradient's K·w sums at w ≤ 32 and
-run once per fit (K = 20, w = 32: ≈ 0.1 µs a sum, 23 gradients' time; K = 10, w = 8: 3).
+run once per fit (K = 20, w = 32: ≈ 0.14 µs a sum, 35 gradients' time; K = 10, w = 8: 4).
 The session's time limit covers it: :func:`curvature_timeout_ms`, 1 µs a row and sum.
 """
 
@@ -90,9 +90,9 @@ __all__ = [
 
 #: Entries of w and Q below this magnitude are sent as 0 (module docstring).
 PARAMETER_FLUSH = 2.0**-500
-#: The time limit's allowance per row and weighted sum (µs): measured 0.06–0.09 here
+#: The time limit's allowance per row and weighted sum (µs): measured 0.07–0.14 here
 #: (``python -m bench in-database --parts refresh``: K = 20, w = 32, 20,000 rows in one
-#: session 19 s, 23 gradients' time), up to 0.27 on 2,000 rows (the plan's fixed cost).
+#: session 29 s, 35 gradients' time), more on a few thousand rows (the plan's fixed cost).
 SUM_ALLOWANCE_US = 1.0
 
 
