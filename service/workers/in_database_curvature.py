@@ -78,7 +78,7 @@ from service.data.sql_encoding import FLOAT8
 from service.models.base import FloatArray
 from service.optimizers.kits.gram_step import GRAM_MAX_WIDTH
 from service.workers.in_database_multinomial import EXP_FLUSH, SQUARE_FLUSH
-from service.workers.in_database_row_map import rows_table
+from service.workers.in_database_row_map import gram_pairs, rows_table
 
 __all__ = [
     "PARAMETER_FLUSH",
@@ -172,7 +172,7 @@ def curvature_query(table: str, classes: int, width: int) -> sa.Select[Any]:
     # h_k·(r_a·r_b) inside each sum: the levels stay K + w + 1 wide (the admission's select-list
     # bound, ``check_in_database``), at one more product per sum; one array, not K·w(w+1)/2
     # columns (a select list holds at most 1,664 entries)
-    pairs = list(zip(*np.triu_indices(width), strict=True))
+    pairs = gram_pairs(width)  # the Gram queries' upper triangle, row by row
     sums = [sa.func.sum(h[k] * (r[a] * r[b])) for k in range(classes) for a, b in pairs]
     return sa.select(postgresql.array(sums, type_=FLOAT8).label("sums"))
 
@@ -185,10 +185,10 @@ def curvature_blocks(values: FloatArray, classes: int, width: int) -> FloatArray
     size = width * (width + 1) // 2
     if packed.shape != (classes * size,):
         raise ValueError("the curvature sums' length is not K·w(w+1)/2")
-    upper = np.triu_indices(width)
+    rows, columns = np.array(gram_pairs(width)).T  # the order of :func:`curvature_query`
     blocks: FloatArray = np.zeros((classes, width, width), dtype=np.float64)
-    blocks[:, upper[0], upper[1]] = packed.reshape(classes, size)
-    blocks[:, upper[1], upper[0]] = packed.reshape(classes, size)
+    blocks[:, rows, columns] = packed.reshape(classes, size)
+    blocks[:, columns, rows] = packed.reshape(classes, size)
     return blocks
 
 
