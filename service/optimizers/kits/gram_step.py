@@ -134,6 +134,7 @@ __all__ = [
     "GRAM_MARGIN",
     "GRAM_MAX_WIDTH",
     "GRAM_STEPS",
+    "SPANNED_MIN",
     "curvature_scale",
     "gram_edge",
     "gram_from_vector",
@@ -142,7 +143,6 @@ __all__ = [
     "gram_vector",
     "release_gram",
     "scales_at_zero",
-    "SPANNED_MIN",
     "well_spanned",
 ]
 
