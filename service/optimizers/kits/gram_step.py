@@ -223,13 +223,24 @@ def well_spanned(values: FloatArray, n: int, width: int) -> bool:
     return float(np.min(values)) / n * width >= SPANNED_MIN
 
 
-def curvature_scale(loss: Loss, n: int, width: int, curvature_noise_std: float) -> float:
-    """h of the module docstring ("The curvature scale"): the model's curvature at w = 0
-    (:func:`~service.models.base.curvature_at_zero`) where :func:`scales_at_zero` holds; the
-    smoothness β elsewhere. Public facts only: the model, n, w and z_c."""
-    if scales_at_zero(n, width, curvature_noise_std):
-        return curvature_at_zero(loss)
-    return float(loss.smoothness)
+def curvature_scale(
+    loss: Loss,
+    n: int,
+    width: int,
+    curvature_noise_std: float,
+    spectrum: FloatArray | None = None,
+) -> float:
+    """h of the module docstring ("The curvature scale", "Well-spanned rows"): the model's
+    curvature at w = 0 (:func:`~service.models.base.curvature_at_zero`) where
+    :func:`scales_at_zero` holds, unless the released G̃'s ``spectrum`` is
+    :func:`well_spanned`; the smoothness β elsewhere. Public facts (the model, n, w, z_c) and
+    released values only; without ``spectrum``, the line alone (what a plan can know)."""
+    beta = float(loss.smoothness)
+    if not scales_at_zero(n, width, curvature_noise_std):
+        return beta
+    if spectrum is not None and well_spanned(spectrum, n, width):
+        return beta
+    return curvature_at_zero(loss)
 
 
 def gram_steps(
@@ -243,8 +254,8 @@ def gram_steps(
 ) -> CurvatureSteps:
     """Step 2 of the module docstring, from G̃ (``released``) and public facts only: the
     preconditioner P⁻¹ (w × w), step 1, T_g = min(T, GRAM_STEPS) and the steps' noise std; with
-    P's eigenvectors Q and curvatures h λ⁺_j (a curvature refresh's start). h is
-    :func:`curvature_scale`'s, or β where G̃ is :func:`well_spanned`."""
+    P's eigenvectors Q and curvatures h λ⁺_j (a curvature refresh's start); h is
+    :func:`curvature_scale`'s on G̃'s spectrum."""
     G = checked_gram(released)
     width = int(G.shape[0])
     if n < 1 or iterations < 1:
@@ -252,10 +263,8 @@ def gram_steps(
     beta, l2 = float(loss.smoothness), float(loss.l2)
     if not (beta > 0.0 and math.isfinite(beta) and l2 > 0.0):
         raise ValueError("the Gram form needs a finite smoothness β > 0 and l2 > 0")
-    scale = curvature_scale(loss, n, width, curvature_noise_std)
     values, vectors = np.linalg.eigh(0.5 * (G + G.T))
-    if scale < beta and well_spanned(values, n, width):
-        scale = beta  # every direction well spanned: the shorter, less noisy step
+    scale = curvature_scale(loss, n, width, curvature_noise_std, values)
     margin = GRAM_MARGIN * gram_edge(width, curvature_noise_std)
     upper = np.clip((values + margin) / n, 0.0, 1.0)
     inverse: FloatArray = (vectors / (scale * upper + l2)) @ vectors.T
