@@ -39,6 +39,7 @@ from service.optimizers.dp_agd import DPAGD, DPAGDParams
 from service.optimizers.dp_gd import DPGD, DPGDParams
 from service.optimizers.kits.base import PrivacyTarget
 from service.workers.data_parallel import PartitionRead, fit_partitioned
+from service.workers.scheduler_workers import scheduler_workers
 
 MIB = 1 << 20
 L2 = 1e-4
@@ -249,7 +250,7 @@ def step_ratio(sizes: list[int], steps: int, workers: int, work: Path, tls: Path
         read = _read(folder, n, 100)
         cluster = Cluster(workers, None, tls)
         try:
-            one = next(iter(cluster.client.scheduler_info()["workers"]))
+            one = next(iter(scheduler_workers(cluster.client)))
             load0 = _load()
             single = cluster.client.submit(
                 single_job, read, "dp_gd", steps, workers=[one], pure=False
@@ -330,7 +331,7 @@ def big_job(args: argparse.Namespace, work: Path, tls: Path) -> dict:
             partitioned_job, _read(folder, n, d), "dp_agd", args.dp_big_steps, "big", pure=False
         ).result()
         peaks = cluster.worker_peaks()
-        workers_alive = len(cluster.client.scheduler_info()["workers"])
+        workers_alive = len(scheduler_workers(cluster.client))
     finally:
         cluster.close()
     row = {
