@@ -115,6 +115,14 @@ class Dataset:
     Xt: np.ndarray
     yt: np.ndarray
     encoder: Encoder | None = None
+    #: The feature columns holding one-hot blocks (the schema's; bench tables built without an
+    #: encoder name them here, as a registered dataset's features would).
+    one_hot: tuple[int, ...] = ()
+
+    @property
+    def one_hot_columns(self) -> tuple[int, ...]:
+        """The one-hot feature columns: the encoder's where there is one, else ``one_hot``."""
+        return self.encoder.one_hot_columns if self.encoder is not None else self.one_hot
 
     @property
     def n(self) -> int:
@@ -137,6 +145,7 @@ class Dataset:
             self.Xt[:n_test],
             self.yt[:n_test],
             self.encoder,
+            self.one_hot,
         )
 
 

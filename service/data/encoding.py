@@ -239,6 +239,19 @@ class Encoder:
         return names
 
     @property
+    def one_hot_columns(self) -> tuple[int, ...]:
+        """Indices of the encoded columns (intercept excluded) that hold a categorical feature's
+        one-hot block, in order: public, from the schema alone."""
+        out: list[int] = []
+        at = 0
+        for feature in self.features:
+            width = 1 if isinstance(feature, NumericFeature) else len(feature.categories)
+            if not isinstance(feature, NumericFeature):
+                out.extend(range(at, at + width))
+            at += width
+        return tuple(out)
+
+    @property
     def n_features(self) -> int:
         """Encoded columns excluding the intercept."""
         return sum(1 if isinstance(f, NumericFeature) else len(f.categories) for f in self.features)

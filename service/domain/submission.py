@@ -32,6 +32,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.data.encoding import Encoder
 from service.data.partitions import choose_layout, worker_memory_limit
 from service.data.sql_encoding import InDatabaseUnsupported
 from service.db.models import Dataset, Grant, Job
@@ -94,6 +95,8 @@ class DatasetFacts:
     # "workers" or "in_database" (the owner's choice at registration: rows never leave the
     # database; only full-gradient logistic jobs run there).
     execution: str = "workers"
+    # The encoded feature columns that hold categorical features' one-hot blocks (schema).
+    one_hot_columns: tuple[int, ...] = ()
 
     @staticmethod
     def of(dataset: Dataset) -> DatasetFacts:
@@ -109,6 +112,7 @@ class DatasetFacts:
             retired=dataset.retired_at is not None,
             columns=len(dataset.features) + 1,
             execution=str(getattr(dataset, "execution", None) or "workers"),
+            one_hot_columns=Encoder(dataset.features).one_hot_columns,
         )
 
 
@@ -171,6 +175,7 @@ def price_job(facts: DatasetFacts, body: JobCreate, settings: Settings | None = 
             facts.n_features,
             target,
             classes=facts.classes,
+            one_hot_columns=facts.one_hot_columns,
         )
         curve = charge_curve(planned.plan.event, planned.plan.parallel_events)
     except InfeasibleSpec:

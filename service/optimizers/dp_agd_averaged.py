@@ -236,7 +236,8 @@ class DPAGDAveraged:
         mapping = row_map(release_mean(dense, config.mean_noise_std, rng), config.mean_noise_std)
         if config.column_scale_share > 0.0:
             total = deviation_sum(dense, mapping.centre, mapping.intercept)
-            mapping = scaled_map(mapping, total, config.n, config.column_scale_noise_std, rng)
+            std = config.column_scale_noise_std
+            mapping = scaled_map(mapping, total, config.n, std, rng, config.one_hot_columns)
         rows = mapped_rows(dense, mapping)
         oracle = LocalGradient(loss, rows, labels)
         steps = self._steps(plan, config, loss, rows.shape[1], lambda: gram_of_rows(rows), rng)
@@ -284,7 +285,8 @@ class DPAGDAveraged:
             if config.column_scale_share > 0.0 and isinstance(mappable, ColumnScalable):
                 sums = mappable.deviation_sum(mapping.centre, mapping.intercept)
                 scale_std = config.column_scale_noise_std
-                mapping = scaled_map(mapping, sums, checked.n, scale_std, rng)
+                one_hot = config.one_hot_columns
+                mapping = scaled_map(mapping, sums, checked.n, scale_std, rng, one_hot)
             on_mapped = mappable.mapped(mapping)
             if (on_mapped.n, on_mapped.dimension) != (checked.n, checked.dimension):
                 raise ValueError("the mapped oracle's shape differs from the plan's n and d")

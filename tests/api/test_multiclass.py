@@ -175,6 +175,47 @@ def test_the_recorded_joint_spec_replans_the_same_job() -> None:
     assert again.plan_json == plan and again.charge == auto.charge
 
 
+def test_the_schemas_one_hot_columns_reach_a_plan_whose_column_scales_run() -> None:
+    """DatasetFacts.of reads the one-hot columns off the registered features; a default job
+    whose column scales run records them in its plan (``kits/column_scales.py``, "One-hot
+    columns"), one without them does not; the recorded spec replans the same plan."""
+    from types import SimpleNamespace
+
+    from service.domain.submission import DatasetFacts, price_job
+    from service.schemas import JobCreate
+
+    features = (
+        [{"name": "age", "type": "numeric", "min": 0, "max": 100}]
+        + [{"name": f"x{j}", "type": "numeric", "min": -1, "max": 1} for j in range(9)]
+        + [{"name": "region", "type": "categorical", "categories": ["n", "s", "e", "w"]}]
+    )
+    dataset = SimpleNamespace(
+        id="ds_x", n_rows=30_000, n_features=14, delta=1e-5, retired_at=None,
+        label={"column": "y", "type": "categorical", "classes": ["a", "b", "c", "d"]},
+        features=features, execution="workers",
+    )  # fmt: skip
+    facts = DatasetFacts.of(dataset)  # type: ignore[arg-type]
+    assert facts.one_hot_columns == (10, 11, 12, 13)
+    body = {
+        "dataset_id": "ds_x",
+        "model": {"type": "logistic_regression"},
+        "privacy": {"epsilon": 2.0, "delta": 1e-5},
+    }
+    scaled = price_job(facts, JobCreate.model_validate(body))
+    hyper = scaled.plan_json["hyperparameters"]
+    assert hyper["column_scale_share"] > 0.0 and hyper["one_hot_columns"] == [10, 11, 12, 13]
+    again = price_job(
+        facts,
+        JobCreate.model_validate(
+            body | {"model": scaled.spec["model"], "optimizer": scaled.spec["optimizer"]}
+        ),
+    )
+    assert again.plan_json["hyperparameters"] == hyper
+    small = DatasetFacts.of(SimpleNamespace(**{**vars(dataset), "n_rows": 300}))  # type: ignore[arg-type]
+    unscaled = price_job(small, JobCreate.model_validate(body))
+    assert "one_hot_columns" not in unscaled.plan_json["hyperparameters"]
+
+
 def test_a_joint_fit_is_capped_at_200_steps_and_replans_from_its_stored_spec() -> None:
     """``auto``'s joint model runs at most JOINT_STEP_CAP steps where its optimizer's own cap
     (400) would allow more, sets that in the stored optimizer params and the record, and the

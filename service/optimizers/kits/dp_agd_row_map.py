@@ -138,6 +138,9 @@ class RowMapConfig(GradientStepsConfig):
     #: The column scales' share of μ² and the std of their release (``column_scales``; 0: none).
     column_scale_share: float = 0.0
     column_scale_noise_std: float = 0.0
+    #: The feature columns that hold one-hot blocks (the schema's; the column scales never
+    #: amplify them). Plans before it: none.
+    one_hot_columns: tuple[int, ...] = ()
     #: The curvature refresh's share, its release's noise std and t_r (``curvature_refresh``;
     #: share 0: none).
     curvature_refresh_share: float = 0.0

@@ -23,6 +23,7 @@ from service.optimizers.kits.base import (
     ReleasePlan,
     as_mechanism,
 )
+from service.optimizers.kits.column_scales import with_one_hot_columns
 from service.optimizers.kits.limits import SAFE_MAGNITUDE
 from service.optimizers.kits.one_vs_rest import check_multiclass_model, plan_one_vs_rest
 from service.optimizers.kits.registry import get_optimizer
@@ -61,12 +62,15 @@ def plan_job(
     n_features: int,
     target: PrivacyTarget,
     classes: int | None = None,
+    one_hot_columns: tuple[int, ...] = (),
 ) -> JobPlan:
     """Resolve and calibrate a job; raises :class:`InfeasibleSpec` naming the field at fault.
 
     With ``classes`` (a categorical label) the job is one-vs-rest over that many classes, the
     budget composed across them (optimizers/kits/one_vs_rest.py) — or, for a joint multiclass model,
-    one plan over its K·d parameters (``check_multiclass_model``).
+    one plan over its K·d parameters (``check_multiclass_model``). ``one_hot_columns``: the
+    schema's one-hot feature columns (public), recorded where the plan's column scales run
+    (``kits/column_scales.py``, "One-hot columns").
     """
     try:
         optimizer = get_optimizer(optimizer_name)
@@ -100,6 +104,7 @@ def plan_job(
             "or optimizer parameters",
         ) from None
     check_plan_magnitudes(model, params, plan)
+    plan = with_one_hot_columns(plan, one_hot_columns)
     return JobPlan(loss=loss, optimizer=optimizer, params=params, plan=plan, dimension=dimension)
 
 
