@@ -245,10 +245,11 @@ class Encoder:
         out: list[int] = []
         at = 0
         for feature in self.features:
-            width = 1 if isinstance(feature, NumericFeature) else len(feature.categories)
-            if not isinstance(feature, NumericFeature):
-                out.extend(range(at, at + width))
-            at += width
+            if isinstance(feature, NumericFeature):
+                at += 1
+                continue
+            out.extend(range(at, at + len(feature.categories)))
+            at += len(feature.categories)
         return tuple(out)
 
     @property
