@@ -97,8 +97,8 @@ class LabelSpec(BaseModel):
     column: str = Field(min_length=1)
     type: Literal["binary", "categorical", "numeric"] = Field(
         default="binary",
-        description="binary: classification; categorical: multiclass (one-vs-rest); "
-        "numeric: regression.",
+        description="binary: classification; categorical: multiclass (a joint multinomial "
+        "model, or one-vs-rest); numeric: regression.",
     )
     positive: LabelValue | None = Field(
         default=None, description="Binary labels: the value of the positive class."

@@ -52,6 +52,8 @@ from service.privacy.evaluation import (
     WITHOUT_LOSS,
     EvaluationKind,
     EvaluationPlan,
+    categorical_kind,
+    confusion_warnings,
     loss_clip_bound,
     metric_stds,
     metric_sums,
@@ -91,10 +93,10 @@ class PricedEvaluation:
     plan_json: dict[str, Any]
 
 
-def _kind(label_type: str) -> EvaluationKind:
-    if label_type == "numeric":
+def _kind(label: LabelSpec) -> EvaluationKind:
+    if label.type == "numeric":
         return "regression"
-    return "multiclass" if label_type == "categorical" else "binary"
+    return categorical_kind(len(label.classes or [])) if label.type == "categorical" else "binary"
 
 
 def weight_norm(model: TrainedModel) -> float:
@@ -133,8 +135,8 @@ def price_evaluation(
             "budget has δ > 0)",
         )
     label = LabelSpec.model_validate(dataset.label)
-    kind = _kind(label.type)
-    if kind == "multiclass" and body.loss_clip is not None:
+    kind = _kind(label)
+    if kind in WITHOUT_LOSS and body.loss_clip is not None:
         raise InfeasibleSpec(
             "loss_clip",
             "a categorical label's evaluation releases counts only (accuracy and the "
@@ -144,7 +146,7 @@ def price_evaluation(
     clip: float | None = None
     bound: float | None = getattr(loss, "label_bound", None)
     classes = len(label.classes or []) if kind == "multiclass" else None
-    if kind != "multiclass":
+    if kind not in WITHOUT_LOSS:
         if body.loss_clip is None and kind == "regression" and bound is None:
             raise InfeasibleSpec(
                 "loss_clip",
@@ -182,7 +184,8 @@ def price_evaluation(
         "parallel_events": [],
         "warnings": metric_warnings(
             plan, bound if kind == "regression" else None, body.privacy.epsilon
-        ),
+        )
+        + (confusion_warnings(len(label.classes or [])) if label.type == "categorical" else []),
     }
     privacy = {"epsilon": body.privacy.epsilon, "delta": body.privacy.delta}
     spec: dict[str, Any] = {

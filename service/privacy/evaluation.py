@@ -23,8 +23,14 @@ Released vector (one Gaussian mechanism, N(0, σ² I) on every coordinate):
   what keeps the accuracy sharp: from the pair its std is σ/(√2·n) = √2·z/n; from the
   diagonal of c alone it would be σ'·K/√(K + 1)/n with σ' = √2·z (Δ = √2 for c alone), i.e.
   z·√2·K/√(K + 1)/n — 1.5× worse at K = 3, 3× at K = 10. (No log-loss: one-vs-rest scores are
-  not one probability model.) Plans stored before this kind existed (``categorical``:
-  u = (#correct, #wrong), Δ = √2) are still run as they were charged.
+  not one probability model.)
+- **categorical labels of many classes** (``categorical``, K > :data:`MAX_CONFUSION_CLASSES`):
+  u = (#correct, #wrong) alone, Δ = √2 (the pair's move above), so the accuracy's std is
+  σ/(√2·n) = z/n. The matrix's (K + 1)·K cells are each drawn, stored and served: at the
+  label's cap of 10,000 classes that is 10⁸ noised cells (measured: a worker passed 8 GB and
+  was killed twice, after the charge). K is public, so the choice is made at planning and the
+  plan says so (:func:`confusion_warnings`). Plans stored before the multiclass kind existed
+  were of this kind too, and are still run as they were charged.
 - **numeric labels** (regression): u = (Σ_i min((w·x_i − y_i)², B)/B), Δ = 1.
 
 Clip B (public, data-free). Rows satisfy ‖x‖₂ ≤ 1 (the loader enforces the declared bounds),
@@ -96,7 +102,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 import numpy as np
 from dp_accounting import dp_event
@@ -110,7 +116,10 @@ __all__ = [
     "WITHOUT_LOSS",
     "EvaluationKind",
     "EvaluationPlan",
+    "MAX_CONFUSION_CLASSES",
     "accuracy_std",
+    "categorical_kind",
+    "confusion_warnings",
     "feasible_metrics",
     "loss_clip_bound",
     "metric_stds",
@@ -134,6 +143,29 @@ SENSITIVITY: dict[EvaluationKind, float] = {
 
 #: Kinds whose release has no loss (and so no loss clip).
 WITHOUT_LOSS = frozenset({"categorical", "multiclass"})
+
+#: Most declared classes whose evaluation releases the confusion matrix ((K + 1)·K noised
+#: cells: 65,792 at 256, about 1.4 MB of JSON); above it, accuracy alone (module docstring).
+MAX_CONFUSION_CLASSES: Final = 256
+
+
+def categorical_kind(classes: int) -> EvaluationKind:
+    """The release for a categorical label of ``classes`` declared classes (public): accuracy
+    and the confusion matrix up to :data:`MAX_CONFUSION_CLASSES`, accuracy alone above."""
+    return "multiclass" if classes <= MAX_CONFUSION_CLASSES else "categorical"
+
+
+def confusion_warnings(classes: int) -> list[str]:
+    """The plan's public sentence when a categorical label's evaluation leaves the confusion
+    matrix out (:func:`categorical_kind`); none otherwise."""
+    if categorical_kind(classes) == "multiclass":
+        return []
+    cells = (classes + 1) * classes
+    return [
+        f"this label declares {classes} classes, more than {MAX_CONFUSION_CLASSES}: the "
+        f"evaluation releases accuracy alone (a confusion matrix would be {cells:,} noised "
+        "cells)."
+    ]
 
 
 @dataclass(frozen=True)

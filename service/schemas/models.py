@@ -12,6 +12,7 @@ from pydantic import (
 )
 
 from service.data.spec import LabelValue
+from service.privacy.evaluation import MAX_CONFUSION_CLASSES
 from service.schemas.common import (
     JobStatus,
     PrivacyOut,
@@ -63,7 +64,8 @@ class PredictResponse(BaseModel):
     )
     probabilities: list[float] | None = Field(
         description="Binary: the model's score for the positive class; multiclass: the "
-        "normalised one-vs-rest score of the predicted class; regression: null."
+        "predicted class's probability (the softmax of a joint model's K scores, the "
+        "normalised scores of a one-vs-rest model); regression: null."
     )
     warnings: list[PredictionWarningOut] = Field(
         default_factory=list,
@@ -118,8 +120,9 @@ class EvaluationOut(BaseModel):
         default=None,
         description="When succeeded: noised accuracy, log_loss and confusion_matrix (binary), "
         "accuracy, confusion_matrix (K × K: rows true class, columns predicted, in the label's "
-        "declared order) and undeclared_label_predictions (categorical) or mean_squared_error "
-        "(regression).",
+        "declared order) and undeclared_label_predictions (categorical; accuracy alone above "
+        f"{MAX_CONFUSION_CLASSES} declared classes, as the plan's warnings say) or "
+        "mean_squared_error (regression).",
     )
     error: str | None = None
     refunded: bool = Field(

@@ -15,6 +15,7 @@ import pytest
 from dpfit.model import Model
 
 from service.models.multinomial import JOINT_OPTIMIZERS
+from service.privacy.evaluation import MAX_CONFUSION_CLASSES
 from service.workers.runner import run_job
 from tests.support.inprocess import bearer, in_process_app
 from tests.support.walkthrough import COPIES, PREDICT_ROWS, credit_dataset
@@ -95,6 +96,58 @@ def test_auto_fits_the_classes_jointly_through_the_service(api: dict[str, Any]) 
     assert matrix.sum() + sum(metrics["undeclared_label_predictions"]) == pytest.approx(4000)
     assert 0.0 <= metrics["accuracy"] <= 1.0
     assert "confusion_matrix_std" in done["plan"]["hyperparameters"]
+
+
+def test_a_label_of_many_classes_is_evaluated_for_accuracy_alone(
+    api: dict[str, Any], tmp_path: Path
+) -> None:
+    """Above MAX_CONFUSION_CLASSES declared classes the evaluation's plan (estimate and
+    submission) says it releases accuracy alone, and the worker releases just that: no
+    (K + 1)·K matrix is drawn (at the label's cap of 10,000 classes 10⁸ cells ran a worker out
+    of memory after the charge)."""
+    classes = MAX_CONFUSION_CLASSES + 44
+    rng = np.random.default_rng(7)
+    x = rng.uniform(0, 1, 900)
+    lines = ["x,y"] + [f"{v:.4f},c{int(v * classes)}" for v in x]
+    (tmp_path / "data" / "many.csv").write_text("\n".join(lines) + "\n")
+    owner = bearer(api["keys"]["olivia"])
+    body = {
+        "name": "many",
+        "source": {"uri": "many.csv"},
+        "label": {
+            "column": "y",
+            "type": "categorical",
+            "classes": [f"c{k}" for k in range(classes)],
+        },
+        "features": [{"name": "x", "type": "numeric", "min": 0, "max": 1}],
+        "budget": {"epsilon": 10.0, "delta": 1e-5},
+    }
+    made = api["client"].post("/v1/datasets", json=body, headers=owner)
+    assert made.status_code == 201, made.text
+    dsid = made.json()["id"]
+    api["client"].post(f"/v1/datasets/{dsid}/grants", json={"principal": "ann"}, headers=owner)
+    request = {
+        "dataset_id": dsid,
+        "model": {"type": "multinomial_logistic_regression", "l2": 1e-2},
+        "optimizer": {"name": "dp_gd", "params": {"iterations": 3}},
+        "privacy": {"epsilon": 1.0, "delta": 1e-6},
+    }
+    job = _call(api, "POST", "/v1/jobs", request).json()
+    assert run_job(job["id"], 1, api["url"]) == "succeeded"
+    model_id = _call(api, "GET", f"/v1/jobs/{job['id']}").json()["model_id"]
+    evaluation = {"dataset_id": dsid, "privacy": {"epsilon": 1.0, "delta": 1e-6}}
+    estimate = _call(api, "POST", f"/v1/models/{model_id}/evaluate/estimate", evaluation)
+    assert estimate.status_code == 200, estimate.text
+    queued = _call(api, "POST", f"/v1/models/{model_id}/evaluate", evaluation)
+    assert queued.status_code == 202, queued.text
+    plan = queued.json()["plan"]
+    assert plan["sensitivity"] == pytest.approx(2**0.5)
+    assert plan["hyperparameters"]["metrics"] == "categorical"
+    assert any(f"{classes} classes" in w for w in plan["warnings"])
+    assert run_job(queued.json()["id"], 1, api["url"]) == "succeeded"
+    done = _call(api, "GET", f"/v1/models/{model_id}/evaluations/{queued.json()['id']}").json()
+    assert set(done["metrics"]) == {"accuracy"}
+    assert 0.0 <= done["metrics"]["accuracy"] <= 1.0
 
 
 @pytest.mark.parametrize("optimizer", ["dp_svrg", "rrpsgd", "noisy_sgd_bst14", "private_tuning"])

@@ -13,8 +13,10 @@ import pytest
 
 from service.domain.evaluation import price_evaluation
 from service.privacy.evaluation import (
+    MAX_CONFUSION_CLASSES,
     EvaluationKind,
     EvaluationPlan,
+    confusion_warnings,
     feasible_metrics,
     loss_clip_bound,
     metric_stds,
@@ -296,3 +298,49 @@ def test_the_plan_states_every_std_and_the_warning() -> None:
     assert quiet.plan_json["hyperparameters"]["mean_squared_error_std"] == pytest.approx(
         25.0 * quiet.plan.noise_scale / 143
     )
+
+
+def categorical_pair(n: int, classes: int) -> tuple[Any, Any]:
+    """A categorical dataset of ``classes`` declared classes and a joint model of them."""
+    features = [{"name": "x", "type": "numeric", "min": 0, "max": 1}]
+    label = {"column": "y", "type": "categorical", "classes": [f"c{k}" for k in range(classes)]}
+    dataset = SimpleNamespace(
+        id="ds_1", retired_at=None, features=features, label=label, delta=1e-5, n_rows=n,
+        execution="workers",
+    )  # fmt: skip
+    model = SimpleNamespace(
+        id="mdl_1",
+        encoder={"features": features},
+        label=label,
+        model_spec={"type": "multinomial_logistic_regression", "l2": 0.01},
+        coefficients=np.zeros((classes, 1)).tolist(),
+        intercept=np.zeros(classes).tolist(),
+    )
+    return dataset, model
+
+
+def test_many_classes_release_accuracy_alone_and_the_plan_says_so() -> None:
+    """Up to MAX_CONFUSION_CLASSES declared classes the plan releases the (K + 1)·K matrix
+    (Δ = 2, one std per cell); one class more, the (correct, wrong) pair alone (Δ = √2, no
+    matrix, its accuracy std z/n) with a public warning naming K — decided from K before any
+    row is read, so a label of 10,000 classes never draws 10⁸ cells."""
+    body = EvaluationCreate.model_validate(
+        {"dataset_id": "ds_1", "privacy": {"epsilon": 1.0, "delta": 1e-6}}
+    )
+    at_cap = price_evaluation(*categorical_pair(500, MAX_CONFUSION_CLASSES), body)
+    assert at_cap.plan.kind == "multiclass" and at_cap.plan.sensitivity == 2.0
+    assert "confusion_matrix_std" in at_cap.plan_json["hyperparameters"]
+    assert at_cap.plan_json["warnings"] == []
+    above = price_evaluation(*categorical_pair(500, MAX_CONFUSION_CLASSES + 1), body)
+    assert above.plan.kind == "categorical"
+    assert above.plan.sensitivity == pytest.approx(math.sqrt(2.0))
+    hyper = above.plan_json["hyperparameters"]
+    assert hyper["metrics"] == "categorical" and "confusion_matrix_std" not in hyper
+    assert hyper["accuracy_std"] == pytest.approx(above.plan.noise_multiplier / 500)
+    (warning,) = above.plan_json["warnings"]
+    assert f"{MAX_CONFUSION_CLASSES + 1} classes" in warning and "accuracy alone" in warning
+    assert confusion_warnings(MAX_CONFUSION_CLASSES) == []
+    # what the worker releases for that plan: two noised counts, accuracy only
+    scores = np.arange(500) % (MAX_CONFUSION_CLASSES + 1)
+    released = release_metrics(above.plan, metric_sums(above.plan, scores, scores), None)
+    assert released == {"accuracy": 1.0}

@@ -35,7 +35,8 @@ class EvaluationOut:
             created_at (datetime.datetime):
             metrics (EvaluationOutMetricsType0 | None | Unset): When succeeded: noised accuracy, log_loss and
                 confusion_matrix (binary), accuracy, confusion_matrix (K × K: rows true class, columns predicted, in the label's
-                declared order) and undeclared_label_predictions (categorical) or mean_squared_error (regression).
+                declared order) and undeclared_label_predictions (categorical; accuracy alone above 256 declared classes, as the
+                plan's warnings say) or mean_squared_error (regression).
             error (None | str | Unset):
             refunded (bool | Unset): Whether its charge was refunded (e.g. cancelled before a worker read the data), as GET
                 /v1/jobs/{id} says. Default: False.

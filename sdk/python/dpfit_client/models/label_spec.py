@@ -21,8 +21,8 @@ class LabelSpec:
 
         Attributes:
             column (str):
-            type_ (LabelSpecType | Unset): binary: classification; categorical: multiclass (one-vs-rest); numeric:
-                regression. Default: LabelSpecType.BINARY.
+            type_ (LabelSpecType | Unset): binary: classification; categorical: multiclass (a joint multinomial model, or
+                one-vs-rest); numeric: regression. Default: LabelSpecType.BINARY.
             positive (bool | float | int | None | str | Unset): Binary labels: the value of the positive class.
             negative (bool | float | int | None | str | Unset): Binary labels: the value of the negative class.
             classes (list[bool | float | int | str] | None | Unset): Categorical labels: the declared public classes (rows

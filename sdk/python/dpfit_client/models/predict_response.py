@@ -20,8 +20,9 @@ class PredictResponse:
     """
     Attributes:
         predictions (list[bool | float | int | str]): Classification: the dataset's label values; regression: w·x.
-        probabilities (list[float] | None): Binary: the model's score for the positive class; multiclass: the normalised
-            one-vs-rest score of the predicted class; regression: null.
+        probabilities (list[float] | None): Binary: the model's score for the positive class; multiclass: the predicted
+            class's probability (the softmax of a joint model's K scores, the normalised scores of a one-vs-rest model);
+            regression: null.
         warnings (list[PredictionWarningOut] | Unset): Cells of your rows whose encoding changed their meaning, row by
             row: a value that is not a declared category (scored as none of them), a number outside the declared [min, max]
             (clipped), a missing or unconvertible value (scored as missing). Computed from your rows and the public schema
