@@ -224,8 +224,9 @@ class Evaluation(_Tracked):
     :meth:`wait` follows it to its end.
 
     ``metrics`` (once succeeded) are the released, noised values: ``accuracy``, ``log_loss`` and
-    ``confusion_matrix`` (binary labels), ``accuracy`` (categorical) or ``mean_squared_error``
-    (numeric). ``stds`` are their noise standard deviations, stated by the plan before any
+    ``confusion_matrix`` (binary labels), ``accuracy``, ``confusion_matrix`` (K × K) and
+    ``undeclared_label_predictions`` (categorical; ``accuracy`` alone above 256 declared
+    classes) or ``mean_squared_error`` (numeric). ``stds`` are their noise standard deviations, stated by the plan before any
     charge; ``warnings`` the plan's public warnings (e.g. a loss whose noise spans its range)."""
 
     @property
