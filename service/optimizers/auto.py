@@ -447,12 +447,19 @@ def resolve(
     Public facts only: the spec, n, the number of features, the target, the label's classes."""
     from service.models.registry import build_loss, parse_model_spec
     from service.optimizers.kits.one_vs_rest import check_multiclass_model
-    from service.optimizers.kits.planning import check_loss_magnitudes, plan_job
+    from service.optimizers.kits.planning import (
+        check_loss_magnitudes,
+        check_weight_count,
+        model_dimension,
+        plan_job,
+    )
 
     loss = build_loss(model)
-    # A model whose constants overflow is at fault whatever the optimizer: name its field
-    # (every candidate would refuse it, and the refusal would otherwise name "optimizer").
+    # A model whose constants overflow, or whose weights exceed the cap, is at fault whatever
+    # the optimizer: name its field (every candidate would refuse it, and the refusal would
+    # otherwise name "optimizer").
     check_loss_magnitudes(model, loss)
+    check_weight_count(model_dimension(model, n_features), classes)
     check_multiclass_model(loss, AUTO, classes)  # a joint model on a non-categorical label
     sent = model.model_dump(mode="json")
     resolved, names, filled = choose_model_and_optimizer(

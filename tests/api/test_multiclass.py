@@ -15,6 +15,7 @@ import pytest
 from dpfit.model import Model
 
 from service.models.multinomial import JOINT_OPTIMIZERS
+from service.optimizers.kits.limits import WEIGHTS_CAP
 from service.privacy.evaluation import MAX_CONFUSION_CLASSES
 from service.workers.runner import run_job
 from tests.support.inprocess import bearer, in_process_app
@@ -148,6 +149,52 @@ def test_a_label_of_many_classes_is_evaluated_for_accuracy_alone(
     done = _call(api, "GET", f"/v1/models/{model_id}/evaluations/{queued.json()['id']}").json()
     assert set(done["metrics"]) == {"accuracy"}
     assert 0.0 <= done["metrics"]["accuracy"] <= 1.0
+
+
+def test_a_schema_whose_model_exceeds_the_weights_cap_is_refused_before_any_charge(
+    api: dict[str, Any], tmp_path: Path
+) -> None:
+    """600 classes over a feature of 2,000 categories: 1,200,600 weights, above WEIGHTS_CAP —
+    the estimate and the submission answer 422 on ``model`` with the count, nothing charged
+    (3,000,000 weights took 14 s to fit and 64 MB of JSON to serve; the schema's own caps
+    allow 10⁸, which a worker cannot hold)."""
+    classes, categories = 600, 2000
+    assert classes * (categories + 1) > WEIGHTS_CAP
+    lines = ["cat,y"] + [f"v{i % categories},c{i % classes}" for i in range(300)]
+    (tmp_path / "data" / "wide.csv").write_text("\n".join(lines) + "\n")
+    body = {
+        "name": "wide",
+        "source": {"uri": "wide.csv"},
+        "label": {
+            "column": "y",
+            "type": "categorical",
+            "classes": [f"c{k}" for k in range(classes)],
+        },
+        "features": [
+            {
+                "name": "cat",
+                "type": "categorical",
+                "categories": [f"v{k}" for k in range(categories)],
+            }
+        ],
+        "budget": {"epsilon": 10.0, "delta": 1e-5},
+    }
+    owner = bearer(api["keys"]["olivia"])
+    made = api["client"].post("/v1/datasets", json=body, headers=owner)
+    assert made.status_code == 201, made.text
+    dsid = made.json()["id"]
+    api["client"].post(f"/v1/datasets/{dsid}/grants", json={"principal": "ann"}, headers=owner)
+    request = {
+        "dataset_id": dsid,
+        "model": {"type": "logistic_regression"},
+        "privacy": {"epsilon": 1.0, "delta": 1e-6},
+    }
+    for path in ("/v1/jobs/estimate", "/v1/jobs"):
+        refused = _call(api, "POST", path, request)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["field"] == "model"
+        assert f"{classes * (categories + 1):,} weights" in refused.json()["detail"]
+    assert _call(api, "GET", f"/v1/datasets/{dsid}/budget").json()["jobs_charged"] == 0
 
 
 @pytest.mark.parametrize("optimizer", ["dp_svrg", "rrpsgd", "noisy_sgd_bst14", "private_tuning"])

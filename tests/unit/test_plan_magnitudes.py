@@ -13,7 +13,7 @@ import pytest
 
 from service.models.registry import parse_model_spec
 from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
-from service.optimizers.kits.limits import SAFE_MAGNITUDE
+from service.optimizers.kits.limits import SAFE_MAGNITUDE, WEIGHTS_CAP
 from service.optimizers.kits.planning import plan_job
 from service.optimizers.kits.registry import optimizer_names
 
@@ -61,3 +61,30 @@ def test_a_noise_scale_beyond_the_safe_magnitude_is_refused() -> None:
 def test_ordinary_large_constants_still_plan() -> None:
     planned = plan({"type": "huber_regression", "label_bound": 350, "huber_delta": 1e6})
     assert math.isfinite(planned.plan.noise_scale) and planned.plan.sensitivity > 0
+
+
+@pytest.mark.parametrize(
+    ("model", "optimizer", "width", "classes"),
+    [
+        ({"type": "logistic_regression"}, "dp_gd", WEIGHTS_CAP, None),  # + the intercept
+        ({"type": "multinomial_logistic_regression"}, "dp_agd_averaged", 1023, 1025),
+        ({"type": "logistic_regression"}, "dp_agd", 1023, 1025),  # one-vs-rest: K models
+        ({"type": "multinomial_logistic_regression"}, "dp_gd", 10_000, 10_000),
+    ],
+)
+def test_a_model_of_more_weights_than_the_cap_is_refused_on_model(
+    model: dict[str, Any], optimizer: str, width: int, classes: int | None
+) -> None:
+    """The released weights — encoded columns (with the intercept) times K for a categorical
+    label, joint or one-vs-rest — above WEIGHTS_CAP: refused at planning on ``model``, the count
+    in the message (the schema's caps allow 10⁸, which a fit cannot hold); one fewer column
+    plans."""
+    spec = parse_model_spec(model)
+    with pytest.raises(InfeasibleSpec) as caught:
+        plan_job(spec, optimizer, {}, 5_000, width, TARGET, classes=classes)
+    assert caught.value.field == "model"
+    assert f"{(width + 1) * (classes or 1):,} weights" in caught.value.message
+    under = WEIGHTS_CAP // (classes or 1) - 1  # encoded columns whose model fits the cap
+    assert (
+        plan_job(spec, optimizer, {}, 5_000, under, TARGET, classes=classes).dimension == under + 1
+    )

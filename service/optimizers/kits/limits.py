@@ -17,6 +17,13 @@ Units:
   (inner steps over all epochs).
 - :data:`PASSES_CAP`: passes over the data, for the optimizers that count passes
   (``noisy_sgd_scs13``, ``bolt_on_psgd``).
+- :data:`WEIGHTS_CAP`: weights of the released model — the encoded width d (the schema's
+  columns, one-hot categories included, and the intercept), times K for a categorical label
+  (joint or one-vs-rest). Every fit holds a few vectors of that length and the release is
+  stored and served whole; the schema's own caps (4,096 columns, 10,000 categories a feature,
+  10,000 classes) allow 10⁸ weights and more, where the fit runs out of memory after the
+  charge. Checked at planning from the schema (:func:`~service.optimizers.kits.planning.plan_job`),
+  a 422 on ``model``.
 
 One numeric guard, also public and data-independent: :data:`SAFE_MAGNITUDE`, the largest
 magnitude a plan's quantities may have (the loss's constants, the declared label bound, the
@@ -30,7 +37,13 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["FULL_GRADIENT_STEPS_CAP", "PASSES_CAP", "SAFE_MAGNITUDE", "SAMPLED_STEPS_CAP"]
+__all__ = [
+    "FULL_GRADIENT_STEPS_CAP",
+    "PASSES_CAP",
+    "SAFE_MAGNITUDE",
+    "SAMPLED_STEPS_CAP",
+    "WEIGHTS_CAP",
+]
 
 #: Most steps a job may ask for when every step reads all n rows.
 FULL_GRADIENT_STEPS_CAP: Final = 100_000
@@ -40,6 +53,9 @@ SAMPLED_STEPS_CAP: Final = 1_000_000
 
 #: Most passes over the data a job may ask for.
 PASSES_CAP: Final = 1000
+
+#: Most weights a released model may have (2²⁰: about 20 MB of JSON, 8 MB a vector in a fit).
+WEIGHTS_CAP: Final = 1 << 20
 
 #: Largest magnitude of a plan's quantities. Its square (1e300; norms are √(w·w), losses square
 #: residuals) and sums of up to 1e8 such squares stay below float64's maximum ≈ 1.8e308;

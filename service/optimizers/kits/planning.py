@@ -24,7 +24,7 @@ from service.optimizers.kits.base import (
     as_mechanism,
 )
 from service.optimizers.kits.column_scales import with_one_hot_columns
-from service.optimizers.kits.limits import SAFE_MAGNITUDE
+from service.optimizers.kits.limits import SAFE_MAGNITUDE, WEIGHTS_CAP
 from service.optimizers.kits.one_vs_rest import check_multiclass_model, plan_one_vs_rest
 from service.optimizers.kits.registry import get_optimizer
 
@@ -32,6 +32,7 @@ __all__ = [
     "JobPlan",
     "check_loss_magnitudes",
     "check_plan_magnitudes",
+    "check_weight_count",
     "model_dimension",
     "model_field_at_fault",
     "plan_from_json",
@@ -88,6 +89,7 @@ def plan_job(
         raise InfeasibleSpec(field, f"{field}: {first.get('msg', 'invalid')}") from None
     loss = build_loss(model, classes)
     dimension = model_dimension(model, n_features)
+    check_weight_count(dimension, classes)
     check_loss_magnitudes(model, loss)
     joint = check_multiclass_model(loss, optimizer.name, classes)
     try:
@@ -106,6 +108,21 @@ def plan_job(
     check_plan_magnitudes(model, params, plan)
     plan = with_one_hot_columns(plan, one_hot_columns)
     return JobPlan(loss=loss, optimizer=optimizer, params=params, plan=plan, dimension=dimension)
+
+
+def check_weight_count(dimension: int, classes: int | None) -> None:
+    """Refuse (422 on ``model``) a released model of more than :data:`WEIGHTS_CAP` weights:
+    ``dimension`` encoded columns, times ``classes`` for a categorical label (public: the
+    schema's)."""
+    weights = dimension * (classes or 1)
+    if weights > WEIGHTS_CAP:
+        per_class = f"{classes:,} classes × " if classes else ""
+        raise InfeasibleSpec(
+            "model",
+            f"this dataset's schema makes a model of {weights:,} weights ({per_class}"
+            f"{dimension:,} encoded columns), more than the {WEIGHTS_CAP:,} one job may fit and "
+            "release; register a narrower schema (fewer features or categories, or classes)",
+        )
 
 
 # --- the numeric guard: a plan whose fit cannot stay finite is refused at planning ------------
