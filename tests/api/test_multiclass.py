@@ -35,7 +35,17 @@ def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, A
         for name, role in [("olivia", "owner"), ("ann", "analyst")]:
             made = client.post("/v1/keys", json={"name": name, "role": role}, headers=bearer(admin))
             keys[name] = made.json()["key"]
-        yield {"client": client, "keys": keys, "url": url}
+        yield {"client": client, "keys": keys, "url": url, "data_root": data_root}
+
+
+def _registered(api: dict[str, Any], body: dict[str, Any]) -> str:
+    """Olivia registers ``body`` and grants ann; the dataset's id."""
+    owner = bearer(api["keys"]["olivia"])
+    made = api["client"].post("/v1/datasets", json=body, headers=owner)
+    assert made.status_code == 201, made.text
+    dsid = str(made.json()["id"])
+    api["client"].post(f"/v1/datasets/{dsid}/grants", json={"principal": "ann"}, headers=owner)
+    return dsid
 
 
 def _education_dataset(api: dict[str, Any]) -> str:
@@ -43,12 +53,24 @@ def _education_dataset(api: dict[str, Any]) -> str:
     body = credit_dataset(epsilon=100.0)
     body["features"] = [f for f in body["features"] if f["name"] != "education"]
     body["label"] = {"column": "education", "type": "categorical", "classes": CLASSES}
-    owner = bearer(api["keys"]["olivia"])
-    made = api["client"].post("/v1/datasets", json=body, headers=owner)
-    assert made.status_code == 201, made.text
-    dsid = str(made.json()["id"])
-    api["client"].post(f"/v1/datasets/{dsid}/grants", json={"principal": "ann"}, headers=owner)
-    return dsid
+    return _registered(api, body)
+
+
+def _many_classes(
+    api: dict[str, Any], name: str, rows: list[str], classes: int, feature: dict[str, Any]
+) -> str:
+    """A CSV of ``rows`` (``<feature>,y``) under the data root, registered with a label of
+    ``classes`` declared classes c0 … and the one ``feature``."""
+    (api["data_root"] / f"{name}.csv").write_text("\n".join([f"{feature['name']},y", *rows]) + "\n")
+    labels = [f"c{k}" for k in range(classes)]
+    body = {
+        "name": name,
+        "source": {"uri": f"{name}.csv"},
+        "label": {"column": "y", "type": "categorical", "classes": labels},
+        "features": [feature],
+        "budget": {"epsilon": 10.0, "delta": 1e-5},
+    }
+    return _registered(api, body)
 
 
 def _call(api: dict[str, Any], method: str, path: str, body: Any = None) -> Any:
@@ -99,34 +121,16 @@ def test_auto_fits_the_classes_jointly_through_the_service(api: dict[str, Any]) 
     assert "confusion_matrix_std" in done["plan"]["hyperparameters"]
 
 
-def test_a_label_of_many_classes_is_evaluated_for_accuracy_alone(
-    api: dict[str, Any], tmp_path: Path
-) -> None:
+def test_a_label_of_many_classes_is_evaluated_for_accuracy_alone(api: dict[str, Any]) -> None:
     """Above MAX_CONFUSION_CLASSES declared classes the evaluation's plan (estimate and
     submission) says it releases accuracy alone, and the worker releases just that: no
     (K + 1)·K matrix is drawn (at the label's cap of 10,000 classes 10⁸ cells ran a worker out
     of memory after the charge)."""
     classes = MAX_CONFUSION_CLASSES + 44
-    rng = np.random.default_rng(7)
-    x = rng.uniform(0, 1, 900)
-    lines = ["x,y"] + [f"{v:.4f},c{int(v * classes)}" for v in x]
-    (tmp_path / "data" / "many.csv").write_text("\n".join(lines) + "\n")
-    owner = bearer(api["keys"]["olivia"])
-    body = {
-        "name": "many",
-        "source": {"uri": "many.csv"},
-        "label": {
-            "column": "y",
-            "type": "categorical",
-            "classes": [f"c{k}" for k in range(classes)],
-        },
-        "features": [{"name": "x", "type": "numeric", "min": 0, "max": 1}],
-        "budget": {"epsilon": 10.0, "delta": 1e-5},
-    }
-    made = api["client"].post("/v1/datasets", json=body, headers=owner)
-    assert made.status_code == 201, made.text
-    dsid = made.json()["id"]
-    api["client"].post(f"/v1/datasets/{dsid}/grants", json={"principal": "ann"}, headers=owner)
+    x = np.random.default_rng(7).uniform(0, 1, 900)
+    rows = [f"{v:.4f},c{int(v * classes)}" for v in x]
+    feature = {"name": "x", "type": "numeric", "min": 0, "max": 1}
+    dsid = _many_classes(api, "many", rows, classes, feature)
     request = {
         "dataset_id": dsid,
         "model": {"type": "multinomial_logistic_regression", "l2": 1e-2},
@@ -152,7 +156,7 @@ def test_a_label_of_many_classes_is_evaluated_for_accuracy_alone(
 
 
 def test_a_schema_whose_model_exceeds_the_weights_cap_is_refused_before_any_charge(
-    api: dict[str, Any], tmp_path: Path
+    api: dict[str, Any],
 ) -> None:
     """600 classes over a feature of 2,000 categories: 1,200,600 weights, above WEIGHTS_CAP —
     the estimate and the submission answer 422 on ``model`` with the count, nothing charged
@@ -160,30 +164,10 @@ def test_a_schema_whose_model_exceeds_the_weights_cap_is_refused_before_any_char
     allow 10⁸, which a worker cannot hold)."""
     classes, categories = 600, 2000
     assert classes * (categories + 1) > WEIGHTS_CAP
-    lines = ["cat,y"] + [f"v{i % categories},c{i % classes}" for i in range(300)]
-    (tmp_path / "data" / "wide.csv").write_text("\n".join(lines) + "\n")
-    body = {
-        "name": "wide",
-        "source": {"uri": "wide.csv"},
-        "label": {
-            "column": "y",
-            "type": "categorical",
-            "classes": [f"c{k}" for k in range(classes)],
-        },
-        "features": [
-            {
-                "name": "cat",
-                "type": "categorical",
-                "categories": [f"v{k}" for k in range(categories)],
-            }
-        ],
-        "budget": {"epsilon": 10.0, "delta": 1e-5},
-    }
-    owner = bearer(api["keys"]["olivia"])
-    made = api["client"].post("/v1/datasets", json=body, headers=owner)
-    assert made.status_code == 201, made.text
-    dsid = made.json()["id"]
-    api["client"].post(f"/v1/datasets/{dsid}/grants", json={"principal": "ann"}, headers=owner)
+    rows = [f"v{i % categories},c{i % classes}" for i in range(300)]
+    values = [f"v{k}" for k in range(categories)]
+    feature = {"name": "cat", "type": "categorical", "categories": values}
+    dsid = _many_classes(api, "wide", rows, classes, feature)
     request = {
         "dataset_id": dsid,
         "model": {"type": "logistic_regression"},
