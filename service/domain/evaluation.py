@@ -41,7 +41,7 @@ from service.data.sources import SourceError
 from service.data.spec import LabelSpec
 from service.db import job_status
 from service.db.models import Dataset, Evaluation, Job, TrainedModel
-from service.domain.released_model import weight_matrix
+from service.domain.released_model import row_blocks, weight_matrix
 from service.errors import DatasetRetired
 from service.ids import new_id
 from service.ledger.accounting import charge_curve, event_to_json
@@ -231,7 +231,10 @@ def model_scores(model: TrainedModel, X: np.ndarray) -> np.ndarray:
     if weights.shape[0] == 1:
         result: np.ndarray = X @ weights[0]
         return result
-    return np.argmax(X @ weights.T, axis=1).astype(float)
+    best = np.empty(X.shape[0], dtype=float)
+    for rows in row_blocks(X.shape[0], weights.shape[0]):  # (rows, K) scores: ≤ 8 MB a block
+        best[rows] = np.argmax(X[rows] @ weights.T, axis=1)
+    return best
 
 
 def true_classes(Y: np.ndarray) -> np.ndarray:

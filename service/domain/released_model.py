@@ -22,6 +22,18 @@ from service.models.base import Loss
 from service.models.multinomial import softmax_rows
 from service.models.registry import is_joint_multiclass
 
+#: Most (row, class) scores one block of rows holds while a categorical model scores rows
+#: (:func:`row_blocks`): 2²⁰ entries, 8 MB a temporary, whatever the rows and K — 100,000 rows
+#: of a 10,000-class model at once would be 8 GB each.
+SCORE_BLOCK_ENTRIES = 1 << 20
+
+
+def row_blocks(n: int, classes: int) -> list[slice]:
+    """Slices of ``n`` rows whose (rows, ``classes``) scores hold at most
+    :data:`SCORE_BLOCK_ENTRIES` entries (at least one row a block; public sizes only)."""
+    step = max(1, SCORE_BLOCK_ENTRIES // max(1, classes))
+    return [slice(start, start + step) for start in range(0, n, step)]
+
 
 def released_weights(loss: Loss, w: np.ndarray) -> np.ndarray:
     """The optimizer's output as stored: a joint multiclass model's flat K·d' vector as its
@@ -71,16 +83,18 @@ class Predictions:
 
 def predict(weights: np.ndarray, loss: Loss, label: LabelSpec, X: np.ndarray) -> Predictions:
     """Predictions for encoded rows ``X``: the class of highest probability (categorical:
-    :func:`class_probabilities`), the positive/negative label at probability 0.5 (binary), or
-    the value (regression)."""
+    :func:`class_probabilities`, by :func:`row_blocks`), the positive/negative label at
+    probability 0.5 (binary), or the value (regression)."""
     if label.type == "categorical":
-        scores = class_probabilities(weights, loss, X)
-        best = scores.argmax(axis=1)
         classes = label.classes or []
-        return Predictions(
-            predictions=[classes[k] for k in best],
-            probabilities=[float(scores[i, k]) for i, k in enumerate(best)],
-        )
+        predictions: list[Any] = []
+        probabilities: list[float] = []
+        for rows in row_blocks(X.shape[0], weights.shape[0]):
+            scores = class_probabilities(weights, loss, X[rows])
+            best = scores.argmax(axis=1)
+            predictions += [classes[k] for k in best]
+            probabilities += scores[np.arange(best.size), best].tolist()
+        return Predictions(predictions, probabilities)
     w = weights[0]
     if loss.task == "regression":
         return Predictions([float(v) for v in loss.predict(w, X)], None)

@@ -6,6 +6,7 @@ private evaluation's confusion matrix (sensitivity exactly 2: attained, never ex
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,11 +14,14 @@ from dpfit.model import Model
 
 from service.data.encoding import Encoder
 from service.data.spec import CategoricalFeature, LabelSpec, NumericFeature
+from service.domain.evaluation import model_scores
 from service.domain.released_model import (
+    SCORE_BLOCK_ENTRIES,
     class_probabilities,
     pack,
     predict,
     released_weights,
+    row_blocks,
     weight_matrix,
 )
 from service.models.multinomial import MultinomialLoss
@@ -187,3 +191,31 @@ def test_multinomial_loss_scores_agree_with_the_evaluations_argmax() -> None:
     X = encoder.encode_records(_records(np.random.default_rng(7), 40))
     loss = MultinomialLoss(classes=len(CLASSES))
     assert np.array_equal(loss.predict(weights.ravel(), X), np.argmax(X @ weights.T, axis=1))
+
+
+@pytest.mark.parametrize("joint", [True, False])
+def test_many_classes_score_by_row_blocks_as_one_block_would(joint: bool) -> None:
+    """3,000 classes over 1,000 rows: ``/predict`` and the evaluation's argmax work through
+    blocks of at most SCORE_BLOCK_ENTRIES (row, class) scores (349 rows here, the last block
+    short), and give what one (1,000 × 3,000) block gives — classes, probabilities to 1e-12."""
+    classes, n = 3000, 1000
+    rng = np.random.default_rng(11)
+    X = np.column_stack([rng.uniform(-0.5, 0.5, (n, 3)), np.full(n, 0.5)])
+    weights = rng.normal(0.0, 3.0, (classes, 4))
+    blocks = row_blocks(n, classes)
+    assert len(blocks) == 3 and all(
+        (b.stop - b.start) * classes <= SCORE_BLOCK_ENTRIES for b in blocks
+    )
+    assert row_blocks(5, 2 * SCORE_BLOCK_ENTRIES) == [slice(k, k + 1) for k in range(5)]
+    spec = {"type": "multinomial_logistic_regression"} if joint else {"type": "logistic_regression"}
+    loss = build_loss(parse_model_spec(spec), classes)
+    label = LabelSpec(column="y", type="categorical", classes=[f"c{k}" for k in range(classes)])
+    whole = class_probabilities(weights, loss, X)
+    best = whole.argmax(axis=1)
+    served = predict(weights, loss, label, X)
+    assert served.predictions == [f"c{k}" for k in best]
+    np.testing.assert_allclose(served.probabilities, whole[np.arange(n), best], rtol=0, atol=1e-12)
+    model = SimpleNamespace(
+        coefficients=weights[:, :-1].tolist(), intercept=weights[:, -1].tolist()
+    )
+    assert np.array_equal(model_scores(model, X), np.argmax(X @ weights.T, axis=1))
