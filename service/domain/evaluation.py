@@ -49,6 +49,7 @@ from service.ledger.admission import JobCharge
 from service.models.registry import ModelSpec, build_loss
 from service.optimizers.kits.base import InfeasibleSpec
 from service.privacy.evaluation import (
+    MAX_CONFUSION_CLASSES,
     WITHOUT_LOSS,
     EvaluationKind,
     EvaluationPlan,
@@ -139,13 +140,15 @@ def price_evaluation(
     if kind in WITHOUT_LOSS and body.loss_clip is not None:
         raise InfeasibleSpec(
             "loss_clip",
-            "a categorical label's evaluation releases counts only (accuracy and the "
-            "confusion matrix), no loss, so loss_clip does not apply: omit it",
+            "a categorical label's evaluation releases counts only (accuracy, and the "
+            f"confusion matrix up to {MAX_CONFUSION_CLASSES} classes), no loss, so loss_clip "
+            "does not apply: omit it",
         )
     loss = build_loss(TypeAdapter(ModelSpec).validate_python(model.model_spec))
     clip: float | None = None
     bound: float | None = getattr(loss, "label_bound", None)
-    classes = len(label.classes or []) if kind == "multiclass" else None
+    declared = len(label.classes or [])
+    classes = declared if kind == "multiclass" else None
     if kind not in WITHOUT_LOSS:
         if body.loss_clip is None and kind == "regression" and bound is None:
             raise InfeasibleSpec(
@@ -185,7 +188,7 @@ def price_evaluation(
         "warnings": metric_warnings(
             plan, bound if kind == "regression" else None, body.privacy.epsilon
         )
-        + (confusion_warnings(len(label.classes or [])) if label.type == "categorical" else []),
+        + (confusion_warnings(declared) if kind in WITHOUT_LOSS else []),
     }
     privacy = {"epsilon": body.privacy.epsilon, "delta": body.privacy.delta}
     spec: dict[str, Any] = {
