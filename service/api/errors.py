@@ -16,6 +16,7 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -229,7 +230,8 @@ def install_error_handlers(app: FastAPI) -> None:
             return problem_response(
                 422, "Invalid request", "body: not a JSON document in UTF-8", "body"
             )
-        return problem_response(exc.status_code, str(exc.detail), str(exc.detail))
+        title = getattr(exc, "title", None) or HTTPStatus(exc.status_code).phrase.capitalize()
+        return problem_response(exc.status_code, title, str(exc.detail))
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

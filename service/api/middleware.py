@@ -189,6 +189,8 @@ class BodyTooLarge(HTTPException):
     """Raised from ``receive`` once a streamed body passes the limit (FastAPI re-raises
     HTTPExceptions met while reading a body, so it becomes the 413 problem)."""
 
+    title = "Content too large"
+
     def __init__(self, limit: int) -> None:
         super().__init__(413, f"The request body is larger than the limit of {limit} bytes.")
 
@@ -197,8 +199,48 @@ class BodyTimeout(HTTPException):
     """Raised from ``receive`` when a body is not complete by its deadline: 408 (a slow client
     holds a connection and a request's memory no longer than that)."""
 
+    title = "Request timeout"
+
     def __init__(self, seconds: float) -> None:
         super().__init__(408, f"The request body did not arrive within {seconds:g} s.")
+
+
+class HeadLimit:
+    """Refuses a request whose head (request line and header fields) is larger than
+    ``max_bytes``: 400, before any route or authentication runs.
+
+    uvicorn passes the same bound to h11 (``h11_max_incomplete_event_size``), but h11 applies it
+    only to a head still incomplete in its buffer: a larger head that arrived in one read was
+    parsed whole and served. The size here is the head's bytes on the wire as h11 counts them
+    (request line, ``name: value`` lines, CRLFs), so where the head arrives in pieces the
+    parser's 400 and this one draw the same line.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and head_bytes(scope) > self.max_bytes:
+            response = problem_response(
+                400,
+                "Request head too large",
+                f"The request line and header fields are larger than the limit of "
+                f"{self.max_bytes} bytes.",
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def head_bytes(scope: Scope) -> int:
+    """The size of a request's head on the wire: ``METHOD target HTTP/x.y`` CRLF, each header
+    ``name: value`` CRLF, and the blank line's CRLF."""
+    target = len(scope.get("raw_path") or scope.get("path", "").encode("utf-8"))
+    query = scope.get("query_string", b"")
+    line = len(scope.get("method", "")) + 1 + target + (len(query) + 1 if query else 0) + 11
+    fields = sum(len(name) + 2 + len(value) + 2 for name, value in scope.get("headers", ()))
+    return line + fields + 2
 
 
 class BodyLimit:

@@ -8,7 +8,8 @@ one hardening (issue 23, item 7; defaults in docs/operations.md, "Limits on the 
   (request line and headers) is not complete ``DPFIT_HEADER_TIMEOUT_SECONDS`` (15 s) after the
   connection opened or the previous response ended — a half-open connection that never sends,
   or a slowloris dribbling headers, holds a socket for that long at most. Heads are capped at
-  ``DPFIT_MAX_HEADER_BYTES`` (16 KiB; more is a 400 from h11).
+  ``DPFIT_MAX_HEADER_BYTES`` (16 KiB; more is a 400: h11 bounds a head still incomplete in its
+  buffer, service/api/middleware.py's ``HeadLimit`` every complete one).
 - **Idle connections** between requests: closed after ``DPFIT_KEEP_ALIVE_SECONDS`` (75 s, as
   nginx: a shorter one closes busy clients' connections just as they send).
 - **Slow bodies**: service/api/middleware.py's ``BodyLimit`` answers 408 when a body is not

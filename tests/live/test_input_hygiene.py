@@ -159,7 +159,10 @@ def test_bodies_over_the_limit_are_413_before_parsing(actors: dict[str, Any]) ->
     streamed = analyst.post(
         "/v1/jobs", content=chunks(), headers={"content-type": "application/json"}
     )
-    problem(streamed, 413)
+    again = problem(streamed, 413)
+    # One refusal, one answer: the same title and detail however the body came.
+    assert again["title"] == got["title"] == "Content too large"
+    assert again["detail"] == got["detail"]
     # A body just under the limit is parsed as usual (here: refused for its content).
     small = b'{"dataset_id": "' + b"x" * 1000 + b'"}'
     headers = {"content-type": "application/json"}
