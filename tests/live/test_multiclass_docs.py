@@ -1,5 +1,6 @@
-"""docs/multiclass.md stays true: its "Try it" block runs verbatim against a fresh `dpfit serve`
-on the bundled examples/plans.csv, and the example file is what examples/make_example.py makes."""
+"""docs/multiclass.md stays true: its "Try it" block runs verbatim, twice, against a fresh
+`dpfit serve` on the bundled examples/plans.csv, and the example file is what
+examples/make_example.py makes."""
 
 from __future__ import annotations
 
@@ -16,29 +17,47 @@ from tests.support.walkthrough import readme_block, run_python
 CLASSES = ["basic", "plus", "premium", "family"]
 
 
-def test_try_it_block_runs_verbatim(tmp_path: Path) -> None:
+def check_try_it_output(stdout: str) -> None:
+    """The block's three lines: the plan's `auto` (one joint fit), the classes and two
+    predictions among them, and a 2 × 4 array of probabilities."""
+    auto_line, classes_line, proba_line, *_ = stdout.splitlines()
+    auto = ast.literal_eval(auto_line)
+    assert auto["multiclass"] == "joint", auto
+    assert classes_line.startswith(repr(CLASSES))
+    predicted = ast.literal_eval(classes_line[len(repr(CLASSES)) :].strip())
+    assert len(predicted) == 2 and set(predicted) <= set(CLASSES)
+    assert proba_line.startswith("[[")  # a 2 × 4 array printed by numpy
+
+
+def test_try_it_block_runs_verbatim_twice(tmp_path: Path) -> None:
     """An owner registers plans.csv with a categorical label, grants bob, and bob's default
-    job is one joint multinomial fit whose predictions are declared classes."""
+    job is one joint multinomial fit whose predictions are declared classes. Run again on the
+    same server, the block reuses the dataset (its registration answers 409 naming it) and
+    fits once more on the same budget."""
     server = start_server(
         f"sqlite:///{tmp_path / 'dpfit.db'}", data_roots=[EXAMPLES], home=tmp_path
     )
     try:
+        owner_key = server.key("alice", "owner")
         env = dict(
             server.env,
             DPFIT_URL=server.base_url,
-            OWNER_KEY=server.key("alice", "owner"),
+            OWNER_KEY=owner_key,
             ANALYST_KEY=server.key("bob", "analyst"),
         )
         block = readme_block("multiclass", "python", "docs/multiclass.md")
-        result = run_python(block, env, tmp_path)
-        assert result.returncode == 0, result.stderr + result.stdout
-        auto_line, classes_line, proba_line, *_ = result.stdout.splitlines()
-        auto = ast.literal_eval(auto_line)
-        assert auto["multiclass"] == "joint", auto
-        assert classes_line.startswith(repr(CLASSES))
-        predicted = ast.literal_eval(classes_line[len(repr(CLASSES)) :].strip())
-        assert len(predicted) == 2 and set(predicted) <= set(CLASSES)
-        assert proba_line.startswith("[[")  # a 2 × 4 array printed by numpy
+        for _ in range(2):
+            result = run_python(block, env, tmp_path)
+            assert result.returncode == 0, result.stderr + result.stdout
+            check_try_it_output(result.stdout)
+
+        with server.client(owner_key) as owner:
+            datasets = owner.get("/v1/datasets")
+            datasets.raise_for_status()
+            assert [d["name"] for d in datasets.json()] == ["plans"]  # one dataset, one budget
+            budget = owner.get(f"/v1/datasets/{datasets.json()[0]['id']}/budget")
+            budget.raise_for_status()
+            assert budget.json()["jobs_charged"] == 2
     finally:
         server.stop()
 
