@@ -6,10 +6,7 @@ import sys
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    Field,
-)
+from pydantic import BaseModel, Field, field_validator
 
 from service.data.spec import LabelValue
 from service.privacy.evaluation import MAX_CONFUSION_CLASSES
@@ -94,14 +91,25 @@ class EvaluationCreate(Strict):
     privacy: JobPrivacy
     loss_clip: float | None = Field(
         default=None,
-        ge=MIN_LOSS_CLIP,
+        gt=0,
         allow_inf_nan=False,
         description="Declared clip B of each row's loss (log-loss, or squared error); binary "
-        "and numeric labels only (a categorical label's evaluation releases accuracy only, and "
-        "refuses loss_clip). A normal positive float64 (at least 2.2250738585072014e-308). "
+        "and numeric labels only (a categorical label's evaluation releases accuracy and a "
+        "confusion matrix, no loss, and refuses loss_clip). A normal positive float64 (at "
+        f"least {MIN_LOSS_CLIP:.1e}). "
         "Default: the largest loss any row within the declared bounds can have under this model "
         "(log(1 + e^‖w‖), or (‖w‖ + label bound)²), so nothing is clipped.",
     )
+
+    @field_validator("loss_clip")
+    @classmethod
+    def _normal(cls, value: float | None) -> float | None:
+        if value is not None and value < MIN_LOSS_CLIP:
+            raise ValueError(
+                f"must be at least {MIN_LOSS_CLIP:.1e} (the smallest normal float64): a "
+                "subnormal clip would make the plan's stated noise underflow"
+            )
+        return value
 
 
 class EvaluationOut(BaseModel):
