@@ -54,8 +54,13 @@ def require(*roles: str) -> Callable[[Principal], Awaitable[Principal]]:
 
     async def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
         if principal.role != "admin" and principal.role not in roles:
-            allowed = ", ".join(("admin", *roles))
-            raise ProblemError(403, "Forbidden", f"This needs one of the roles: {allowed}.")
+            allowed = list(dict.fromkeys(("admin", *roles)))
+            needs = (
+                f"the role {allowed[0]}"
+                if len(allowed) == 1
+                else "one of the roles: " + ", ".join(allowed)
+            )
+            raise ProblemError(403, "Forbidden", f"This needs {needs}.")
         return principal
 
     return check

@@ -329,6 +329,10 @@ def test_authorization_matrix(world: World) -> None:
             statuses.append(response.status_code)
             if response.status_code >= 400:
                 assert response.headers["content-type"].startswith("application/problem+json")
+            if response.status_code == 403:  # each role named once ("admin, admin" was said)
+                detail = response.json()["detail"]
+                named = detail.split(": ", 1)[-1].rstrip(".").split(", ")
+                assert len(named) == len(set(named)), detail
         observed[route] = tuple(statuses)
     wrong = {r: (EXPECTED[r], observed[r]) for r in EXPECTED if observed[r] != EXPECTED[r]}
     assert wrong == {}, "route: (expected, observed) in the order " + ", ".join(ACTORS)
