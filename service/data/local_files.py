@@ -5,7 +5,10 @@ allowed roots is ever opened (symlinks and ``..`` are resolved before the check,
 file of a folder), and roots scoped to other owners are closed without revealing what they hold
 (:func:`resolve_source`). A worker reopens a registered dataset from its stored absolute path,
 re-checked against its own roots (:func:`reopen_local`). The source itself is a
-:class:`~service.data.sources.FileSource` on the local filesystem.
+:class:`~service.data.sources.FileSource` reading through
+:class:`~service.data.confined_files.ConfinedFiles`, which checks every open again when it
+happens and follows no symlink after the check (a swap between check and read cannot reach
+another root).
 
 This backend registers with the source registry (:mod:`service.data.opening`) as the default:
 every location without a registered scheme is a local one.
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from service.data.confined_files import deepest_root_closed
 from service.data.limits import DEFAULT_LIMITS, ReadLimits, limits_of
 from service.data.opening import register_default
 from service.data.sources import (
@@ -49,8 +53,15 @@ _URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 def open_local(uri: str, settings: Any, format: Format | None = None) -> FileSource:
     """The local file or folder a registration names (see :func:`resolve_source`), read within
     ``settings.read_limits``; ``format`` overrides the suffix-based detection."""
-    path = resolve_source(uri, settings.data_roots, closed_roots(settings), limits_of(settings))
-    return local_source(path, format or detect_format(path), limits_of(settings))
+    closed = closed_roots(settings)
+    path = resolve_source(uri, settings.data_roots, closed, limits_of(settings))
+    return local_source(
+        path,
+        format or detect_format(path),
+        limits_of(settings),
+        roots=_real_roots(settings.data_roots),
+        closed=[c.resolve() for c in closed],
+    )
 
 
 def reopen_local(format: str, location: str, settings: Any) -> FileSource:
@@ -71,7 +82,13 @@ def reopen_local(format: str, location: str, settings: Any) -> FileSource:
             raise
         except SourceError:
             raise outside from None
-    return local_source(resolved, format, limits_of(settings))  # type: ignore[arg-type]
+    return local_source(
+        resolved,
+        format,  # type: ignore[arg-type]
+        limits_of(settings),
+        roots=roots,
+        closed=[c.resolve() for c in closed_roots(settings)],
+    )
 
 
 def closed_roots(settings: Any) -> list[Path]:
@@ -140,13 +157,7 @@ _MAX_LINK_HOPS = 40  # as Linux's path resolution
 
 def _is_closed(path: Path, roots: list[Path], closed: list[Path]) -> bool:
     """Whether the deepest root holding ``path`` (open or closed) is a closed one."""
-    best, shut = -1, False
-    for root, is_closed in [*((r, False) for r in roots), *((c, True) for c in closed)]:
-        if path == root or path.is_relative_to(root):
-            depth = len(root.parts)
-            if depth > best or (depth == best and not is_closed):
-                best, shut = depth, is_closed
-    return shut
+    return deepest_root_closed(path, roots, closed) is True
 
 
 def _real_path(path: Path, roots: list[Path], closed: list[Path]) -> Path:

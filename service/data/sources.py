@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
@@ -46,6 +47,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from service.data.confined_files import confined_filesystem
 from service.data.csv_lines import iter_csv_tables, normalise_lines
 from service.data.limits import DEFAULT_LIMITS, ENV_NAMES, ReadLimits
 
@@ -93,9 +95,21 @@ def _is_parquet_member(name: str) -> bool:
     return suffix in PARQUET_SUFFIXES and not name.startswith((".", "_"))
 
 
-def local_source(path: Path, format: Format, limits: ReadLimits = DEFAULT_LIMITS) -> FileSource:
-    """A :class:`FileSource` on the local filesystem for an already resolved ``path``."""
-    return FileSource(pafs.LocalFileSystem(), str(path), format, location=str(path), limits=limits)
+def local_source(
+    path: Path,
+    format: Format,
+    limits: ReadLimits = DEFAULT_LIMITS,
+    *,
+    roots: Sequence[Path] | None = None,
+    closed: Sequence[Path] = (),
+) -> FileSource:
+    """A :class:`FileSource` on the local filesystem for an already resolved ``path``, read
+    through :class:`~service.data.confined_files.ConfinedFiles`: every open is checked, when
+    it happens, to lie inside ``roots`` (real paths; default: ``path`` itself) and outside
+    ``closed``, and follows no symlink after that check."""
+    inside = roots if roots is not None else [Path(os.path.realpath(path))]
+    filesystem = confined_filesystem(inside, closed)
+    return FileSource(filesystem, str(path), format, location=str(path), limits=limits)
 
 
 # --------------------------------------------------------------------------------------------
