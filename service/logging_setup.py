@@ -10,8 +10,13 @@ What callers may put in a line (the rule every ``dpfit.*`` logger follows): ids,
 statuses, roles, public job parameters, durations. Never an API key, a data value, a dataset
 location or an exception's message (SQL errors quote request data); exception TYPE names only.
 
-Only the ``dpfit`` logger tree is configured here (its own handler, no propagation to the root),
-so the API and uvicorn's own loggers can be configured independently.
+Only the ``dpfit`` logger tree is configured by :func:`configure_logging` (its own handler, no
+propagation to the root). uvicorn's own lines (startup, shutdown, errors) take the same format
+through the ``log_config`` that ``service/api/server.py`` hands to ``uvicorn.run``
+(:func:`uvicorn_log_config`), and the handlers on the root logger and on Dask's
+``distributed`` in the API process get the same formatter (:func:`format_library_lines`).
+Dask's worker *processes* keep Dask's text format for their own lines (memory warnings and the
+like).
 """
 
 from __future__ import annotations
@@ -75,3 +80,43 @@ def configure_logging(
     logger.setLevel(level)
     logger.propagate = False
     return handler
+
+
+def formatter_for(log_format: str) -> logging.Formatter:
+    """The formatter of ``DPFIT_LOG_FORMAT`` (``text``, else JSON)."""
+    return TextFormatter() if log_format == "text" else JsonFormatter()
+
+
+def uvicorn_log_config(log_format: str) -> dict[str, Any]:
+    """A :func:`logging.config.dictConfig` for uvicorn's loggers in the service's format (its
+    access log stays off: ``dpfit.access`` writes one line per request instead)."""
+    formatter = "text" if log_format == "text" else "json"
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "json": {"()": JsonFormatter},
+            "text": {"()": TextFormatter},
+        },
+        "handlers": {
+            "stderr": {
+                "class": "logging.StreamHandler",
+                "formatter": formatter,
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "loggers": {
+            "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+            "uvicorn.error": {"level": "INFO"},
+            "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
+        },
+    }
+
+
+def format_library_lines(log_format: str) -> None:
+    """Give the handlers already on the root logger (``dpfit``'s command line installs one) and
+    on ``distributed`` (Dask's, in this process) the service's formatter; their filters
+    (``BoundedLog``) are kept."""
+    for name in ("", "distributed"):
+        for handler in logging.getLogger(name).handlers:
+            handler.setFormatter(formatter_for(log_format))

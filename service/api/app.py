@@ -24,7 +24,7 @@ from service.api.ui import install_ui
 from service.db.session import API_THREADS, ApiSessions, expected_schema_revision, make_engine
 from service.domain.dispatching import Dispatcher
 from service.ledger.audit import AuditCache
-from service.logging_setup import configure_logging
+from service.logging_setup import configure_logging, format_library_lines
 from service.schemas import Problem
 from service.settings import Settings
 from service.workers.dispatch import DaskDispatcher, SupervisorDispatches
@@ -66,6 +66,7 @@ def create_app(
     default: DispatcherFactory = SupervisorDispatches if settings.supervised else DaskDispatcher
     factory: DispatcherFactory = dispatcher_factory or default
     configure_logging("text" if settings.log_format == "text" else "json")
+    format_library_lines(settings.log_format)
     app = FastAPI(
         title="dpfit",
         version=__version__,

@@ -36,6 +36,7 @@ from typing import Any
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from service.logging_setup import uvicorn_log_config
 from service.settings import Settings, api_limits
 
 __all__ = ["BoundedLog", "HardenedH11Protocol", "install_bounded_logs", "uvicorn_options"]
@@ -119,6 +120,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "h11_max_incomplete_event_size": settings.max_header_bytes,
         "server_header": False,
         "log_level": "info",
+        "log_config": uvicorn_log_config(settings.log_format),
     }
 
 

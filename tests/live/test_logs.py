@@ -106,6 +106,30 @@ def test_one_line_per_request_with_the_route_template(sqlite_server: LiveServer)
     assert key not in log
 
 
+#: What `dpfit serve` prints on stdout when it starts (for people, not a log shipper).
+BANNER = (
+    "dpfit listening",
+    "database:",
+    "data roots:",
+    "SQL connections:",
+    "workers:",
+    "first key:",
+)
+
+
+def test_every_log_line_is_json_uvicorn_and_dask_included(sqlite_server: LiveServer) -> None:
+    """Not only dpfit's own lines: uvicorn's startup lines and Dask's in the API process were
+    plain text ("INFO:     Started server process", "… - distributed.… - WARNING - …")."""
+    with sqlite_server.client(sqlite_server.key("log-json", "analyst")) as client:
+        assert client.get("/healthz").status_code == 200
+    wait_for_lines(sqlite_server, lambda x: x.get("route") == "/healthz")
+    lines = [line for line in raw_log(sqlite_server).splitlines() if line.strip()]
+    plain = [line for line in lines if not line.startswith(("{", *BANNER))]
+    assert plain == []
+    loggers = {json.loads(line)["logger"] for line in lines if line.startswith("{")}
+    assert "uvicorn.error" in loggers and "dpfit.access" in loggers
+
+
 def test_job_lifecycle_events(sqlite_server: LiveServer) -> None:
     owner = sqlite_server.key("log-olivia", "owner")
     analyst = sqlite_server.key("log-ann", "analyst")
