@@ -253,18 +253,25 @@ def choose_layout(
         return Layout("partitioned", needed, parts=workers)
     if fits_one:
         return Layout("single", needed)
-    mib = math.ceil(needed / (1 << 20))
     if not data_parallel:
-        reason = (
-            f"this job's encoded rows need about {mib} MiB in one worker (this optimizer "
-            "reads every row in one process), more than a worker can hold"
-        )
+        where = "in one worker (this optimizer reads every row in one process)"
+        rows, limit = n, max(limits)
     else:
-        reason = (
-            f"this job's encoded rows need about {mib} MiB, more than the cluster's "
-            f"{workers} worker(s) can hold even spread over all of them"
-        )
+        where = f"in each of the cluster's {workers} worker(s) (the rows spread over all)"
+        rows, limit = part_rows, min(limits)
+    rows_bytes = encoded_bytes(rows, dimension, classes)
+    overhead = worker_overhead(rows, columns)
+    reason = (
+        f"this job needs about {_mib(rows_bytes + overhead)} MiB {where} at its peak: "
+        f"{_mib(rows_bytes)} MiB of encoded rows beside {_mib(overhead)} MiB for the worker "
+        f"process and reading, more than the {DATA_FRACTION:.1%} of a worker's "
+        f"{_mib(limit)} MiB limit a job may plan for"
+    )
     return Layout("infeasible", needed, reason=reason)
+
+
+def _mib(size: float) -> int:
+    return math.ceil(size / (1 << 20))
 
 
 def single_here(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
+import re
 
 import pytest
 
@@ -173,3 +174,21 @@ def test_admission_checks_the_default_limit(monkeypatch: pytest.MonkeyPatch) -> 
     assert refused.value.field == "dataset_id" and "768 MiB" in refused.value.message
     small = DatasetFacts("ds_y", 10**5, 40, 1e-5, "binary", None, False, columns=41)
     check_fits_cluster(small, 41, "dp_gd", settings)
+
+
+@pytest.mark.parametrize("data_parallel", [False, True])
+def test_a_refusal_states_the_peak_it_planned_and_the_limit_it_missed(data_parallel: bool) -> None:
+    """A small job refused for the worker's own overhead said "the encoded rows need about
+    1 MiB, more than the cluster can hold": the message gives the planned peak, its parts and
+    the limit, and the peak is what the planner compared."""
+    limit = 330 << 20
+    layout = choose_layout(
+        4000, 12, None, [limit, limit], data_parallel=data_parallel, min_rows=None, columns=5
+    )
+    assert layout.kind == "infeasible"
+    peak, rows, overhead, fraction, shown_limit = (
+        float(x) for x in re.findall(r"(\d+(?:\.\d+)?)(?= MiB|%)", layout.reason)
+    )
+    assert math.isclose(peak, rows + overhead, abs_tol=1) and shown_limit == 330
+    assert math.isclose(fraction / 100, partitions.DATA_FRACTION)
+    assert peak * (1 << 20) > partitions.DATA_FRACTION * limit
