@@ -139,6 +139,7 @@ def openapi_yaml() -> str:
     """The OpenAPI document of the app, as YAML (what openapi.yaml holds)."""
     from service.api.app import create_app
 
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # the in-memory schema's steps
     app = create_app(
         Settings(database_url="sqlite://", data_roots=(), workers=1, dask_scheduler=None)
     )
@@ -166,8 +167,7 @@ def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> Non
     shown = "http://localhost" if host in ("0.0.0.0", "::") else f"http://{host}"
     print(f"dpfit listening on {shown}:{port}  (API docs: {shown}:{port}/docs)", flush=True)
     print(f"database: {masked_url(settings.database_url)}", flush=True)
-    roots = [str(r) for r in settings.data_roots] + list(settings.object_store_roots)
-    print("data roots: " + ", ".join(roots), flush=True)
+    print("data roots: " + ", ".join(shown_roots(settings)), flush=True)
     # names only: a connection URL may hold a password
     connections = ", ".join(sorted(settings.sql_connections)) or "none (DPFIT_SQL_CONNECTIONS)"
     print(f"SQL connections: {connections}", flush=True)
@@ -186,6 +186,14 @@ def serve(settings: Settings, host: str, port: int, run_migrations: bool) -> Non
     from service.api.server import uvicorn_options
 
     uvicorn.run(create_app(settings), host=host, port=port, **uvicorn_options(settings))
+
+
+def shown_roots(settings: Settings) -> list[str]:
+    """The data roots as ``DPFIT_DATA_ROOTS`` scopes them: ``alice,bob=/data/x`` for a root
+    open to those owners only, the bare path for one open to every owner."""
+    roots = [str(r) for r in settings.data_roots] + list(settings.object_store_roots)
+    scoped = settings.root_owners
+    return [f"{','.join(sorted(scoped[r]))}={r}" if r in scoped else r for r in roots]
 
 
 def _check_dask_tls(settings: Settings) -> None:

@@ -79,10 +79,10 @@ def models_predict(client: Any, args: argparse.Namespace) -> int:
         answer,
         lambda a: table(
             [
-                [i, p, "" if probabilities is None else f"{probabilities[i]:.6f}"]
+                [i, p] if probabilities is None else [i, p, f"{probabilities[i]:.6f}"]
                 for i, p in enumerate(a["predictions"])
             ],
-            ["ROW", "PREDICTION", "SCORE"],
+            ["ROW", "PREDICTION"] if probabilities is None else ["ROW", "PREDICTION", "SCORE"],
         ),
     )
 

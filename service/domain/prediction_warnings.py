@@ -77,7 +77,7 @@ def _numeric_warnings(feature: NumericFeature, values: list[Any]) -> list[Predic
     for row in np.flatnonzero(np.isnan(numbers) | (numbers < low) | (numbers > high)):
         value, number = values[row], float(numbers[row])
         if math.isnan(number):
-            what = "null" if value is None else f"{value!r} is not a number"
+            what = "null" if value is None else f"{_shown(value)} is not a number"
             out.append(
                 PredictionWarning(
                     int(row),
@@ -97,10 +97,18 @@ def _numeric_warnings(feature: NumericFeature, values: list[Any]) -> list[Predic
                     int(row),
                     feature.name,
                     "out_of_bounds",
-                    f"{value!r} is {side} {bound:g}: clipped to {bound:g}",
+                    f"{_shown(value)} is {side} {bound:g}: clipped to {bound:g}",
                 )
             )
     return out
+
+
+def _shown(value: Any) -> str:
+    """A cell as the client sent it: JSON's spelling of a boolean (which a numeric column reads
+    as 1 or 0), Python's repr otherwise (strings quoted)."""
+    if isinstance(value, bool):
+        return f"{'true' if value else 'false'} (read as {int(value)})"
+    return repr(value)
 
 
 def _categorical_warnings(

@@ -110,3 +110,13 @@ def test_the_listed_warnings_are_capped_and_counted() -> None:
     found = prediction_warnings(encoder, rows, limit=10)
     assert len(found.listed) == 10 and found.total == 30
     assert [w.row for w in found.listed] == list(range(10))
+
+
+def test_a_boolean_cell_is_spelled_as_json_sent_it() -> None:
+    """A JSON ``true`` in a numeric column is read as 1: the warning said "True is below the
+    declared min 18" (Python's spelling of the value)."""
+    encoder = Encoder(CREDIT_FEATURES, fit_intercept=True)
+    found = prediction_warnings(encoder, [dict(GOOD, age=True)], limit=10)
+    (warning,) = found.listed
+    assert warning.message.startswith("true (read as 1) is below the declared min 18")
+    assert "True" not in warning.message

@@ -115,3 +115,23 @@ def test_openapi_writes_the_document_to_a_file_and_minus_o_is_refused(tmp_path: 
     assert target.read_text() == (Path(__file__).resolve().parents[2] / "openapi.yaml").read_text()
     with pytest.raises(SystemExit):
         cli.main(["-o", "json", "openapi"])
+
+
+def test_the_banner_shows_which_roots_are_scoped_and_to_whom(tmp_path: Path) -> None:
+    """``DPFIT_DATA_ROOTS=alice=/data/a`` was shown as ``data roots: /data/a``, as if open to
+    every owner."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    entries = f"{tmp_path / 'b'}:alice,bob={tmp_path / 'a'}:carol=s3://lake/c:s3://lake/open"
+    settings = Settings.from_env({"DPFIT_DATA_ROOTS": entries})
+    assert cli.shown_roots(settings) == [
+        str((tmp_path / "b").resolve()),
+        f"alice,bob={(tmp_path / 'a').resolve()}",
+        "carol=s3://lake/c",
+        "s3://lake/open",
+    ]
+
+
+def test_openapi_prints_no_migration_lines(capfd: pytest.CaptureFixture[str]) -> None:
+    cli.openapi_yaml()
+    assert "alembic" not in capfd.readouterr().err

@@ -63,6 +63,14 @@ def test_local_warnings_are_the_services() -> None:
     assert not any(w["row"] in (0, 7) for w in local)
 
 
+def test_booleans_in_numeric_columns_warn_alike() -> None:
+    rows = [dict(ROWS[0], age=True), dict(ROWS[0], hours_per_week=False)]
+    service = prediction_warnings(Encoder(CREDIT_FEATURES, fit_intercept=True), rows)
+    local = credit_model().prediction_warnings(rows)
+    assert local == [vars(w) for w in service.listed] and len(local) == 2
+    assert local[0]["message"].startswith("true (read as 1)")
+
+
 def test_model_predict_warns_once_at_the_callers_line() -> None:
     model = credit_model()
     with warnings.catch_warnings(record=True) as caught:

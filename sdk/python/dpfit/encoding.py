@@ -182,9 +182,7 @@ class PublicEncoding:
     def __init__(self, description: Mapping[str, Any]) -> None:
         version = description.get("version", ENCODING_VERSION)
         if version != ENCODING_VERSION:
-            raise ValueError(
-                f"encoding version {version!r} is newer than this dpfit package; upgrade it"
-            )
+            raise ValueError(f"encoding version {version!r} is newer than this dpfit package; upgrade it")
         self.description = dict(description)
         self.features: list[dict[str, Any]] = [dict(f) for f in description["features"]]
         self.fit_intercept = bool(description["fit_intercept"])
@@ -244,9 +242,7 @@ class PublicEncoding:
             if feature.get("type") == "categorical":
                 lookup = self._lookups[feature["name"]]
                 keys = [category_key(v) for v in values]
-                codes = np.array(
-                    [lookup.get(k, -1) if k is not None else -1 for k in keys], dtype=np.intp
-                )
+                codes = np.array([lookup.get(k, -1) if k is not None else -1 for k in keys], dtype=np.intp)
                 rows = np.flatnonzero(codes >= 0)
                 out[rows, position + codes[rows]] = 1.0
                 position += len(feature["categories"])
@@ -258,7 +254,6 @@ class PublicEncoding:
             out[:, position] = 1.0
         out *= self.scale
         return _clip_rows_to_unit_norm(out)
-
 
     def warnings(self, records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """The cells of ``records`` whose encoding changes their meaning — what the service's
@@ -300,13 +295,21 @@ def _number_warning(feature: Mapping[str, Any], value: Any) -> tuple[str, str] |
     low, high = float(feature["min"]), float(feature["max"])
     number = numeric_value(value)
     if math.isnan(number):
-        what = "null" if value is None else f"{value!r} is not a number"
+        what = "null" if value is None else f"{_shown(value)} is not a number"
         return "missing", f"{what}: scored as missing (the midpoint of [{low:g}, {high:g}])"
     if number < low:
-        return "out_of_bounds", f"{value!r} is below the declared min {low:g}: clipped to {low:g}"
+        return "out_of_bounds", f"{_shown(value)} is below the declared min {low:g}: clipped to {low:g}"
     if number > high:
-        return "out_of_bounds", f"{value!r} is above the declared max {high:g}: clipped to {high:g}"
+        return "out_of_bounds", f"{_shown(value)} is above the declared max {high:g}: clipped to {high:g}"
     return None
+
+
+def _shown(value: Any) -> str:
+    """A cell as the caller sent it, as the service spells it: a boolean in JSON's words (a
+    numeric column reads it as 1 or 0), anything else by its repr."""
+    if isinstance(value, bool):
+        return f"{'true' if value else 'false'} (read as {int(value)})"
+    return repr(value)
 
 
 def _closest(value: str, categories: list[str]) -> str | None:
