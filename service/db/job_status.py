@@ -161,11 +161,11 @@ def succeed(
 def request_cancel(session: Session, job_id: str) -> bool:
     """``queued|running → cancelled`` with ``cancel_requested`` set: a running worker sees the
     flag at its next progress write and stops (its ``end_run`` then finds the row already
-    cancelled and changes nothing)."""
+    cancelled and changes nothing) — so the job's end is now: ``finished_at`` is set here."""
     result = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.status.in_(ACTIVE))
-        .values(status="cancelled", cancel_requested=True)
+        .values(status="cancelled", cancel_requested=True, finished_at=utcnow())
     )
     return bool(result.rowcount == 1)
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import sessionmaker
 
+from service.db import job_status
 from service.db.session import make_engine
 from service.domain.job_events import JobEventLog
 from service.logging_setup import JsonFormatter, configure_logging
@@ -203,3 +204,34 @@ def test_cancel_before_the_data_is_read_logs_cancelled_and_refunded(tmp_path: Pa
     refund = next(r for r in mine if r.fields["event"] == "job.refunded")  # type: ignore[attr-defined]
     assert refund.fields["dataset_id"] == dataset_id  # type: ignore[attr-defined]
     assert refund.fields["epsilon"] > 0  # type: ignore[attr-defined]
+
+
+def test_a_running_job_cancelled_ends_at_its_cancel(tmp_path: Path) -> None:
+    """A running job's cancel left ``finished_at`` empty for good (the worker's end finds the
+    row cancelled and writes nothing): its ``job.cancelled`` line said ``"at": null``."""
+    url = f"sqlite:///{tmp_path / 'dpfit.db'}"
+    with in_process_app(url, tmp_path) as (client, admin):
+        keys = {}
+        for name, role in (("olivia", "owner"), ("ann", "analyst")):
+            response = client.post(
+                "/v1/keys", json={"name": name, "role": role}, headers=bearer(admin)
+            )
+            keys[name] = bearer(response.json()["key"])
+        dataset_id = client.post(
+            "/v1/datasets", json=credit_dataset(), headers=keys["olivia"]
+        ).json()["id"]
+        client.post(
+            f"/v1/datasets/{dataset_id}/grants", json={"principal": "ann"}, headers=keys["olivia"]
+        )
+        job_id = client.post("/v1/jobs", json=logistic_job(dataset_id), headers=keys["ann"]).json()[
+            "id"
+        ]
+        engine = make_engine(url, must_exist=True, pre_ping=False)
+        try:
+            with sessionmaker(engine).begin() as session:
+                assert job_status.claim(session, job_id, 1) is not None  # a worker's claim
+            assert client.post(f"/v1/jobs/{job_id}/cancel", headers=keys["ann"]).status_code == 200
+            shown = client.get(f"/v1/jobs/{job_id}", headers=keys["ann"]).json()
+        finally:
+            engine.dispose()
+    assert shown["status"] == "cancelled" and shown["finished_at"] is not None
