@@ -18,10 +18,16 @@ from service.api.access import (
 from service.api.auth import Principal
 from service.api.deps import Admin, AnyRole, AppSettings, Owner, Sessions
 from service.api.errors import ProblemError, invalid, not_found
-from service.api.paging import PageParams, finish_page
+from service.api.paging import PageParams, finish_page, integer_cursor_id
 from service.db.models import Charge, Dataset, DatasetWithdrawal, Grant, utcnow
 from service.domain.claims import cross_owner_duplicates
-from service.domain.grants import GrantNotFound, list_grants, revoke_grant, with_spend
+from service.domain.grants import (
+    GrantNotFound,
+    cap_problem,
+    list_grants,
+    revoke_grant,
+    with_spend,
+)
 from service.domain.principals import NotAnAnalyst, require_analyst
 from service.domain.registration import (
     check_registration,
@@ -183,11 +189,16 @@ def validate_dataset(
     response_model=list[DatasetWithdrawalOut],
     summary="Withdrawn datasets (admins)",
 )
-def get_withdrawals(principal: Admin, sessions: Sessions) -> list[DatasetWithdrawalOut]:
-    """Every dataset withdrawn with `DELETE /v1/datasets/{id}`, oldest first: what it was,
-    who withdrew it, when. Admins only."""
+def get_withdrawals(
+    principal: Admin, sessions: Sessions, page: PageParams, request: Request, response: Response
+) -> list[DatasetWithdrawalOut]:
+    """The datasets withdrawn with `DELETE /v1/datasets/{id}`, oldest first, one page per call
+    (`limit`, `cursor` and `X-Next-Cursor` as every list): what each was, who withdrew it,
+    when. Admins only."""
     with sessions() as session:
-        return [withdrawal_out(r) for r in list_withdrawals(session)]
+        rows = list_withdrawals(session, page.limit, integer_cursor_id(page))
+        rows = finish_page(rows, page, request, response, key=lambda r: (r.withdrawn_at, str(r.id)))
+        return [withdrawal_out(r) for r in rows]
 
 
 @router.delete(
@@ -265,11 +276,14 @@ def create_grant(
     refused (422 on `principal`)."""
     try:
         with sessions.begin() as session:
-            owned_dataset(session, principal, dataset_id)
+            dataset = owned_dataset(session, principal, dataset_id)
             try:
                 require_analyst(session, body.principal)
             except NotAnAnalyst as exc:
                 raise invalid("principal", str(exc)) from None
+            refused = cap_problem(dataset, body.epsilon_cap)
+            if refused is not None:
+                raise invalid("epsilon_cap", refused)
             grant = session.scalar(
                 select(Grant).where(
                     Grant.dataset_id == dataset_id, Grant.principal == body.principal
@@ -389,7 +403,7 @@ def get_budget_history(
     """ε spent at δ_B after every charge and refund, oldest first, one page of `points` per call
     (`limit`, `cursor`, `X-Next-Cursor` as on the ledger). Owners and admins see every job id;
     analysts see their own job ids, the dataset's total curve and their own curve."""
-    after = None if page.after is None else _ledger_cursor_id(page.after[1])
+    after = integer_cursor_id(page)
     with sessions.snapshot() as session:
         dataset = visible_dataset(session, principal, dataset_id)
         points = budget_history(
@@ -432,8 +446,9 @@ def get_ledger(
     with sessions.snapshot() as session:
         dataset = owned_dataset(session, principal, dataset_id)
         query = select(Charge).where(Charge.dataset_id == dataset_id)
-        if page.after is not None:
-            query = query.where(Charge.id > _ledger_cursor_id(page.after[1]))
+        after = integer_cursor_id(page)
+        if after is not None:
+            query = query.where(Charge.id > after)
         rows = session.scalars(query.order_by(Charge.id).limit(page.limit + 1)).all()
         rows = finish_page(rows, page, request, response, key=lambda c: (c.created_at, str(c.id)))
         checked = request.app.state.ledger_audits.audit(session, dataset)
@@ -448,11 +463,3 @@ def get_ledger(
         recomputed_pure_epsilon=checked.recomputed.pure_epsilon,
         consistent=checked.consistent,
     )
-
-
-def _ledger_cursor_id(item_id: str) -> int:
-    """The ledger row id a cursor names (its cursors carry ``[created_at, str(id)]``, the
-    format of :func:`service.pagination.encode_cursor`)."""
-    if not item_id.isdigit() or len(item_id) > 18:
-        raise invalid("cursor", "not a cursor this service issued; omit it to start over")
-    return int(item_id)

@@ -287,6 +287,7 @@ def install_registration_handlers(app: FastAPI) -> None:
 
 def install_domain_handlers(app: FastAPI) -> None:
     """Every other domain error a service function raises, mapped once (service/errors.py)."""
+    from service.api.idempotency import FIELD as IDEMPOTENCY_FIELD
     from service.api.throttle import TooManyRequests
     from service.errors import ConcurrentChange, DatasetNotFound
     from service.ledger.admission import BudgetExceeded, IdempotencyConflict
@@ -324,7 +325,7 @@ def install_domain_handlers(app: FastAPI) -> None:
             422,
             "Invalid request",
             "this Idempotency-Key was already used with a different request",
-            "Idempotency-Key",
+            IDEMPOTENCY_FIELD,
         )
 
     @app.exception_handler(ConcurrentChange)

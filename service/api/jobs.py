@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy import Exists, bindparam, exists, select
 from sqlalchemy.orm import Session
@@ -21,6 +21,7 @@ from service.api.deps import (
     Sessions,
 )
 from service.api.errors import ProblemError, problem_response
+from service.api.idempotency import IdempotencyKey
 from service.api.paging import PageParams, finish_page
 from service.db import job_status
 from service.db.models import Charge, Job
@@ -170,9 +171,7 @@ def create_job(
     cache: PriceCacheDep,
     _slot: ComputeSlot,
     response: Response,
-    idempotency_key: Annotated[
-        str | None, Header(alias="Idempotency-Key", max_length=200, pattern=r"^[\x21-\x7e]+$")
-    ] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
     """Plan the job from public information, charge its RDP curve atomically, dispatch it.
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Header, Response
+from fastapi import APIRouter, Response
 from pydantic import TypeAdapter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from service.api.access import visible_dataset, visible_job, visible_model
 from service.api.deps import AnyRole, AppDispatcher, AppSettings, Compute, ComputeSlot, Sessions
 from service.api.errors import invalid, not_found
+from service.api.idempotency import IdempotencyKey
 from service.api.jobs import TOO_MANY, was_refunded
 from service.data.encoding import Encoder
 from service.data.spec import LabelSpec
@@ -206,9 +207,7 @@ def evaluate(
     settings: AppSettings,
     _slot: ComputeSlot,
     response: Response,
-    idempotency_key: Annotated[
-        str | None, Header(alias="Idempotency-Key", max_length=200, pattern=r"^[\x21-\x7e]+$")
-    ] = None,
+    idempotency_key: IdempotencyKey = None,
 ) -> EvaluationOut:
     """Noised accuracy, log-loss (squared error for regression) and, for binary labels, a noised
     confusion matrix of the model on a dataset you are granted (same schema as the model's).

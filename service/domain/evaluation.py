@@ -42,6 +42,7 @@ from service.data.spec import LabelSpec
 from service.db import job_status
 from service.db.models import Dataset, Evaluation, Job, TrainedModel
 from service.domain.released_model import row_blocks, weight_matrix
+from service.domain.submission import check_finite
 from service.errors import DatasetRetired
 from service.ids import new_id
 from service.ledger.accounting import charge_curve, event_to_json
@@ -92,6 +93,10 @@ class PricedEvaluation:
     charge: JobCharge
     spec: dict[str, Any]
     plan_json: dict[str, Any]
+
+    @property
+    def field_at_fault(self) -> str:
+        return "loss_clip"
 
 
 def _kind(label: LabelSpec) -> EvaluationKind:
@@ -176,6 +181,13 @@ def price_evaluation(
     if classes is not None:
         hyper["classes"] = classes
     hyper.update(metric_stds(plan))  # the std of every released metric (before its clamp)
+    stds = [k for k, v in hyper.items() if isinstance(v, float) and not math.isfinite(v)]
+    if stds:  # B·σ/n beyond float64: a plan that cannot be stated, stored or run
+        raise InfeasibleSpec(
+            "loss_clip",
+            f"loss_clip = {clip:.4g} makes the plan's {', '.join(sorted(stds))} "
+            "(loss_clip·noise_scale/n) overflow; declare a smaller loss_clip",
+        )
     plan_json: dict[str, Any] = {
         "kind": EVALUATION,
         "mechanism": "gaussian",
@@ -207,7 +219,9 @@ def price_evaluation(
         event=event_json,
         mu=parallel_mu(plan.event),
     )
-    return PricedEvaluation(plan=plan, charge=charge, spec=spec, plan_json=plan_json)
+    priced = PricedEvaluation(plan=plan, charge=charge, spec=spec, plan_json=plan_json)
+    check_finite(priced)  # the one guard of every plan (service/domain/submission.py)
+    return priced
 
 
 def plan_of(spec: dict[str, Any], plan_json: dict[str, Any], n: int) -> EvaluationPlan:

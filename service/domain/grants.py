@@ -80,6 +80,19 @@ def with_spend(session: Session, dataset: Dataset, grants: list[Grant]) -> list[
     ]
 
 
+def cap_problem(dataset: Dataset, cap: float | None) -> str | None:
+    """Why ``cap`` cannot be a cap of a grant on ``dataset``, or None. A cap above the
+    dataset's ε_B caps nothing (the principal's charges are among the dataset's, which its
+    budget already bounds), so it is refused rather than stored as if it meant something."""
+    if cap is not None and cap > dataset.epsilon:
+        return (
+            f"epsilon_cap = {cap:g} is above this dataset's budget ε_B = {dataset.epsilon:g} "
+            f"and would cap nothing: choose at most {dataset.epsilon:g}, or omit epsilon_cap "
+            "for no cap"
+        )
+    return None
+
+
 def revoke_grant(session: Session, dataset_id: str, principal: str) -> Grant:
     """Delete ``principal``'s grant on the dataset and return it as it was (module docstring:
     new jobs stop, accounting stays). Takes the dataset row lock admission takes, so it

@@ -512,7 +512,13 @@ def withdraw_dataset(
     return record
 
 
-def list_withdrawals(session: Session) -> list[DatasetWithdrawal]:
-    """Every withdrawal, oldest first (the admins' audit view)."""
-    order = (DatasetWithdrawal.withdrawn_at, DatasetWithdrawal.id)
-    return list(session.scalars(select(DatasetWithdrawal).order_by(*order)))
+def list_withdrawals(
+    session: Session, limit: int, after: int | None = None
+) -> list[DatasetWithdrawal]:
+    """One page of withdrawals, oldest first (the admins' audit view): up to ``limit`` + 1 rows
+    (the extra one says another page exists) whose id follows ``after``. Ids grow with the
+    withdrawal (one row inserted per withdrawal), so the page is a keyset range of one query."""
+    query = select(DatasetWithdrawal)
+    if after is not None:
+        query = query.where(DatasetWithdrawal.id > after)
+    return list(session.scalars(query.order_by(DatasetWithdrawal.id).limit(limit + 1)))

@@ -56,6 +56,7 @@ from service.ledger.admission import (
 from service.models.registry import build_loss, parse_model_spec
 from service.optimizers import auto
 from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
+from service.optimizers.kits.limits import first_non_finite
 from service.optimizers.kits.planning import JobPlan, plan_job, plan_to_json
 from service.optimizers.kits.registry import get_optimizer
 from service.privacy.gdp import parallel_mu
@@ -67,6 +68,7 @@ __all__ = [
     "Estimate",
     "Priced",
     "PricedJob",
+    "check_finite",
     "check_fits_cluster",
     "estimate_job",
     "price_job",
@@ -129,6 +131,11 @@ class Priced(Protocol):
     @property
     def plan_json(self) -> dict[str, Any]: ...
 
+    @property
+    def field_at_fault(self) -> str:
+        """The request field a non-finite number in the plan most likely comes from."""
+        ...
+
 
 @dataclass(frozen=True)
 class PricedJob:
@@ -138,6 +145,28 @@ class PricedJob:
     charge: JobCharge
     spec: dict[str, Any]
     plan_json: dict[str, Any]
+
+    @property
+    def field_at_fault(self) -> str:
+        return "optimizer.params"
+
+
+def check_finite(priced: Priced) -> None:
+    """No plan, spec or charged event holding a non-finite number is ever answered, stored or
+    charged: JSON has no such number (PostgreSQL refuses ``Infinity`` in a plan, SQLite would
+    store it) and a plan whose numbers overflowed cannot run. Pricing refuses them on the field
+    at fault first (:func:`~service.optimizers.kits.planning.check_plan_finite`,
+    :func:`service.domain.evaluation.price_evaluation`); this is the one guard behind them all,
+    run by :func:`price_job`, the estimate and the submission alike, on
+    ``priced.field_at_fault``."""
+    for payload in (priced.plan_json, priced.spec, priced.charge.event):  # the JSON stored
+        path = first_non_finite(payload)
+        if path is not None:
+            raise InfeasibleSpec(
+                priced.field_at_fault,
+                "the plan derived from these values overflows (a number in it is not finite), "
+                "so the job could not run; choose smaller values. Nothing was charged",
+            )
 
 
 def price_job(facts: DatasetFacts, body: JobCreate, settings: Settings | None = None) -> PricedJob:
@@ -200,7 +229,9 @@ def price_job(facts: DatasetFacts, body: JobCreate, settings: Settings | None = 
     )
     spec = body.model_dump(mode="json")
     spec["optimizer"]["params"] = recorded_params(planned.params, plan.hyperparameters)
-    return PricedJob(planned=planned, charge=charge, spec=spec, plan_json=plan_json)
+    priced = PricedJob(planned=planned, charge=charge, spec=spec, plan_json=plan_json)
+    check_finite(priced)
+    return priced
 
 
 def _check_in_database(facts: DatasetFacts, body: JobCreate) -> None:
@@ -325,7 +356,9 @@ def estimate_job(
     settings: Settings | None = None,
 ) -> Estimate:
     """Price ``priced`` against the dataset's live ledger without writing anything. Raises
-    ``SourceNotOpen`` (given ``settings``) as a submission would."""
+    ``SourceNotOpen`` (given ``settings``) and :class:`InfeasibleSpec` (:func:`check_finite`)
+    as a submission would."""
+    check_finite(priced)
     ensure_source_open(session, dataset.id, settings)
     budget = budget_of(dataset)
     cost = priced.charge.cost
@@ -366,7 +399,9 @@ def submit_job(
 
     ``needs_grant`` (the caller is an analyst): the grant is checked again under admission's
     dataset lock, which a revocation takes too — a job checked before a revocation committed is
-    refused (``DatasetNotFound``, nothing charged) instead of admitted after it."""
+    refused (``DatasetNotFound``, nothing charged) instead of admitted after it. A plan holding a
+    non-finite number is refused before anything is written (:func:`check_finite`)."""
+    check_finite(priced)
     job = Job(
         id=new_id("job"),
         dataset_id=dataset_id,

@@ -11,6 +11,7 @@ interleaving overspends. Charges are append-only; a refund is a new row of kind 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -79,7 +80,8 @@ def check_admissible(
     Read-only: ``POST /v1/jobs/estimate`` calls it without the lock, admission under it.
     """
     budget = budget_of(dataset)
-    cap = principal_cap(session, dataset.id, principal)
+    stored = principal_cap(session, dataset.id, principal)
+    cap = binding_cap(stored, budget)
     scopes = totals.read_scopes(
         session, dataset.id, [totals.DATASET] + ([principal] if cap is not None else [])
     )
@@ -87,6 +89,11 @@ def check_admissible(
     decision = privacy_filter.admit(budget, spent, cost)
     if not decision.admitted:
         raise BudgetExceeded(decision.reason, privacy_filter.remaining_epsilon(budget, spent))
+    if cap == 0.0:
+        raise BudgetExceeded(
+            f"your grant on this dataset is capped at ε = {stored or 0.0:.6g}, which admits no job",
+            0.0,
+        )
     if cap is not None:
         capped = privacy_filter.Budget(epsilon=cap, delta=budget.delta)
         mine = scopes[principal].spent
@@ -189,6 +196,24 @@ def cancel_or_refund_unread(
     assert job is not None
     refund_job(session, job)
     return True
+
+
+def binding_cap(cap: float | None, budget: privacy_filter.Budget) -> float | None:
+    """The ε cap admission checks for a grant's stored ``cap``, whatever was stored (a cap is
+    validated on the way in, but rows of older rules may hold anything):
+
+    - None when there is no cap, or when it is at least ε_B (+∞ included): the principal's
+      charges are among the dataset's, which the dataset's filter keeps (ε_B, δ_B)-DP, hence
+      (cap, δ_B)-DP — what the cap promises holds without its own filter, whose thresholds are
+      then never computed at an ε (1e12, +∞) where the Gaussian calibration fails;
+    - 0.0 (admits nothing) for a NaN, or a cap at most 2H (``SECURE_NOISE_H``): the filter runs
+      at ε − 2H, and no job fits a budget of ε ≤ 0;
+    - the cap itself otherwise."""
+    if cap is None:
+        return None
+    if math.isnan(cap) or cap <= 2.0 * privacy_filter.SECURE_NOISE_H:
+        return 0.0
+    return None if cap >= budget.epsilon else float(cap)
 
 
 def principal_cap(session: Session, dataset_id: str, principal: str) -> float | None:

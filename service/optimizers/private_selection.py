@@ -120,7 +120,7 @@ from service.privacy.private_selection import (
     truncation_overhead,
 )
 from service.privacy.secure_random import SecureRandom
-from service.privacy.secure_release import secure_gaussian
+from service.privacy.secure_release import gaussian_release_fits, secure_gaussian
 from service.privacy.target import check_target
 
 __all__ = [
@@ -130,6 +130,7 @@ __all__ = [
     "SelectionCandidate",
     "SelectionRun",
     "base_mu",
+    "check_score_share",
     "correct_count",
 ]
 
@@ -253,6 +254,38 @@ def base_mu(
     return lo
 
 
+def check_score_share(share: float, mu_q: float) -> None:
+    """Refuse (``optimizer.params.score_share``) a share whose score noise the fit cannot draw.
+
+    Each slot releases its candidate's correct count (sensitivity 1) with Gaussian noise
+    σ_s = 1/μ_s = 1/(μ_Q·√share) (:func:`~service.privacy.secure_release.secure_gaussian`),
+    whose exact sampler needs (Δ_int·σ_s)² — Δ_int ≈ 2^20 on the release grid — within float64:
+    σ_s ≲ 1.3e148, i.e. share ≳ 6e-297/μ_Q². The test is the release's own
+    (:func:`~service.privacy.secure_release.gaussian_release_fits`), so a plan is admitted
+    exactly when no slot's score release can overflow; the message states the smallest share
+    that fits (bisection on the same test)."""
+    if gaussian_release_fits(1, 1.0 / (mu_q * math.sqrt(share)), 1.0):
+        return
+
+    def fits(s: float) -> bool:
+        return gaussian_release_fits(1, 1.0 / (mu_q * math.sqrt(s)), 1.0)
+
+    lo, hi = share, 1.0  # lo fails, hi fits (σ_s = 1/μ_Q at most: a small multiple of 1)
+    for _ in range(64):
+        mid = math.sqrt(lo) * math.sqrt(hi)  # geometric mean, without underflow
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    unit = 10.0 ** (math.floor(math.log10(hi)) - 2)  # three significant digits, rounded up
+    digits = math.ceil(hi / unit)
+    while not fits(digits * unit):
+        digits += 1
+    raise InfeasibleSpec(
+        "optimizer.params.score_share",
+        f"score_share = {share!r} makes the score's noise σ = 1/(μ_Q·√score_share) = "
+        f"{1.0 / (mu_q * math.sqrt(share)):.3g} too large for the exact noise sampler "
+        f"(float64 overflows); use score_share ≥ {digits * unit:.3g}",
+    )
+
+
 def correct_count(loss: Loss, w: FloatArray, X: FloatArray, y: FloatArray) -> int:
     """Σ_i 1[prediction_i = y_i]: each term depends on row i and w only (sensitivity 1)."""
     return int(np.count_nonzero(loss.predict(w, X) == y))
@@ -350,9 +383,17 @@ class PrivateSelection:
                 "ledger's Rényi orders; use epsilon ≥ 0.2 or name one optimizer",
             ) from None
         mu_score = mu_q * math.sqrt(p.score_share)
+        check_score_share(p.score_share, mu_q)
         # candidates may exceed μ_fit by the slack (gdp_epsilon rounds ε up), still ≤ μ_Q
         mu_fit = mu_q * math.sqrt(1.0 - p.score_share) / (1.0 + _MU_SLACK)
         fit_target = PrivacyTarget(gdp_epsilon(mu_fit, target.delta), target.delta)
+        if fit_target.epsilon <= 0.0:  # μ_fit ≈ 0: no candidate could be planned
+            raise InfeasibleSpec(
+                "optimizer.params.score_share",
+                f"score_share = {p.score_share!r} leaves the fits μ_fit = {mu_fit:.3g}, which "
+                f"is ε = 0 at δ = {target.delta:g}: no candidate can be fitted; use a smaller "
+                "score_share",
+            )
         candidates: list[dict[str, Any]] = []
         plans: list[ReleasePlan] = []
         for i, candidate in enumerate(p.candidates):

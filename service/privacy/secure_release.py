@@ -74,6 +74,7 @@ __all__ = [
     "GaussianRelease",
     "LaplaceRelease",
     "gaussian_release",
+    "gaussian_release_fits",
     "grid_for",
     "kernel_eta",
     "laplace_release",
@@ -159,6 +160,20 @@ class GaussianRelease:
 def gaussian_release(d: int, sigma: float, sensitivity: float) -> GaussianRelease:
     """Cached :class:`GaussianRelease` (per-step releases reuse it)."""
     return GaussianRelease(d, sigma, sensitivity)
+
+
+def gaussian_release_fits(d: int, sigma: float, sensitivity: float) -> bool:
+    """Whether :func:`secure_gaussian` can release a ``d``-vector of ℓ2 sensitivity Δ with
+    noise σ. The sampler's variance S² ≥ (Δ_int·σ/Δ)² + t² is exact (an integer), but σ′ and
+    the noise's std are computed from it in float64: when S² exceeds float64's largest value
+    (σ/Δ beyond ≈ 1.3e148 for d = 1) building the release raises ``OverflowError``. This builds
+    it from the same public values (nothing drawn, not cached), so a plan that calls it is
+    feasible exactly when its fit's release cannot overflow."""
+    try:
+        GaussianRelease(d, sigma, sensitivity)
+    except OverflowError:
+        return False
+    return True
 
 
 def secure_gaussian(

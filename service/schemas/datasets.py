@@ -34,10 +34,13 @@ from service.schemas.common import (
 
 
 class PrivacyBudget(Strict):
-    epsilon: float = Field(ge=MIN_EPSILON, le=1000, description="Total ε_B of the dataset.")
+    epsilon: float = Field(
+        ge=MIN_EPSILON, le=1000, allow_inf_nan=False, description="Total ε_B of the dataset."
+    )
     delta: float = Field(
         ge=0,
         lt=1,
+        allow_inf_nan=False,
         description="Total δ_B. 0 makes the dataset pure ε-DP (basic composition); otherwise "
         f"at least {MIN_POSITIVE_DELTA:g}.",
     )
@@ -317,9 +320,12 @@ class GrantCreate(Strict):
     principal: str = Field(min_length=1, max_length=200)
     epsilon_cap: float | None = Field(
         default=None,
-        gt=0,
-        description="Optional cap on what this principal's jobs may spend (ε at δ_B). "
-        "Granting again updates it.",
+        ge=MIN_EPSILON,
+        le=1000,
+        allow_inf_nan=False,
+        description="Optional cap on what this principal's jobs may spend (ε at δ_B): a finite "
+        f"number from {MIN_EPSILON:g} up to the dataset's own ε_B (a larger cap would cap "
+        "nothing and is refused; omit it for no cap). Granting again updates it.",
     )
 
 

@@ -15,23 +15,60 @@ from service.models.registry import ModelSpec
 from service.schemas.common import (
     MIN_EPSILON,
     MIN_POSITIVE_DELTA,
+    FreeFormProblem,
     JobStatus,
     PrivacyOut,
     Strict,
+    nested_too_deep,
     strictly,
     zero_or_large_enough,
 )
 
+#: How deep one optimizer parameter may nest arrays and objects. A parameter is a number, a
+#: string or a boolean, or for private_selection / private_tuning a list of candidate objects
+#: holding their own parameters (3 levels; 6 if a candidate's optimizer took candidates).
+MAX_PARAM_NESTING = 8
+
 
 class OptimizerChoice(Strict):
     name: str = Field(description="An optimizer from GET /v1/optimizers.")
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The optimizer's parameters (its `params` schema in GET /v1/optimizers): "
+        "numbers, strings, booleans, and for private_selection and private_tuning a list of "
+        f"candidate objects; at most {MAX_PARAM_NESTING} levels of arrays and objects deep.",
+    )
+
+    @classmethod
+    def free_form_problem(cls, data: dict[str, Any]) -> FreeFormProblem | None:
+        return params_problem(data.get("params"), ("params",))
+
+
+def params_problem(params: Any, at: tuple[str | int, ...]) -> FreeFormProblem | None:
+    """A parameter nested more than :data:`MAX_PARAM_NESTING` levels deep, reported on the
+    parameter itself (``<at>.<name>``); the depth is checked without recursion."""
+    if not isinstance(params, dict):
+        return None  # not an object: the schema says so on the field itself
+    for name, value in params.items():
+        if nested_too_deep({name: value}, MAX_PARAM_NESTING) is not None:
+            return (
+                (*at, name),
+                "too_deep",
+                f"nested too deeply: an optimizer parameter holds at most {MAX_PARAM_NESTING} "
+                "levels of arrays and objects (parameters are numbers, strings, booleans and, "
+                "for private_selection and private_tuning, a list of candidate objects)",
+            )
+    return None
 
 
 class JobPrivacy(Strict):
-    epsilon: float = Field(ge=MIN_EPSILON, le=1000)
+    # allow_inf_nan=False: NaN or ±Infinity is "a finite number" error, not a range's message
+    epsilon: float = Field(ge=MIN_EPSILON, le=1000, allow_inf_nan=False)
     delta: float = Field(
-        ge=0, lt=1, description=f"0 asks for pure ε-DP; otherwise at least {MIN_POSITIVE_DELTA:g}."
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description=f"0 asks for pure ε-DP; otherwise at least {MIN_POSITIVE_DELTA:g}.",
     )
 
     _delta_bound = field_validator("delta")(zero_or_large_enough)
@@ -46,6 +83,14 @@ class JobCreate(Strict):
         "from public facts (n, d, bounds, ε, δ, model) and records the choice in the plan.",
     )
     privacy: JobPrivacy
+
+    @classmethod
+    def free_form_problem(cls, data: dict[str, Any]) -> FreeFormProblem | None:
+        # before the whole body's depth limit, so a deep parameter is named as itself
+        optimizer = data.get("optimizer")
+        if isinstance(optimizer, dict):
+            return params_problem(optimizer.get("params"), ("optimizer", "params"))
+        return None
 
 
 class Progress(BaseModel):

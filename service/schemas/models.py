@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, field_validator
 from service.data.spec import LabelValue
 from service.privacy.evaluation import MAX_CONFUSION_CLASSES
 from service.schemas.common import (
+    FreeFormProblem,
     JobStatus,
     PrivacyOut,
     Strict,
@@ -45,7 +46,33 @@ class ModelOut(BaseModel):
 
 
 class PredictRequest(Strict):
-    rows: list[dict[str, Any]] = Field(min_length=1, max_length=100_000)
+    rows: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=100_000,
+        description="Your rows in the dataset's raw schema, one object each: every feature "
+        "column present (null for a missing value), each cell one value — a number, a string, "
+        "a boolean or null, never an array or object. Other keys are ignored.",
+    )
+
+    @classmethod
+    def free_form_problem(cls, data: dict[str, Any]) -> FreeFormProblem | None:
+        """The first cell that is an array or object, at ``rows.<i>.<column>``: one pass over
+        the cells, none walked into."""
+        rows = data.get("rows")
+        if not isinstance(rows, list):
+            return None
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                continue  # the schema refuses it on rows.<i>
+            for column, cell in row.items():
+                if isinstance(cell, dict | list):
+                    return (("rows", i, column), "cell_type", CELL_MESSAGE)
+        return None
+
+
+CELL_MESSAGE = (
+    "a prediction cell is one value: a number, a string, a boolean or null, not an array or object"
+)
 
 
 class PredictionWarningOut(BaseModel):

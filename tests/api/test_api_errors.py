@@ -170,7 +170,7 @@ def test_idempotency_key_reuse_with_another_body(actors: dict[str, Any]) -> None
     problem(
         analyst.post("/v1/jobs", json=logistic_job(dataset_id, epsilon=0.3), headers=headers),
         422,
-        "Idempotency-Key",
+        "header.Idempotency-Key",  # as a malformed key (one field for every refusal of it)
     )
 
 

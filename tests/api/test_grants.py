@@ -195,7 +195,7 @@ def test_who_may_list_and_revoke(team: Team) -> None:
     assert missing.status_code == 404
     assert team.call("owner", "GET", "/v1/datasets/ds_missing/grants").status_code == 404
     bad = team.call("owner", "GET", path, params={"cursor": "abc"})
-    assert bad.status_code == 422 and bad.json()["field"] == "cursor"
+    assert bad.status_code == 422 and bad.json()["field"] == "query.cursor"
     # Admins may revoke too.
     assert team.call("admin", "POST", f"{path}/ann/revoke").status_code == 200
     assert team.grants() == []

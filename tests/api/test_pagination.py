@@ -124,7 +124,7 @@ def test_bad_page_parameters_are_422(people: dict[str, Any]) -> None:
         problem(analyst.get(path, params={"limit": 1001}), 422, "query.limit")
         problem(analyst.get(path, params={"limit": "ten"}), 422, "query.limit")
         for cursor in ("abc", "bm90IGpzb24", "WzEsMl0", "WyIyMDI2LTAxLTAxIiwgIngiXQ"):
-            problem(analyst.get(path, params={"cursor": cursor}), 422, "cursor")
+            problem(analyst.get(path, params={"cursor": cursor}), 422, "query.cursor")
     problem(analyst.get("/v1/jobs", params={"status": "done"}), 422, "query.status")
 
 
@@ -303,4 +303,4 @@ def test_ledger_pages_keep_the_totals_on_every_page(tmp_path: Path) -> None:
 
         another_list = encode_cursor(datetime.now(UTC), dataset_id)  # a dataset list's cursor
         for cursor in ("abc", "WzEsMl0", another_list):
-            problem(client.get(path, params={"cursor": cursor}, headers=owner), 422, "cursor")
+            problem(client.get(path, params={"cursor": cursor}, headers=owner), 422, "query.cursor")

@@ -14,6 +14,7 @@ candidates picked, and the score's sensitivity.
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ from service.optimizers.kits.registry import optimizer_names
 from service.optimizers.private_selection import (
     PrivateSelection,
     PrivateSelectionParams,
+    check_score_share,
     correct_count,
 )
 from service.privacy.gdp import event_mu, gdp_mu
@@ -49,6 +51,8 @@ from service.privacy.private_selection import (
     truncated_table,
     truncation_overhead,
 )
+from service.privacy.secure_random import SecureRandom
+from service.privacy.secure_release import secure_gaussian
 
 SHAPES = (0.0, 0.5, 1.0, 2.0)
 
@@ -586,3 +590,59 @@ def test_a_plan_stored_before_the_schedule_runs_its_charged_untruncated_law() ->
     )
     assert run.slots == run.repetitions == len(run.scores) >= 1
     assert run.fits == run.slots * len(stored["hyperparameters"]["candidates"])
+
+
+# --- the score's noise stays within the exact sampler's range -----------------------------------
+
+
+def _float_between(lo: float, hi: float) -> float:
+    """The float halfway between two positive floats in the order of their bit patterns."""
+    a, b = (struct.unpack("<q", struct.pack("<d", x))[0] for x in (lo, hi))
+    return float(struct.unpack("<d", struct.pack("<q", (a + b) // 2))[0])
+
+
+def test_a_score_share_is_admitted_exactly_when_its_score_release_cannot_overflow() -> None:
+    """σ_s = 1/(μ_Q·√score_share), and the exact sampler's variance (Δ_int·σ_s)² must be a
+    finite float64 (σ_s ≲ 1.3e148: score_share ≳ 6e-297/μ_Q²). Found reported: 1e-300 was
+    charged, then the worker's first score release raised OverflowError. Bisected to two
+    ADJACENT floats: the smaller share is refused at planning on its field and its score
+    release overflows; the larger one plans, and the release the fit makes with the planned
+    σ_s runs."""
+    mu_q = float(_plan(1.0).plan.hyperparameters["base_mu"])
+
+    def planned(share: float) -> float | None:  # the planned σ_s, or None if refused
+        try:
+            job = _plan(1.0, score_share=share)
+        except InfeasibleSpec as refused:
+            assert refused.field == "optimizer.params.score_share", refused.message
+            assert "score_share ≥" in refused.message
+            return None
+        return float(job.plan.hyperparameters["score_noise_std"])
+
+    def refused(share: float) -> bool:  # check_score_share's own test: cheap to bisect
+        try:
+            check_score_share(share, mu_q)
+        except InfeasibleSpec:
+            return True
+        return False
+
+    for share in (5e-324, 1e-300, 1e-296):
+        assert planned(share) is None
+    assert planned(1e-200) is not None
+    lo, hi = 1e-300, 1e-200  # lo refused, hi admitted
+    while math.nextafter(lo, 1.0) < hi:
+        mid = _float_between(lo, hi)
+        lo, hi = (mid, hi) if refused(mid) else (lo, mid)
+    assert planned(lo) is None
+    with pytest.raises(OverflowError):
+        secure_gaussian(np.array([1000.0]), 1.0 / (mu_q * math.sqrt(lo)), 1.0, SecureRandom())
+    std = planned(hi)
+    assert std is not None and std > 1e148
+    released = secure_gaussian(np.array([1000.0]), std, 1.0, SecureRandom())  # as run() does
+    assert math.isfinite(float(released[0]))
+
+
+def test_a_score_share_that_leaves_nothing_for_the_fits_is_refused_on_its_field() -> None:
+    with pytest.raises(InfeasibleSpec) as caught:
+        _plan(1.0, score_share=math.nextafter(1.0, 0.0))
+    assert caught.value.field == "optimizer.params.score_share"

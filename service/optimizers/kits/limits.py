@@ -30,12 +30,15 @@ magnitude a plan's quantities may have (the loss's constants, the declared label
 sensitivity, the noise scale, one step's move). A plan beyond it is refused at planning
 (service/optimizers/kits/planning.py,
 :func:`~service.optimizers.kits.gradient_kit.check_step_size`), so a fit never overflows into a
-NaN model or fails for certain after its charge.
+NaN model or fails for certain after its charge. And no stored plan holds a non-finite number
+anywhere (:func:`first_non_finite`): JSON has none (PostgreSQL refuses ``Infinity`` in a plan,
+SQLite would store it), and a derived quantity that overflowed is a plan the fit cannot run.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import math
+from typing import Any, Final
 
 __all__ = [
     "FULL_GRADIENT_STEPS_CAP",
@@ -43,6 +46,7 @@ __all__ = [
     "SAFE_MAGNITUDE",
     "SAMPLED_STEPS_CAP",
     "WEIGHTS_CAP",
+    "first_non_finite",
 ]
 
 #: Most steps a job may ask for when every step reads all n rows.
@@ -61,3 +65,20 @@ WEIGHTS_CAP: Final = 1 << 20
 #: residuals) and sums of up to 1e8 such squares stay below float64's maximum ≈ 1.8e308;
 #: nothing a meaningful job needs comes near it (bounds and constants are in data units).
 SAFE_MAGNITUDE: Final = 1e150
+
+
+def first_non_finite(value: Any) -> tuple[str | int, ...] | None:
+    """The path (keys and indices) of the first float in a JSON-like value (dicts, lists,
+    tuples) that is NaN or ±∞, or None when every number is finite. Iterative: any depth."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                return path
+        elif isinstance(node, dict):
+            items = [((*path, str(k)), v) for k, v in node.items()]
+            stack.extend(reversed(items))
+        elif isinstance(node, list | tuple):
+            stack.extend(reversed([((*path, i), v) for i, v in enumerate(node)]))
+    return None

@@ -24,15 +24,17 @@ from service.optimizers.kits.base import (
     as_mechanism,
 )
 from service.optimizers.kits.column_scales import with_one_hot_columns
-from service.optimizers.kits.limits import SAFE_MAGNITUDE, WEIGHTS_CAP
+from service.optimizers.kits.limits import SAFE_MAGNITUDE, WEIGHTS_CAP, first_non_finite
 from service.optimizers.kits.one_vs_rest import check_multiclass_model, plan_one_vs_rest
 from service.optimizers.kits.registry import get_optimizer
 
 __all__ = [
     "JobPlan",
     "check_loss_magnitudes",
+    "check_plan_finite",
     "check_plan_magnitudes",
     "check_weight_count",
+    "field_at_fault",
     "model_dimension",
     "model_field_at_fault",
     "plan_from_json",
@@ -101,12 +103,13 @@ def plan_job(
             plan, _ = plan_one_vs_rest(optimizer, params, loss, n, dimension, target, classes)
     except ArithmeticError:  # OverflowError, ZeroDivisionError: never a 500, never a charge
         raise InfeasibleSpec(
-            model_field_at_fault(model),
+            field_at_fault(model, params),
             "the plan's arithmetic overflows for these values; choose smaller model constants "
             "or optimizer parameters",
         ) from None
     check_plan_magnitudes(model, params, plan)
     plan = with_one_hot_columns(plan, one_hot_columns)
+    check_plan_finite(model, params, plan)
     return JobPlan(loss=loss, optimizer=optimizer, params=params, plan=plan, dimension=dimension)
 
 
@@ -139,6 +142,16 @@ def model_field_at_fault(model: ModelSpec) -> str:
     """The model spec's number furthest from unit scale (non-zero floats, in orders of
     magnitude) as ``model.<type>.<field>`` — the one that makes a constant overflow — or
     ``model`` when the spec has none."""
+    field = _worst_model_number(model)[1]
+    kind = getattr(model, "type", None)
+    if field is None or kind is None:
+        return "model"
+    return f"model.{kind}.{field}"
+
+
+def _worst_model_number(model: ModelSpec) -> tuple[float, str | None]:
+    """(orders of magnitude from 1, name) of the model spec's non-zero float furthest from
+    unit scale; (-1, None) when it has none."""
     worst, field = -1.0, None
     for name, value in model:
         if isinstance(value, bool) or not isinstance(value, float) or value == 0.0:
@@ -146,10 +159,11 @@ def model_field_at_fault(model: ModelSpec) -> str:
         scale = math.inf if not math.isfinite(value) else abs(math.log10(abs(value)))
         if scale > worst:
             worst, field = scale, name
-    kind = getattr(model, "type", None)
-    if field is None or kind is None:
-        return "model"
-    return f"model.{kind}.{field}"
+    return worst, field
+
+
+def _scale_of_model(model: ModelSpec) -> float:
+    return _worst_model_number(model)[0]
 
 
 def _within(value: float) -> bool:
@@ -193,6 +207,47 @@ def check_plan_magnitudes(model: ModelSpec, params: BaseModel, plan: ReleasePlan
                 f"the plan's {what} is not a finite number in (0, {SAFE_MAGNITUDE:g}]: the "
                 "model's constants are too large (or ε too small) for a finite fit",
             )
+
+
+def check_plan_finite(model: ModelSpec, params: BaseModel, plan: ReleasePlan) -> None:
+    """Every number of the plan as it will be stored (hyperparameters, events, nested
+    candidates' plans) is finite: a quantity derived from the spec that overflowed (a default
+    radius √(2·gap/μ) from an objective_gap near float64's maximum, a drift threshold from an
+    initial_gap) is refused here, at pricing, on the parameter that caused it
+    (:func:`params_field_at_fault`), never stored as ``Infinity`` nor charged."""
+    path = first_non_finite(plan_to_json(plan))
+    if path is None:
+        return
+    field = field_at_fault(model, params, path)
+    if field == "model":  # no number given anywhere: the optimizer's own plan overflowed
+        field = "optimizer.params"
+    where = ".".join(str(p) for p in path)
+    raise InfeasibleSpec(
+        field,
+        f"the plan derived from {field} overflows ({where} is not a finite number), so the "
+        "job could not run; choose a smaller value",
+    )
+
+
+def field_at_fault(model: ModelSpec, params: BaseModel, path: tuple[str | int, ...] = ()) -> str:
+    """The field of the spec that most likely made the plan overflow: the parameter the
+    analyst gave that the plan's ``path`` names (``optimizer.params.candidates.<i>`` for a
+    candidate's own plan), else the number furthest from unit scale (orders of magnitude)
+    among the parameters given and the model spec's (:func:`model_field_at_fault`)."""
+    given = set(getattr(params, "model_fields_set", ()) or ())
+    head = path[1] if len(path) > 1 and path[0] == "hyperparameters" else None
+    if isinstance(head, str) and head in given:
+        index = path[2] if len(path) > 2 and isinstance(path[2], int) else None
+        return f"optimizer.params.{head}" + (f".{index}" if index is not None else "")
+    worst, field = _scale_of_model(model), model_field_at_fault(model)
+    for name in sorted(given):
+        value = getattr(params, name, None)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value == 0:
+            continue
+        scale = math.inf if not math.isfinite(value) else abs(math.log10(abs(value)))
+        if scale > worst:
+            worst, field = scale, f"optimizer.params.{name}"
+    return field
 
 
 def plan_to_json(plan: ReleasePlan) -> dict[str, Any]:

@@ -22,9 +22,9 @@ class EvaluationCreate:
             registered. Its ledger pays for the evaluation.
         privacy (JobPrivacy):
         loss_clip (float | None | Unset): Declared clip B of each row's loss (log-loss, or squared error); binary and
-            numeric labels only (a categorical label's evaluation releases accuracy only, and refuses loss_clip). A normal
-            positive float64 (at least 2.2250738585072014e-308). Default: the largest loss any row within the declared
-            bounds can have under this model (log(1 + e^‖w‖), or (‖w‖ + label bound)²), so nothing is clipped.
+            numeric labels only (a categorical label's evaluation releases accuracy and a confusion matrix, no loss, and
+            refuses loss_clip). A normal positive float64 (at least 2.2e-308). Default: the largest loss any row within the
+            declared bounds can have under this model (log(1 + e^‖w‖), or (‖w‖ + label bound)²), so nothing is clipped.
     """
 
     dataset_id: str

@@ -15,8 +15,9 @@ class GrantCreate:
     """
     Attributes:
         principal (str):
-        epsilon_cap (float | None | Unset): Optional cap on what this principal's jobs may spend (ε at δ_B). Granting
-            again updates it.
+        epsilon_cap (float | None | Unset): Optional cap on what this principal's jobs may spend (ε at δ_B): a finite
+            number from 1e-06 up to the dataset's own ε_B (a larger cap would cap nothing and is refused; omit it for no
+            cap). Granting again updates it.
     """
 
     principal: str

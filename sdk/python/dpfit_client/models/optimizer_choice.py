@@ -19,7 +19,9 @@ class OptimizerChoice:
     """
     Attributes:
         name (str): An optimizer from GET /v1/optimizers.
-        params (OptimizerChoiceParams | Unset):
+        params (OptimizerChoiceParams | Unset): The optimizer's parameters (its `params` schema in GET /v1/optimizers):
+            numbers, strings, booleans, and for private_selection and private_tuning a list of candidate objects; at most 8
+            levels of arrays and objects deep.
     """
 
     name: str

@@ -11,6 +11,11 @@ T = TypeVar("T", bound="OptimizerChoiceParams")
 
 @_attrs_define
 class OptimizerChoiceParams:
+    """The optimizer's parameters (its `params` schema in GET /v1/optimizers): numbers, strings, booleans, and for
+    private_selection and private_tuning a list of candidate objects; at most 8 levels of arrays and objects deep.
+
+    """
+
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -16,7 +16,9 @@ T = TypeVar("T", bound="PredictRequest")
 class PredictRequest:
     """
     Attributes:
-        rows (list[PredictRequestRowsItem]):
+        rows (list[PredictRequestRowsItem]): Your rows in the dataset's raw schema, one object each: every feature
+            column present (null for a missing value), each cell one value — a number, a string, a boolean or null, never an
+            array or object. Other keys are ignored.
     """
 
     rows: list[PredictRequestRowsItem]

@@ -7,14 +7,32 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.dataset_withdrawal_out import DatasetWithdrawalOut
 from ...models.problem import Problem
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
-def _get_kwargs() -> dict[str, Any]:
+def _get_kwargs(
+    *,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["limit"] = limit
+
+    json_cursor: None | str | Unset
+    if isinstance(cursor, Unset):
+        json_cursor = UNSET
+    else:
+        json_cursor = cursor
+    params["cursor"] = json_cursor
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/v1/datasets/withdrawals",
+        "params": params,
     }
 
     return _kwargs
@@ -88,11 +106,19 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Response[Problem | list[DatasetWithdrawalOut]]:
     """Withdrawn datasets (admins)
 
-     Every dataset withdrawn with `DELETE /v1/datasets/{id}`, oldest first: what it was,
-    who withdrew it, when. Admins only.
+     The datasets withdrawn with `DELETE /v1/datasets/{id}`, oldest first, one page per call
+    (`limit`, `cursor` and `X-Next-Cursor` as every list): what each was, who withdrew it,
+    when. Admins only.
+
+    Args:
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -102,7 +128,10 @@ def sync_detailed(
         Response[Problem | list[DatasetWithdrawalOut]]
     """
 
-    kwargs = _get_kwargs()
+    kwargs = _get_kwargs(
+        limit=limit,
+        cursor=cursor,
+    )
 
     response = client.get_httpx_client().request(
         **kwargs,
@@ -114,11 +143,19 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Problem | list[DatasetWithdrawalOut] | None:
     """Withdrawn datasets (admins)
 
-     Every dataset withdrawn with `DELETE /v1/datasets/{id}`, oldest first: what it was,
-    who withdrew it, when. Admins only.
+     The datasets withdrawn with `DELETE /v1/datasets/{id}`, oldest first, one page per call
+    (`limit`, `cursor` and `X-Next-Cursor` as every list): what each was, who withdrew it,
+    when. Admins only.
+
+    Args:
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -130,17 +167,27 @@ def sync(
 
     return sync_detailed(
         client=client,
+        limit=limit,
+        cursor=cursor,
     ).parsed
 
 
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Response[Problem | list[DatasetWithdrawalOut]]:
     """Withdrawn datasets (admins)
 
-     Every dataset withdrawn with `DELETE /v1/datasets/{id}`, oldest first: what it was,
-    who withdrew it, when. Admins only.
+     The datasets withdrawn with `DELETE /v1/datasets/{id}`, oldest first, one page per call
+    (`limit`, `cursor` and `X-Next-Cursor` as every list): what each was, who withdrew it,
+    when. Admins only.
+
+    Args:
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -150,7 +197,10 @@ async def asyncio_detailed(
         Response[Problem | list[DatasetWithdrawalOut]]
     """
 
-    kwargs = _get_kwargs()
+    kwargs = _get_kwargs(
+        limit=limit,
+        cursor=cursor,
+    )
 
     response = await client.get_async_httpx_client().request(**kwargs)
 
@@ -160,11 +210,19 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
+    limit: int | Unset = 100,
+    cursor: None | str | Unset = UNSET,
 ) -> Problem | list[DatasetWithdrawalOut] | None:
     """Withdrawn datasets (admins)
 
-     Every dataset withdrawn with `DELETE /v1/datasets/{id}`, oldest first: what it was,
-    who withdrew it, when. Admins only.
+     The datasets withdrawn with `DELETE /v1/datasets/{id}`, oldest first, one page per call
+    (`limit`, `cursor` and `X-Next-Cursor` as every list): what each was, who withdrew it,
+    when. Admins only.
+
+    Args:
+        limit (int | Unset): Items per page (default 100, at most 1000). Default: 100.
+        cursor (None | str | Unset): The `X-Next-Cursor` of the previous page (opaque); omit for
+            the first.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -177,5 +235,7 @@ async def asyncio(
     return (
         await asyncio_detailed(
             client=client,
+            limit=limit,
+            cursor=cursor,
         )
     ).parsed

@@ -108,7 +108,9 @@ def sync_detailed(
     with the same ``Idempotency-Key`` returns the same job and charges once.
 
     Args:
-        idempotency_key (None | str | Unset):
+        idempotency_key (None | str | Unset): Retrying with the same key and the same body answers
+            the first job (`Idempotent-Replayed: true`) and charges once; with another body it is a
+            422. 1–200 visible ASCII characters (no spaces).
         body (JobCreate):
 
     Raises:
@@ -145,7 +147,9 @@ def sync(
     with the same ``Idempotency-Key`` returns the same job and charges once.
 
     Args:
-        idempotency_key (None | str | Unset):
+        idempotency_key (None | str | Unset): Retrying with the same key and the same body answers
+            the first job (`Idempotent-Replayed: true`) and charges once; with another body it is a
+            422. 1–200 visible ASCII characters (no spaces).
         body (JobCreate):
 
     Raises:
@@ -177,7 +181,9 @@ async def asyncio_detailed(
     with the same ``Idempotency-Key`` returns the same job and charges once.
 
     Args:
-        idempotency_key (None | str | Unset):
+        idempotency_key (None | str | Unset): Retrying with the same key and the same body answers
+            the first job (`Idempotent-Replayed: true`) and charges once; with another body it is a
+            422. 1–200 visible ASCII characters (no spaces).
         body (JobCreate):
 
     Raises:
@@ -212,7 +218,9 @@ async def asyncio(
     with the same ``Idempotency-Key`` returns the same job and charges once.
 
     Args:
-        idempotency_key (None | str | Unset):
+        idempotency_key (None | str | Unset): Retrying with the same key and the same body answers
+            the first job (`Idempotent-Replayed: true`) and charges once; with another body it is a
+            422. 1–200 visible ASCII characters (no spaces).
         body (JobCreate):
 
     Raises:

@@ -119,7 +119,9 @@ def sync_detailed(
 
     Args:
         model_id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (None | str | Unset): Retrying with the same key and the same body answers
+            the first job (`Idempotent-Replayed: true`) and charges once; with another body it is a
+            422. 1–200 visible ASCII characters (no spaces).
         body (EvaluationCreate):
 
     Raises:
@@ -160,7 +162,9 @@ def sync(
 
     Args:
         model_id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (None | str | Unset): Retrying with the same key and the same body answers
+            the first job (`Idempotent-Replayed: true`) and charges once; with another body it is a
+            422. 1–200 visible ASCII characters (no spaces).
         body (EvaluationCreate):
 
     Raises:
@@ -196,7 +200,9 @@ async def asyncio_detailed(
 
     Args:
         model_id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (None | str | Unset): Retrying with the same key and the same body answers
+            the first job (`Idempotent-Replayed: true`) and charges once; with another body it is a
+            422. 1–200 visible ASCII characters (no spaces).
         body (EvaluationCreate):
 
     Raises:
@@ -235,7 +241,9 @@ async def asyncio(
 
     Args:
         model_id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (None | str | Unset): Retrying with the same key and the same body answers
+            the first job (`Idempotent-Replayed: true`) and charges once; with another body it is a
+            422. 1–200 visible ASCII characters (no spaces).
         body (EvaluationCreate):
 
     Raises:
