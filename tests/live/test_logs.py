@@ -160,24 +160,29 @@ def test_job_lifecycle_events(sqlite_server: LiveServer) -> None:
     assert owner not in log and analyst not in log
 
 
+def _olivia_grants_ann(client: Any, admin: str) -> tuple[dict[str, dict[str, str]], str]:
+    """Keys for owner olivia and analyst ann (as headers), and olivia's credit dataset granted
+    to ann."""
+    keys = {}
+    for name, role in (("olivia", "owner"), ("ann", "analyst")):
+        response = client.post("/v1/keys", json={"name": name, "role": role}, headers=bearer(admin))
+        keys[name] = bearer(response.json()["key"])
+    dataset_id = client.post("/v1/datasets", json=credit_dataset(), headers=keys["olivia"]).json()[
+        "id"
+    ]
+    client.post(
+        f"/v1/datasets/{dataset_id}/grants", json={"principal": "ann"}, headers=keys["olivia"]
+    )
+    return keys, dataset_id
+
+
 def test_cancel_before_the_data_is_read_logs_cancelled_and_refunded(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'dpfit.db'}"
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append  # type: ignore[method-assign]
     with in_process_app(url, tmp_path) as (client, admin):
-        keys = {}
-        for name, role in (("olivia", "owner"), ("ann", "analyst")):
-            response = client.post(
-                "/v1/keys", json={"name": name, "role": role}, headers=bearer(admin)
-            )
-            keys[name] = bearer(response.json()["key"])
-        dataset_id = client.post(
-            "/v1/datasets", json=credit_dataset(), headers=keys["olivia"]
-        ).json()["id"]
-        client.post(
-            f"/v1/datasets/{dataset_id}/grants", json={"principal": "ann"}, headers=keys["olivia"]
-        )
+        keys, dataset_id = _olivia_grants_ann(client, admin)
         engine = make_engine(url, must_exist=True, pre_ping=False)
         watcher = JobEventLog(sessionmaker(engine))
         watcher.prime()
@@ -211,18 +216,7 @@ def test_a_running_job_cancelled_ends_at_its_cancel(tmp_path: Path) -> None:
     row cancelled and writes nothing): its ``job.cancelled`` line said ``"at": null``."""
     url = f"sqlite:///{tmp_path / 'dpfit.db'}"
     with in_process_app(url, tmp_path) as (client, admin):
-        keys = {}
-        for name, role in (("olivia", "owner"), ("ann", "analyst")):
-            response = client.post(
-                "/v1/keys", json={"name": name, "role": role}, headers=bearer(admin)
-            )
-            keys[name] = bearer(response.json()["key"])
-        dataset_id = client.post(
-            "/v1/datasets", json=credit_dataset(), headers=keys["olivia"]
-        ).json()["id"]
-        client.post(
-            f"/v1/datasets/{dataset_id}/grants", json={"principal": "ann"}, headers=keys["olivia"]
-        )
+        keys, dataset_id = _olivia_grants_ann(client, admin)
         job_id = client.post("/v1/jobs", json=logistic_job(dataset_id), headers=keys["ann"]).json()[
             "id"
         ]
