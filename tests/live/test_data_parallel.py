@@ -226,13 +226,22 @@ def test_layout_from_public_facts() -> None:
     assert usable_bytes(900 * mib, 10**7) == (
         int(DATA_FRACTION * 900 * mib) - WORKER_PROCESS_BYTES - 24 * 10**7
     )
-    # not a data-parallel optimizer, or too big even spread: infeasible, saying the MiB needed
-    for layout in (
-        choose_layout(6 * 10**6, 41, None, [941 * mib] * 4, data_parallel=False, min_rows=None),
-        choose_layout(6 * 10**6, 41, None, [941 * mib] * 3, data_parallel=True, min_rows=None),
+    # not a data-parallel optimizer, or too big even spread: infeasible, saying the MiB of
+    # encoded rows a worker would hold (all of them, or one window) and the limit it missed
+    for layout, rows in (
+        (
+            choose_layout(6 * 10**6, 41, None, [941 * mib] * 4, data_parallel=False, min_rows=None),
+            6 * 10**6,
+        ),
+        (
+            choose_layout(6 * 10**6, 41, None, [941 * mib] * 3, data_parallel=True, min_rows=None),
+            2 * 10**6,
+        ),
     ):
         assert layout.kind == "infeasible"
-        assert f"{math.ceil(big.needed_bytes / mib)} MiB" in layout.reason
+        held = math.ceil(encoded_bytes(rows, 41, None) / mib)
+        assert f"{held} MiB of encoded rows" in layout.reason, layout.reason
+        assert "941 MiB limit" in layout.reason
 
 
 def test_a_wide_source_needs_more_reader_memory_than_a_narrow_one() -> None:
