@@ -40,6 +40,10 @@ import pyarrow.fs as pafs
 __all__ = ["ConfinedFiles", "confined_filesystem", "deepest_root_closed", "open_no_follow"]
 
 _PROC_FD = Path("/proc/self/fd")
+#: How the directories on the way are opened: ``O_PATH`` where there is one (Linux) — a handle
+#: to walk through, which like a path lookup needs only search (x) permission on a directory, so
+#: a root under a ``drwx--x--x`` home still reads; ``O_RDONLY`` elsewhere.
+_WALK = getattr(os, "O_PATH", os.O_RDONLY)
 _NATIVE = pafs.LocalFileSystem()
 
 
@@ -53,13 +57,13 @@ def open_no_follow(real: Path, *, directory: bool = False) -> int:
     non-blocking, as a directory when ``directory``."""
     if not real.is_absolute():
         raise OutsideRoots("not an absolute path")
-    common = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
-    fd = os.open("/", os.O_RDONLY | os.O_CLOEXEC | os.O_DIRECTORY)
+    common = os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open("/", _WALK | os.O_CLOEXEC | os.O_DIRECTORY)
     try:
         parts = real.parts[1:]
         for k, part in enumerate(parts):
             last = k == len(parts) - 1
-            flags = common | (os.O_NONBLOCK if last else os.O_DIRECTORY)
+            flags = common | (os.O_RDONLY | os.O_NONBLOCK if last else _WALK | os.O_DIRECTORY)
             if last and directory:
                 flags |= os.O_DIRECTORY
             following = os.open(part, flags, dir_fd=fd)
