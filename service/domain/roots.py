@@ -146,15 +146,37 @@ def location_open(settings: Settings, source_format: str, location: str) -> bool
     return True
 
 
+def owner_is_admin(session: Session, owner: str) -> bool:
+    """Whether the dataset owner ``owner`` is an admin (who may use every root)."""
+    return session.scalar(select(Principal.role).where(Principal.name == owner)) == "admin"
+
+
+def owner_settings(settings: Settings, owner: str, is_admin: bool) -> Settings:
+    """``settings`` narrowed to the roots and connections ``owner`` may read
+    (:func:`settings_for`). A worker reopens a dataset's source with these, so every read of
+    it — each open checked when it happens (service/data/confined_files.py) — stays inside its
+    owner's roots, as registration did."""
+    return settings_for(settings, _Owner(owner, is_admin))
+
+
+def open_to_owner(
+    settings: Settings, source_format: str, location: str, owner: str, is_admin: bool
+) -> bool:
+    """Whether a stored ``location`` lies in the roots open to ``owner`` on this server (a root
+    scoped to other owners does not count, admins may use every root), from the configuration
+    only."""
+    actor = _Owner(owner, is_admin)
+    return location_open(
+        settings_for(settings, actor), source_format, location
+    ) and not _inside_foreign_root(settings, location, actor)
+
+
 def source_open_to_owner(session: Session, dataset: Dataset, settings: Settings) -> bool:
     """Whether ``dataset``'s stored location lies in the roots open to its owner on this server
-    (:func:`settings_for`; a root scoped to other owners does not count, admins may use every
-    root). Reads the configuration and the ``principals`` row, never the source."""
-    role = session.scalar(select(Principal.role).where(Principal.name == dataset.owner))
-    owner = _Owner(dataset.owner, role == "admin")
-    return location_open(
-        settings_for(settings, owner), dataset.source_format, dataset.source_path
-    ) and not _inside_foreign_root(settings, dataset.source_path, owner)
+    (:func:`open_to_owner`). Reads the configuration and the ``principals`` row, never the
+    source."""
+    admin = owner_is_admin(session, dataset.owner)
+    return open_to_owner(settings, dataset.source_format, dataset.source_path, dataset.owner, admin)
 
 
 def ensure_source_open(session: Session, dataset_id: str, settings: Settings | None) -> None:

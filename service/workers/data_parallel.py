@@ -58,6 +58,7 @@ from service.data.partitions import RowWindow, WindowSource, split_rows
 from service.data.reader import read_encoded
 from service.data.sources import SourceError
 from service.data.spec import LabelSpec
+from service.domain.roots import owner_settings
 from service.models.base import FloatArray, Loss, fit_labels
 from service.optimizers.kits.dp_agd_row_map import RowMap
 from service.optimizers.kits.full_gradient import (
@@ -145,6 +146,8 @@ class PartitionRead:
     # the files its window read (instead of the driver hashing the whole folder again).
     file_fingerprints: dict[str, str] | None = None
     columns: int | None = None  # source columns read (declared features + label)
+    owner: str = ""  # the dataset's owner: the window is read within the roots open to them
+    owner_is_admin: bool = False
 
 
 # --------------------------------------------------------------------------------------------
@@ -160,7 +163,8 @@ def load_partition(
     count (public). Raises ``SourceError``/``ValueError`` without data values."""
     release_partitions(job_prefix)
     drop_cached_rows()  # a cached source's rows are not in the plan: never beside a partition
-    source = reopen_source(read.source_format, read.location, Settings.from_env())
+    mine = owner_settings(Settings.from_env(), read.owner, read.owner_is_admin)
+    source = reopen_source(read.source_format, read.location, mine)
     encoder = Encoder.from_dict(read.encoder)
     label = LabelSpec.model_validate(read.label)
     columns = len(encoder.columns) + 1

@@ -86,7 +86,7 @@ from service.db.models import Dataset, Job
 from service.db.session import session_factory
 from service.domain.evaluation import evaluate_and_store, is_evaluation
 from service.domain.released_model import released_weights
-from service.domain.roots import location_open
+from service.domain.roots import open_to_owner, owner_is_admin, owner_settings
 from service.ledger.admission import cancel_or_refund_unread
 from service.models.base import Loss, fit_labels
 from service.models.registry import ModelSpec, build_loss
@@ -161,10 +161,15 @@ class JobRecord:
     # "workers" (rows are read by the worker) or "in_database" (only aggregates leave the
     # owner's PostgreSQL: service/workers/in_database.py)
     execution: str = "workers"
+    # The dataset's owner: the source is reopened within the roots open to them.
+    owner: str = ""
+    owner_is_admin: bool = False
 
     @staticmethod
-    def of(job: Job, dataset: Dataset) -> JobRecord:
+    def of(job: Job, dataset: Dataset, owner_is_admin: bool = False) -> JobRecord:
         return JobRecord(
+            owner=dataset.owner,
+            owner_is_admin=owner_is_admin,
             execution=str(getattr(dataset, "execution", None) or "workers"),
             spec=dict(job.spec),
             plan=dict(job.plan),
@@ -198,7 +203,7 @@ def _read_job(sessions: sessionmaker[Session], job_id: str, attempt: int) -> Job
             return job.status if job is not None else "missing"
         dataset = session.get(Dataset, job.dataset_id)
         assert dataset is not None
-        return JobRecord.of(job, dataset)
+        return JobRecord.of(job, dataset, owner_is_admin(session, dataset.owner))
 
 
 def _refund_unread(sessions: sessionmaker[Session], job_id: str, error: str) -> bool:
@@ -217,8 +222,8 @@ def _run(sessions: sessionmaker[Session], job_id: str, attempt: int) -> str:
     registered_fingerprint = record.fingerprint
 
     settings = _settings()
-    if settings is not None and not location_open(
-        settings, record.source_format, record.source_path
+    if settings is not None and not open_to_owner(
+        settings, record.source_format, record.source_path, record.owner, record.owner_is_admin
     ):  # a closed root is not a changed source (submission refuses this before a charge)
         with sessions.begin() as session:
             if cancel_or_refund_unread(session, job_id, "failed", SOURCE_NOT_OPEN):
@@ -267,8 +272,10 @@ def _settings() -> Settings | None:
 
 
 def _reopen(record: JobRecord, settings: Settings) -> Source | None:
+    """The dataset's source, every read of it confined to its owner's roots."""
+    mine = owner_settings(settings, record.owner, record.owner_is_admin)
     try:
-        return reopen_source(record.source_format, record.source_path, settings)
+        return reopen_source(record.source_format, record.source_path, mine)
     except (OSError, ValueError):  # SourceError: nothing was read
         return None
 
@@ -362,6 +369,8 @@ def _fit_and_store(
             dimension=encoder.dimension,
             file_fingerprints=file_fingerprints,
             columns=len(record.features) + 1,
+            owner=record.owner,
+            owner_is_admin=record.owner_is_admin,
         )
 
         def unchanged() -> None:

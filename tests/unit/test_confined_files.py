@@ -19,9 +19,12 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
+from service.data.backends import reopen_source
 from service.data.confined_files import ConfinedFiles, open_no_follow
 from service.data.local_files import resolve_source
 from service.data.sources import FileSource, SourceError, local_source
+from service.domain.roots import owner_settings
+from service.settings import Settings
 
 DECOY = b"x,y\n1,yes\n2,no\n"
 SECRET = b"x,y\n9,yes\n8,yes\n7,no\n6,no\n"
@@ -148,3 +151,24 @@ def test_the_filesystem_is_read_only(tmp_path: Path) -> None:
         files.delete_file(str(tmp_path / "x"))
     with pytest.raises(PermissionError):
         files.open_output_stream(str(tmp_path / "x"), None)
+
+
+def test_a_worker_reads_a_source_within_its_owners_roots(roots: tuple[Path, Path]) -> None:
+    """A worker reopened a dataset against every root: a folder member of bob's dataset
+    repointed into alice's scoped root was read (the fingerprint check failing or not depending
+    on whether the target exists — an existence oracle). Reopened with the owner's settings,
+    as the runner and each data-parallel window now do, it is refused whatever lies there."""
+    open_root, scoped = roots
+    settings = Settings.from_env({"DPFIT_DATA_ROOTS": f"{open_root}:alice={scoped}"})
+    folder = open_root / "parts"
+    folder.mkdir()
+    pq.write_table(pa.table({"x": [1.0, 2.0], "y": ["yes", "no"]}), folder / "part-0.parquet")
+    pq.write_table(pa.table({"x": [9.0] * 5, "y": ["yes"] * 5}), scoped / "secret.parquet")
+    os.symlink(scoped / "secret.parquet", folder / "part-1.parquet")
+
+    everyone = reopen_source("parquet", str(folder), settings)
+    assert everyone.count_rows() == 7  # all roots: alice's file is read
+    with pytest.raises(SourceError):
+        reopen_source("parquet", str(folder), owner_settings(settings, "bob", False)).count_rows()
+    alices = reopen_source("parquet", str(scoped), owner_settings(settings, "alice", False))
+    assert alices.count_rows() == 5
