@@ -142,11 +142,17 @@ def model_field_at_fault(model: ModelSpec) -> str:
     """The model spec's number furthest from unit scale (non-zero floats, in orders of
     magnitude) as ``model.<type>.<field>`` — the one that makes a constant overflow — or
     ``model`` when the spec has none."""
-    field = _worst_model_number(model)[1]
+    return _model_field(model, _worst_model_number(model)[1])
+
+
+def _model_field(model: ModelSpec, name: str | None) -> str:
     kind = getattr(model, "type", None)
-    if field is None or kind is None:
-        return "model"
-    return f"model.{kind}.{field}"
+    return "model" if name is None or kind is None else f"model.{kind}.{name}"
+
+
+def _orders(value: float) -> float:
+    """Orders of magnitude of a non-zero number from 1 (∞ for a non-finite one)."""
+    return math.inf if not math.isfinite(value) else abs(math.log10(abs(value)))
 
 
 def _worst_model_number(model: ModelSpec) -> tuple[float, str | None]:
@@ -156,14 +162,9 @@ def _worst_model_number(model: ModelSpec) -> tuple[float, str | None]:
     for name, value in model:
         if isinstance(value, bool) or not isinstance(value, float) or value == 0.0:
             continue
-        scale = math.inf if not math.isfinite(value) else abs(math.log10(abs(value)))
-        if scale > worst:
-            worst, field = scale, name
+        if _orders(value) > worst:
+            worst, field = _orders(value), name
     return worst, field
-
-
-def _scale_of_model(model: ModelSpec) -> float:
-    return _worst_model_number(model)[0]
 
 
 def _within(value: float) -> bool:
@@ -214,7 +215,7 @@ def check_plan_finite(model: ModelSpec, params: BaseModel, plan: ReleasePlan) ->
     candidates' plans) is finite: a quantity derived from the spec that overflowed (a default
     radius √(2·gap/μ) from an objective_gap near float64's maximum, a drift threshold from an
     initial_gap) is refused here, at pricing, on the parameter that caused it
-    (:func:`params_field_at_fault`), never stored as ``Infinity`` nor charged."""
+    (:func:`field_at_fault`), never stored as ``Infinity`` nor charged."""
     path = first_non_finite(plan_to_json(plan))
     if path is None:
         return
@@ -239,14 +240,14 @@ def field_at_fault(model: ModelSpec, params: BaseModel, path: tuple[str | int, .
     if isinstance(head, str) and head in given:
         index = path[2] if len(path) > 2 and isinstance(path[2], int) else None
         return f"optimizer.params.{head}" + (f".{index}" if index is not None else "")
-    worst, field = _scale_of_model(model), model_field_at_fault(model)
+    worst, worst_name = _worst_model_number(model)
+    field = _model_field(model, worst_name)
     for name in sorted(given):
         value = getattr(params, name, None)
         if isinstance(value, bool) or not isinstance(value, int | float) or value == 0:
             continue
-        scale = math.inf if not math.isfinite(value) else abs(math.log10(abs(value)))
-        if scale > worst:
-            worst, field = scale, f"optimizer.params.{name}"
+        if _orders(value) > worst:
+            worst, field = _orders(value), f"optimizer.params.{name}"
     return field
 
 
