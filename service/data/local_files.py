@@ -60,7 +60,7 @@ def open_local(uri: str, settings: Any, format: Format | None = None) -> FileSou
         format or detect_format(path),
         limits_of(settings),
         roots=_real_roots(settings.data_roots),
-        closed=[c.resolve() for c in closed],
+        closed=closed,
     )
 
 
@@ -87,14 +87,15 @@ def reopen_local(format: str, location: str, settings: Any) -> FileSource:
         format,  # type: ignore[arg-type]
         limits_of(settings),
         roots=roots,
-        closed=[c.resolve() for c in closed_roots(settings)],
+        closed=closed_roots(settings),
     )
 
 
 def closed_roots(settings: Any) -> list[Path]:
-    """The local roots scoped to owners (``settings.root_owners``) that are not among
-    ``settings.data_roots`` — closed to whoever ``settings`` was narrowed for
-    (``registration.settings_for``). Empty for the full settings (admins, workers)."""
+    """The local roots scoped to owners (``settings.root_owners``, whose keys Settings holds
+    resolved) that are not among ``settings.data_roots`` — closed to whoever ``settings`` was
+    narrowed for (``roots.settings_for``: registration, and workers reopening an owner's
+    dataset). Empty for the full settings (admins)."""
     opened = {str(Path(root).resolve()) for root in settings.data_roots}
     owners = getattr(settings, "root_owners", None) or {}
     return [Path(r) for r in owners if "://" not in r and str(Path(r)) not in opened]
