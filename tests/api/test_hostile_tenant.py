@@ -25,7 +25,6 @@ import sys
 import uuid
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import create_engine, select, update
 from sqlalchemy.orm import Session
@@ -43,18 +42,10 @@ from service.optimizers.kits.base import InfeasibleSpec
 from service.schemas import JobCreate
 from service.workers.runner import run_job
 from tests.support.inprocess import InProcessServer
+from tests.support.problems import problem
 from tests.support.walkthrough import COPIES, PREDICT_ROWS, credit_dataset, logistic_job
 
 MAX = sys.float_info.max  # 1.7976931348623157e308
-
-
-def problem(response: httpx.Response, status: int, field: str | None = None) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/problem+json")
-    body: dict[str, Any] = response.json()
-    if field is not None:
-        assert body["field"] == field, body
-    return body
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
@@ -34,6 +33,7 @@ from service.domain.principals import (
     revoke_key,
 )
 from tests.support.inprocess import bearer, in_process_app
+from tests.support.problems import problem
 from tests.support.walkthrough import EXAMPLES, credit_dataset, logistic_job
 
 
@@ -48,15 +48,6 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def api(database_url: str) -> Iterator[tuple[TestClient, str]]:
     with in_process_app(database_url, EXAMPLES) as app:
         yield app
-
-
-def problem(response: httpx.Response, status: int, field: str | None = None) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/problem+json")
-    body: dict[str, Any] = response.json()
-    if field is not None:
-        assert body["field"] == field, body
-    return body
 
 
 def new_key(client: TestClient, admin: str, name: str, role: str) -> dict[str, Any]:
