@@ -159,6 +159,12 @@ BLOCK_ENTRIES = 1 << 16
 #: that spin on this shared machine — measured here on digits' 1,008-row blocks (K = 10,
 #: width 65: 655,360) 0.50 ms per W Xᵀ, 0.04 ms limited to one thread.
 PRODUCT_ENTRIES = 1 << 18
+#: The gradient's per-row work (softmax, clip, norm clip) runs on blocks of at most this many
+#: (class, row) entries, each product inside a block on sub-blocks of :data:`PRODUCT_ENTRIES`:
+#: one block of ≈ 20 elementwise numpy calls where the product's limit would cut 14,000 rows at
+#: K = 5 into 6 (their per-call cost was a quarter of a gradient on this host; measured in
+#: bench/RESULTS.md, issue 24 turn 27). 2 MiB a temporary, whatever n.
+ELEMENTWISE_ENTRIES = 1 << 18
 
 #: The optimizers whose privacy proof carries to a K·d-parameter loss known only through its
 #: constants (L, β, μ, convexity) and its gradient — full-gradient and permutation-SGD methods —
@@ -498,11 +504,11 @@ class MultinomialLoss:
     ) -> FloatArray:
         """Σ_i ∂ℓ/∂z_i x_iᵀ, (K, width), for dense rows: the gradient's data sum, computed in
         place on one class-major (K, rows) buffer per row block (public sizes: at most
-        :meth:`_row_blocks`' rows and :data:`PRODUCT_ENTRIES` multiply-adds per product; the
-        buffer is reused across blocks, so the work memory is a few :data:`BLOCK_ENTRIES`
-        whatever n). Per block: Zᵀ = W Xᵀ straight into the buffer (one BLAS product), the label's
-        entries gathered and scattered by flat index (no one-hot array), the softmax's exp in
-        place, and Gᵀ X as one product.
+        :data:`ELEMENTWISE_ENTRIES` (class, row) entries a block, each product on sub-blocks of
+        at most :data:`PRODUCT_ENTRIES` multiply-adds; the buffer is reused across blocks, so
+        the work memory is a few :data:`ELEMENTWISE_ENTRIES` whatever n). Per block: Zᵀ = W Xᵀ
+        into the buffer (BLAS products), the label's entries gathered and scattered by flat
+        index (no one-hot array), the softmax's exp in place, and Gᵀ X (BLAS products).
 
         The same coefficients as :meth:`_losses_and_coefficients`, rearranged (module
         docstring): unclipped, e_k/Σe (each row scaled by 1/Σe, 0 without a class) minus 1 at
@@ -518,10 +524,10 @@ class MultinomialLoss:
         (:meth:`_clip_norms`)."""
         K = self.classes
         n, width = X.shape
-        step = max(1, min(BLOCK_ENTRIES // max(1, width, K), PRODUCT_ENTRIES // (K * width)))
-        rows = min(step, n)
-        buffer: FloatArray = np.empty(K * rows, dtype=np.float64)
-        positions = np.arange(rows, dtype=np.int64)
+        step = max(1, min(n, ELEMENTWISE_ENTRIES // K))
+        sub = max(1, PRODUCT_ENTRIES // (K * width))
+        buffer: FloatArray = np.empty(K * step, dtype=np.float64)
+        positions = np.arange(step, dtype=np.int64)
         total: FloatArray = np.zeros((K, width), dtype=np.float64)
         clip = self._clip
         for start in range(0, n, step):
@@ -529,20 +535,21 @@ class MultinomialLoss:
             m = block.shape[0]
             flat_scores = buffer[: K * m]
             Z = flat_scores.reshape(K, m)
-            np.dot(W, block.T, out=Z)
+            if m <= sub:
+                np.dot(W, block.T, out=Z)
+            else:
+                for part in range(0, m, sub):
+                    Z[:, part : part + sub] = W @ block[part : part + sub].T
             idx = y[start : start + m].astype(np.int64)
             known = (idx >= 0).astype(np.float64)
             flat = np.maximum(idx, 0) * m + positions[:m]
+            top = Z.max(axis=0)
+            Z -= top
+            np.exp(Z, out=Z)
             if clip is None:
-                top = Z.max(axis=0)
-                Z -= top
-                np.exp(Z, out=Z)
                 Z *= known / Z.sum(axis=0)
                 flat_scores[flat] -= known
             else:
-                top = Z.max(axis=0)
-                Z -= top
-                np.exp(Z, out=Z)
                 sums = Z.sum(axis=0)
                 others = sums - flat_scores[flat]
                 np.maximum(others, 0.0, out=others)  # Σ_{k≠y} e_k (a rounding below 0: 0)
@@ -554,7 +561,8 @@ class MultinomialLoss:
                 Z *= scale
                 flat_scores[flat] = -slope
             self._clip_norms(Z)
-            total += Z @ block
+            for part in range(0, m, sub):
+                total += Z[:, part : part + sub] @ block[part : part + sub]
         return total
 
     def example_gradients(self, w: FloatArray, X: FloatArray, y: FloatArray) -> FloatArray:

@@ -497,14 +497,21 @@ def test_blocked_and_sparse_rows_give_the_same_gradient_and_value() -> None:
     assert len(loss._row_blocks(X)) == 1  # 3000 × 12 is within one block by default
     whole_grad, whole_value = loss.gradient(w, X, y), loss.smooth_value(w, X, y)
     np.testing.assert_allclose(loss.gradient(w, sparse, y), whole_grad, rtol=0, atol=1e-13)
-    original = multinomial.BLOCK_ENTRIES
+    sizes = ("BLOCK_ENTRIES", "ELEMENTWISE_ENTRIES", "PRODUCT_ENTRIES")
+    original = {name: getattr(multinomial, name) for name in sizes}
     try:
         multinomial.BLOCK_ENTRIES = 256  # blocks of 21 rows
         assert len(loss._row_blocks(X)) == math.ceil(n / 21)
         np.testing.assert_allclose(loss.gradient(w, X, y), whole_grad, rtol=0, atol=1e-13)
         assert loss.smooth_value(w, X, y) == pytest.approx(whole_value, rel=1e-13)
+        # the gradient's elementwise blocks (here 175 rows) and the products' sub-blocks
+        # inside them (here 6 rows, the last of each block shorter)
+        multinomial.ELEMENTWISE_ENTRIES = 175 * K
+        multinomial.PRODUCT_ENTRIES = 6 * K * width
+        np.testing.assert_allclose(loss.gradient(w, X, y), whole_grad, rtol=0, atol=1e-13)
     finally:
-        multinomial.BLOCK_ENTRIES = original
+        for name, value in original.items():
+            setattr(multinomial, name, value)
 
 
 @pytest.mark.parametrize("clip", [None, 0.5, 0.2])
