@@ -17,7 +17,13 @@ from service.api import catalog, datasets, docs, jobs, keys, me, metrics, models
 from service.api.compute import ComputePool, PriceCache, default_processes
 from service.api.errors import install_error_handlers
 from service.api.health import IntegrityCheck
-from service.api.middleware import BodyLimit, HeadLimit, RequestContext, SafeTarget
+from service.api.middleware import (
+    BodyLimit,
+    HeadLimit,
+    RequestContext,
+    SafeTarget,
+    SingleHeaders,
+)
 from service.api.server import install_bounded_logs
 from service.api.throttle import ComputeLimiter, Limits
 from service.api.ui import install_ui
@@ -80,12 +86,13 @@ def create_app(
     )
     _install_state(app, settings)
     install_error_handlers(app)
-    # Outermost last: request id + failure log, then the head and body limits, then safe
-    # paths/queries.
+    # Outermost last: request id + failure log, then the head's limit and single-valued fields,
+    # the body limit, then safe paths/queries.
     app.add_middleware(SafeTarget)
     app.add_middleware(
         BodyLimit, max_bytes=settings.max_body_bytes, deadline=settings.body_timeout_seconds
     )
+    app.add_middleware(SingleHeaders)
     app.add_middleware(HeadLimit, max_bytes=settings.max_header_bytes)
     app.add_middleware(RequestContext)
     for module in (datasets, jobs, models, keys, me, catalog, docs, metrics):

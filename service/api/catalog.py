@@ -8,11 +8,12 @@ from fastapi.responses import JSONResponse
 from service.api.deps import Sessions
 from service.api.errors import problem_response
 from service.api.middleware import RETRY_AFTER_SECONDS
+from service.api.strict_json import StrictJSONRoute
 from service.db.session import schema_revision
 from service.optimizers.kits.registry import catalog
 from service.schemas import Health, OptimizerInfo
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJSONRoute)
 
 
 @router.get(

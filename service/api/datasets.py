@@ -19,6 +19,7 @@ from service.api.auth import Principal
 from service.api.deps import Admin, AnyRole, AppSettings, Owner, Sessions
 from service.api.errors import ProblemError, invalid, not_found
 from service.api.paging import PageParams, finish_page, integer_cursor_id
+from service.api.strict_json import StrictJSONRoute
 from service.db.models import Charge, Dataset, DatasetWithdrawal, Grant, utcnow
 from service.domain.claims import cross_owner_duplicates
 from service.domain.grants import (
@@ -67,7 +68,7 @@ from service.schemas.datasets import (
     RegistrationRefusalOut,
 )
 
-router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=StrictJSONRoute)
 
 
 def dataset_out(

@@ -24,6 +24,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service.api.strict_json import DUPLICATE_KEY
+
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger("dpfit.api")
 
@@ -209,7 +211,9 @@ def install_error_handlers(app: FastAPI) -> None:
         errors: list[dict[str, str]] = []
         for e in exc.errors():
             if e.get("type") == "json_invalid":  # FastAPI's loc is ("body", offset)
-                error = {"field": "body", "message": NOT_JSON}
+                reason = str((e.get("ctx") or {}).get("error", ""))
+                message = reason if reason.startswith(DUPLICATE_KEY) else NOT_JSON
+                error = {"field": "body", "message": message}
             else:
                 field = body_field(e.get("loc", ()), exc.body, unions)
                 error = {"field": field, "message": str(e.get("msg", "invalid"))}

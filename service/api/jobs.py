@@ -23,6 +23,7 @@ from service.api.deps import (
 from service.api.errors import ProblemError, problem_response
 from service.api.idempotency import IdempotencyKey
 from service.api.paging import PageParams, finish_page
+from service.api.strict_json import StrictJSONRoute
 from service.db import job_status
 from service.db.models import Charge, Job
 from service.domain.submission import (
@@ -38,7 +39,7 @@ from service.pagination import paginate
 from service.schemas import JobCreate, JobEstimateOut, JobOut, JobStatus, PrivacyOut, Problem
 from service.settings import Settings
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=StrictJSONRoute)
 
 
 def refunded_column() -> Exists:

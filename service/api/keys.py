@@ -11,13 +11,14 @@ from sqlalchemy import select
 from service.api.deps import Admin, Sessions
 from service.api.errors import ProblemError, not_found
 from service.api.paging import PageParams, finish_page
+from service.api.strict_json import StrictJSONRoute
 from service.db.models import ApiKey
 from service.db.models import Principal as PrincipalRow
 from service.domain.principals import KeyNotFound, LastAdminKey, RoleConflict, issue_key, revoke_key
 from service.pagination import paginate
 from service.schemas import KeyCreate, KeyCreated, KeyOut
 
-router = APIRouter(prefix="/v1/keys", tags=["keys"])
+router = APIRouter(prefix="/v1/keys", tags=["keys"], route_class=StrictJSONRoute)
 
 
 def key_out(key: ApiKey, principal: PrincipalRow) -> KeyOut:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from service.api.deps import AnyRole
+from service.api.strict_json import StrictJSONRoute
 from service.schemas import WhoAmI
 
-router = APIRouter(prefix="/v1", tags=["keys"])
+router = APIRouter(prefix="/v1", tags=["keys"], route_class=StrictJSONRoute)
 
 
 @router.get("/me", response_model=WhoAmI, summary="Who am I")

@@ -1,8 +1,10 @@
-"""Pure ASGI middlewares: request ids and failure logging, the body limit, safe paths and queries.
+"""Pure ASGI middlewares: request ids and failure logging, the head's size and single-valued
+fields, the body limit, safe paths and queries.
 
-Order (outermost first, see app.py): :class:`RequestContext` → :class:`BodyLimit` →
-:class:`SafeTarget` → the routes. They are plain ASGI (no ``BaseHTTPMiddleware``), so a request
-costs a few function calls and bodies are streamed, not buffered.
+Order (outermost first, see app.py): :class:`RequestContext` → :class:`HeadLimit` →
+:class:`SingleHeaders` → :class:`BodyLimit` → :class:`SafeTarget` → the routes. They are plain
+ASGI (no ``BaseHTTPMiddleware``), so a request costs a few function calls and bodies are
+streamed, not buffered.
 """
 
 from __future__ import annotations
@@ -231,6 +233,56 @@ class HeadLimit:
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+#: Header fields a request may carry once: each has one meaning, and a repeated one could mean
+#: one thing to a proxy or log in front of the service (which read the first, say) and another
+#: here. h11 already refuses a repeated Content-Length of different values and a Host that
+#: appears twice is not checked by it.
+SINGLE_HEADERS = {
+    b"authorization": "Authorization",
+    b"content-length": "Content-Length",
+    b"content-type": "Content-Type",
+    b"host": "Host",
+    b"idempotency-key": "Idempotency-Key",
+    b"x-request-id": "X-Request-ID",
+}
+
+
+class SingleHeaders:
+    """Refuses a request that repeats a header field of :data:`SINGLE_HEADERS`: 400
+    problem+json on ``header.<Name>``, before any route or authentication runs (a repeated
+    ``Authorization`` was served with its first value)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            repeated = repeated_single_header(scope)
+            if repeated is not None:
+                field = f"header.{repeated}"
+                response = problem_response(
+                    400,
+                    "Repeated header field",
+                    f"{field}: the request carries this header field more than once.",
+                    field,
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def repeated_single_header(scope: Scope) -> str | None:
+    """The name of the first header of :data:`SINGLE_HEADERS` the request carries twice."""
+    seen: set[bytes] = set()
+    for name, _ in scope.get("headers", ()):
+        lowered = name.lower()
+        if lowered in SINGLE_HEADERS:
+            if lowered in seen:
+                return SINGLE_HEADERS[lowered]
+            seen.add(lowered)
+    return None
 
 
 def head_bytes(scope: Scope) -> int:

@@ -17,6 +17,7 @@ from service.api.deps import AnyRole, AppDispatcher, AppSettings, Compute, Compu
 from service.api.errors import invalid, not_found
 from service.api.idempotency import IdempotencyKey
 from service.api.jobs import TOO_MANY, was_refunded
+from service.api.strict_json import StrictJSONRoute
 from service.data.encoding import Encoder
 from service.data.spec import LabelSpec
 from service.db.models import Evaluation, Job
@@ -38,7 +39,7 @@ from service.schemas import (
     PrivacyOut,
 )
 
-router = APIRouter(prefix="/v1/models", tags=["models"])
+router = APIRouter(prefix="/v1/models", tags=["models"], route_class=StrictJSONRoute)
 logger = logging.getLogger("dpfit.api")
 
 

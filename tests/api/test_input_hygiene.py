@@ -10,6 +10,7 @@ tests/live/test_input_hygiene.py.
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from typing import Any
@@ -164,6 +165,74 @@ def test_idempotency_key_must_be_printable(actors: dict[str, Any]) -> None:
         )
         problem(response, 422, "header.Idempotency-Key")
     assert charged(actors, actors["datasets"][0]) == 0
+
+
+# --- one meaning per request: repeated headers and repeated JSON keys --------------------------
+
+
+def test_a_repeated_single_valued_header_is_400_before_anything_runs(
+    app_server: InProcessServer, actors: dict[str, Any]
+) -> None:
+    """A proxy that checked the first Authorization (or Idempotency-Key) and this service must
+    not read two different requests: a repeated one is refused whatever the values."""
+    dataset_id = actors["datasets"][0]
+    analyst = app_server.keys[f"analyst-{actors['tag']}"]
+    owner = app_server.keys[f"owner-{actors['tag']}"]
+    anonymous = app_server.client(None)
+    for first, second in ((analyst, owner), (analyst, analyst), (owner, "not-a-key")):
+        response = anonymous.get(
+            f"/v1/datasets/{dataset_id}/budget",
+            headers=[("Authorization", f"Bearer {first}"), ("authorization", f"Bearer {second}")],
+        )
+        problem(response, 400, "header.Authorization")
+    body = logistic_job(dataset_id)
+    response = actors["analyst"].post(
+        "/v1/jobs", json=body, headers=[("Idempotency-Key", "a-1"), ("Idempotency-Key", "a-2")]
+    )
+    problem(response, 400, "header.Idempotency-Key")
+    response = actors["analyst"].post(
+        "/v1/jobs/estimate",
+        content=json.dumps(body).encode(),
+        headers=[("Content-Type", "application/json"), ("Content-Type", "text/plain")],
+    )
+    problem(response, 400, "header.Content-Type")
+    assert charged(actors, dataset_id) == 0
+    # one of each is served as before
+    single = actors["analyst"].get(f"/v1/datasets/{dataset_id}/budget")
+    assert single.status_code == 200, single.text
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ('{{"dataset_id": "{id}", "dataset_id": "{id}", {rest}', "dataset_id"),
+        ('{{"dataset_id": "{id}", "privacy": {{"epsilon": 0.1, "epsilon": 5, '
+         '"delta": 1e-6}}, {rest}', "epsilon"),
+        ('{{"dataset_id": "{id}", "optimizer": {{"name": "dp_gd", "params": '
+         '{{"iterations": 5, "iterations": 50}}}}, {rest}', "iterations"),
+    ],
+)  # fmt: skip
+def test_a_json_body_naming_a_key_twice_is_422_and_charges_nothing(
+    actors: dict[str, Any], raw: str, key: str
+) -> None:
+    """RFC 8259 leaves a repeated name undefined (Python keeps the last value, other parsers the
+    first): the body is refused on ``body`` at estimate and at submission, the key quoted."""
+    dataset_id = actors["datasets"][0]
+    rest = json.dumps({"model": {"type": "logistic_regression"}})[1:]
+    content = raw.format(id=dataset_id, rest=rest).encode()
+    for path in ("/v1/jobs/estimate", "/v1/jobs"):
+        response = actors["analyst"].post(
+            path, content=content, headers={"Content-Type": "application/json"}
+        )
+        body = problem(response, 422, "body")
+        assert f'names the same key twice ("{key}")' in body["detail"], body
+    assert charged(actors, dataset_id) == 0
+    registered = actors["owner"].post(
+        "/v1/datasets",
+        content=b'{"name": "a", "name": "b"}',
+        headers={"Content-Type": "application/json"},
+    )
+    problem(registered, 422, "body")
 
 
 # --- lower bounds ------------------------------------------------------------------------------

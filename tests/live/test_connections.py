@@ -3,6 +3,7 @@
 - a connection that sends nothing, or half a request head, is closed after the head deadline;
 - a body that stops arriving is answered 408 after the body deadline;
 - a request head over the 16 KiB limit is a 400, whether it arrives in one write or in pieces;
+- a repeated Authorization header is a 400;
 - past the connection cap a request is answered 503 at once;
 - a flood of requests without a key writes a bounded number of log bytes and no traceback.
 
@@ -117,6 +118,24 @@ def test_a_request_head_over_the_limit_is_400_however_it_arrives(
     over = _answer_to(server, _head(17_000), pieces)
     assert over.startswith(b"HTTP/1.1 400"), over[:200]
     assert _answer_to(server, _head(15_000), pieces).startswith(b"HTTP/1.1 200")
+
+
+def test_a_repeated_authorization_header_is_400_on_the_wire(server: LiveServer) -> None:
+    """h11 hands every header line to the app; the first of two Authorization lines used to
+    authenticate the request. Now the head is refused, whichever key comes first."""
+    key = server.key("connections-analyst", "analyst")
+    for first, second in ((key, "not-a-key"), ("not-a-key", key), (key, key)):
+        head = (
+            b"GET /v1/me HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            + f"Authorization: Bearer {first}\r\nAuthorization: Bearer {second}\r\n\r\n".encode()
+        )
+        answer = _answer_to(server, head, 1)
+        assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+        assert b"header.Authorization" in answer
+    single = b"GET /v1/me HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + (
+        f"Authorization: Bearer {key}\r\n\r\n".encode()
+    )
+    assert _answer_to(server, single, 1).startswith(b"HTTP/1.1 200")
 
 
 def test_past_the_connection_cap_a_request_is_503(server: LiveServer) -> None:
