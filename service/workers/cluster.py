@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from distributed import Nanny, Scheduler, SpecCluster, Worker
 
 from service.data.partitions import PAUSE_FRACTION, TERMINATE_FRACTION, worker_memory_limit
+from service.logging_setup import configure_logging, format_library_lines
 from service.workers.priority import lower_priority
 
 if TYPE_CHECKING:
@@ -55,10 +56,18 @@ class ClosedScheduler(Scheduler):
 
 class ClosedWorker(Worker):
     """A Dask worker without an HTTP server (no /metrics, /health or dashboard), running at the
-    nice value ``nice`` (service/workers/priority.py; 0: unchanged)."""
+    nice value ``nice`` (service/workers/priority.py; 0: unchanged). Given ``log_format``
+    (``DPFIT_LOG_FORMAT``), the worker process writes its lines — dpfit's (a job's failure, its
+    time limit) and Dask's own (memory warnings) — in the API process's format, so one log holds
+    one format (docs/reference/configuration.md, "Metrics and logs")."""
 
-    def __init__(self, *args: Any, nice: int = 0, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, nice: int = 0, log_format: str | None = None, **kwargs: Any
+    ) -> None:
         lower_priority(nice)
+        if log_format is not None:
+            configure_logging("text" if log_format == "text" else "json")
+            format_library_lines(log_format)
         super().__init__(*args, **kwargs)
 
     def start_http_server(self, *args: Any, **kwargs: Any) -> None:
@@ -104,6 +113,7 @@ def start_cluster(settings: Settings, security: Security) -> SpecCluster:
             "security": security,
             "nthreads": 1,
             "nice": settings.worker_nice,
+            "log_format": settings.log_format,
             "memory_limit": worker_memory_limit(settings) or 0,
             # Rows of data-parallel jobs live outside Dask's managed memory. Jobs are planned to
             # peak at partitions.DATA_FRACTION of the limit, below the pause; a paused

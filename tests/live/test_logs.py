@@ -25,8 +25,8 @@ from service.domain.job_events import JobEventLog
 from service.logging_setup import JsonFormatter, configure_logging
 from service.settings import Settings, SettingsError
 from tests.support.inprocess import bearer, in_process_app
-from tests.support.live import LiveServer
-from tests.support.walkthrough import credit_dataset, logistic_job
+from tests.support.live import LiveServer, start_server
+from tests.support.walkthrough import EXAMPLES, credit_dataset, logistic_job
 
 
 def json_lines(server: LiveServer) -> list[dict[str, Any]]:
@@ -129,6 +129,35 @@ def test_every_log_line_is_json_uvicorn_and_dask_included(sqlite_server: LiveSer
     assert plain == []
     loggers = {json.loads(line)["logger"] for line in lines if line.startswith("{")}
     assert "uvicorn.error" in loggers and "dpfit.access" in loggers
+
+
+def test_a_worker_process_writes_its_lines_in_the_same_format(tmp_path: Path) -> None:
+    """A worker process's own lines (here its job passing DPFIT_JOB_TIME_LIMIT: the runner's
+    warning is written in the worker, not the API process) were plain text beside the API
+    process's JSON; every line of the log is JSON now."""
+    server = start_server(
+        f"sqlite:///{tmp_path / 'dpfit.db'}",
+        [EXAMPLES],
+        tmp_path,
+        extra_env={"DPFIT_JOB_TIME_LIMIT": "0.000001"},
+    )
+    try:
+        owner, analyst = server.key("log-wo", "owner"), server.key("log-wa", "analyst")
+        with server.client(owner) as client:
+            dataset_id = client.post("/v1/datasets", json=credit_dataset()).json()["id"]
+            client.post(f"/v1/datasets/{dataset_id}/grants", json={"principal": "log-wa"})
+        with server.client(analyst) as client:
+            job_id = client.post("/v1/jobs", json=logistic_job(dataset_id)).json()["id"]
+        found = wait_for_lines(
+            server,
+            lambda x: x.get("logger") == "dpfit.worker" and job_id in x.get("message", ""),
+            timeout=120,
+        )
+        assert found and "wall-clock limit" in found[0]["message"]
+        lines = [line for line in raw_log(server).splitlines() if line.strip()]
+        assert [line for line in lines if not line.startswith(("{", *BANNER))] == []
+    finally:
+        server.stop()
 
 
 def test_job_lifecycle_events(sqlite_server: LiveServer) -> None:
