@@ -30,6 +30,7 @@ from service.optimizers.kits.accelerated_kit import averaged_accelerated_descent
 from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
 from service.optimizers.kits.curvature_step import (
     CURVATURE_MARGIN,
+    CURVATURE_MAX_WIDTH,
     CURVATURE_SHARE,
     curvature_pays,
     curvature_steps,
@@ -200,7 +201,9 @@ def test_the_default_share_only_where_the_rule_says() -> None:
     assert "curvature_share" not in _joint_plan(few)[1].hyperparameters  # type: ignore[attr-defined]
     for params in ({"iterations": 50}, {"step_size": 1.0}, {"row_map_share": 0.0}):
         assert "curvature_share" not in _joint_plan(10_000, **params)[1].hyperparameters  # type: ignore[attr-defined]
-    assert "curvature_share" not in _joint_plan(10_000, width=300)[1].hyperparameters  # type: ignore[attr-defined]
+    wide = CURVATURE_MAX_WIDTH
+    assert _joint_plan(10_000, width=wide)[1].hyperparameters["curvature_share"] > 0  # type: ignore[attr-defined]
+    assert "curvature_share" not in _joint_plan(10_000, width=wide + 1)[1].hyperparameters  # type: ignore[attr-defined]
     two = MultinomialLoss(l2=1e-3, classes=2, gradient_clip=0.5, fit_intercept=True)
     plan = DPAGDAveraged().plan(DPAGDAveragedParams(), two, 10_000, 2 * 20, TARGET)
     assert "curvature_share" not in plan.hyperparameters  # K = 2 keeps the public step
