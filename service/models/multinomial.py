@@ -159,11 +159,9 @@ BLOCK_ENTRIES = 1 << 16
 #: that spin on this shared machine — measured here on digits' 1,008-row blocks (K = 10,
 #: width 65: 655,360) 0.50 ms per W Xᵀ, 0.04 ms limited to one thread.
 PRODUCT_ENTRIES = 1 << 18
-#: The gradient's per-row work (softmax, clip, norm clip) runs on blocks of at most this many
-#: (class, row) entries, each product inside a block on sub-blocks of :data:`PRODUCT_ENTRIES`:
-#: one block of ≈ 20 elementwise numpy calls where the product's limit would cut 14,000 rows at
-#: K = 5 into 6 (their per-call cost was a quarter of a gradient on this host; measured in
-#: bench/RESULTS.md, issue 24 turn 27). 2 MiB a temporary, whatever n.
+#: The gradient's per-row work runs on blocks of at most this many (class, row) entries (2 MiB
+#: a temporary whatever n), its products on sub-blocks of :data:`PRODUCT_ENTRIES` (10–25 % per
+#: gradient against blocks of the products' size: bench/RESULTS.md, issue 24 turn 27).
 ELEMENTWISE_ENTRIES = 1 << 18
 
 #: The optimizers whose privacy proof carries to a K·d-parameter loss known only through its
@@ -370,9 +368,8 @@ class MultinomialLoss:
             raise ValueError("the parameter vector's length is not K times the row width")
         return w.reshape(self.classes, width)
 
-    # The per-row work runs class-major, on (K, n) arrays: a reduction over the K classes is
-    # then K − 1 vectorised passes over rows instead of n short reductions (measured here on
-    # 14,000 × 5 scores: a row-wise max 5.7 ms, class-major 0.02 ms).
+    # The per-row work runs class-major, on (K, n) arrays: a reduction over the K classes is K − 1
+    # passes over rows, not n short ones (14,000 × 5: a row-wise max 5.7 ms, class-major 0.02).
 
     @staticmethod
     def _scores(W: FloatArray, X: Any) -> FloatArray:
@@ -503,12 +500,10 @@ class MultinomialLoss:
         self, W: FloatArray, X: FloatArray, y: FloatArray
     ) -> FloatArray:
         """Σ_i ∂ℓ/∂z_i x_iᵀ, (K, width), for dense rows: the gradient's data sum, computed in
-        place on one class-major (K, rows) buffer per row block (public sizes: at most
-        :data:`ELEMENTWISE_ENTRIES` (class, row) entries a block, each product on sub-blocks of
-        at most :data:`PRODUCT_ENTRIES` multiply-adds; the buffer is reused across blocks, so
-        the work memory is a few :data:`ELEMENTWISE_ENTRIES` whatever n). Per block: Zᵀ = W Xᵀ
-        into the buffer (BLAS products), the label's entries gathered and scattered by flat
-        index (no one-hot array), the softmax's exp in place, and Gᵀ X (BLAS products).
+        place on one class-major (K, rows) buffer reused across row blocks (public sizes: at
+        most :data:`ELEMENTWISE_ENTRIES` entries a block, :data:`PRODUCT_ENTRIES` multiply-adds a
+        product). Per block: Zᵀ = W Xᵀ into the buffer, the label's entries gathered and
+        scattered by flat index (no one-hot array), the softmax's exp in place, and Gᵀ X.
 
         The same coefficients as :meth:`_losses_and_coefficients`, rearranged (module
         docstring): unclipped, e_k/Σe (each row scaled by 1/Σe, 0 without a class) minus 1 at
@@ -535,11 +530,8 @@ class MultinomialLoss:
             m = block.shape[0]
             flat_scores = buffer[: K * m]
             Z = flat_scores.reshape(K, m)
-            if m <= sub:
-                np.dot(W, block.T, out=Z)
-            else:
-                for part in range(0, m, sub):
-                    Z[:, part : part + sub] = W @ block[part : part + sub].T
+            for part in range(0, m, sub):
+                Z[:, part : part + sub] = W @ block[part : part + sub].T
             idx = y[start : start + m].astype(np.int64)
             known = (idx >= 0).astype(np.float64)
             flat = np.maximum(idx, 0) * m + positions[:m]
