@@ -13,11 +13,13 @@ from typing import Any
 from service.data.sql_encoding import InDatabaseUnsupported
 
 __all__ = [
+    "IN_DATABASE_CURVATURE_WIDTH",
     "IN_DATABASE_MODELS",
     "MAX_SELECT_ENTRIES",
     "MAX_TABLE_COLUMNS",
     "check_in_database",
     "check_in_database_width",
+    "in_database_params",
 ]
 
 #: The models whose per-row gradient coefficient is compiled to SQL (logistic regression,
@@ -31,6 +33,13 @@ IN_DATABASE_MODELS = frozenset({"logistic_regression", "multinomial_logistic_reg
 #: multinomial query's levels carry the d columns and K values per class and a few more).
 MAX_TABLE_COLUMNS = 1600
 MAX_SELECT_ENTRIES = 1664
+#: Above this row width, ``dp_agd_averaged``'s default keeps the public step in the database.
+#: Its curvature step sums the w × w Gram matrix: n·w²/2 aggregate transitions in PostgreSQL's
+#: executor, the work of w/(2K) joint gradients (n·K·w each), where numpy's compute-bound
+#: products make it cheap on the workers (kits/curvature_step.py, CURVATURE_MAX_WIDTH). At
+#: 256 and K ≥ 3 it is at most 43 gradients' work; at 1,024 and K = 3, 171, more than most
+#: jobs' T.
+IN_DATABASE_CURVATURE_WIDTH = 256
 
 
 def check_in_database(
@@ -95,3 +104,17 @@ def check_in_database_width(width: int) -> None:
             f"in-database execution holds at most {MAX_TABLE_COLUMNS - 2} encoded columns "
             "(a PostgreSQL table's limit); this dataset encodes more",
         )
+
+
+def in_database_params(optimizer: str, params: dict[str, Any], width: int) -> dict[str, Any]:
+    """The optimizer parameters a job runs with in the database: ``params`` with
+    ``curvature_share`` = 0 for ``dp_agd_averaged`` on rows wider than
+    :data:`IN_DATABASE_CURVATURE_WIDTH` when the analyst left it unset (the job's recorded spec
+    then shows it); unchanged otherwise. Public facts only."""
+    if (
+        optimizer == "dp_agd_averaged"
+        and width > IN_DATABASE_CURVATURE_WIDTH
+        and "curvature_share" not in params
+    ):
+        return {**params, "curvature_share": 0.0}
+    return params

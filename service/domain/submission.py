@@ -37,7 +37,7 @@ from service.data.partitions import choose_layout, worker_memory_limit
 from service.data.sql_encoding import InDatabaseUnsupported
 from service.db.models import Dataset, Grant, Job
 from service.domain.dispatching import Dispatcher
-from service.domain.execution import check_in_database
+from service.domain.execution import check_in_database, in_database_params
 from service.domain.registration import ensure_not_retired
 from service.domain.roots import ensure_source_open
 from service.errors import ConcurrentChange, DatasetNotFound, DatasetRetired
@@ -195,6 +195,12 @@ def price_job(facts: DatasetFacts, body: JobCreate, settings: Settings | None = 
     body, auto_record = _resolve_auto(facts, body, target)
     if facts.execution == "in_database":
         _check_in_database(facts, body)
+        params = in_database_params(
+            body.optimizer.name, body.optimizer.params, width=facts.n_features + 1
+        )
+        body = body.model_copy(
+            update={"optimizer": body.optimizer.model_copy(update={"params": params})}
+        )
     try:
         planned = plan_job(
             body.model,

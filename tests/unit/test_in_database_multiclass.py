@@ -15,10 +15,11 @@ from service.data.cells import normalise_value
 from service.data.encoding import encode_one_vs_rest
 from service.data.spec import LabelSpec
 from service.data.sql_encoding import InDatabaseUnsupported, class_lookup
-from service.domain.execution import check_in_database
+from service.domain.execution import IN_DATABASE_CURVATURE_WIDTH, check_in_database
 from service.models.logistic import LogisticLoss
 from service.models.multinomial import MultinomialLoss, class_indices
 from service.optimizers.kits.curvature_refresh import CurvatureTermsOracle
+from service.optimizers.kits.curvature_step import CURVATURE_MAX_WIDTH
 from service.optimizers.kits.gram_step import GRAM_MAX_WIDTH
 from service.optimizers.kits.registry import get_optimizer
 from service.workers.in_database import InDatabaseGradient, statement_timeout_ms
@@ -215,3 +216,39 @@ def test_no_level_of_the_curvature_query_is_wider_than_the_admission_allows() ->
     ]
     assert len(widths) >= 5 and max(widths[1:]) <= K + width + 2  # [0]: the one array
     assert len(query.selected_columns) == 1
+
+
+@pytest.mark.parametrize("width", [IN_DATABASE_CURVATURE_WIDTH, IN_DATABASE_CURVATURE_WIDTH + 1])
+def test_wide_rows_keep_the_public_step_in_the_database_only(width: int) -> None:
+    """The curvature step's Gram matrix is n·w²/2 aggregate transitions in PostgreSQL (w/(2K)
+    gradients' work): above IN_DATABASE_CURVATURE_WIDTH the in-database default spends no
+    share on it, and the job's recorded spec says so; the workers' default spends it up to
+    CURVATURE_MAX_WIDTH; an analyst's own share is kept."""
+    from service.domain.submission import DatasetFacts, price_job
+    from service.schemas import JobCreate
+
+    def priced(execution: str, params: dict[str, object] | None = None) -> dict[str, object]:
+        facts = DatasetFacts(
+            id="ds_wide", n_rows=20_000, n_features=width - 1, delta=1e-5,
+            label_type="categorical", classes=10, retired=False, execution=execution,
+        )  # fmt: skip
+        body: dict[str, object] = {
+            "dataset_id": "ds_wide",
+            "model": {"type": "logistic_regression"},
+            "privacy": {"epsilon": 1.0, "delta": 1e-5},
+        }
+        if params is not None:
+            body["optimizer"] = {"name": "dp_agd_averaged", "params": params}
+        job = price_job(facts, JobCreate.model_validate(body))
+        return {**job.planned.plan.hyperparameters, "spec": job.spec["optimizer"]["params"]}
+
+    assert width <= CURVATURE_MAX_WIDTH
+    workers, inside = priced("workers"), priced("in_database")
+    assert workers["curvature_share"] > 0  # type: ignore[operator]
+    if width > IN_DATABASE_CURVATURE_WIDTH:
+        assert "curvature_share" not in inside
+        assert inside["spec"]["curvature_share"] == 0.0  # type: ignore[index]
+    else:
+        assert inside["curvature_share"] == workers["curvature_share"]
+    own = priced("in_database", {"curvature_share": 0.05})
+    assert own["curvature_share"] == 0.05
