@@ -237,8 +237,7 @@ class HeadLimit:
 
 #: Header fields a request may carry once: each has one meaning, and a repeated one could mean
 #: one thing to a proxy or log in front of the service (which read the first, say) and another
-#: here. h11 already refuses a repeated Content-Length of different values and a Host that
-#: appears twice is not checked by it.
+#: here. h11 itself refuses only Content-Length fields that disagree (equal ones it merges).
 SINGLE_HEADERS = {
     b"authorization": "Authorization",
     b"content-length": "Content-Length",
