@@ -360,8 +360,8 @@ class SafeTarget:
     """Paths and query strings with control characters never reach a route (or a database).
 
     A path segment with one → 404 (no id or name can contain it, so nothing is there); a query
-    parameter with one → 422 naming ``query.<name>``. Uses service/safe_text.py, the rule that
-    request bodies follow too.
+    parameter with one, or given twice, → 422 naming ``query.<name>``. Uses
+    service/safe_text.py, the rule that request bodies follow too.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -384,10 +384,17 @@ def _target_problem(scope: Scope) -> Any:
     query = scope.get("query_string", b"")
     if query:
         pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)  # as Starlette does
+        seen: set[str] = set()
         for name, value in pairs:
             if not (safe_text.is_safe(name) and safe_text.is_safe(value)):
                 field = f"query.{name}" if safe_text.is_safe(name) and name else "query"
                 return problem_response(
                     422, "Invalid request", f"{field} {safe_text.MESSAGE}", field
                 )
+            if name in seen:  # one value a parameter: no list parameters, and "the last wins"
+                field = f"query.{name}"  # would read otherwise than a proxy reading the first
+                return problem_response(
+                    422, "Invalid request", f"{field}: given more than once", field
+                )
+            seen.add(name)
     return None

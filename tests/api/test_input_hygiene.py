@@ -157,6 +157,15 @@ def test_control_characters_in_queries_are_422(actors: dict[str, Any]) -> None:
     problem(actors["analyst"].get("/v1/datasets?limit=1%00"), 422, "query.limit")
 
 
+def test_a_query_parameter_given_twice_is_422(actors: dict[str, Any]) -> None:
+    """No parameter takes a list; Starlette keeps the last value where a proxy may check the
+    first (``?limit=5&limit=1000``)."""
+    problem(actors["analyst"].get("/v1/jobs?limit=5&limit=1000"), 422, "query.limit")
+    problem(actors["analyst"].get("/v1/jobs?status=queued&status=running"), 422, "query.status")
+    problem(actors["analyst"].get("/v1/datasets?cursor=&cursor="), 422, "query.cursor")
+    assert actors["analyst"].get("/v1/jobs?limit=5&status=queued").status_code == 200
+
+
 def test_idempotency_key_must_be_printable(actors: dict[str, Any]) -> None:
     body = logistic_job(actors["datasets"][0])
     for key in ("two words", "é", "x" * 201):
