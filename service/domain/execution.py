@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.data.sql_encoding import InDatabaseUnsupported
+from service.optimizers.kits.curvature_step import IN_DATABASE_CURVATURE_WIDTH
 
 __all__ = [
     "IN_DATABASE_CURVATURE_WIDTH",
@@ -33,13 +34,6 @@ IN_DATABASE_MODELS = frozenset({"logistic_regression", "multinomial_logistic_reg
 #: multinomial query's levels carry the d columns and K values per class and a few more).
 MAX_TABLE_COLUMNS = 1600
 MAX_SELECT_ENTRIES = 1664
-#: Above this row width, ``dp_agd_averaged``'s default keeps the public step in the database.
-#: Its curvature step sums the w × w Gram matrix: n·w²/2 aggregate transitions in PostgreSQL's
-#: executor, the work of w/(2K) joint gradients (n·K·w each), where numpy's compute-bound
-#: products make it cheap on the workers (kits/curvature_step.py, CURVATURE_MAX_WIDTH). At
-#: 256 and K ≥ 3 it is at most 43 gradients' work; at 1,024 and K = 3, 171, more than most
-#: jobs' T.
-IN_DATABASE_CURVATURE_WIDTH = 256
 
 
 def check_in_database(

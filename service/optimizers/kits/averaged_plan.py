@@ -27,6 +27,7 @@ from service.optimizers.kits.curvature_refresh import (
 from service.optimizers.kits.curvature_step import (
     CURVATURE_MAX_WIDTH,
     CURVATURE_SHARE,
+    IN_DATABASE_CURVATURE_WIDTH,
     MIN_CURVATURE_CLASSES,
     curvature_pays,
 )
@@ -75,7 +76,8 @@ class DPAGDAveragedParams(AveragedStepsParams):
         "same total noise (0: the public step and T). Needs the row map and l2 > 0. Default: "
         f"{CURVATURE_SHARE} for a joint multinomial model of 3 or more classes with the row "
         "map, l2 > 0, rows of "
-        f"width ≤ {CURVATURE_MAX_WIDTH} and neither iterations nor step_size set; 0 otherwise "
+        f"width ≤ {CURVATURE_MAX_WIDTH} (≤ {IN_DATABASE_CURVATURE_WIDTH} on a dataset fitted "
+        "in its database) and neither iterations nor step_size set; 0 otherwise "
         "(service/optimizers/kits/curvature_step.py).",
     )
     curvature_form: Literal["eigenvalue", "gram"] | None = Field(

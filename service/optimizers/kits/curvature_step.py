@@ -83,6 +83,7 @@ __all__ = [
     "CURVATURE_MARGIN",
     "CURVATURE_MAX_WIDTH",
     "CURVATURE_SHARE",
+    "IN_DATABASE_CURVATURE_WIDTH",
     "MIN_CURVATURE_CLASSES",
     "CurvatureSteps",
     "GramOracle",
@@ -113,6 +114,13 @@ CURVATURE_MARGIN = 2.0
 #: standard errors but the +2.3) and the fit 1.1–7 times faster; the earlier cap, 256, had
 #: no measurement above it.
 CURVATURE_MAX_WIDTH = 1024
+#: Above this row width, ``dp_agd_averaged``'s default keeps the public step in the database.
+#: Its curvature step sums the w × w Gram matrix: n·w²/2 aggregate transitions in PostgreSQL's
+#: executor, the work of w/(2K) joint gradients (n·K·w each), where numpy's compute-bound
+#: products make it cheap on the workers (CURVATURE_MAX_WIDTH). At 256 and K ≥ 3 it is at most
+#: 43 gradients' work; at 1,024 and K = 3, 171, more than most jobs' T. Applied at pricing
+#: (``service/domain/execution.py:in_database_params``), where the execution is known.
+IN_DATABASE_CURVATURE_WIDTH = 256
 #: The default spends the share only where the margin alone, κ σ_c / n, is at most this: λ⁺ can
 #: then fall to a quarter of the public bound (a step ≥ 4× the public one) on spread rows; on
 #: fewer rows the release would cost its share and change nothing (:func:`curvature_pays`).
