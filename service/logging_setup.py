@@ -82,6 +82,14 @@ def configure_logging(
     return handler
 
 
+def use_log_format(log_format: str) -> None:
+    """This process's logging in ``DPFIT_LOG_FORMAT`` (``text``, else JSON): dpfit's own handler
+    (:func:`configure_logging`) and the library handlers already installed
+    (:func:`format_library_lines`) — the API process and every embedded worker process alike."""
+    configure_logging("text" if log_format == "text" else "json")
+    format_library_lines(log_format)
+
+
 def formatter_for(log_format: str) -> logging.Formatter:
     """The formatter of ``DPFIT_LOG_FORMAT`` (``text``, else JSON)."""
     return TextFormatter() if log_format == "text" else JsonFormatter()

@@ -30,7 +30,7 @@ from service.api.ui import install_ui
 from service.db.session import API_THREADS, ApiSessions, expected_schema_revision, make_engine
 from service.domain.dispatching import Dispatcher
 from service.ledger.audit import AuditCache
-from service.logging_setup import configure_logging, format_library_lines
+from service.logging_setup import use_log_format
 from service.schemas import Problem
 from service.settings import Settings
 from service.workers.dispatch import DaskDispatcher, SupervisorDispatches
@@ -71,8 +71,7 @@ def create_app(
     # Under the supervisor, its reconciler is the one dispatcher (fair across all processes).
     default: DispatcherFactory = SupervisorDispatches if settings.supervised else DaskDispatcher
     factory: DispatcherFactory = dispatcher_factory or default
-    configure_logging("text" if settings.log_format == "text" else "json")
-    format_library_lines(settings.log_format)
+    use_log_format(settings.log_format)
     app = FastAPI(
         title="dpfit",
         version=__version__,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from distributed import Nanny, Scheduler, SpecCluster, Worker
 
 from service.data.partitions import PAUSE_FRACTION, TERMINATE_FRACTION, worker_memory_limit
-from service.logging_setup import configure_logging, format_library_lines
+from service.logging_setup import use_log_format
 from service.workers.priority import lower_priority
 
 if TYPE_CHECKING:
@@ -66,8 +66,7 @@ class ClosedWorker(Worker):
     ) -> None:
         lower_priority(nice)
         if log_format is not None:
-            configure_logging("text" if log_format == "text" else "json")
-            format_library_lines(log_format)
+            use_log_format(log_format)
         super().__init__(*args, **kwargs)
 
     def start_http_server(self, *args: Any, **kwargs: Any) -> None:
