@@ -148,6 +148,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the Gram-form joint l2 (factor 1, floor 1e-6) against 9 and 1e-5, development splits",
     )
     parser.add_argument(
+        "--dev-l2-rows",
+        action="store_true",
+        help="the joint l2 ceiling 1/n against 1e-3 alone, development splits",
+    )
+    parser.add_argument(
         "--dev-column-scales",
         action="store_true",
         help="the row map's private column scales against none, development splits",
@@ -1325,6 +1330,33 @@ def dev_gram_l2(runs: int, epsilons: tuple[float, ...], names: list[str] | None)
     return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
 
 
+def dev_l2_rows(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
+    """The joint l2 ceiling min(1e-3, 1/n) (``kits/joint_rule.py``, "Many rows"): ``auto``'s job
+    against the job of the rule before (the ceiling 1e-3 alone: ``JOINT_L2_ROWS`` = ∞),
+    development splits only (as :func:`dev_gram_l2`); the last column gives both l2 where the
+    new ceiling binds ("no": the two arms are the same job)."""
+    from unittest import mock
+
+    from service.optimizers.kits import joint_rule
+
+    header = (
+        "| set | dev rows | K | features | ε | ceiling 1e-3: T, % | fit "
+        "| ceiling min(1e-3, 1/n): T, % | fit | fit ratio | l2 (before → the rule's) |"
+    )
+    before: list[float] = []  # the last pair's l2 before; rule() follows arms() on each cell
+
+    def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
+        with mock.patch.object(joint_rule, "JOINT_L2_ROWS", math.inf):
+            old = priced(dev, int(job.loss.classes), eps, {"type": "logistic_regression"}).planned
+        before.append(float(old.loss.l2))
+        return old, job
+
+    def rule(job: Any, eps: float) -> str:
+        return f"yes ({before[-1]:.2g} → {job.loss.l2:.2g})" if before[-1] != job.loss.l2 else "no"
+
+    return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
+
+
 def dev_column_scales(
     runs: int, epsilons: tuple[float, ...], names: list[str] | None
 ) -> list[str]:
@@ -1506,6 +1538,7 @@ def run(args: argparse.Namespace) -> None:
             "; fit times are medians",
         ),
         (args.dev_gram_l2, dev_gram_l2, "dev-gram-l2", "storms", "; fit times are medians"),
+        (args.dev_l2_rows, dev_l2_rows, "dev-l2-rows", "digits", "; fit times are medians"),
         (
             args.dev_column_scales,
             dev_column_scales,

@@ -44,8 +44,11 @@ The rule (first candidate whose plan is feasible wins):
    classes on n ≤ 400 rows with n·ε ≤ 1,000
    (:func:`~service.optimizers.kits.joint_rule.takes_small_data_ceiling`); a joint fit whose
    steps run in the Gram form at the curvature at w = 0 takes the factor 1 and the floor 1e-6
-   (:func:`~service.optimizers.kits.joint_rule.takes_gram_l2`).
-   Evidence in "Small data" and ``kits/joint_rule.py`` ("Small data", "Gram-form l2").
+   (:func:`~service.optimizers.kits.joint_rule.takes_gram_l2`); a joint fit of K ≥ 3 classes
+   whose ceiling is 1e-3 takes min(1e-3, 1/n)
+   (:func:`~service.optimizers.kits.joint_rule.joint_l2_ceiling`).
+   Evidence in "Small data" and ``kits/joint_rule.py`` ("Small data", "Gram-form l2",
+   "Many rows").
    Every optimizer's unset ``objective_gap`` (the bound on F(0) − min F behind the default
    radius and T) is max(1, the largest loss a row can have at w = 0): 1 for classification,
    δ·B − δ²/2 for Huber regression with label bound B (:func:`~service.models.base.
@@ -209,6 +212,7 @@ from service.optimizers.kits.joint_rule import (
     GRAM_L2_FLOOR,
     JOINT_MIN_CLASSES,
     JOINT_STEP_CAP,
+    joint_l2_ceiling,
     joint_norm_clip,
     prefers_joint,
     takes_gram_l2,
@@ -261,7 +265,8 @@ RULE = (
     "at a private mean and scales to unit norm, ceiling 1e-2 for binary logistic_regression, "
     "a joint fit of two classes and one of 3 <= K <= 5 classes on n <= 400 rows with "
     "n*epsilon <= 1000; factor 1 and floor 1e-6 for a joint fit of K >= 3 classes whose "
-    "steps take the Gram form at the curvature 1/K, on many rows of width <= 32); delta > 0 and "
+    "steps take the Gram form at the curvature 1/K, on many rows of width <= 32; ceiling "
+    "min(1e-3, 1/n) for a joint fit of K >= 3 classes otherwise at 1e-3); delta > 0 and "
     "a non-convex loss: dp_gd; delta = 0: output_perturbation_gd; logistic_regression "
     "without gradient_clip: gradient_clip = 0.5; "
     "huber_regression without huber_delta: huber_delta = 0.03*label_bound; theory defaults for the "
@@ -415,6 +420,8 @@ def choose_model_and_optimizer(
         )
         mapped = names[0] == "dp_agd_averaged" and resolved.get("fit_intercept")
         ceiling = L2_CEILING_MAPPED if mapped and (two_classes or small) else L2_CEILING
+        if resolved["type"] == MULTINOMIAL and ceiling == L2_CEILING:
+            ceiling = joint_l2_ceiling(n, classes, ceiling)
         gram = mapped and resolved["type"] == MULTINOMIAL
         shape = (
             (GRAM_L2_FACTOR, GRAM_L2_FLOOR)

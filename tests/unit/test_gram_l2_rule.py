@@ -26,7 +26,12 @@ from service.optimizers.kits.gram_step import (
     curvature_scale,
     gram_edge,
 )
-from service.optimizers.kits.joint_rule import GRAM_L2_FACTOR, GRAM_L2_FLOOR, takes_gram_l2
+from service.optimizers.kits.joint_rule import (
+    GRAM_L2_FACTOR,
+    GRAM_L2_FLOOR,
+    joint_l2_ceiling,
+    takes_gram_l2,
+)
 from service.privacy.gdp import gdp_mu
 
 SPEC = {"type": "logistic_regression"}
@@ -43,7 +48,8 @@ def _expected(job: object, n: int, features: int, classes: int, eps: float, gram
     loss = build_loss(parse_model_spec(job.model), classes)  # type: ignore[attr-defined]
     d = classes * (features + (1 if job.model.get("fit_intercept", True) else 0))  # type: ignore[attr-defined]
     shape = (GRAM_L2_FACTOR, GRAM_L2_FLOOR) if gram else (L2_FACTOR, L2_FLOOR)
-    return rule_l2(float(loss.lipschitz), n, d, PrivacyTarget(eps, DELTA), 1e-3, *shape)
+    ceiling = joint_l2_ceiling(n, classes, 1e-3)  # "Many rows": min(1e-3, 1/n) from K = 3
+    return rule_l2(float(loss.lipschitz), n, d, PrivacyTarget(eps, DELTA), ceiling, *shape)
 
 
 @pytest.mark.parametrize(
