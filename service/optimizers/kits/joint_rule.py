@@ -174,10 +174,10 @@ accuracy points where the new ceiling binds, at ε = 0.5 / 1 / 2 / 5 (— : it d
 
 - MNIST-like images (784 pixels, K = 10), 14,699 rows +3.0 / +2.8 / +2.9 / +0.6, 3,919 rows
   +2.1 / +2.6 / +2.0 / +1.5;
-- many classes: K = 26 (two 9,800-row sets) +3.6 / +3.8 and +3.6 / +3.3; K = 20 (correlated,
-  14,000 rows) +0.8 / +0.9 / +0.1; K = 10 of 64 features +0.7 / +1.5 / +0.2;
-- real tables: diamonds cut / clarity +0.1 / +0.4 at ε = 0.5 (— above), plans.csv +1.8 / +0.1
-  / +0.1, three unseen tables of 1,181–1,370 rows −1.7 to +1.4 (each within about two
+- many classes: K = 26 (two 9,800-row sets) +3.6 / +3.8 and +3.6 / +3.3; K = 20 +2.3 (12,250
+  rows) and +0.8 / +0.9 / +0.1 (correlated, 14,000 rows); K = 15 +1.4 / +0.3; K = 12 +0.8;
+  K = 10 of 64 features +0.7 / +1.5 / +0.2; K = 5 and 8 on real tables (diamonds) +0.1 / +0.4;
+- real tables: plans.csv +1.8 / +0.1 / +0.1, three unseen tables of 1,181–1,370 rows −1.7 to +1.4 (each within about two
   standard errors, 0.3–1.3), the correlated sets of 2,100–3,500 rows +0.0 to +1.0;
 - softmax-teacher sets of uniform features, whose rows spread evenly over every direction
   (the worst case for a smaller l2): at ε = 0.5 −0.6 (K = 7, 54 features), −0.6 / −0.9 (K = 4
