@@ -177,8 +177,9 @@ accuracy points where the new ceiling binds, at ε = 0.5 / 1 / 2 / 5 (— : it d
 - many classes: K = 26 (two 9,800-row sets) +3.6 / +3.8 and +3.6 / +3.3; K = 20 +2.3 (12,250
   rows) and +0.8 / +0.9 / +0.1 (correlated, 14,000 rows); K = 15 +1.4 / +0.3; K = 12 +0.8;
   K = 10 of 64 features +0.7 / +1.5 / +0.2; K = 5 and 8 on real tables (diamonds) +0.1 / +0.4;
-- real tables: plans.csv +1.8 / +0.1 / +0.1, three unseen tables of 1,181–1,370 rows −1.7 to +1.4 (each within about two
-  standard errors, 0.3–1.3), the correlated sets of 2,100–3,500 rows +0.0 to +1.0;
+- real tables: plans.csv +1.8 / +0.1 / +0.1, three unseen tables of 1,181–1,370 rows −1.7 to
+  +1.4 (each within about two standard errors, 0.3–1.3), the correlated sets of 2,100–3,500
+  rows +0.0 to +1.0;
 - softmax-teacher sets of uniform features, whose rows spread evenly over every direction
   (the worst case for a smaller l2): at ε = 0.5 −0.6 (K = 7, 54 features), −0.6 / −0.9 (K = 4
   / 3, 1,470–2,450 rows), −1.4 (K = 8, 40 features), −1.9 (K = 10, 50 features), −2.7 (K = 5,
@@ -207,6 +208,7 @@ __all__ = [
     "SMALL_JOINT_N_EPSILON",
     "SMALL_JOINT_ROWS",
     "JOINT_L2_ROWS",
+    "JOINT_L2_ROWS_MIN_CLASSES",
     "coefficient_norm_at_zero",
     "joint_l2_ceiling",
     "joint_norm_clip",
@@ -236,6 +238,8 @@ GRAM_L2_FLOOR = 1e-6
 #: A joint fit of K ≥ 3 classes under step 5's ceiling 1e-3 takes at most JOINT_L2_ROWS / n
 #: (:func:`joint_l2_ceiling`; module docstring, "Many rows").
 JOINT_L2_ROWS = 1.0
+#: … from this many classes (two classes are the binary problem, with its own ceiling).
+JOINT_L2_ROWS_MIN_CLASSES = 3
 
 
 def takes_gram_l2(n: int, width: int, classes: int, target: PrivacyTarget) -> bool:
@@ -264,7 +268,7 @@ def joint_l2_ceiling(n: int, classes: int, ceiling: float) -> float:
     """Step 5's l2 ceiling for a joint fit of K classes on n training rows whose rule would take
     ``ceiling``: min(``ceiling``, :data:`JOINT_L2_ROWS`/n) from K = 3 (scikit-learn's default C = 1
     is l2 = 1/n), ``ceiling`` below (module docstring, "Many rows"). Public facts only: n, K."""
-    if classes < NORM_CLIP_MIN_CLASSES or n < 1:
+    if classes < JOINT_L2_ROWS_MIN_CLASSES or n < 1:
         return ceiling
     return min(ceiling, JOINT_L2_ROWS / n)
 
