@@ -419,9 +419,12 @@ def choose_model_and_optimizer(
             n, classes, target.epsilon
         )
         mapped = names[0] == "dp_agd_averaged" and resolved.get("fit_intercept")
-        ceiling = L2_CEILING_MAPPED if mapped and (two_classes or small) else L2_CEILING
-        if resolved["type"] == MULTINOMIAL and ceiling == L2_CEILING:
-            ceiling = joint_l2_ceiling(n, classes, ceiling)
+        if mapped and (two_classes or small):
+            ceiling = L2_CEILING_MAPPED
+        elif resolved["type"] == MULTINOMIAL:
+            ceiling = joint_l2_ceiling(n, classes, L2_CEILING)
+        else:
+            ceiling = L2_CEILING
         gram = mapped and resolved["type"] == MULTINOMIAL
         shape = (
             (GRAM_L2_FACTOR, GRAM_L2_FLOOR)

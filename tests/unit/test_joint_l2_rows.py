@@ -12,9 +12,16 @@ from __future__ import annotations
 import pytest
 
 from service.models.registry import parse_model_spec
-from service.optimizers.auto import L2_CEILING, resolve, rule_l2
+from service.optimizers.auto import L2_CEILING, L2_FACTOR, L2_FLOOR, resolve, rule_l2
 from service.optimizers.kits.base import PrivacyTarget
-from service.optimizers.kits.joint_rule import JOINT_L2_ROWS, joint_l2_ceiling
+from service.optimizers.kits.joint_rule import (
+    GRAM_L2_FACTOR,
+    GRAM_L2_FLOOR,
+    JOINT_L2_ROWS,
+    joint_l2_ceiling,
+    joint_norm_clip,
+    takes_gram_l2,
+)
 
 DELTA = 1e-5
 SPEC = {"type": "logistic_regression"}
@@ -59,8 +66,15 @@ def test_below_one_over_n_the_formula_stays() -> None:
     n, features, classes, eps = 40_000, 10, 3, 5.0
     job = _job(n, features, classes, eps)
     assert job.model["l2"] < 1.0 / n  # type: ignore[attr-defined]
-    before = _job(n, features, classes, eps)  # deterministic: the same public facts
-    assert before.model["l2"] == job.model["l2"]  # type: ignore[attr-defined]
+    target = PrivacyTarget(eps, DELTA)
+    shape = (
+        (GRAM_L2_FACTOR, GRAM_L2_FLOOR)
+        if takes_gram_l2(n, features + 1, classes, target)
+        else (L2_FACTOR, L2_FLOOR)
+    )
+    lipschitz = float(joint_norm_clip(0.5, classes) or 0.0)
+    formula = rule_l2(lipschitz, n, classes * (features + 1), target, 1.0, *shape)
+    assert job.model["l2"] == pytest.approx(formula, rel=1e-12)  # type: ignore[attr-defined]
 
 
 def test_two_classes_one_vs_rest_binary_and_the_analysts_l2_keep_the_rule_before() -> None:
