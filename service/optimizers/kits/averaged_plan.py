@@ -29,6 +29,7 @@ from service.optimizers.kits.curvature_step import (
     CURVATURE_SHARE,
     IN_DATABASE_CURVATURE_WIDTH,
     MIN_CURVATURE_CLASSES,
+    SPREAD_CONCENTRATION,
     curvature_pays,
 )
 from service.optimizers.kits.dp_agd_row_map import (
@@ -37,6 +38,7 @@ from service.optimizers.kits.dp_agd_row_map import (
     mean_then_steps,
 )
 from service.optimizers.kits.gram_step import GRAM_STEPS, gram_pays, scales_at_zero
+from service.optimizers.kits.limits import FULL_GRADIENT_STEPS_CAP
 
 __all__ = [
     "MIN_SHARE",
@@ -88,6 +90,17 @@ class DPAGDAveragedParams(AveragedStepsParams):
         f"{CURVATURE_MAX_WIDTH}). Default: 'gram' where the noise's spectral edge over n is at "
         "most 1/width (many rows) and rows are at most 32 wide, 'eigenvalue' otherwise "
         "(service/optimizers/kits/gram_step.py).",
+    )
+    spread_iterations: int | None = Field(
+        default=None,
+        ge=1,
+        le=FULL_GRADIENT_STEPS_CAP,
+        description="Steps T_s to run instead of T when the curvature step's released top "
+        "eigenvalue shows the mapped rows spread evenly over their width (λ⁺·width ≤ "
+        f"{SPREAD_CONCENTRATION:g}); T_s is then scaled by the curvature as T is. Used by the "
+        "'eigenvalue' form only (the 'gram' form runs min(T, 32) steps) and only when below "
+        "T. Default: none; auto sets it to the T of the joint l2 before its many-rows ceiling "
+        '(service/optimizers/kits/joint_rule.py, "Spread rows").',
     )
 
     column_scale_share: float | None = Field(
@@ -215,6 +228,9 @@ def with_curvature_form(plan: ReleasePlan, params: DPAGDAveragedParams, loss: Lo
     form = params.curvature_form or ("gram" if fits and gram_pays(n, width, z_c) else "eigenvalue")
     hyper["curvature_form"] = form
     if form == "eigenvalue":  # T' ≤ T follows from a release: progress counts out of T
+        spread = params.spread_iterations
+        if spread is not None and spread < int(hyper["iterations"]):
+            hyper["spread_iterations"] = int(spread)
         return replace(plan, hyperparameters=hyper)
     # the Gram form's count is public: the job's progress (and its estimate) count its steps
     return replace(plan, hyperparameters=hyper, total_steps=min(plan.total_steps, GRAM_STEPS))

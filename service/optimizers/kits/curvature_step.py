@@ -27,7 +27,16 @@ the job's μ², taken from the steps' share):
    λ⁺ = clamp((λ̃ + κ σ_c)/n, 1/w, 1) with κ = :data:`CURVATURE_MARGIN` (λ⁺ ≥ λ_max(G)/n
    with probability Φ(κ) = 0.977 over the noise); β̂ = β λ⁺ + l2; the step η = 1/β̂; the
    number of steps T' = clamp(⌈T √(β̂/β_F)⌉, 1, T) — the plan's T scaled as the accelerated
-   rate's T scales with the smoothness; the steps' noise multiplier z' = z √(T'/T).
+   rate's T scales with the smoothness; the steps' noise multiplier z' = z √(T'/T). Where the
+   plan names a shorter T_s for spread rows (``spread_iterations``) and λ⁺·w ≤
+   :data:`SPREAD_CONCENTRATION` — the rows' second moment within that factor of its floor 1/w,
+   spread evenly over their width — T_s stands in for T in T' (still z' = z √(T'/T)).
+   Why (``auto`` sets T_s where the joint l2's many-rows ceiling lengthened T, ``kits/
+   joint_rule.py``, "Spread rows"): the plan's T counts the noise of all d coordinates; rows
+   concentrated on a few directions (images: λ⁺·w = 120–230) leave most of that noise where no
+   row reaches, and gain from the longer T, but on rows spread over every direction
+   (softmax-teacher sets of uniform features: 2.9–4.7) every coordinate's noise counts, and
+   the longer T lost up to 2.7 points at ε = 0.5.
 3. ``dp_agd_averaged``'s T' noisy steps at η, each iterate projected onto the public ball
    ‖w‖ ≤ R = √(2·gap/l2) (the optimum lies inside it: l2/2 ‖w*‖² ≤ F(0) − F(w*) ≤ gap), so an
    underestimate of λ_max (probability ≤ 0.023) can slow the steps but never make them
@@ -85,6 +94,7 @@ __all__ = [
     "CURVATURE_SHARE",
     "IN_DATABASE_CURVATURE_WIDTH",
     "MIN_CURVATURE_CLASSES",
+    "SPREAD_CONCENTRATION",
     "CurvatureSteps",
     "GramOracle",
     "checked_gram",
@@ -127,6 +137,11 @@ IN_DATABASE_CURVATURE_WIDTH = 256
 CURVATURE_MARGIN_CAP = 0.25
 #: T' = ⌈T (β̂/β_F)^p⌉ with p = CURVATURE_STEPS_POWER (½: the accelerated rate's √β scaling).
 CURVATURE_STEPS_POWER = 0.5
+#: Rows whose λ⁺·w is at most this are spread evenly over their width: the plan's
+#: ``spread_iterations`` then stands in for T (step 2). Measured λ⁺·w on development splits:
+#: 2.9–4.7 on every softmax-teacher set of uniform features (K = 3–26, 11–601 wide), 120–230 on
+#: the MNIST-like images; the real tables in ``kits/joint_rule.py``, "Spread rows".
+SPREAD_CONCENTRATION = 16.0
 #: Multiply-adds per block product when summing G (below OpenBLAS's threading threshold, as
 #: the models' ``PRODUCT_ENTRIES``).
 GRAM_BLOCK_ENTRIES = 1 << 18
@@ -220,9 +235,11 @@ def curvature_steps(
     iterations: int,
     step_noise_std: float,
     curvature_noise_std: float,
+    spread_iterations: int = 0,
 ) -> CurvatureSteps:
     """Step 2 of the module docstring, from λ̃ (``released``) and public facts only: n, the row
-    width w, the loss's β and l2, the plan's T and its steps' noise std (z·2L/n)."""
+    width w, the loss's β and l2, the plan's T and its steps' noise std (z·2L/n), and the
+    plan's T_s for spread rows (``spread_iterations``; 0 or ≥ T: none)."""
     if n < 1 or width < 1 or iterations < 1:
         raise ValueError("n, width and iterations must be >= 1")
     beta, l2 = float(loss.smoothness), float(loss.l2)
@@ -232,8 +249,11 @@ def curvature_steps(
     upper = min(1.0, max(1.0 / width, raw if math.isfinite(raw) else 1.0))
     estimated = beta * upper + l2
     ratio = estimated / (beta + l2)
-    scaled = iterations * ratio**CURVATURE_STEPS_POWER
-    steps = max(1, min(iterations, math.ceil(scaled - 1e-12)))
+    base = iterations
+    if 0 < spread_iterations < iterations and upper * width <= SPREAD_CONCENTRATION:
+        base = int(spread_iterations)
+    scaled = base * ratio**CURVATURE_STEPS_POWER
+    steps = max(1, min(base, math.ceil(scaled - 1e-12)))
     return CurvatureSteps(
         step_size=1.0 / estimated,
         iterations=steps,

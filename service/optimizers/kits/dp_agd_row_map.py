@@ -146,6 +146,8 @@ class RowMapConfig(GradientStepsConfig):
     curvature_refresh_share: float = 0.0
     curvature_refresh_noise_std: float = 0.0
     curvature_refresh_step: int = 0
+    #: T_s: the eigenvalue form's steps for spread rows (``curvature_step``, step 2; 0: none).
+    spread_iterations: int = 0
     objective_gap: float = 1.0
 
 

@@ -189,14 +189,32 @@ The losses are on evenly spread rows at ε = 0.5, where the noise does reach eve
 prediction; which rows are which is a property of the data (the spread of the rows' second
 moment), not of public facts, and the gains are on the rows real data has (images, real
 tables, many classes).
+
+Spread rows (issue 24, turn 29). Which rows are evenly spread is known after the curvature
+step's release: λ⁺·w, the released top eigenvalue of the mapped rows' second moment against its
+floor 1/w. The smaller l2 lengthens the plan's T (T ∝ √R, R = √(2·gap/l2)), and a third arm
+separated the two effects — the l2 at 1/n with T capped at the T of the l2 before
+(development splits, 8 seeds; 4 on images; bench/RESULTS.md, "Spread rows"):
+
+SPREAD_TABLE
+
+So ``auto`` also sets ``spread_iterations`` (:func:`spread_params`): the T of the same job at
+the l2 before the ceiling, which ``dp_agd_averaged``'s eigenvalue form runs instead of T where
+λ⁺·w ≤ 16 (``kits/curvature_step.py``, :data:`SPREAD_CONCENTRATION`; post-processing of the
+released λ̃ at the same μ: z' = z √(T'/T)). The Gram form (rows ≤ 32 wide on many rows) runs
+min(T, 32) steps and is left as it is.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from service.optimizers.kits.base import PrivacyTarget
+from service.optimizers.kits.base import InfeasibleSpec, PrivacyTarget
+
+if TYPE_CHECKING:
+    from service.models.registry import ModelSpec
+    from service.optimizers.kits.planning import JobPlan
 
 __all__ = [
     "GRAM_L2_FACTOR",
@@ -213,6 +231,7 @@ __all__ = [
     "joint_l2_ceiling",
     "joint_norm_clip",
     "prefers_joint",
+    "spread_params",
     "takes_gram_l2",
     "takes_small_data_ceiling",
 ]
@@ -310,3 +329,34 @@ def takes_small_data_ceiling(n: int, classes: int, epsilon: float) -> bool:
     if not 3 <= classes <= SMALL_JOINT_MAX_CLASSES:
         return False
     return n <= SMALL_JOINT_ROWS and n * epsilon <= SMALL_JOINT_N_EPSILON
+
+
+def spread_params(
+    job: JobPlan,
+    l2_before: float | None,
+    model: ModelSpec,
+    name: str,
+    params: dict[str, Any],
+    n: int,
+    n_features: int,
+    target: PrivacyTarget,
+    classes: int | None,
+) -> dict[str, int]:
+    """{"spread_iterations": T_s} for a joint job (``job``: ``model`` under optimizer ``name``
+    with ``params``) whose curvature step runs in the eigenvalue form and whose l2 the many-rows
+    ceiling lowered from ``l2_before``: T_s is the T of the same job planned at ``l2_before``,
+    when shorter than the job's T; {} otherwise (module docstring, "Spread rows"). Public facts
+    only: the two plans'."""
+    from service.optimizers.kits.planning import plan_job
+
+    hyper = job.plan.hyperparameters
+    eigenvalue = hyper.get("curvature_form") == "eigenvalue"
+    if not (eigenvalue and l2_before is not None and float(l2_before) > job.loss.l2):
+        return {}
+    spec = model.model_copy(update={"l2": float(l2_before)})
+    try:
+        before = plan_job(spec, name, params, n, n_features, target, classes).plan
+    except InfeasibleSpec:
+        return {}
+    steps = int(before.hyperparameters.get("iterations", 0))
+    return {"spread_iterations": steps} if 0 < steps < int(hyper["iterations"]) else {}
