@@ -45,10 +45,10 @@ The rule (first candidate whose plan is feasible wins):
    (:func:`~service.optimizers.kits.joint_rule.takes_small_data_ceiling`); a joint fit whose
    steps run in the Gram form at the curvature at w = 0 takes the factor 1 and the floor 1e-6
    (:func:`~service.optimizers.kits.joint_rule.takes_gram_l2`); a joint fit of K ≥ 3 classes
-   whose ceiling is 1e-3 takes min(1e-3, 1/n)
-   (:func:`~service.optimizers.kits.joint_rule.joint_l2_ceiling`).
+   whose ceiling is 1e-3 takes min(1e-3, 1/n) (:func:`~service.optimizers.kits.joint_rule.
+   joint_l2_ceiling`), and ``spread_iterations`` = the T at the l2 before it (``spread_params``).
    Evidence in "Small data" and ``kits/joint_rule.py`` ("Small data", "Gram-form l2",
-   "Many rows").
+   "Many rows", "Spread rows").
    Every optimizer's unset ``objective_gap`` (the bound on F(0) − min F behind the default
    radius and T) is max(1, the largest loss a row can have at w = 0): 1 for classification,
    δ·B − δ²/2 for Huber regression with label bound B (:func:`~service.models.base.
@@ -267,7 +267,8 @@ RULE = (
     "a joint fit of two classes and one of 3 <= K <= 5 classes on n <= 400 rows with "
     "n*epsilon <= 1000; factor 1 and floor 1e-6 for a joint fit of K >= 3 classes whose "
     "steps take the Gram form at the curvature 1/K, on many rows of width <= 32; ceiling "
-    "min(1e-3, 1/n) for a joint fit of K >= 3 classes otherwise at 1e-3); delta > 0 and "
+    "min(1e-3, 1/n) for a joint fit of K >= 3 classes otherwise at 1e-3, and spread_iterations "
+    "= the T of the l2 before it, run where the rows prove spread); delta > 0 and "
     "a non-convex loss: dp_gd; delta = 0: output_perturbation_gd; logistic_regression "
     "without gradient_clip: gradient_clip = 0.5; "
     "huber_regression without huber_delta: huber_delta = 0.03*label_bound; theory defaults for the "

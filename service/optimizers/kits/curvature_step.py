@@ -143,8 +143,13 @@ CURVATURE_STEPS_POWER = 0.5
 #: the MNIST-like images; the real tables in ``kits/joint_rule.py``, "Spread rows".
 SPREAD_CONCENTRATION = 16.0
 #: Multiply-adds per block product when summing G (below OpenBLAS's threading threshold, as
-#: the models' ``PRODUCT_ENTRIES``).
+#: the models' ``PRODUCT_ENTRIES``) …
 GRAM_BLOCK_ENTRIES = 1 << 18
+#: … but at least this many rows a block: a product of 64 rows has w²·64 multiply-adds, above
+#: that threshold from w = 64 anyway, and each block adds a w × w temporary into G, so wide rows
+#: paid more for the additions than for the products (21,000 × 785 rows, one BLAS thread:
+#: 733 ms in blocks of 64 rows, 277 ms in blocks of 1,024; 14,000 × 300: 60 → 37 ms).
+GRAM_BLOCK_ROWS = 1024
 
 
 def curvature_multiplier(share: float, target: PrivacyTarget) -> float:
@@ -175,10 +180,11 @@ class GramOracle(Protocol):
 
 def gram_of_rows(X: FloatArray) -> FloatArray:
     """Σ_i x_i x_iᵀ over the rows of ``X`` (n × w), summed block by block (blocks from the
-    public shape only; each block product below OpenBLAS's threading threshold)."""
+    public shape only: :data:`GRAM_BLOCK_ENTRIES` multiply-adds, at least
+    :data:`GRAM_BLOCK_ROWS` rows)."""
     rows = np.asarray(X, dtype=np.float64)
     w = int(rows.shape[1])
-    step = max(64, GRAM_BLOCK_ENTRIES // max(1, w * w))
+    step = max(GRAM_BLOCK_ROWS, GRAM_BLOCK_ENTRIES // max(1, w * w))
     total: FloatArray = np.zeros((w, w), dtype=np.float64)
     for start in range(0, int(rows.shape[0]), step):
         block = rows[start : start + step]
