@@ -194,9 +194,21 @@ Spread rows (issue 24, turn 29). Which rows are evenly spread is known after the
 step's release: λ⁺·w, the released top eigenvalue of the mapped rows' second moment against its
 floor 1/w. The smaller l2 lengthens the plan's T (T ∝ √R, R = √(2·gap/l2)), and a third arm
 separated the two effects — the l2 at 1/n with T capped at the T of the l2 before
-(development splits, 8 seeds; 4 on images; bench/RESULTS.md, "Spread rows"):
+(development splits, 8 seeds; 4 on images; bench/RESULTS.md, "Spread rows"): on the images
+the gain was the steps (14,699 rows, ε = 0.5 / 1 / 2: 82.2 / 84.4 / 85.7 % before, 85.2 / 87.2
+/ 88.6 with both, 82.4 / 84.6 / 86.3 with the new l2 at the old T), and on uniform features
+the loss was the steps too (the new l2 at the old T at or above both other arms in 16 of 19
+cells, within 0.4 points in the rest). λ⁺·w was 2.9–11.1 on every uniform set (K = 3–26,
+11–601 wide), 2.6–8.9 on small real tables, about 10 on digits, 120–230 on the images. With
+T_s on spread rows (``python -m bench multiclass --dev-spread-rows``), turn 28's rule → now:
 
-SPREAD_TABLE
+- uniform features, ε = 0.5: +1.3 (K = 10, 64 features), +1.0 (K = 7, 54), +3.3 (K = 5, 100),
+  +3.1 (K = 10, 50), +2.1 (K = 8, 40), +0.4 / +1.0 (K = 4 / 3 on 1,470 / 2,450 rows, 40
+  seeds); at ε = 1–2 −0.4 to +1.9 (the −0.4: K = 10, 64 features, ε = 1);
+- real tables (40 seeds): Chile, Catsup, Yogurt, plans.csv −0.0 to +0.6 (T_s within 4–13 % of
+  T); the correlated test splits at ε = 0.5 −0.8 to +0.5 (8 seeds, ± 0.14–0.78);
+- images: unchanged (λ⁺·w above the line: T runs); digits' test split (1,257 rows, 40 seeds)
+  70.8 / 85.5 / 89.9 / 92.8 at ε = 0.5 / 1 / 2 / 5 against 70.7 / 85.1 / 90.0 / 92.8.
 
 So ``auto`` also sets ``spread_iterations`` (:func:`spread_params`): the T of the same job at
 the l2 before the ceiling, which ``dp_agd_averaged``'s eigenvalue form runs instead of T where
