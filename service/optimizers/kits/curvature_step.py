@@ -35,7 +35,7 @@ the job's μ², taken from the steps' share):
    joint_rule.py``, "Spread rows"): the plan's T counts the noise of all d coordinates; rows
    concentrated on a few directions (images: λ⁺·w = 120–230) leave most of that noise where no
    row reaches, and gain from the longer T, but on rows spread over every direction
-   (softmax-teacher sets of uniform features: 2.9–4.7) every coordinate's noise counts, and
+   (softmax-teacher sets of uniform features: 2.9–11.1) every coordinate's noise counts, and
    the longer T lost up to 2.7 points at ε = 0.5.
 3. ``dp_agd_averaged``'s T' noisy steps at η, each iterate projected onto the public ball
    ‖w‖ ≤ R = √(2·gap/l2) (the optimum lies inside it: l2/2 ‖w*‖² ≤ F(0) − F(w*) ≤ gap), so an
@@ -139,8 +139,9 @@ CURVATURE_MARGIN_CAP = 0.25
 CURVATURE_STEPS_POWER = 0.5
 #: Rows whose λ⁺·w is at most this are spread evenly over their width: the plan's
 #: ``spread_iterations`` then stands in for T (step 2). Measured λ⁺·w on development splits:
-#: 2.9–4.7 on every softmax-teacher set of uniform features (K = 3–26, 11–601 wide), 120–230 on
-#: the MNIST-like images; the real tables in ``kits/joint_rule.py``, "Spread rows".
+#: 2.9–11.1 on every softmax-teacher set of uniform features (K = 3–26, 11–601 wide; the top at
+#: ε = 0.5 on 601 columns, where the release's margin lifts λ⁺), 120–230 on the MNIST-like
+#: images; the real tables in ``kits/joint_rule.py``, "Spread rows".
 SPREAD_CONCENTRATION = 16.0
 #: Multiply-adds per block product when summing G (below OpenBLAS's threading threshold, as
 #: the models' ``PRODUCT_ENTRIES``) …
